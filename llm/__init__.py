@@ -1,0 +1,1 @@
+"""Model providers: chat models, embeddings, the offline local model and cost accounting."""

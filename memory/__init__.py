@@ -1,0 +1,1 @@
+"""The four kinds of long-term memory (episodic, facts, procedural, messages, knowledge) on a MemoryStore."""

@@ -1,0 +1,486 @@
+"""The storage interface every backend implements, with the validation they share.
+
+Public methods validate their arguments here, once, so both backends reject bad input with
+the same error before anything is written; backends implement the ``_``-prefixed hooks.
+Every method has an ``a``-prefixed coroutine twin that runs it in a worker thread, so graph
+nodes never block the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from memstore.types import (
+    COLLECTION_NAME_RE,
+    MAX_USER_ID_LENGTH,
+    PROPERTY_NAME_RE,
+    CollectionSpec,
+    Filters,
+    InvalidInputError,
+    MemoryObject,
+    MissingUserError,
+    SearchHit,
+    StoredObject,
+    UnknownCollectionError,
+    UpsertResult,
+    VectorSizeError,
+    Where,
+)
+
+_SCALAR_CHECKS: dict[str, tuple[type, ...]] = {
+    "text": (str,),
+    "int": (int,),
+    "number": (int, float),
+    "bool": (bool,),
+    "date": (str,),
+}
+
+
+class MemoryStore(ABC):
+    """A long-term memory store: explicit collections, hybrid search, per-user isolation."""
+
+    backend: ClassVar[str]
+
+    def __init__(self, *, dims: int) -> None:
+        if not isinstance(dims, int) or isinstance(dims, bool) or dims <= 0:
+            raise InvalidInputError(f"dims must be a positive integer, got {dims!r}")
+        self.dims = dims
+        self._specs: dict[str, CollectionSpec] = {}
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def ensure_collection(self, spec: CollectionSpec) -> None:
+        """Create the collection if it is missing; an existing one must have the same schema."""
+        _validate_spec(spec)
+        self._ensure_collection(spec)
+        self._specs[spec.name] = spec
+
+    def spec(self, name: str) -> CollectionSpec:
+        """Return the schema of an existing collection or raise ``UnknownCollectionError``."""
+        if name not in self._specs:
+            loaded = self._load_spec(name)
+            if loaded is None:
+                raise UnknownCollectionError(
+                    f"unknown collection {name!r}: call ensure_collection() first "
+                    f"(existing: {', '.join(sorted(self.collections())) or 'none'})"
+                )
+            self._specs[name] = loaded
+        return self._specs[name]
+
+    def collections(self) -> list[str]:
+        """Names of the collections in this store."""
+        return self._collections()
+
+    def drop_collection(self, name: str) -> None:
+        """Delete a collection and everything in it."""
+        self.spec(name)
+        self._drop_collection(name)
+        self._specs.pop(name, None)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def upsert(
+        self, collection: str, objects: Sequence[MemoryObject], *, user: str | None = None
+    ) -> UpsertResult:
+        """Insert or replace objects by id; the whole batch is validated before any write."""
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        if isinstance(objects, MemoryObject):
+            raise InvalidInputError("upsert takes a sequence of MemoryObject, not one object")
+        seen: set[str] = set()
+        for obj in objects:
+            if not isinstance(obj, MemoryObject):
+                raise InvalidInputError(f"expected MemoryObject, got {type(obj).__name__}")
+            _check_id(obj.id)
+            if obj.id in seen:
+                raise InvalidInputError(f"id {obj.id} appears twice in one batch")
+            seen.add(obj.id)
+            self._check_vector(obj.vector)
+            _check_properties(spec, obj.properties)
+        if not objects:
+            return UpsertResult()
+        return self._upsert(spec, list(objects), user)
+
+    def delete(self, collection: str, ids: Sequence[str], *, user: str | None = None) -> int:
+        """Delete objects by id; return how many existed."""
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        if isinstance(ids, str):
+            raise InvalidInputError("delete takes a sequence of ids, not one string")
+        for i in ids:
+            _check_id(i)
+        return self._delete(spec, list(ids), user) if ids else 0
+
+    def delete_where(self, collection: str, where: Filters, *, user: str | None = None) -> int:
+        """Delete the objects matching every condition; an empty filter is refused."""
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        if not where:
+            raise InvalidInputError("delete_where needs at least one condition")
+        _check_filters(spec, where)
+        return self._delete_where(spec, list(where), user)
+
+    def delete_user(self, collection: str, user: str) -> int:
+        """Delete everything a user has in a per-user collection; return how many objects."""
+        spec = self.spec(collection)
+        if not spec.per_user:
+            raise InvalidInputError(f"collection {collection!r} is not per-user")
+        checked = self._check_user(spec, user)
+        assert checked is not None
+        return self._delete_user(spec, checked)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def get(
+        self, collection: str, id: str, *, user: str | None = None, include_vector: bool = False
+    ) -> StoredObject | None:
+        """Return one object by id, or ``None``."""
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        _check_id(id)
+        return self._get(spec, id, user, include_vector)
+
+    def list_objects(
+        self,
+        collection: str,
+        *,
+        user: str | None = None,
+        where: Filters = (),
+        limit: int = 100,
+        offset: int = 0,
+        sort_by: str | None = None,
+        descending: bool = False,
+    ) -> list[StoredObject]:
+        """Page through objects, optionally filtered and sorted by a property (ties by id)."""
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        _check_filters(spec, where)
+        _check_positive("limit", limit)
+        if not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError(f"offset must be a non-negative integer, got {offset!r}")
+        if sort_by is not None:
+            spec.prop(sort_by)
+        return self._list(spec, user, list(where), limit, offset, sort_by, descending)
+
+    def count(self, collection: str, *, user: str | None = None, where: Filters = ()) -> int:
+        """Count objects, optionally filtered."""
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        _check_filters(spec, where)
+        return self._count(spec, user, list(where))
+
+    def hybrid(
+        self,
+        collection: str,
+        *,
+        query: str,
+        vector: Sequence[float],
+        alpha: float = 0.5,
+        limit: int = 10,
+        user: str | None = None,
+        where: Filters = (),
+    ) -> list[SearchHit]:
+        """Hybrid search ranked by Weaviate's relativeScoreFusion.
+
+        Each side's candidates are min-max normalised to [0, 1], then fused as
+        ``alpha * vector + (1 - alpha) * keyword``; alpha 0 is pure BM25, 1 pure vector.
+        """
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+        self._check_vector(vector)
+        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
+            raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
+        _check_positive("limit", limit)
+        _check_filters(spec, where)
+        return self._hybrid(spec, query, list(vector), float(alpha), limit, user, list(where))
+
+    def users(self, collection: str) -> list[str]:
+        """Users that have objects in a per-user collection."""
+        spec = self.spec(collection)
+        if not spec.per_user:
+            raise InvalidInputError(f"collection {collection!r} is not per-user")
+        return self._users(spec)
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; the store cannot be used afterwards."""
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- async twins ----------------------------------------------------------------------
+
+    async def aensure_collection(self, spec: CollectionSpec) -> None:
+        """Async ``ensure_collection``."""
+        await asyncio.to_thread(self.ensure_collection, spec)
+
+    async def aupsert(
+        self, collection: str, objects: Sequence[MemoryObject], *, user: str | None = None
+    ) -> UpsertResult:
+        """Async ``upsert``."""
+        return await asyncio.to_thread(self.upsert, collection, objects, user=user)
+
+    async def adelete(self, collection: str, ids: Sequence[str], *, user: str | None = None) -> int:
+        """Async ``delete``."""
+        return await asyncio.to_thread(self.delete, collection, ids, user=user)
+
+    async def adelete_where(
+        self, collection: str, where: Filters, *, user: str | None = None
+    ) -> int:
+        """Async ``delete_where``."""
+        return await asyncio.to_thread(self.delete_where, collection, where, user=user)
+
+    async def aget(
+        self, collection: str, id: str, *, user: str | None = None, include_vector: bool = False
+    ) -> StoredObject | None:
+        """Async ``get``."""
+        return await asyncio.to_thread(
+            self.get, collection, id, user=user, include_vector=include_vector
+        )
+
+    async def alist_objects(self, collection: str, **kwargs: Any) -> list[StoredObject]:
+        """Async ``list_objects``; takes the same keyword arguments."""
+        return await asyncio.to_thread(lambda: self.list_objects(collection, **kwargs))
+
+    async def acount(self, collection: str, *, user: str | None = None, where: Filters = ()) -> int:
+        """Async ``count``."""
+        return await asyncio.to_thread(self.count, collection, user=user, where=where)
+
+    async def ahybrid(self, collection: str, **kwargs: Any) -> list[SearchHit]:
+        """Async ``hybrid``; takes the same keyword arguments."""
+        return await asyncio.to_thread(lambda: self.hybrid(collection, **kwargs))
+
+    # -- validation -----------------------------------------------------------------------
+
+    def _check_user(self, spec: CollectionSpec, user: str | None) -> str | None:
+        if not spec.per_user:
+            if user is not None:
+                raise InvalidInputError(
+                    f"collection {spec.name!r} is shared, not per-user: do not pass a user"
+                )
+            return None
+        if user is None or user == "":
+            raise MissingUserError(f"collection {spec.name!r} is per-user: a user id is required")
+        check_user_id(user)
+        return user
+
+    def _check_vector(self, vector: Sequence[float]) -> None:
+        if isinstance(vector, str | bytes) or not hasattr(vector, "__len__"):
+            raise InvalidInputError(
+                f"vector must be a sequence of floats, got {type(vector).__name__}"
+            )
+        if len(vector) != self.dims:
+            raise VectorSizeError(
+                f"vector has {len(vector)} dimensions, this store uses {self.dims}"
+            )
+        for x in vector:
+            if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+                if type(x).__module__ != "numpy":
+                    raise InvalidInputError(f"vector values must be finite floats, got {x!r}")
+                if not math.isfinite(float(x)):
+                    raise InvalidInputError(f"vector values must be finite floats, got {x!r}")
+
+    # -- backend hooks --------------------------------------------------------------------
+
+    @abstractmethod
+    def _ensure_collection(self, spec: CollectionSpec) -> None: ...
+
+    @abstractmethod
+    def _load_spec(self, name: str) -> CollectionSpec | None: ...
+
+    @abstractmethod
+    def _collections(self) -> list[str]: ...
+
+    @abstractmethod
+    def _drop_collection(self, name: str) -> None: ...
+
+    @abstractmethod
+    def _upsert(
+        self, spec: CollectionSpec, objects: list[MemoryObject], user: str | None
+    ) -> UpsertResult: ...
+
+    @abstractmethod
+    def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int: ...
+
+    @abstractmethod
+    def _delete_where(self, spec: CollectionSpec, where: list[Where], user: str | None) -> int: ...
+
+    @abstractmethod
+    def _delete_user(self, spec: CollectionSpec, user: str) -> int: ...
+
+    @abstractmethod
+    def _get(
+        self, spec: CollectionSpec, id: str, user: str | None, include_vector: bool
+    ) -> StoredObject | None: ...
+
+    @abstractmethod
+    def _list(
+        self,
+        spec: CollectionSpec,
+        user: str | None,
+        where: list[Where],
+        limit: int,
+        offset: int,
+        sort_by: str | None,
+        descending: bool,
+    ) -> list[StoredObject]: ...
+
+    @abstractmethod
+    def _count(self, spec: CollectionSpec, user: str | None, where: list[Where]) -> int: ...
+
+    @abstractmethod
+    def _hybrid(
+        self,
+        spec: CollectionSpec,
+        query: str,
+        vector: list[float],
+        alpha: float,
+        limit: int,
+        user: str | None,
+        where: list[Where],
+    ) -> list[SearchHit]: ...
+
+    @abstractmethod
+    def _users(self, spec: CollectionSpec) -> list[str]: ...
+
+
+def check_user_id(user: object) -> str:
+    """Validate a user id: a non-empty string of at most 256 characters, not starting with ``_``.
+
+    A leading underscore is reserved for store-internal scopes (for example the global
+    procedural rules).
+    """
+    if not isinstance(user, str):
+        raise InvalidInputError(f"user id must be a string, got {type(user).__name__}")
+    if not user.strip():
+        raise MissingUserError("user id is empty")
+    if len(user) > MAX_USER_ID_LENGTH:
+        raise InvalidInputError(f"user id is longer than {MAX_USER_ID_LENGTH} characters")
+    if user.startswith("_") and user != GLOBAL_SCOPE:
+        raise InvalidInputError("user ids starting with '_' are reserved")
+    if any(ord(c) < 32 for c in user):
+        raise InvalidInputError("user id contains control characters")
+    return user
+
+
+GLOBAL_SCOPE = "_global"
+"""The reserved 'user' under which shared (non-personal) rows of a per-user collection live."""
+
+
+def _validate_spec(spec: CollectionSpec) -> None:
+    if not isinstance(spec, CollectionSpec):
+        raise InvalidInputError(f"expected CollectionSpec, got {type(spec).__name__}")
+    if not COLLECTION_NAME_RE.match(spec.name):
+        raise InvalidInputError(
+            f"collection name {spec.name!r} must start with an upper-case letter and contain "
+            "only letters, digits and underscores (at most 63 characters)"
+        )
+    names: set[str] = set()
+    for prop in spec.properties:
+        if not PROPERTY_NAME_RE.match(prop.name) or prop.name in {"id", "vector"}:
+            raise InvalidInputError(f"invalid property name {prop.name!r} in {spec.name!r}")
+        if prop.name in names:
+            raise InvalidInputError(f"property {prop.name!r} appears twice in {spec.name!r}")
+        names.add(prop.name)
+        if prop.searchable and prop.type not in ("text", "text[]"):
+            raise InvalidInputError(f"only text properties can be searchable ({prop.name!r})")
+
+
+def _check_id(value: object) -> None:
+    import uuid as _uuid  # noqa: PLC0415  (keeps the module namespace free of a second uuid name)
+
+    if not isinstance(value, str):
+        raise InvalidInputError(f"object id must be a UUID string, got {type(value).__name__}")
+    try:
+        _uuid.UUID(value)
+    except ValueError:
+        raise InvalidInputError(
+            f"object id {value!r} is not a UUID (use memstore.make_id)"
+        ) from None
+
+
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object) -> None:
+    if ptype == "text[]":
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise InvalidInputError(
+                f"{spec.name}.{prop_name} must be a list of strings, got {value!r:.80}"
+            )
+        return
+    allowed = _SCALAR_CHECKS[ptype]
+    if isinstance(value, bool) and ptype != "bool":
+        raise InvalidInputError(f"{spec.name}.{prop_name} must be {ptype}, got a bool")
+    if not isinstance(value, allowed):
+        raise InvalidInputError(
+            f"{spec.name}.{prop_name} must be {ptype}, got {type(value).__name__}"
+        )
+    if ptype == "date":
+        from datetime import datetime  # noqa: PLC0415
+
+        try:
+            parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(
+                f"{spec.name}.{prop_name} must be an RFC 3339 date, got {value!r}"
+            ) from None
+        if parsed.tzinfo is None:
+            raise InvalidInputError(f"{spec.name}.{prop_name} must carry a timezone: {value!r}")
+    if ptype == "number" and not math.isfinite(float(value)):  # type: ignore[arg-type]
+        raise InvalidInputError(f"{spec.name}.{prop_name} must be finite")
+
+
+def _check_properties(spec: CollectionSpec, properties: object) -> None:
+    if not isinstance(properties, dict):
+        raise InvalidInputError(f"properties must be a dict, got {type(properties).__name__}")
+    known = {p.name: p for p in spec.properties}
+    for key, value in properties.items():
+        if key not in known:
+            raise InvalidInputError(f"collection {spec.name!r} has no property {key!r}")
+        if value is None:
+            continue
+        _check_value(spec, key, known[key].type, value)
+
+
+def _check_filters(spec: CollectionSpec, where: Filters) -> None:
+    if isinstance(where, Where):
+        raise InvalidInputError("filters are a sequence of Where, not one Where")
+    for cond in where:
+        if not isinstance(cond, Where):
+            raise InvalidInputError(f"expected Where, got {type(cond).__name__}")
+        prop = spec.prop(cond.prop)
+        if not prop.filterable:
+            raise InvalidInputError(f"{spec.name}.{cond.prop} is not filterable")
+        if cond.op == "in":
+            if not isinstance(cond.value, list | tuple) or not cond.value:
+                raise InvalidInputError(f"'in' on {cond.prop!r} needs a non-empty list")
+            for v in cond.value:
+                _check_value(spec, cond.prop, prop.type.removesuffix("[]"), v)
+        elif cond.op == "contains":
+            if prop.type != "text[]":
+                raise InvalidInputError(
+                    f"'contains' needs a text[] property, {cond.prop!r} is {prop.type}"
+                )
+            _check_value(spec, cond.prop, "text", cond.value)
+        elif cond.op in ("eq", "ne", "gt", "gte", "lt", "lte"):
+            if prop.type == "text[]":
+                raise InvalidInputError(f"use 'contains' on the text[] property {cond.prop!r}")
+            if cond.op not in ("eq", "ne") and prop.type in ("text", "bool"):
+                raise InvalidInputError(
+                    f"{cond.op!r} is not defined on {prop.type} ({cond.prop!r})"
+                )
+            _check_value(spec, cond.prop, prop.type, cond.value)
+        else:
+            raise InvalidInputError(f"unknown filter operator {cond.op!r}")

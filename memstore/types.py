@@ -1,0 +1,167 @@
+"""Value types shared by every storage backend: schemas, objects, filters, hits and errors."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+PropertyType = Literal["text", "text[]", "int", "number", "bool", "date"]
+"""Property types both backends support; ``date`` is an RFC 3339 string with a timezone."""
+
+FilterOp = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "contains"]
+"""``in``: the property equals one of the values; ``contains``: a ``text[]`` property holds the value."""
+
+ID_NAMESPACE = uuid.UUID("6f1c0b1e-5a8e-4a9b-9a55-3c7f0e6d2a10")
+COLLECTION_NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9_]{0,62}$")
+PROPERTY_NAME_RE = re.compile(r"^[a-z_][A-Za-z0-9_]{0,62}$")
+MAX_USER_ID_LENGTH = 256
+
+
+def make_id(*parts: str) -> str:
+    """Return a deterministic UUID (v5) for the given key parts.
+
+    The same parts always give the same id, so upserting the same logical object twice
+    leaves one copy on every backend.
+    """
+    if not parts:
+        raise InvalidInputError("make_id needs at least one key part")
+    return str(uuid.uuid5(ID_NAMESPACE, "\x1f".join(parts)))
+
+
+@dataclass(frozen=True)
+class Property:
+    """One property of a collection schema."""
+
+    name: str
+    type: PropertyType
+    searchable: bool = False
+    """Indexed for BM25 keyword search (text and text[] only)."""
+    filterable: bool = True
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    """An explicit collection schema; backends never infer a schema from data."""
+
+    name: str
+    properties: tuple[Property, ...]
+    per_user: bool
+    """Per-user collections keep one partition (a Weaviate tenant) per user; every call needs a user."""
+    description: str = ""
+
+    def prop(self, name: str) -> Property:
+        """Return the property called ``name`` or raise ``InvalidInputError``."""
+        for prop in self.properties:
+            if prop.name == name:
+                return prop
+        raise InvalidInputError(f"collection {self.name!r} has no property {name!r}")
+
+    @property
+    def searchable(self) -> tuple[str, ...]:
+        """Names of the properties indexed for keyword search."""
+        return tuple(p.name for p in self.properties if p.searchable)
+
+
+@dataclass(frozen=True)
+class MemoryObject:
+    """An object to write: a caller-chosen id (use ``make_id``), properties and its vector."""
+
+    id: str
+    properties: Mapping[str, Any]
+    vector: Sequence[float]
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An object read back from a collection."""
+
+    id: str
+    properties: dict[str, Any]
+    vector: list[float] | None = None
+    """Only filled when the read asked for vectors."""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One hybrid-search result.
+
+    ``score`` is the relativeScoreFusion score in [0, 1]; ``keyword_score`` is the raw BM25
+    score and ``vector_score`` the cosine similarity, each ``None`` when the object was not
+    among that side's candidates.
+    """
+
+    id: str
+    properties: dict[str, Any]
+    score: float
+    keyword_score: float | None = None
+    vector_score: float | None = None
+
+
+@dataclass(frozen=True)
+class Where:
+    """One property condition; a sequence of them is combined with AND."""
+
+    prop: str
+    op: FilterOp
+    value: Any
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """What a batch upsert wrote; ``failed`` maps object id to the server's error message."""
+
+    ids: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every object was written."""
+        return not self.failed
+
+    def raise_for_failures(self) -> None:
+        """Raise ``PartialWriteError`` when any object failed."""
+        if self.failed:
+            raise PartialWriteError(self.failed)
+
+
+class StoreError(Exception):
+    """Base class of every storage error."""
+
+
+class InvalidInputError(StoreError, ValueError):
+    """The call's arguments are invalid; nothing was changed."""
+
+
+class MissingUserError(InvalidInputError):
+    """A per-user collection was used without a user."""
+
+
+class VectorSizeError(InvalidInputError):
+    """A vector does not have the collection's dimension."""
+
+
+class UnknownCollectionError(StoreError, KeyError):
+    """The collection does not exist in this store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown collection"
+
+
+class SchemaConflictError(StoreError):
+    """A collection exists with a different schema or vector size."""
+
+
+class PartialWriteError(StoreError):
+    """A backend without transactions (Weaviate) rejected some objects of a batch."""
+
+    def __init__(self, failed: Mapping[str, str]) -> None:
+        self.failed = dict(failed)
+        sample = "; ".join(f"{k}: {v}" for k, v in list(self.failed.items())[:3])
+        super().__init__(f"{len(self.failed)} object(s) were not written: {sample}")
+
+
+Filters = Sequence[Where]
