@@ -5,7 +5,7 @@ PYTHON ?= python3
 PORT ?= 2024
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint
+.PHONY: install system-deps run test lint
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,14 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 
 install: $(BIN)/.installed
 
+# PostgreSQL backs the Postgres-checkpointer tests; they start their own server.
+system-deps:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
+	  else echo "PostgreSQL is not installed: the Postgres checkpointer tests will be skipped"; fi; \
+	fi
+
 run: install
 	LANGGRAPH_NO_VERSION_CHECK=true $(BIN)/langgraph dev --no-browser --port $(PORT)
 
@@ -24,5 +32,5 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+test: system-deps lint
 	$(BIN)/pytest

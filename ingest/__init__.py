@@ -1,1 +1,23 @@
-"""ingest."""
+"""Ingest PDF, text and Markdown files into knowledge bases that search with citations."""
+
+from ingest.pipeline import (
+    DEFAULT_BATCH_SIZE,
+    FileResult,
+    IngestEvent,
+    IngestReport,
+    ingest_paths,
+)
+from ingest.readers import SUPPORTED_SUFFIXES, IngestFileError
+from ingest.text import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_CHUNK_OVERLAP",
+    "DEFAULT_CHUNK_SIZE",
+    "SUPPORTED_SUFFIXES",
+    "FileResult",
+    "IngestEvent",
+    "IngestFileError",
+    "IngestReport",
+    "ingest_paths",
+]

@@ -85,6 +85,11 @@ KNOWLEDGE_PROPERTIES: tuple[Property, ...] = (
     Property("chunk_index", "int"),
     Property("char_start", "int"),
     Property("char_end", "int"),
+    Property(
+        "revision",
+        "text",
+        description="the ingestion of (source, file sha256, splitter settings) the chunk belongs to",
+    ),
 )
 
 _KB_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,40}$")

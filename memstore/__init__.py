@@ -1,6 +1,7 @@
 """Long-term memory storage: one interface, an embedded backend and a Weaviate backend."""
 
 from memstore.base import GLOBAL_SCOPE, MemoryStore, check_user_id
+from memstore.open import amem_home, open_store
 from memstore.types import (
     CollectionSpec,
     InvalidInputError,
@@ -36,6 +37,8 @@ __all__ = [
     "UpsertResult",
     "VectorSizeError",
     "Where",
+    "amem_home",
     "check_user_id",
     "make_id",
+    "open_store",
 ]

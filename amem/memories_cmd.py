@@ -1,0 +1,729 @@
+"""``amem memories``: inspect, export, import and forget what the agent remembers.
+
+Every command reads the configured store (``AMEM_STORE``, ``AMEM_HOME``, ``WEAVIATE_URL``)
+with the configured embeddings (``AMEM_EMBEDDINGS``). Output is a rich table for people;
+``--json`` prints one JSON document for scripts. Per-user data needs ``--user``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from langchain_core.embeddings import Embeddings
+from rich.progress import Progress
+
+from amem import render
+from llm.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
+from memory.collections import FACTS
+from memory.episodes import EpisodicMemory
+from memory.facts import Fact, normalise_subject
+from memory.forget import (
+    ForgetReport,
+    forget_episode,
+    forget_fact,
+    forget_subject,
+    forget_thread,
+    forget_user,
+)
+from memory.knowledge import delete_source, list_knowledge_bases, list_sources
+from memory.messages import MessageLog
+from memory.rules import RuleBook, RuleVersion
+from memory.transfer import TransferSummary, export_to_file, import_memories, read_header
+from memstore import (
+    GLOBAL_SCOPE,
+    MemoryStore,
+    StoredObject,
+    StoreError,
+    UnknownCollectionError,
+    check_user_id,
+    open_store,
+)
+
+app = typer.Typer(
+    name="memories",
+    help="Inspect, export, import and forget the agent's memories.",
+    no_args_is_help=True,
+)
+episodes_app = typer.Typer(help="Episodic memories: one reflection per finished conversation.")
+facts_app = typer.Typer(help="Facts about a user, with their history.")
+messages_app = typer.Typer(help="The message log of every conversation.")
+rules_app = typer.Typer(help="Procedural rule versions of a user or of everyone (--global).")
+kb_app = typer.Typer(help="Knowledge bases (ingested documents).")
+
+
+@app.callback()
+def _memories() -> None:
+    """Inspect, export, import and forget the agent's memories."""
+    render.quiet_library_logs()
+
+
+for _sub, _name in (
+    (episodes_app, "episodes"),
+    (facts_app, "facts"),
+    (messages_app, "messages"),
+    (rules_app, "rules"),
+    (kb_app, "kb"),
+):
+    app.add_typer(_sub, name=_name, no_args_is_help=True)
+
+UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="The user whose memories.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many rows.")]
+GlobalOpt = Annotated[
+    bool, typer.Option("--global", help="The rules shared by every user instead of one user's.")
+]
+
+
+class CliError(Exception):
+    """A user-facing error: printed without a traceback, exit status 1."""
+
+
+@dataclass
+class Opened:
+    """The store and embeddings a command works on."""
+
+    store: MemoryStore
+    embeddings: Embeddings
+
+    @property
+    def embedding_model(self) -> str:
+        """The configured embedding model's name, recorded in exports."""
+        return EmbeddingSettings.from_env().model
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """Turn expected errors into a one-line message and exit status 1."""
+    try:
+        yield
+    except (CliError, StoreError, ValueError, LookupError, OSError) as exc:
+        message = str(exc) or type(exc).__name__
+        if isinstance(exc, UnknownCollectionError):
+            message = f"nothing stored yet ({message})"
+        render.error(message)
+        raise typer.Exit(1) from None
+
+
+@contextmanager
+def opened() -> Iterator[Opened]:
+    """Open the configured store with the configured embeddings; close it afterwards."""
+    embeddings = get_embeddings()
+    store = open_store(embedding_dims(embeddings))
+    try:
+        yield Opened(store, embeddings)
+    finally:
+        store.close()
+
+
+def need_user(user: str | None) -> str:
+    """Return the user, or fail with a clear message when ``--user`` is missing."""
+    if user is None or not user.strip():
+        raise CliError("this command needs --user USER (whose memories to use)")
+    check_user_id(user)
+    if user == GLOBAL_SCOPE:
+        raise CliError(f"{GLOBAL_SCOPE!r} is reserved; use --global for the shared rules")
+    return user
+
+
+def _has(store: MemoryStore, name: str) -> bool:
+    return name in store.collections()
+
+
+# -- episodes ----------------------------------------------------------------------------------
+
+_EPISODE_COLUMNS = [
+    ("id", "id"),
+    ("created", "created_at"),
+    ("thread", "thread_id"),
+    ("tags", "context_tags"),
+    ("summary", "conversation_summary"),
+    ("importance", "importance"),
+]
+
+
+@episodes_app.command("list")
+def episodes_list(user: UserOpt = None, limit: LimitOpt = 50, json_out: JsonOpt = False) -> None:
+    """List a user's episodes, newest first."""
+    with cli_errors(), opened() as o:
+        uid = need_user(user)
+        items = [e.to_dict() for e in EpisodicMemory(o.store, o.embeddings).list(uid, limit=limit)]
+        if json_out:
+            render.emit_json(items)
+        else:
+            render.print_records(items, _EPISODE_COLUMNS, title=f"Episodes of {uid}")
+
+
+@episodes_app.command("search")
+def episodes_search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    user: UserOpt = None,
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many episodes.")] = 5,
+    alpha: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="0 = keyword (BM25), 1 = vector.")
+    ] = 0.5,
+    json_out: JsonOpt = False,
+) -> None:
+    """Recall a user's episodes by hybrid search, ranked as the agent ranks them."""
+    with cli_errors(), opened() as o:
+        uid = need_user(user)
+        found = EpisodicMemory(o.store, o.embeddings).recall(uid, query, k=k, alpha=alpha)
+        items = [r.to_dict() for r in found]
+        if json_out:
+            render.emit_json(items)
+        else:
+            render.print_records(
+                items,
+                [*_EPISODE_COLUMNS[:4], ("summary", "conversation_summary"), ("score", "score")],
+                title=f"Episodes of {uid} for {query!r}",
+            )
+
+
+@episodes_app.command("show")
+def episodes_show(
+    episode_id: Annotated[str, typer.Argument(help="The episode id.")],
+    user: UserOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show one episode with its whole conversation."""
+    with cli_errors(), opened() as o:
+        uid = need_user(user)
+        episode = EpisodicMemory(o.store, o.embeddings).get(uid, episode_id)
+        if episode is None:
+            raise CliError(f"user {uid!r} has no episode {episode_id!r}")
+        data = episode.to_dict(with_conversation=True)
+        if json_out:
+            render.emit_json(data)
+        else:
+            render.print_mapping(data, title=f"Episode {episode_id}")
+
+
+# -- facts -------------------------------------------------------------------------------------
+
+
+def _all_facts(store: MemoryStore, user: str) -> list[Fact]:
+    if not _has(store, FACTS.name):
+        return []
+    out: list[StoredObject] = []
+    while True:
+        page = store.list_objects(FACTS.name, user=user, limit=500, offset=len(out))
+        out.extend(page)
+        if len(page) < 500:
+            break
+    facts = [
+        Fact(
+            id=o.id,
+            subject=str(o.properties.get("subject", "")),
+            value=str(o.properties.get("value", "")),
+            category=str(o.properties.get("category") or "other"),
+            current=bool(o.properties.get("current")),
+            valid_from=str(o.properties.get("valid_from") or ""),
+            valid_to=o.properties.get("valid_to"),
+            source_thread=o.properties.get("source_thread"),
+            superseded_by=o.properties.get("superseded_by"),
+        )
+        for o in out
+    ]
+    return sorted(facts, key=lambda f: (f.subject, f.valid_from, f.id))
+
+
+@facts_app.command("list")
+def facts_list(
+    user: UserOpt = None,
+    history: Annotated[
+        bool, typer.Option("--history", help="Also show superseded values, oldest first.")
+    ] = False,
+    subject: Annotated[str | None, typer.Option(help="Only this subject.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List a user's current facts, or every value they ever had with ``--history``."""
+    with cli_errors(), opened() as o:
+        uid = need_user(user)
+        facts = _all_facts(o.store, uid)
+        if subject is not None:
+            key = normalise_subject(subject)
+            facts = [f for f in facts if f.subject == key]
+        if not history:
+            facts = [f for f in facts if f.current]
+        items = [f.to_dict() for f in facts]
+        if json_out:
+            render.emit_json(items)
+            return
+        columns = [("subject", "subject"), ("value", "value"), ("category", "category")]
+        if history:
+            columns += [
+                ("current", "current"),
+                ("from", "valid_from"),
+                ("to", "valid_to"),
+                ("thread", "source_thread"),
+            ]
+        else:
+            columns += [("since", "valid_from"), ("thread", "source_thread")]
+        render.print_records(
+            items, columns, title=f"Facts of {uid}" + (" (history)" if history else "")
+        )
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+_MESSAGE_COLUMNS = [
+    ("thread", "thread_id"),
+    ("turn", "turn"),
+    ("role", "role"),
+    ("content", "content"),
+    ("created", "created_at"),
+]
+
+
+@messages_app.command("list")
+def messages_list(
+    user: UserOpt = None,
+    thread: Annotated[str | None, typer.Option("--thread", "-t", help="Only this thread.")] = None,
+    limit: LimitOpt = 100,
+    json_out: JsonOpt = False,
+) -> None:
+    """List a user's logged messages, by thread and turn."""
+    with cli_errors(), opened() as o:
+        uid = need_user(user)
+        found = MessageLog(o.store, o.embeddings).list(uid, thread_id=thread, limit=limit)
+        items = [m.to_dict() for m in found]
+        if json_out:
+            render.emit_json(items)
+        else:
+            title = f"Messages of {uid}" + (f" in {thread}" if thread else "")
+            render.print_records(items, _MESSAGE_COLUMNS, title=title)
+
+
+@messages_app.command("search")
+def messages_search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    user: UserOpt = None,
+    thread: Annotated[str | None, typer.Option("--thread", "-t", help="Only this thread.")] = None,
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many messages.")] = 10,
+    alpha: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="0 = keyword (BM25), 1 = vector.")
+    ] = 0.5,
+    json_out: JsonOpt = False,
+) -> None:
+    """Search a user's message log (hybrid BM25 + vector)."""
+    with cli_errors(), opened() as o:
+        uid = need_user(user)
+        found = MessageLog(o.store, o.embeddings).recall(
+            uid, query, k=k, alpha=alpha, thread_id=thread
+        )
+        items = [m.to_dict() for m in found]
+        if json_out:
+            render.emit_json(items)
+        else:
+            render.print_records(
+                items, [*_MESSAGE_COLUMNS[:4], ("score", "score")], title=f"Messages for {query!r}"
+            )
+
+
+# -- rules -------------------------------------------------------------------------------------
+
+
+def rule_scope(user: str | None, global_scope: bool) -> str:
+    """Return the rule scope chosen by ``--user`` or ``--global`` (exactly one)."""
+    if global_scope and user:
+        raise CliError("give either --user USER or --global, not both")
+    if global_scope:
+        return GLOBAL_SCOPE
+    if not user:
+        raise CliError("rules belong to a user or to everyone: give --user USER or --global")
+    return need_user(user)
+
+
+def _scope_label(scope: str) -> str:
+    return "everyone (global)" if scope == GLOBAL_SCOPE else scope
+
+
+def _version_row(v: RuleVersion) -> dict[str, Any]:
+    return {
+        "version": v.version,
+        "created_at": v.created_at,
+        "parent_version": v.parent_version,
+        "rules": len(v.rules),
+        "note": v.note,
+        "source_users": list(v.source_users),
+        "source_episodes": len(v.source_episodes),
+        "stored": v.stored,
+    }
+
+
+@rules_app.command("list")
+def rules_list(
+    user: UserOpt = None, global_scope: GlobalOpt = False, json_out: JsonOpt = False
+) -> None:
+    """List every version of a rule set (version 1 is the starting set)."""
+    with cli_errors(), opened() as o:
+        scope = rule_scope(user, global_scope)
+        versions = RuleBook(o.store, o.embeddings).versions(scope)
+        if json_out:
+            render.emit_json([v.to_dict() | {"stored": v.stored} for v in versions])
+            return
+        render.print_records(
+            [_version_row(v) for v in versions],
+            [
+                ("version", "version"),
+                ("created", "created_at"),
+                ("from", "parent_version"),
+                ("rules", "rules"),
+                ("learned from users", "source_users"),
+                ("episodes", "source_episodes"),
+                ("note", "note"),
+            ],
+            title=f"Rule versions of {_scope_label(scope)}",
+        )
+
+
+@rules_app.command("show")
+def rules_show(
+    version: Annotated[int | None, typer.Argument(help="Version (default: the latest).")] = None,
+    user: UserOpt = None,
+    global_scope: GlobalOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show the rules of one version."""
+    with cli_errors(), opened() as o:
+        scope = rule_scope(user, global_scope)
+        book = RuleBook(o.store, o.embeddings)
+        v = book.latest(scope) if version is None else book.get(scope, version)
+        if json_out:
+            render.emit_json(v.to_dict())
+            return
+        render.out().print(
+            render.table(
+                ["#", "instruction", "rationale"],
+                [(i, r.instruction, r.rationale) for i, r in enumerate(v.rules, 1)],
+                title=f"Rules of {_scope_label(scope)}, version {v.version}",
+                caption=v.note or None,
+            )
+        )
+
+
+@rules_app.command("diff")
+def rules_diff(
+    a: Annotated[int, typer.Argument(help="The older version.")],
+    b: Annotated[int, typer.Argument(help="The newer version.")],
+    user: UserOpt = None,
+    global_scope: GlobalOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Compare two versions: rules added, removed and reworded."""
+    with cli_errors(), opened() as o:
+        scope = rule_scope(user, global_scope)
+        d = RuleBook(o.store, o.embeddings).diff(scope, a, b)
+        if json_out:
+            render.emit_json(
+                {
+                    "scope": scope,
+                    "a": a,
+                    "b": b,
+                    "added": [r.render() for r in d.added],
+                    "removed": [r.render() for r in d.removed],
+                    "changed": [{"from": x.render(), "to": y.render()} for x, y in d.changed],
+                }
+            )
+            return
+        render.out().print(render.diff_text(rules_diff_lines(str(d))))
+
+
+def rules_diff_lines(text: str) -> list[str]:
+    """Map a ``RuleDiff`` report onto diff-style lines (``~`` rewordings shown as -/+)."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("~ "):
+            lines.append("-" + line[1:])
+        elif line.startswith("  -> "):
+            lines.append("+ " + line[5:])
+        else:
+            lines.append(line)
+    return lines
+
+
+@rules_app.command("rollback")
+def rules_rollback(
+    version: Annotated[int, typer.Argument(help="The version to restore.")],
+    user: UserOpt = None,
+    global_scope: GlobalOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Restore an old version: it is written again as the newest version."""
+    with cli_errors(), opened() as o:
+        scope = rule_scope(user, global_scope)
+        created = RuleBook(o.store, o.embeddings).rollback(scope, version)
+        if json_out:
+            render.emit_json(created.to_dict())
+        else:
+            render.say(
+                f"Rules of {_scope_label(scope)}: version {created.version} now equals "
+                f"version {version}."
+            )
+
+
+# -- knowledge bases ---------------------------------------------------------------------------
+
+
+@kb_app.command("list")
+def kb_list(json_out: JsonOpt = False) -> None:
+    """List the knowledge bases with their number of sources and chunks."""
+    with cli_errors(), opened() as o:
+        items = []
+        for name in list_knowledge_bases(o.store):
+            sources = list_sources(o.store, name)
+            items.append(
+                {
+                    "name": name,
+                    "sources": len(sources),
+                    "chunks": sum(s.chunks for s in sources),
+                    "pages": sum(s.pages for s in sources),
+                }
+            )
+        if json_out:
+            render.emit_json(items)
+        else:
+            render.print_records(
+                items,
+                [
+                    ("name", "name"),
+                    ("sources", "sources"),
+                    ("chunks", "chunks"),
+                    ("pages", "pages"),
+                ],
+                title="Knowledge bases",
+                empty="no knowledge base yet: add documents with `amem ingest`",
+            )
+
+
+@kb_app.command("sources")
+def kb_sources(
+    name: Annotated[str, typer.Argument(help="The knowledge base.")], json_out: JsonOpt = False
+) -> None:
+    """List the documents of a knowledge base."""
+    with cli_errors(), opened() as o:
+        if name not in list_knowledge_bases(o.store):
+            raise CliError(f"no knowledge base {name!r}")
+        items = [
+            {
+                "source": s.source,
+                "title": s.title,
+                "pages": s.pages,
+                "chunks": s.chunks,
+                "ingested_at": s.ingested_at,
+                "sha256": s.sha256,
+            }
+            for s in list_sources(o.store, name)
+        ]
+        if json_out:
+            render.emit_json(items)
+        else:
+            render.print_records(
+                items,
+                [
+                    ("source", "source"),
+                    ("title", "title"),
+                    ("pages", "pages"),
+                    ("chunks", "chunks"),
+                    ("ingested", "ingested_at"),
+                ],
+                title=f"Sources of {name}",
+            )
+
+
+@kb_app.command("delete-source")
+def kb_delete_source(
+    name: Annotated[str, typer.Argument(help="The knowledge base.")],
+    source: Annotated[str, typer.Argument(help="The source path, as listed by `kb sources`.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Remove one document and its chunks from a knowledge base."""
+    with cli_errors(), opened() as o:
+        removed = delete_source(o.store, name, source)
+        if json_out:
+            render.emit_json({"kb": name, "source": source, "chunks_deleted": removed})
+        else:
+            render.say(f"Removed {source} from {name} ({removed} chunks).")
+
+
+# -- export / import ---------------------------------------------------------------------------
+
+
+def _transfer_table(summary: TransferSummary, title: str) -> None:
+    rows = [(c, u or "(shared)", n) for (c, u), n in sorted(summary.counts.items())]
+    render.out().print(render.counts_table(rows, ["collection", "user", "count"], title=title))
+    for note in summary.notes:
+        render.note(note)
+
+
+@app.command("export")
+def export_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="The JSON Lines file to write.")],
+    user: UserOpt = None,
+    all_users: Annotated[
+        bool,
+        typer.Option("--all", help="Every user, the global rules and the knowledge bases."),
+    ] = False,
+    no_vectors: Annotated[
+        bool, typer.Option("--no-vectors", help="Leave vectors out (the import re-embeds).")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Export memories as JSON Lines (one user with --user, everything with --all)."""
+    with cli_errors():
+        if all_users == bool(user):
+            raise CliError("give --user USER (one user's memories) or --all (everything)")
+        users = None if all_users else [need_user(user)]
+        with opened() as o:
+            summary = export_to_file(
+                o.store,
+                output,
+                users=users,
+                include_shared=all_users,
+                include_vectors=not no_vectors,
+                embedding_model=o.embedding_model,
+            )
+        if json_out:
+            render.emit_json({"file": str(output), **summary.to_dict()})
+        else:
+            _transfer_table(summary, f"Exported to {output}")
+
+
+@app.command("import")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="A file written by `amem memories export`.")],
+    reembed: Annotated[
+        bool, typer.Option("--reembed", help="Recompute every vector from the text.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Import an export file into the configured store (ids are kept: importing twice is safe)."""
+    with cli_errors():
+        header = read_header(file)
+        with opened() as o:
+            if json_out:
+                summary = import_memories(
+                    o.store,
+                    file,
+                    embeddings=o.embeddings,
+                    embedding_model=o.embedding_model,
+                    reembed=reembed,
+                )
+            else:
+                with Progress(console=render.err(), transient=True) as progress:
+                    task = progress.add_task(f"importing into {o.store.backend}", total=None)
+                    summary = import_memories(
+                        o.store,
+                        file,
+                        embeddings=o.embeddings,
+                        embedding_model=o.embedding_model,
+                        reembed=reembed,
+                        progress=lambda n: progress.update(task, completed=n),
+                    )
+        if json_out:
+            render.emit_json({"file": str(file), "users": header.users, **summary.to_dict()})
+        else:
+            _transfer_table(summary, f"Imported from {file}")
+
+
+# -- forget ------------------------------------------------------------------------------------
+
+
+def print_forget_report(report: ForgetReport, *, json_out: bool) -> None:
+    """Print what a forget call deleted, per store and collection."""
+    if json_out:
+        render.emit_json(report.to_dict())
+        return
+    rows = [(s, c, d, r) for s, c, d, r in report.rows()]
+    render.out().print(
+        render.counts_table(
+            rows,
+            ["store", "collection", "deleted", "scrubbed"],
+            title=f"Forgotten for {report.user}",
+        )
+    )
+    if report.threads:
+        render.note("threads deleted from the checkpointer: " + ", ".join(sorted(report.threads)))
+
+
+async def _forget(
+    store: MemoryStore,
+    uid: str,
+    *,
+    episode: str | None,
+    fact: str | None,
+    subject: str | None,
+    thread: str | None,
+    everything: bool,
+) -> ForgetReport:
+    if episode:
+        return await forget_episode(store, uid, episode)
+    if fact:
+        return await forget_fact(store, uid, fact)
+    if subject:
+        return await forget_subject(store, uid, subject)
+    # Loaded here: the graph package is heavy and only forgetting threads needs it.
+    from graph.persistence import CheckpointerError, open_checkpointer  # noqa: PLC0415
+
+    try:
+        async with open_checkpointer() as checkpointer:
+            if thread:
+                return await forget_thread(store, uid, thread, checkpointer=checkpointer)
+            assert everything
+            return await forget_user(store, uid, checkpointer=checkpointer)
+    except CheckpointerError as exc:
+        raise CliError(f"{exc} (nothing was deleted)") from None
+
+
+@app.command("forget")
+def forget_cmd(
+    user: UserOpt = None,
+    episode: Annotated[str | None, typer.Option(help="Forget one episode (by id).")] = None,
+    fact: Annotated[str | None, typer.Option(help="Forget one fact value (by id).")] = None,
+    subject: Annotated[
+        str | None, typer.Option(help="Forget every value of a fact subject.")
+    ] = None,
+    thread: Annotated[
+        str | None,
+        typer.Option(help="Forget a conversation: messages, episodes, facts, checkpoints."),
+    ] = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Forget everything derived from the user.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Forget one memory, one subject, one thread or a whole user; print what was deleted."""
+    with cli_errors():
+        uid = need_user(user)
+        chosen = [x for x in (episode, fact, subject, thread) if x] + (
+            ["all"] if everything else []
+        )
+        if len(chosen) != 1:
+            raise CliError("give exactly one of --episode, --fact, --subject, --thread or --all")
+        if everything and not yes:
+            if not sys.stdin.isatty():
+                raise CliError(f"forgetting everything about {uid!r} needs --yes")
+            typer.confirm(f"Forget everything about {uid!r}? This cannot be undone", abort=True)
+        with opened() as o:
+            report = asyncio.run(
+                _forget(
+                    o.store,
+                    uid,
+                    episode=episode,
+                    fact=fact,
+                    subject=subject,
+                    thread=thread,
+                    everything=everything,
+                )
+            )
+        print_forget_report(report, json_out=json_out)
+
+
+__all__ = ["app", "cli_errors", "need_user", "opened", "print_forget_report"]

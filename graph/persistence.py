@@ -1,0 +1,215 @@
+"""Checkpointers for the working memory: SQLite by default, PostgreSQL when configured.
+
+A checkpointer stores every thread's state (messages, summary, per-turn reports) after
+each step, so a conversation resumes where it stopped, also from a new process.
+
+- :func:`sqlite_checkpointer`: ``$AMEM_HOME/checkpoints.sqlite`` (default
+  ``~/.agentic-memory/checkpoints.sqlite``); no server.
+- :func:`postgres_checkpointer`: the database at ``AMEM_POSTGRES_URI`` (or the URI given);
+  the tables are created on first use.
+- :func:`open_checkpointer`: PostgreSQL when ``AMEM_POSTGRES_URI`` is set, else SQLite.
+
+``langgraph dev`` and LangGraph Platform bring their own checkpointer; these are for
+embedding the graph in an application or the CLI (``compile_graph(checkpointer=...)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+__all__ = [
+    "POSTGRES_URI_ENV",
+    "CheckpointerError",
+    "adelete_thread",
+    "adelete_threads_where",
+    "athread_ids",
+    "default_sqlite_path",
+    "open_checkpointer",
+    "postgres_checkpointer",
+    "sqlite_checkpointer",
+]
+
+POSTGRES_URI_ENV = "AMEM_POSTGRES_URI"
+SQLITE_FILE_NAME = "checkpoints.sqlite"
+_DEFAULT_HOME = "~/.agentic-memory"
+_PASSWORD_IN_URI = re.compile(r"(://[^:/@]+:)[^@]*@")
+_PASSWORD_IN_DSN = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
+
+
+class CheckpointerError(RuntimeError):
+    """A checkpointer cannot be opened (bad path, missing or unreachable database)."""
+
+
+def _redact(uri: str) -> str:
+    return _PASSWORD_IN_DSN.sub(r"\1***", _PASSWORD_IN_URI.sub(r"\1***@", uri))
+
+
+def default_sqlite_path() -> Path:
+    """Return ``$AMEM_HOME/checkpoints.sqlite`` (``~/.agentic-memory`` when unset)."""
+    home = os.environ.get("AMEM_HOME") or _DEFAULT_HOME
+    return Path(home).expanduser() / SQLITE_FILE_NAME
+
+
+def _prepare_sqlite_path(target: Path) -> None:
+    if target.is_dir():
+        raise CheckpointerError(f"checkpoint path {str(target)!r} is a directory, not a file")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointerError(
+            f"cannot create the checkpoint directory {str(target.parent)!r}: {exc}"
+        ) from exc
+
+
+@asynccontextmanager
+async def sqlite_checkpointer(path: str | Path | None = None) -> AsyncIterator[AsyncSqliteSaver]:
+    """Open the SQLite checkpointer, creating the file, its directory and tables.
+
+    Args:
+        path: The database file; default :func:`default_sqlite_path`. ``":memory:"``
+            keeps checkpoints in memory for the life of the context.
+
+    Yields:
+        A ready ``AsyncSqliteSaver``; its connection closes when the context exits.
+
+    Raises:
+        CheckpointerError: The path is a directory or its directory cannot be created.
+    """
+    if path is not None and not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    if isinstance(path, str) and not path.strip():
+        raise CheckpointerError("checkpoint path is empty")
+    if path == ":memory:":
+        conn_string = ":memory:"
+    else:
+        target = Path(path).expanduser() if path is not None else default_sqlite_path()
+        await asyncio.to_thread(_prepare_sqlite_path, target)
+        conn_string = str(target)
+    async with AsyncSqliteSaver.from_conn_string(conn_string) as saver:
+        await saver.setup()
+        yield saver
+
+
+def _resolve_postgres_uri(uri: str | None) -> str:
+    if uri is not None and not isinstance(uri, str):
+        raise TypeError(f"uri must be a str, got {type(uri).__name__}")
+    chosen = (uri or "").strip() or os.environ.get(POSTGRES_URI_ENV, "").strip()
+    if not chosen:
+        raise CheckpointerError(
+            f"no PostgreSQL URI: pass uri=... or set {POSTGRES_URI_ENV} "
+            "(for example postgresql://user:password@localhost:5432/agentic_memory)"
+        )
+    return chosen
+
+
+@asynccontextmanager
+async def postgres_checkpointer(uri: str | None = None) -> AsyncIterator[AsyncPostgresSaver]:
+    """Open the PostgreSQL checkpointer and create or migrate its tables (``setup()``).
+
+    Args:
+        uri: A libpq URI or DSN; default ``AMEM_POSTGRES_URI``. An explicit argument
+            always wins over the environment.
+
+    Yields:
+        A ready ``AsyncPostgresSaver``; its connection closes when the context exits.
+
+    Raises:
+        CheckpointerError: No URI is given or set, or the database cannot be reached (the
+            password is redacted from the message).
+    """
+    conn_string = _resolve_postgres_uri(uri)
+    async with AsyncExitStack() as stack:
+        # Only opening and migrating is translated: errors raised by the caller's own
+        # work inside the context must surface unchanged.
+        try:
+            saver = await stack.enter_async_context(
+                AsyncPostgresSaver.from_conn_string(conn_string)
+            )
+            await saver.setup()
+        except psycopg.OperationalError as exc:
+            raise CheckpointerError(
+                f"cannot use PostgreSQL at {_redact(conn_string)!r}: {str(exc).strip()}"
+            ) from exc
+        yield saver
+
+
+@asynccontextmanager
+async def open_checkpointer(
+    *, sqlite_path: str | Path | None = None, postgres_uri: str | None = None
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """Open the configured checkpointer: PostgreSQL if a URI is given or set, else SQLite.
+
+    Args:
+        sqlite_path: SQLite file when SQLite is chosen (default under ``AMEM_HOME``).
+        postgres_uri: Forces PostgreSQL with this URI.
+
+    Yields:
+        The open checkpointer.
+    """
+    if postgres_uri is not None or os.environ.get(POSTGRES_URI_ENV, "").strip():
+        async with postgres_checkpointer(postgres_uri) as pg_saver:
+            yield pg_saver
+    else:
+        async with sqlite_checkpointer(sqlite_path) as sqlite_saver:
+            yield sqlite_saver
+
+
+def _check_thread_id(thread_id: object) -> str:
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        raise ValueError(f"thread_id must be a non-empty string, got {thread_id!r}")
+    return thread_id
+
+
+async def adelete_thread(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> None:
+    """Delete every checkpoint and pending write of one thread (a no-op if it has none).
+
+    Raises:
+        ValueError: ``thread_id`` is empty or not a string.
+    """
+    await checkpointer.adelete_thread(_check_thread_id(thread_id))
+
+
+async def athread_ids(
+    checkpointer: BaseCheckpointSaver[Any], metadata: Mapping[str, Any]
+) -> list[str]:
+    """List the threads with a checkpoint whose metadata contains ``metadata``.
+
+    Run metadata (``config={"metadata": {"user_id": ...}}``) is copied into each
+    checkpoint's metadata, which is how threads are found per user.
+
+    Raises:
+        ValueError: ``metadata`` is empty (that would match every thread).
+    """
+    if not isinstance(metadata, Mapping) or not metadata:
+        raise ValueError("metadata filter must be a non-empty mapping")
+    found: dict[str, None] = {}
+    async for item in checkpointer.alist(None, filter=dict(metadata)):
+        thread_id = item.config["configurable"].get("thread_id")
+        if isinstance(thread_id, str):
+            found.setdefault(thread_id, None)
+    return list(found)
+
+
+async def adelete_threads_where(
+    checkpointer: BaseCheckpointSaver[Any], metadata: Mapping[str, Any]
+) -> list[str]:
+    """Delete every thread found by :func:`athread_ids`; return their ids.
+
+    Raises:
+        ValueError: ``metadata`` is empty.
+    """
+    thread_ids = await athread_ids(checkpointer, metadata)
+    for thread_id in thread_ids:
+        await checkpointer.adelete_thread(thread_id)
+    return thread_ids

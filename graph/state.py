@@ -1,0 +1,109 @@
+"""The graph's state: what one thread remembers between turns (its working memory).
+
+``InputState`` is what a client sends each turn; ``State`` adds what the nodes write.
+Everything is plain JSON (messages aside), because checkpointers and the server
+serialise it. Items recalled from long-term memory are dicts with documented keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+__all__ = ["InputState", "State", "merge_model_calls", "replace_calls"]
+
+_REPLACE = "__replace__"
+
+
+def replace_calls(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Wrap a list of call records so that it *replaces* ``model_calls`` (a new turn)."""
+    return {_REPLACE: list(calls)}
+
+
+def merge_model_calls(
+    left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Append call records, or start over when given :func:`replace_calls`.
+
+    The first node of a turn that calls a model starts over, so ``model_calls`` always
+    holds the calls of the current turn only.
+    """
+    if right is None:
+        return list(left or [])
+    if isinstance(right, dict):
+        return list(right.get(_REPLACE, []))
+    return [*(left or []), *right]
+
+
+@dataclass(kw_only=True)
+class InputState:
+    """What a client sends for one turn."""
+
+    messages: Annotated[list[AnyMessage], add_messages] = field(default_factory=list)
+    """The conversation of this thread; a turn appends the user's new message."""
+
+    end_conversation: bool = False
+    """True ends the conversation after this turn (or at once, with no new message):
+    the graph then writes the reflection and may rewrite the rules."""
+
+
+@dataclass(kw_only=True)
+class State(InputState):
+    """The full state of a thread."""
+
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    """Episodes recalled for this turn: id, thread_id, context_tags, conversation_summary,
+    what_worked, what_to_avoid, importance, created_at, relevance, recency, score."""
+
+    past_turns: list[dict[str, Any]] = field(default_factory=list)
+    """Messages of the user's other threads recalled for this turn: id, role, content,
+    thread_id, turn, created_at, score."""
+
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    """Knowledge-base passages recalled for this turn: chunk_id, kb, text, source, title,
+    page_start, page_end, label ("[source p.N]"), score."""
+
+    rules: list[dict[str, str]] = field(default_factory=list)
+    """The procedural rules in force: instruction, rationale."""
+
+    rules_version: int = 0
+    """Version of those rules (1 = the starting rules)."""
+
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    """The user's current facts after this turn: subject, value, category, ..."""
+
+    facts_remembered: list[dict[str, Any]] = field(default_factory=list)
+    """Facts stored this turn: subject, value, category, action ("added"/"superseded"),
+    previous_value. A client can say "I'll remember that you're vegetarian"."""
+
+    summary: str = ""
+    """Rolling summary of turns removed from ``messages`` by compaction."""
+
+    token_report: dict[str, Any] = field(default_factory=dict)
+    """Tokens per context layer in this turn's prompt, items left out, compaction."""
+
+    model_calls: Annotated[list[dict[str, Any]], merge_model_calls] = field(default_factory=list)
+    """Every model call of this turn (purpose, model, tokens, seconds)."""
+
+    reflection: dict[str, Any] | None = None
+    """The episode stored when the conversation ended (this run only)."""
+
+    rules_version_created: int | None = None
+    """The rules version created when the conversation ended, if any (this run only)."""
+
+    conversation_ended: bool = False
+    """True after a run that ended the conversation."""
+
+    conversations: int = 0
+    """How many conversations of this thread have ended (numbers the episodes)."""
+
+    reflected_through: str | None = None
+    """Id of the last message covered by a reflection; a later reflection starts after it."""
+
+    turn_answered: bool = False
+    """Set by ``log_turn`` when this run goes on to end the conversation, so ``reflect``
+    adds its model calls to the turn's instead of starting a new list."""

@@ -1,0 +1,417 @@
+"""Ingest files into a knowledge base: read, clean, split, embed in batches, write, commit.
+
+Each file goes through the replace protocol described in ``memory.knowledge``:
+
+1. Hash the file. If the manifest's active revision for this path is the same (same content,
+   same splitter settings) and all its chunks are there, nothing is written.
+2. Otherwise write all new chunks, tagged with the new revision (invisible to searches).
+3. Commit: upsert the path's manifest object naming the new revision (one object).
+4. Renew the knowledge base's generation token, then delete the path's chunks of any
+   other revision (the old ones, and leftovers of a killed run).
+
+A process killed anywhere leaves the store searchable and consistent; running the same
+ingestion again completes or cleans up what was left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.embeddings import Embeddings
+
+from ingest.inputs import InputError, expand_inputs
+from ingest.readers import IngestFileError, derive_title, parse, read_bytes, require_kind
+from ingest.text import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    TextChunk,
+    assemble,
+    check_split_settings,
+    split_document,
+)
+from llm.embeddings import embedding_dims, get_embeddings
+from memory.collections import knowledge_collection
+from memory.knowledge import (
+    SourceInfo,
+    chunk_id,
+    commit_source,
+    ensure_knowledge_base,
+    get_source,
+    now_rfc3339,
+    remove_stale_chunks,
+    renew_generation,
+    revision_of,
+    source_key,
+)
+from memstore import InvalidInputError, MemoryObject, MemoryStore, StoreError, Where, open_store
+
+PIPELINE_VERSION = "1"
+"""Part of every revision: bump it when cleaning or splitting changes, so files are redone."""
+
+DEFAULT_BATCH_SIZE = 128
+"""Chunks embedded and written per call."""
+
+FileStatus = Literal["written", "unchanged", "failed"]
+EventKind = Literal[
+    "planned",
+    "file_started",
+    "chunks_progress",
+    "chunks_written",
+    "committed",
+    "old_removed",
+    "file_finished",
+]
+
+
+@dataclass
+class FileResult:
+    """What happened to one file."""
+
+    path: str
+    status: FileStatus
+    source: str | None = None
+    title: str | None = None
+    pages: int = 0
+    chunks_written: int = 0
+    chunks_unchanged: int = 0
+    chunks_removed: int = 0
+    warnings: int = 0
+    """Problems pypdf worked around while reading (kept out of the terminal, counted here)."""
+    warning_sample: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class IngestReport:
+    """Per-file results and totals of one ``ingest_paths`` call."""
+
+    kb: str
+    chunk_size: int
+    chunk_overlap: int
+    files: list[FileResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Files in the given directories or globs that are not of a supported type."""
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[FileResult]:
+        """The files (and inputs) that could not be ingested."""
+        return [f for f in self.files if f.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        """Whether every input was ingested (or was already up to date)."""
+        return not self.failed
+
+    @property
+    def pages(self) -> int:
+        """Pages of the files ingested or found unchanged."""
+        return sum(f.pages for f in self.files)
+
+    @property
+    def chunks_written(self) -> int:
+        """Chunks written."""
+        return sum(f.chunks_written for f in self.files)
+
+    @property
+    def chunks_unchanged(self) -> int:
+        """Chunks already present and left alone."""
+        return sum(f.chunks_unchanged for f in self.files)
+
+    @property
+    def chunks_removed(self) -> int:
+        """Chunks of old revisions deleted."""
+        return sum(f.chunks_removed for f in self.files)
+
+    @property
+    def warnings(self) -> int:
+        """PDF reader warnings, summed over the files."""
+        return sum(f.warnings for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dictionary with the totals and every file."""
+        return {
+            "kb": self.kb,
+            "chunk_size": self.chunk_size,
+            "chunk_overlap": self.chunk_overlap,
+            "ok": self.ok,
+            "totals": {
+                "files": len(self.files),
+                "written": sum(f.status == "written" for f in self.files),
+                "unchanged": sum(f.status == "unchanged" for f in self.files),
+                "failed": len(self.failed),
+                "skipped": len(self.skipped),
+                "pages": self.pages,
+                "chunks_written": self.chunks_written,
+                "chunks_unchanged": self.chunks_unchanged,
+                "chunks_removed": self.chunks_removed,
+                "warnings": self.warnings,
+                "seconds": round(self.seconds, 3),
+            },
+            "files": [asdict(f) for f in self.files],
+            "skipped": list(self.skipped),
+        }
+
+
+@dataclass(frozen=True)
+class IngestEvent:
+    """A progress report; ``progress`` callbacks receive one at every step of every file."""
+
+    kind: EventKind
+    path: str = ""
+    file_index: int = 0
+    files_total: int = 0
+    chunks_done: int = 0
+    chunks_total: int = 0
+    result: FileResult | None = None
+
+
+ProgressCallback = Callable[[IngestEvent], None]
+
+
+def ingest_paths(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    kb: str = "default",
+    store: MemoryStore | None = None,
+    embeddings: Embeddings | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    password: str | None = None,
+    progress: ProgressCallback | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> IngestReport:
+    """Ingest files, directories (recursively) and glob patterns into knowledge base ``kb``.
+
+    A file that cannot be ingested gets a one-line ``error`` in its ``FileResult`` and the
+    others go on; check ``report.ok``. Invalid arguments raise before anything is read.
+
+    Args:
+        paths: One path or pattern, or several.
+        kb: Knowledge base name (letters, digits, underscores; starts with a letter).
+        store: An open store; by default the configured one is opened and closed again.
+        embeddings: By default ``llm.embeddings.get_embeddings()``.
+        chunk_size: Characters per chunk.
+        chunk_overlap: Characters shared by neighbouring chunks.
+        password: Password for encrypted PDFs.
+        progress: Called with an ``IngestEvent`` at each step.
+        batch_size: Chunks embedded and written per call.
+
+    Returns:
+        The per-file results and totals.
+
+    Example:
+        >>> report = ingest_paths(["papers/", "notes/*.md"], kb="research")  # doctest: +SKIP
+        >>> report.chunks_written, report.ok  # doctest: +SKIP
+    """
+    started = time.perf_counter()
+    inputs = _check_paths(paths)
+    knowledge_collection(kb)
+    chunk_size, chunk_overlap = _check_settings(chunk_size, chunk_overlap)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise InvalidInputError(f"batch size must be a positive integer, got {batch_size!r}")
+    if password is not None and not isinstance(password, str):
+        raise InvalidInputError("password must be a string")
+    emit = progress or (lambda _event: None)
+
+    report = IngestReport(kb=kb, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    expanded = expand_inputs(inputs)
+    report.skipped = expanded.skipped
+    total = len(expanded.files)
+    emit(IngestEvent("planned", files_total=total))
+
+    if not expanded.files:
+        report.files = [_input_failure(e) for e in expanded.errors]
+    else:
+        embedder = embeddings if embeddings is not None else get_embeddings()
+        dims = embedding_dims(embedder)
+        own_store = store is None
+        active_store = open_store(dims) if store is None else store
+        try:
+            if active_store.dims != dims:
+                raise InvalidInputError(
+                    f"the store holds {active_store.dims}-d vectors but the embeddings make "
+                    f"{dims}-d ones"
+                )
+            ensure_knowledge_base(active_store, kb)
+            job = _Job(active_store, embedder, kb, chunk_size, chunk_overlap, password, batch_size)
+            index = 0
+            for entry in expanded.entries:
+                if isinstance(entry, InputError):
+                    report.files.append(_input_failure(entry))
+                    continue
+                emit(IngestEvent("file_started", str(entry), index, total))
+                result = job.run(entry, _Reporter(emit, str(entry), index, total))
+                report.files.append(result)
+                emit(IngestEvent("file_finished", str(entry), index, total, result=result))
+                index += 1
+        finally:
+            if own_store:
+                active_store.close()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _input_failure(error: InputError) -> FileResult:
+    return FileResult(path=error.given, status="failed", error=error.reason)
+
+
+def _check_paths(paths: object) -> list[str | Path]:
+    if isinstance(paths, str | Path):
+        items: list[str | Path] = [paths]
+    elif isinstance(paths, Sequence):
+        items = list(paths)
+    else:
+        raise InvalidInputError(f"paths must be a path or a list of paths, got {paths!r:.80}")
+    if not items:
+        raise InvalidInputError("no paths given")
+    for item in items:
+        if not isinstance(item, str | Path) or str(item) == "":
+            raise InvalidInputError(f"every path must be a non-empty string or Path, got {item!r}")
+    return items
+
+
+def _check_settings(chunk_size: object, chunk_overlap: object) -> tuple[int, int]:
+    try:
+        return check_split_settings(chunk_size, chunk_overlap)
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class _Reporter:
+    """Sends the steps of one file to the progress callback."""
+
+    emit: ProgressCallback
+    path: str
+    index: int
+    total: int
+
+    def __call__(self, kind: EventKind, done: int = 0, of: int = 0) -> None:
+        self.emit(IngestEvent(kind, self.path, self.index, self.total, done, of))
+
+
+class _Job:
+    """The per-file work of one ``ingest_paths`` call."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embeddings: Embeddings,
+        kb: str,
+        chunk_size: int,
+        chunk_overlap: int,
+        password: str | None,
+        batch_size: int,
+    ) -> None:
+        self.store = store
+        self.embeddings = embeddings
+        self.kb = kb
+        self.collection = knowledge_collection(kb).name
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.password = password
+        self.batch_size = batch_size
+
+    def run(self, path: Path, step: _Reporter) -> FileResult:
+        started = time.perf_counter()
+        result = FileResult(path=str(path), status="failed")
+        try:
+            self._run(path, result, step)
+        except IngestFileError as exc:
+            result.status, result.error = "failed", str(exc)
+        except StoreError as exc:
+            result.status, result.error = "failed", f"store error: {exc}"
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _run(self, path: Path, result: FileResult, step: _Reporter) -> None:
+        # Checked before reading so that a large unrelated file is not loaded for nothing.
+        require_kind(path)
+        source = source_key(path)
+        result.source = source
+        data = read_bytes(path)
+        sha256 = hashlib.sha256(data).hexdigest()
+        revision = revision_of(
+            source, sha256, self.chunk_size, self.chunk_overlap, PIPELINE_VERSION
+        )
+        current = get_source(self.store, self.kb, source)
+        if current is not None and current.revision == revision and self._complete(current):
+            result.status, result.title, result.pages = "unchanged", current.title, current.pages
+            result.chunks_unchanged = current.chunks
+            result.chunks_removed = remove_stale_chunks(self.store, self.kb, source, revision)
+            return
+
+        raw = parse(path, data, password=self.password)
+        result.warnings = len(raw.warnings)
+        result.warning_sample = raw.warnings[0][:200] if raw.warnings else None
+        document = assemble(raw.pages)
+        chunks = split_document(
+            document, chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap
+        )
+        if not chunks:
+            raise IngestFileError("no extractable text")
+        title = derive_title(raw, document.text, path)
+        result.title, result.pages = title, document.page_count
+
+        for start in range(0, len(chunks), self.batch_size):
+            batch = chunks[start : start + self.batch_size]
+            self._write(batch, source=source, sha256=sha256, title=title, revision=revision)
+            result.chunks_written += len(batch)
+            step("chunks_progress", result.chunks_written, len(chunks))
+        step("chunks_written", len(chunks), len(chunks))
+
+        info = SourceInfo(
+            source=source,
+            title=title,
+            revision=revision,
+            sha256=sha256,
+            pages=document.page_count,
+            chunks=len(chunks),
+            chunk_size=self.chunk_size,
+            chunk_overlap=self.chunk_overlap,
+            ingested_at=now_rfc3339(),
+        )
+        commit_source(self.store, self.kb, info)
+        step("committed")
+        renew_generation(self.store, self.kb)
+        result.chunks_removed = remove_stale_chunks(
+            self.store, self.kb, source, revision, renew=False
+        )
+        step("old_removed")
+        result.status = "written"
+
+    def _complete(self, current: SourceInfo) -> bool:
+        where = [Where("source", "eq", current.source), Where("revision", "eq", current.revision)]
+        return self.store.count(self.collection, where=where) == current.chunks
+
+    def _write(
+        self, batch: list[TextChunk], *, source: str, sha256: str, title: str, revision: str
+    ) -> None:
+        vectors = self.embeddings.embed_documents([chunk.text for chunk in batch])
+        objects = [
+            MemoryObject(
+                id=chunk_id(revision, chunk.index),
+                properties={
+                    "text": chunk.text,
+                    "title": title,
+                    "source": source,
+                    "sha256": sha256,
+                    "page_start": chunk.page_start,
+                    "page_end": chunk.page_end,
+                    "chunk_index": chunk.index,
+                    "char_start": chunk.char_start,
+                    "char_end": chunk.char_end,
+                    "revision": revision,
+                },
+                vector=vector,
+            )
+            for chunk, vector in zip(batch, vectors, strict=True)
+        ]
+        self.store.upsert(self.collection, objects).raise_for_failures()

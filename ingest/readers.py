@@ -1,0 +1,264 @@
+"""Read PDF, plain-text and Markdown files into pages of raw text, with one clear error per bad file.
+
+pypdf reports the problems it works around (odd fonts, broken cross-reference tables) through
+``logging`` and ``warnings``. Those are captured and counted here instead of reaching the
+user's terminal; the count and the first message travel with the result.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pypdf import PdfReader
+from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PdfStreamError
+
+SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
+"""File name endings ingestion accepts (case-insensitive)."""
+
+TITLE_MAX_CHARS = 120
+
+# Content-stream operators that paint something: a page using them without any text is a
+# scan or a drawing, which only OCR could read.
+_PAINT_OPERATORS = frozenset(
+    {b"f", b"F", b"f*", b"S", b"s", b"B", b"B*", b"b", b"b*", b"Do", b"sh", b"BI"}
+)
+
+
+class IngestFileError(Exception):
+    """A file cannot be ingested; the message is one line meant for the user."""
+
+
+@dataclass
+class Captured:
+    """Warnings pypdf emitted while a file was read."""
+
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        """How many warnings were captured."""
+        return len(self.messages)
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, sink: Captured) -> None:
+        super().__init__(level=logging.WARNING)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.sink.messages.append(record.getMessage())
+
+
+# The logger and the warnings filters are process-wide: two threads capturing at once would
+# restore each other's state half-way, so PDF reading is serialised (pypdf holds the GIL
+# nearly all the time anyway).
+_CAPTURE_LOCK = threading.Lock()
+
+
+@contextmanager
+def captured_pypdf_output() -> Iterator[Captured]:
+    """Capture pypdf's log records and Python warnings for the duration of the block."""
+    sink = Captured()
+    logger = logging.getLogger("pypdf")
+    handler = _ListHandler(sink)
+    with _CAPTURE_LOCK:
+        saved_propagate = logger.propagate
+        logger.addHandler(handler)
+        logger.propagate = False
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                yield sink
+            sink.messages.extend(str(w.message) for w in caught)
+        finally:
+            logger.removeHandler(handler)
+            logger.propagate = saved_propagate
+
+
+@dataclass(frozen=True)
+class RawDocument:
+    """What a reader extracted: the raw text of every page and the document's own title."""
+
+    kind: str
+    """``pdf``, ``text`` or ``markdown``."""
+    pages: list[str]
+    metadata_title: str | None
+    warnings: list[str]
+    encoding: str | None = None
+    """The text encoding used for a text file (``None`` for PDFs)."""
+
+
+def file_kind(path: Path) -> str | None:
+    """Return ``pdf``, ``text`` or ``markdown`` from the file name, or ``None`` if unsupported."""
+    suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        return "pdf"
+    if suffix == ".txt":
+        return "text"
+    if suffix in (".md", ".markdown"):
+        return "markdown"
+    return None
+
+
+def read_bytes(path: Path) -> bytes:
+    """Read a whole file; raise ``IngestFileError`` with the reason when that is impossible."""
+    try:
+        return path.read_bytes()
+    except PermissionError:
+        raise IngestFileError("unreadable: permission denied") from None
+    except IsADirectoryError:
+        raise IngestFileError("unreadable: is a directory") from None
+    except FileNotFoundError:
+        raise IngestFileError("no such file") from None
+    except OSError as exc:
+        raise IngestFileError(f"unreadable: {exc.strerror or exc}") from None
+
+
+def require_kind(path: Path) -> str:
+    """Return the file's kind, or raise ``IngestFileError`` for an unsupported type."""
+    kind = file_kind(path)
+    if kind is None:
+        raise IngestFileError(
+            f"unsupported file type {path.suffix or '(no extension)'!r}; "
+            f"supported: {', '.join(SUPPORTED_SUFFIXES)}"
+        )
+    return kind
+
+
+def parse(path: Path, data: bytes, *, password: str | None = None) -> RawDocument:
+    """Extract the pages of a file already read into ``data``."""
+    kind = require_kind(path)
+    if not data:
+        raise IngestFileError("empty file (0 bytes)")
+    if kind == "pdf":
+        return _parse_pdf(data, password)
+    return _parse_text(data, kind)
+
+
+def _parse_pdf(data: bytes, password: str | None) -> RawDocument:
+    # The header may follow up to 1 KB of junk (a tolerance PDF readers share).
+    if b"%PDF-" not in data[:1024]:
+        raise IngestFileError(f"not a PDF: {_describe_content(data)}")
+    # pypdf reconstructs a cut-off file from whatever objects survive, which would silently
+    # ingest part of a document; a missing end-of-file marker is reported instead.
+    if b"%%EOF" not in data[-2048:]:
+        raise IngestFileError("corrupt or truncated PDF: the end-of-file marker is missing")
+    with captured_pypdf_output() as captured:
+        try:
+            reader = PdfReader(io.BytesIO(data), strict=False)
+            if reader.is_encrypted:
+                _decrypt(reader, password)
+            page_count = len(reader.pages)
+            if page_count == 0:
+                raise IngestFileError("empty PDF: it has no pages")
+            pages = [page.extract_text() or "" for page in reader.pages]
+            title = _metadata_title(reader)
+            if not any(text.strip() for text in pages):
+                if any(_paints(page) for page in reader.pages):
+                    raise IngestFileError(
+                        f"no extractable text; OCR is not supported ({page_count} page(s) "
+                        "of images or drawings)"
+                    )
+                raise IngestFileError(f"empty PDF: {page_count} blank page(s), no text")
+        except IngestFileError:
+            raise
+        except (FileNotDecryptedError, DependencyError) as exc:
+            raise IngestFileError(f"encrypted PDF cannot be read: {_one_line(exc)}") from None
+        except (PdfReadError, PdfStreamError, ValueError, KeyError, TypeError) as exc:
+            raise IngestFileError(f"corrupt or truncated PDF: {_one_line(exc)}") from None
+        except RecursionError:
+            raise IngestFileError("corrupt PDF: its object structure is circular") from None
+    return RawDocument(kind="pdf", pages=pages, metadata_title=title, warnings=captured.messages)
+
+
+def _decrypt(reader: PdfReader, password: str | None) -> None:
+    # PdfReader already tried the empty user password, which many "protected" PDFs use
+    # only to restrict printing; whether that worked shows in decrypt("") as well.
+    for candidate in ("", password) if password else ("",):
+        try:
+            if reader.decrypt(candidate):
+                return
+        except DependencyError as exc:
+            raise IngestFileError(f"encrypted PDF cannot be read: {_one_line(exc)}") from None
+    if password:
+        raise IngestFileError("encrypted; the password is wrong")
+    raise IngestFileError("encrypted; pass --password")
+
+
+def _metadata_title(reader: PdfReader) -> str | None:
+    try:
+        metadata = reader.metadata
+    except (PdfReadError, ValueError, KeyError, TypeError):
+        return None
+    title = metadata.title if metadata is not None else None
+    if isinstance(title, str) and title.strip():
+        return " ".join(title.split())[:TITLE_MAX_CHARS]
+    return None
+
+
+def _paints(page: object) -> bool:
+    try:
+        if getattr(page, "images", None):
+            return True
+        contents = page.get_contents()  # type: ignore[attr-defined]
+        if contents is None:
+            return False
+        return any(operator in _PAINT_OPERATORS for _, operator in contents.operations)
+    except (PdfReadError, PdfStreamError, ValueError, KeyError, TypeError, AttributeError):
+        # An unparsable content stream still painted nothing we could read.
+        return False
+
+
+def _parse_text(data: bytes, kind: str) -> RawDocument:
+    if b"\x00" in data[:8192]:
+        raise IngestFileError("not a text file: it contains binary data")
+    if data.startswith(b"%PDF-"):
+        raise IngestFileError("not a text file: it is a PDF; rename it to .pdf")
+    try:
+        text, encoding = data.decode("utf-8-sig"), "utf-8"
+    except UnicodeDecodeError:
+        # Legacy Windows text is the common non-UTF-8 case; cp1252 leaves 5 bytes undefined.
+        try:
+            text, encoding = data.decode("cp1252"), "cp1252"
+        except UnicodeDecodeError:
+            text, encoding = data.decode("latin-1"), "latin-1"
+    if not text.strip():
+        raise IngestFileError("empty file: only whitespace")
+    # A form feed is the plain-text page break (pdftotext writes one per page).
+    pages = text.split("\f")
+    return RawDocument(kind=kind, pages=pages, metadata_title=None, warnings=[], encoding=encoding)
+
+
+def derive_title(raw: RawDocument, cleaned_text: str, path: Path) -> str:
+    """Pick a title: the PDF's metadata title, else the first heading or line, else the file name."""
+    if raw.metadata_title:
+        return raw.metadata_title
+    lines = [line.strip() for line in cleaned_text.split("\n") if line.strip()]
+    if raw.kind == "markdown":
+        for line in lines:
+            if line.startswith("#"):
+                heading = line.lstrip("#").strip()
+                if heading:
+                    return heading[:TITLE_MAX_CHARS]
+    if lines:
+        return lines[0].lstrip("#").strip()[:TITLE_MAX_CHARS] or path.name
+    return path.name
+
+
+def _describe_content(data: bytes) -> str:
+    head = data[:256].decode("utf-8", errors="replace")
+    if "\x00" not in head and all(c.isprintable() or c in "\n\r\t\f" for c in head[:-1]):
+        return "the file contains text, not PDF data"
+    return f"unrecognised content starting with {data[:8]!r}"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:160] or type(exc).__name__

@@ -1,0 +1,179 @@
+"""Clean extracted page text, join pages into one document and split it into located chunks.
+
+Offsets are character positions in the cleaned document text, so every chunk can be mapped
+back to the pages it came from: a chunk that runs across a page break gets
+``page_start < page_end``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+DEFAULT_CHUNK_SIZE = 800
+"""Characters per chunk; chosen with ``bench/ingest_recall.py`` (see docs/ingestion.md)."""
+DEFAULT_CHUNK_OVERLAP = 200
+"""Characters shared by neighbouring chunks; chosen with the same check."""
+
+PAGE_SEPARATOR = "\n\n"
+"""Pages are joined as paragraphs, so the splitter prefers to cut at a page break."""
+
+# Paragraphs first, then sentence ends, then lines and words: chunks end at natural
+# boundaries and the splitter only cuts inside a word when a single word is too long.
+_SEPARATORS = [r"\n\n", r"(?<=[.!?…])\s+", r"\n", r" ", ""]
+
+_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-[ \t]*\n[ \t]*(?=[^\W\d_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SPACES = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
+_BLANK_LINES = re.compile(r"\n{3,}")
+_ZERO_WIDTH = re.compile(r"[\u00ad\u200b\u200c\u200d\u2060\ufeff]")
+
+
+def clean_text(text: str) -> str:
+    r"""Return page text with line-end hyphenation joined and whitespace normalised.
+
+    ``exam-\nple`` becomes ``example`` when the next line starts with a lower-case letter (a
+    capital usually means a real hyphen, as in ``Jean-\nPaul``); runs of spaces become one
+    space; lines are stripped; paragraph breaks (blank lines) are kept, at most one blank line
+    in a row. NFKC normalisation turns ligatures such as ``ﬁ`` back into letters, so keyword
+    search finds the words.
+    """
+    text = unicodedata.normalize("NFKC", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _ZERO_WIDTH.sub("", text)
+    text = _CONTROL.sub(" ", text)
+    text = _HYPHEN_BREAK.sub(_join_hyphenated, text)
+    text = _SPACES.sub(" ", text)
+    text = "\n".join(line.strip() for line in text.split("\n"))
+    text = _BLANK_LINES.sub("\n\n", text)
+    return text.strip()
+
+
+def _join_hyphenated(match: re.Match[str]) -> str:
+    following = match.string[match.end() : match.end() + 1]
+    return "" if following.islower() else "-"
+
+
+@dataclass(frozen=True)
+class CleanDocument:
+    """The cleaned text of a whole document and where each page starts in it."""
+
+    text: str
+    page_numbers: tuple[int, ...]
+    """1-based numbers of the pages that have text, in order."""
+    page_offsets: tuple[int, ...]
+    """``page_offsets[i]`` is where page ``page_numbers[i]`` starts in ``text``."""
+    page_count: int
+    """All pages of the file, including those without text."""
+
+    def page_at(self, offset: int) -> int:
+        """Return the page number of the character at ``offset``."""
+        if not self.page_numbers:
+            raise ValueError("the document has no text")
+        index = bisect.bisect_right(self.page_offsets, offset) - 1
+        return self.page_numbers[max(index, 0)]
+
+
+def assemble(pages: Sequence[str]) -> CleanDocument:
+    """Clean each page and join the non-empty ones into one document, keeping page offsets."""
+    parts: list[str] = []
+    numbers: list[int] = []
+    offsets: list[int] = []
+    position = 0
+    for number, raw in enumerate(pages, start=1):
+        cleaned = clean_text(raw)
+        if not cleaned:
+            continue
+        if parts:
+            position += len(PAGE_SEPARATOR)
+        numbers.append(number)
+        offsets.append(position)
+        parts.append(cleaned)
+        position += len(cleaned)
+    return CleanDocument(
+        text=PAGE_SEPARATOR.join(parts),
+        page_numbers=tuple(numbers),
+        page_offsets=tuple(offsets),
+        page_count=len(pages),
+    )
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    """One chunk of a document, located by character offsets and pages."""
+
+    index: int
+    text: str
+    char_start: int
+    char_end: int
+    page_start: int
+    page_end: int
+
+
+def check_split_settings(chunk_size: object, chunk_overlap: object) -> tuple[int, int]:
+    """Validate splitter settings and return them; raise ``ValueError`` with the reason."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 50:
+        raise ValueError(f"chunk size must be an integer of at least 50, got {chunk_size!r}")
+    if isinstance(chunk_overlap, bool) or not isinstance(chunk_overlap, int) or chunk_overlap < 0:
+        raise ValueError(f"chunk overlap must be a non-negative integer, got {chunk_overlap!r}")
+    if chunk_overlap >= chunk_size:
+        raise ValueError(
+            f"chunk overlap ({chunk_overlap}) must be smaller than the chunk size ({chunk_size})"
+        )
+    return chunk_size, chunk_overlap
+
+
+def split_document(
+    document: CleanDocument,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+) -> list[TextChunk]:
+    """Split a cleaned document into chunks with their offsets and page ranges."""
+    check_split_settings(chunk_size, chunk_overlap)
+    if not document.text:
+        return []
+    splitter = RecursiveCharacterTextSplitter(
+        separators=_SEPARATORS,
+        is_separator_regex=True,
+        keep_separator="end",
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        strip_whitespace=True,
+    )
+    text = document.text
+    chunks: list[TextChunk] = []
+    previous_start, previous_end = -1, 0
+    for piece in splitter.split_text(text):
+        start = _locate(text, piece, previous_start, previous_end, chunk_overlap)
+        end = start + len(piece)
+        chunks.append(
+            TextChunk(
+                index=len(chunks),
+                text=piece,
+                char_start=start,
+                char_end=end,
+                page_start=document.page_at(start),
+                page_end=document.page_at(end - 1),
+            )
+        )
+        previous_start, previous_end = start, end
+    return chunks
+
+
+def _locate(text: str, piece: str, previous_start: int, previous_end: int, overlap: int) -> int:
+    # With separators kept, every chunk is a verbatim slice of the text. Chunks advance
+    # monotonically and overlap their predecessor by at most ``overlap`` characters, so the
+    # search starts there: a phrase repeated earlier in the document cannot be matched.
+    lower_bound = max(previous_start + 1, previous_end - overlap)
+    found = text.find(piece, lower_bound)
+    if found < 0:
+        found = text.find(piece, previous_start + 1)
+    if found < 0:
+        raise RuntimeError("the text splitter returned a chunk that is not part of the document")
+    return found

@@ -1,0 +1,477 @@
+"""Semantic memory: knowledge bases of document chunks, searched with citations.
+
+A knowledge base ``kb`` lives in two collections of the store:
+
+- ``Knowledge_<Kb>`` holds the chunks. Every chunk carries the *revision* it was written
+  by: a hash of (source path, file sha256, splitter settings).
+- ``KnowledgeSources_<Kb>`` is the manifest: one object per source naming its *active*
+  revision, plus one *generation* object whose token changes before any chunk is deleted.
+
+Searches only return chunks of active revisions, so the manifest decides what is visible.
+Replacing a changed file (see ``ingest.pipeline``) writes the new chunks first (invisible),
+then upserts the source's manifest object (one single-object write: the commit point), then
+renews the generation token, then deletes the old chunks. A search reads the generation,
+searches among the active revisions and reads the generation again; if it changed, chunks
+may have been deleted under it and it searches again. So a search sees either the complete
+old set or the complete new set of a source, never a mix and never both, even when an
+ingestion process is killed at any point; the next ingestion of that file removes what a
+killed run left behind. Both backends give read-your-writes for single objects, which is
+all this needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+import weakref
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from memory.collections import knowledge_collection
+from memstore import (
+    CollectionSpec,
+    InvalidInputError,
+    MemoryObject,
+    MemoryStore,
+    Property,
+    StoredObject,
+    Where,
+    make_id,
+)
+
+MANIFEST_PREFIX = "KnowledgeSources_"
+CHUNKS_PREFIX = "Knowledge_"
+
+_ENTRY_SOURCE = "source"
+_ENTRY_GENERATION = "generation"
+
+# Up to this many active revisions are passed to the store as one ``in`` filter; above it
+# the search over-fetches and filters the hits itself (see docs/ingestion.md for the numbers).
+IN_FILTER_MAX_REVISIONS = 32
+_SEARCH_ATTEMPTS = 4
+_MANIFEST_PAGE = 500
+
+MANIFEST_PROPERTIES: tuple[Property, ...] = (
+    Property("entry", "text", description="'source' or 'generation'"),
+    Property("kb", "text", description="the knowledge base name as given"),
+    Property("source", "text", description="absolute path of the file"),
+    Property("title", "text", searchable=True),
+    Property("revision", "text", description="the active revision of the source's chunks"),
+    Property("sha256", "text"),
+    Property("pages", "int"),
+    Property("chunks", "int"),
+    Property("chunk_size", "int"),
+    Property("chunk_overlap", "int"),
+    Property("ingested_at", "date"),
+    Property("token", "text", filterable=False, description="generation token"),
+)
+
+
+class UnknownSourceError(InvalidInputError):
+    """The knowledge base has no such source."""
+
+
+def manifest_collection(kb: str) -> CollectionSpec:
+    """Return the schema of the manifest of knowledge base ``kb``."""
+    chunks = knowledge_collection(kb)
+    return CollectionSpec(
+        name=MANIFEST_PREFIX + chunks.name.removeprefix(CHUNKS_PREFIX),
+        per_user=False,
+        description=f"Which revision of each source of knowledge base {kb!r} is visible.",
+        properties=MANIFEST_PROPERTIES,
+    )
+
+
+def ensure_knowledge_base(store: MemoryStore, kb: str) -> None:
+    """Create the chunk and manifest collections of ``kb`` if they are missing."""
+    store.ensure_collection(knowledge_collection(kb))
+    store.ensure_collection(manifest_collection(kb))
+
+
+def source_key(path: str | Path) -> str:
+    """Return the key a file is stored under: its absolute path, symlinks resolved."""
+    if not isinstance(path, str | Path) or str(path) == "":
+        raise InvalidInputError(f"a source is a non-empty path, got {path!r}")
+    return str(Path(path).expanduser().resolve())
+
+
+def source_entry_id(source: str) -> str:
+    """Return the manifest object id of a source."""
+    return make_id("knowledge-source", source)
+
+
+def chunk_id(revision: str, index: int) -> str:
+    """Return the id of chunk ``index`` of a revision (deterministic: re-runs overwrite)."""
+    return make_id("chunk", revision, str(index))
+
+
+def _generation_id() -> str:
+    return make_id("knowledge-generation")
+
+
+def _marker_vector(dims: int) -> list[float]:
+    # Manifest objects are never searched by vector, but both backends require one of the
+    # store's size; a unit vector avoids the undefined cosine of a zero vector.
+    return [1.0] + [0.0] * (dims - 1)
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A source of a knowledge base, as recorded by its last committed ingestion."""
+
+    source: str
+    title: str
+    revision: str
+    sha256: str
+    pages: int
+    chunks: int
+    chunk_size: int
+    chunk_overlap: int
+    ingested_at: str
+
+    @property
+    def name(self) -> str:
+        """The file name of the source."""
+        return Path(self.source).name
+
+    @classmethod
+    def from_properties(cls, props: dict[str, Any]) -> SourceInfo:
+        """Build from a manifest object's properties."""
+        return cls(
+            source=str(props["source"]),
+            title=str(props.get("title") or ""),
+            revision=str(props["revision"]),
+            sha256=str(props.get("sha256") or ""),
+            pages=int(props.get("pages") or 0),
+            chunks=int(props.get("chunks") or 0),
+            chunk_size=int(props.get("chunk_size") or 0),
+            chunk_overlap=int(props.get("chunk_overlap") or 0),
+            ingested_at=str(props.get("ingested_at") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class KnowledgeHit:
+    """One chunk found by ``search_knowledge``."""
+
+    chunk_id: str
+    text: str
+    source: str
+    title: str
+    page_start: int
+    page_end: int
+    score: float
+    chunk_index: int = 0
+
+    @property
+    def citation(self) -> str:
+        """Where the text comes from, e.g. ``report.pdf p. 3`` or ``report.pdf pp. 3–4``."""
+        name = Path(self.source).name
+        paged = name.lower().endswith(".pdf") or self.page_end > 1
+        if not paged:
+            return name
+        if self.page_start == self.page_end:
+            return f"{name} p. {self.page_start}"
+        return f"{name} pp. {self.page_start}\u2013{self.page_end}"
+
+
+# -- manifest ---------------------------------------------------------------------------------
+
+
+def get_source(store: MemoryStore, kb: str, source: str) -> SourceInfo | None:
+    """Return the committed manifest entry of ``source`` (a key from ``source_key``), or None."""
+    manifest = manifest_collection(kb).name
+    if manifest not in store.collections():
+        return None
+    obj = store.get(manifest, source_entry_id(source))
+    if obj is None or obj.properties.get("entry") != _ENTRY_SOURCE:
+        return None
+    return SourceInfo.from_properties(obj.properties)
+
+
+def commit_source(store: MemoryStore, kb: str, info: SourceInfo) -> None:
+    """Make ``info.revision`` the visible revision of its source: the one-object commit point."""
+    props: dict[str, Any] = {
+        "entry": _ENTRY_SOURCE,
+        "kb": kb,
+        "source": info.source,
+        "title": info.title,
+        "revision": info.revision,
+        "sha256": info.sha256,
+        "pages": info.pages,
+        "chunks": info.chunks,
+        "chunk_size": info.chunk_size,
+        "chunk_overlap": info.chunk_overlap,
+        "ingested_at": info.ingested_at,
+    }
+    obj = MemoryObject(source_entry_id(info.source), props, _marker_vector(store.dims))
+    store.upsert(manifest_collection(kb).name, [obj]).raise_for_failures()
+
+
+def renew_generation(store: MemoryStore, kb: str) -> None:
+    """Change the generation token; call it after a commit and before deleting any chunk."""
+    props = {"entry": _ENTRY_GENERATION, "kb": kb, "token": uuid.uuid4().hex}
+    obj = MemoryObject(_generation_id(), props, _marker_vector(store.dims))
+    store.upsert(manifest_collection(kb).name, [obj]).raise_for_failures()
+
+
+def _generation(store: MemoryStore, manifest: str) -> str | None:
+    obj = store.get(manifest, _generation_id())
+    return None if obj is None else str(obj.properties.get("token"))
+
+
+def _read_sources(store: MemoryStore, manifest: str) -> dict[str, SourceInfo]:
+    sources: dict[str, SourceInfo] = {}
+    offset = 0
+    while True:
+        page = store.list_objects(
+            manifest,
+            where=[Where("entry", "eq", _ENTRY_SOURCE)],
+            limit=_MANIFEST_PAGE,
+            offset=offset,
+            sort_by="source",
+        )
+        for obj in page:
+            info = SourceInfo.from_properties(obj.properties)
+            sources[info.source] = info
+        if len(page) < _MANIFEST_PAGE:
+            return sources
+        offset += len(page)
+
+
+# The active revisions of a manifest, cached per store and generation: a search then costs
+# two single-object reads and one hybrid query while nothing is being ingested.
+_ACTIVE_CACHE: weakref.WeakKeyDictionary[MemoryStore, dict[str, tuple[str | None, frozenset[str]]]]
+_ACTIVE_CACHE = weakref.WeakKeyDictionary()
+
+
+def _active_revisions(store: MemoryStore, manifest: str, generation: str | None) -> frozenset[str]:
+    per_store = _ACTIVE_CACHE.setdefault(store, {})
+    cached = per_store.get(manifest)
+    if cached is not None and generation is not None and cached[0] == generation:
+        return cached[1]
+    active = frozenset(info.revision for info in _read_sources(store, manifest).values())
+    per_store[manifest] = (generation, active)
+    return active
+
+
+def list_sources(store: MemoryStore, kb: str) -> list[SourceInfo]:
+    """Return the committed sources of a knowledge base, sorted by path (none if it is missing)."""
+    manifest = manifest_collection(kb).name
+    if manifest not in store.collections():
+        return []
+    return sorted(_read_sources(store, manifest).values(), key=lambda s: s.source)
+
+
+def list_knowledge_bases(store: MemoryStore) -> list[str]:
+    """Return the names of the knowledge bases in the store."""
+    names: list[str] = []
+    existing = set(store.collections())
+    for collection in sorted(existing):
+        if not collection.startswith(CHUNKS_PREFIX):
+            continue
+        suffix = collection.removeprefix(CHUNKS_PREFIX)
+        manifest = MANIFEST_PREFIX + suffix
+        name = suffix
+        if manifest in existing:
+            # The manifest remembers the name as the user typed it (``docs``, not ``Docs``).
+            first = store.list_objects(manifest, limit=1)
+            if first and isinstance(first[0].properties.get("kb"), str):
+                name = first[0].properties["kb"]
+        names.append(name)
+    return names
+
+
+def remove_stale_chunks(
+    store: MemoryStore, kb: str, source: str, keep_revision: str, *, renew: bool = True
+) -> int:
+    """Delete the chunks of ``source`` whose revision is not ``keep_revision``; return how many.
+
+    With ``renew`` (the default) the generation is renewed first, so that a search running
+    meanwhile notices and searches again; pass ``renew=False`` only right after a renewal.
+    """
+    chunks = knowledge_collection(kb).name
+    stale = [Where("source", "eq", source), Where("revision", "ne", keep_revision)]
+    if store.count(chunks, where=stale) == 0:
+        return 0
+    if renew:
+        renew_generation(store, kb)
+    return store.delete_where(chunks, stale)
+
+
+def delete_source(store: MemoryStore, kb: str, source: str | Path) -> int:
+    """Remove a source and its chunks from a knowledge base; return how many chunks were removed.
+
+    The manifest entry goes first, so searches stop seeing the source at once; a process
+    killed before the chunks are gone leaves invisible chunks that the next ``delete_source``
+    or ingestion of that path removes.
+    """
+    spec = knowledge_collection(kb)
+    manifest = manifest_collection(kb).name
+    existing = set(store.collections())
+    if spec.name not in existing or manifest not in existing:
+        raise UnknownSourceError(f"knowledge base {kb!r} does not exist")
+    key = str(source) if get_source(store, kb, str(source)) else source_key(source)
+    of_source = [Where("source", "eq", key)]
+    if get_source(store, kb, key) is None and store.count(spec.name, where=of_source) == 0:
+        raise UnknownSourceError(f"knowledge base {kb!r} has no source {key!r}")
+    store.delete(manifest, [source_entry_id(key)])
+    renew_generation(store, kb)
+    return store.delete_where(spec.name, of_source)
+
+
+def drop_knowledge_base(store: MemoryStore, kb: str) -> None:
+    """Delete a knowledge base (its chunks and its manifest); a missing one is not an error."""
+    existing = set(store.collections())
+    # The manifest goes first: without it, no chunk is visible any more.
+    for name in (manifest_collection(kb).name, knowledge_collection(kb).name):
+        if name in existing:
+            store.drop_collection(name)
+
+
+# -- search -----------------------------------------------------------------------------------
+
+
+def search_knowledge(
+    store: MemoryStore,
+    embeddings: Embeddings,
+    kb: str,
+    query: str,
+    *,
+    k: int = 5,
+    alpha: float = 0.5,
+) -> list[KnowledgeHit]:
+    """Hybrid-search a knowledge base; return up to ``k`` chunks with their citations.
+
+    A knowledge base that does not exist, or a blank query, gives no hits. ``alpha`` weighs
+    vector against keyword similarity (0 is pure BM25, 1 pure vector).
+    """
+    spec = knowledge_collection(kb)
+    if not isinstance(query, str):
+        raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+    manifest = manifest_collection(kb).name
+    existing = set(store.collections())
+    if not query.strip() or spec.name not in existing or manifest not in existing:
+        return []
+    vector = embeddings.embed_query(query)
+    hits: list[KnowledgeHit] = []
+    for _ in range(_SEARCH_ATTEMPTS):
+        before = _generation(store, manifest)
+        active = _active_revisions(store, manifest, before)
+        if not active:
+            return []
+        hits = _search_active(store, spec.name, query, vector, k, alpha, active)
+        if _generation(store, manifest) == before:
+            break
+    return hits
+
+
+def _search_active(
+    store: MemoryStore,
+    collection: str,
+    query: str,
+    vector: list[float],
+    k: int,
+    alpha: float,
+    active: frozenset[str],
+) -> list[KnowledgeHit]:
+    if len(active) <= IN_FILTER_MAX_REVISIONS:
+        found = store.hybrid(
+            collection,
+            query=query,
+            vector=vector,
+            alpha=alpha,
+            limit=k,
+            where=[Where("revision", "in", sorted(active))],
+        )
+        return [_hit(h.id, h.properties, h.score) for h in found]
+    # Too many revisions for one filter: over-fetch and keep the active ones. Invisible
+    # chunks are rare (only what a killed run left), so one round nearly always suffices.
+    limit = k * 4
+    while True:
+        found = store.hybrid(collection, query=query, vector=vector, alpha=alpha, limit=limit)
+        kept = [h for h in found if h.properties.get("revision") in active]
+        if len(kept) >= k or len(found) < limit:
+            return [_hit(h.id, h.properties, h.score) for h in kept[:k]]
+        limit *= 4
+
+
+def _hit(id: str, props: dict[str, Any], score: float) -> KnowledgeHit:
+    return KnowledgeHit(
+        chunk_id=id,
+        text=str(props.get("text") or ""),
+        source=str(props.get("source") or ""),
+        title=str(props.get("title") or ""),
+        page_start=int(props.get("page_start") or 1),
+        page_end=int(props.get("page_end") or props.get("page_start") or 1),
+        score=float(score),
+        chunk_index=int(props.get("chunk_index") or 0),
+    )
+
+
+def list_chunks(store: MemoryStore, kb: str, source: str) -> list[StoredObject]:
+    """Return the visible chunks of one source in order (for inspection and tests)."""
+    info = get_source(store, kb, source)
+    if info is None:
+        return []
+    chunks = knowledge_collection(kb).name
+    where = [Where("source", "eq", source), Where("revision", "eq", info.revision)]
+    out: list[StoredObject] = []
+    while True:
+        page = store.list_objects(
+            chunks, where=where, limit=_MANIFEST_PAGE, offset=len(out), sort_by="chunk_index"
+        )
+        out.extend(page)
+        if len(page) < _MANIFEST_PAGE:
+            return out
+
+
+def revision_of(
+    source: str, sha256: str, chunk_size: int, chunk_overlap: int, pipeline: str
+) -> str:
+    """Return the revision key of one ingestion of a source with given splitter settings."""
+    key = "\x1f".join((pipeline, source, sha256, str(chunk_size), str(chunk_overlap)))
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+def now_rfc3339() -> str:
+    """Return the current time as an RFC 3339 string with a timezone."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# -- async twins ------------------------------------------------------------------------------
+
+
+async def asearch_knowledge(
+    store: MemoryStore,
+    embeddings: Embeddings,
+    kb: str,
+    query: str,
+    *,
+    k: int = 5,
+    alpha: float = 0.5,
+) -> list[KnowledgeHit]:
+    """Async ``search_knowledge``: the blocking work runs in a worker thread."""
+    return await asyncio.to_thread(search_knowledge, store, embeddings, kb, query, k=k, alpha=alpha)
+
+
+async def alist_sources(store: MemoryStore, kb: str) -> list[SourceInfo]:
+    """Async ``list_sources``."""
+    return await asyncio.to_thread(list_sources, store, kb)
+
+
+async def adelete_source(store: MemoryStore, kb: str, source: str | Path) -> int:
+    """Async ``delete_source``."""
+    return await asyncio.to_thread(delete_source, store, kb, source)
+
+
+async def alist_knowledge_bases(store: MemoryStore) -> list[str]:
+    """Async ``list_knowledge_bases``."""
+    return await asyncio.to_thread(list_knowledge_bases, store)

@@ -1,0 +1,619 @@
+"""The message log: every human and AI turn of every thread, recallable across conversations.
+
+What is logged: LangChain ``HumanMessage``/``AIMessage`` objects (and their streamed
+chunks), ``ChatMessage`` and dicts whose ``role`` is ``user``/``human`` or
+``assistant``/``ai``. System, developer, tool and function messages are skipped, and so is
+a turn whose text is empty (an AI message that only calls tools). Content given as a list of
+blocks keeps its text blocks.
+
+Ids are deterministic: ``make_id("msg", user, thread_id, message_id)``, where the message id
+is the message's own ``id`` (LangGraph gives every message one) or, without it, ``#<turn>``.
+Remembering a message with an id again changes nothing (same turn, same timestamp); a
+message without an id is new every time it is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
+
+from memory.collections import MESSAGES
+from memstore import InvalidInputError, MemoryObject, MemoryStore, StoredObject, Where, make_id
+from memstore.base import check_user_id
+
+__all__ = ["LoggedMessage", "MessageLog", "RecalledMessage", "Role"]
+
+Role = Literal["human", "ai"]
+
+_ROLES: dict[str, Role | None] = {
+    "human": "human",
+    "user": "human",
+    "ai": "ai",
+    "assistant": "ai",
+    "system": None,
+    "developer": None,
+    "tool": None,
+    "function": None,
+}
+_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class LoggedMessage:
+    """One logged turn."""
+
+    id: str
+    role: Role
+    content: str
+    thread_id: str
+    turn: int
+    created_at: str
+    metadata: dict[str, Any]
+
+    def to_message(self) -> BaseMessage:
+        """Return it as a LangChain message (``HumanMessage`` or ``AIMessage``)."""
+        if self.role == "human":
+            return HumanMessage(content=self.content, id=self.id)
+        return AIMessage(content=self.content, id=self.id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-safe dict."""
+        return asdict(self)
+
+    @staticmethod
+    def _fields(obj: StoredObject) -> dict[str, Any]:
+        p = obj.properties
+        raw_meta = p.get("metadata_json")
+        return {
+            "id": obj.id,
+            "role": p.get("role", "human"),
+            "content": p.get("content", ""),
+            "thread_id": p.get("thread_id", ""),
+            "turn": int(p.get("turn", 0)),
+            "created_at": p.get("created_at", ""),
+            "metadata": json.loads(raw_meta) if raw_meta else {},
+        }
+
+    @classmethod
+    def _from_stored(cls, obj: StoredObject) -> LoggedMessage:
+        return cls(**cls._fields(obj))
+
+
+@dataclass(frozen=True)
+class RecalledMessage(LoggedMessage):
+    """A logged turn found by :meth:`MessageLog.recall`, with its hybrid-search score in [0, 1]."""
+
+    score: float
+
+
+@dataclass(frozen=True)
+class _Turn:
+    role: Role
+    text: str
+    message_id: str | None
+
+
+class MessageLog:
+    """Per-user message log on a :class:`~memstore.MemoryStore` (collection ``MessageLog``)."""
+
+    def __init__(self, store: MemoryStore, embeddings: Embeddings) -> None:
+        self.store = store
+        self.embeddings = embeddings
+        self._ready = False
+
+    # Ensuring twice is harmless (same schema), so no lock is needed around the flag.
+    def _ensure(self) -> None:
+        if not self._ready:
+            self.store.ensure_collection(MESSAGES)
+            self._ready = True
+
+    async def _aensure(self) -> None:
+        if not self._ready:
+            await self.store.aensure_collection(MESSAGES)
+            self._ready = True
+
+    @staticmethod
+    def message_id(user: str, thread_id: str, key: str) -> str:
+        """Return the stored id of the message keyed ``key`` (its own id, or ``#<turn>``)."""
+        return make_id("msg", user, thread_id, key)
+
+    # -- remember -------------------------------------------------------------------------
+
+    def remember(
+        self,
+        user: str,
+        thread_id: str,
+        messages: Sequence[BaseMessage | Mapping[str, Any]],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> list[str]:
+        """Log the human and AI turns of ``messages``; return their ids in order.
+
+        Turn numbers continue from what the thread already holds. ``metadata`` (a JSON
+        object) is stored with every message of this call; when it is omitted, a message
+        that is already logged keeps its metadata.
+
+        Raises:
+            InvalidInputError: an argument is malformed (including content that is not text
+                and metadata that is not JSON-serialisable); nothing is written.
+        """
+        turns, meta_json, created_at = _prepare(user, thread_id, messages, metadata, now)
+        if not turns:
+            return []
+        self._ensure()
+        existing = self._thread_state(user, thread_id)
+        plan = _plan(user, thread_id, turns, existing, meta_json, created_at)
+        todo = [item for item in plan if item.write]
+        if todo:
+            vectors = self.embeddings.embed_documents([item.props["content"] for item in todo])
+            objects = [MemoryObject(i.id, i.props, v) for i, v in zip(todo, vectors, strict=True)]
+            self.store.upsert(MESSAGES.name, objects, user=user).raise_for_failures()
+        return [item.id for item in plan]
+
+    async def aremember(
+        self,
+        user: str,
+        thread_id: str,
+        messages: Sequence[BaseMessage | Mapping[str, Any]],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> list[str]:
+        """Async :meth:`remember`: store calls and embeddings never block the event loop."""
+        turns, meta_json, created_at = _prepare(user, thread_id, messages, metadata, now)
+        if not turns:
+            return []
+        await self._aensure()
+        existing = await self._athread_state(user, thread_id)
+        plan = _plan(user, thread_id, turns, existing, meta_json, created_at)
+        todo = [item for item in plan if item.write]
+        if todo:
+            vectors = await self.embeddings.aembed_documents(
+                [item.props["content"] for item in todo]
+            )
+            objects = [MemoryObject(i.id, i.props, v) for i, v in zip(todo, vectors, strict=True)]
+            result = await self.store.aupsert(MESSAGES.name, objects, user=user)
+            result.raise_for_failures()
+        return [item.id for item in plan]
+
+    def _thread_state(self, user: str, thread_id: str) -> dict[str, StoredObject]:
+        found: dict[str, StoredObject] = {}
+        where = [Where("thread_id", "eq", thread_id)]
+        while True:
+            # Keyset paging on the turn: no offset, so Weaviate's result-window cap never applies.
+            page = self.store.list_objects(
+                MESSAGES.name, user=user, where=where, limit=_PAGE, sort_by="turn"
+            )
+            found.update((o.id, o) for o in page)
+            if len(page) < _PAGE:
+                return found
+            last = int(page[-1].properties.get("turn", 0))
+            where = [Where("thread_id", "eq", thread_id), Where("turn", "gt", last)]
+
+    async def _athread_state(self, user: str, thread_id: str) -> dict[str, StoredObject]:
+        found: dict[str, StoredObject] = {}
+        where = [Where("thread_id", "eq", thread_id)]
+        while True:
+            # Keyset paging on the turn: no offset, so Weaviate's result-window cap never applies.
+            page = await self.store.alist_objects(
+                MESSAGES.name, user=user, where=where, limit=_PAGE, sort_by="turn"
+            )
+            found.update((o.id, o) for o in page)
+            if len(page) < _PAGE:
+                return found
+            last = int(page[-1].properties.get("turn", 0))
+            where = [Where("thread_id", "eq", thread_id), Where("turn", "gt", last)]
+
+    # -- recall ---------------------------------------------------------------------------
+
+    def recall(
+        self,
+        user: str,
+        query: str,
+        *,
+        k: int = 5,
+        alpha: float = 0.5,
+        thread_id: str | None = None,
+        exclude_thread: str | None = None,
+    ) -> list[RecalledMessage]:
+        """Return the user's ``k`` logged turns best matching ``query`` (hybrid search).
+
+        ``thread_id`` restricts the search to one thread; ``exclude_thread`` leaves one out
+        (typically the current conversation, whose turns are already in the context).
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        where = _recall_filters(user, query, k, thread_id, exclude_thread)
+        self._ensure()
+        vector = self.embeddings.embed_query(query)
+        hits = self.store.hybrid(
+            MESSAGES.name, query=query, vector=vector, alpha=alpha, limit=k, user=user, where=where
+        )
+        return [
+            RecalledMessage(
+                **LoggedMessage._fields(StoredObject(h.id, h.properties)), score=h.score
+            )
+            for h in hits
+        ]
+
+    async def arecall(
+        self,
+        user: str,
+        query: str,
+        *,
+        k: int = 5,
+        alpha: float = 0.5,
+        thread_id: str | None = None,
+        exclude_thread: str | None = None,
+    ) -> list[RecalledMessage]:
+        """Async :meth:`recall`."""
+        where = _recall_filters(user, query, k, thread_id, exclude_thread)
+        await self._aensure()
+        vector = await self.embeddings.aembed_query(query)
+        hits = await self.store.ahybrid(
+            MESSAGES.name, query=query, vector=vector, alpha=alpha, limit=k, user=user, where=where
+        )
+        return [
+            RecalledMessage(
+                **LoggedMessage._fields(StoredObject(h.id, h.properties)), score=h.score
+            )
+            for h in hits
+        ]
+
+    # -- browse ---------------------------------------------------------------------------
+
+    def list(
+        self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[LoggedMessage]:
+        """Page through a user's log, ordered by thread id, then turn.
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        _check_page(user, thread_id, limit, offset)
+        self._ensure()
+        if thread_id is not None:
+            return self._thread_page(user, thread_id, limit, offset)
+        out: builtins.list[LoggedMessage] = []
+        for thread in self.threads(user):
+            if len(out) >= limit:
+                break
+            size = self.store.count(
+                MESSAGES.name, user=user, where=[Where("thread_id", "eq", thread)]
+            )
+            if offset >= size:
+                offset -= size
+                continue
+            out.extend(self._thread_page(user, thread, limit - len(out), offset))
+            offset = 0
+        return out
+
+    async def alist(
+        self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
+    ) -> builtins.list[LoggedMessage]:
+        """Async :meth:`list`."""
+        _check_page(user, thread_id, limit, offset)
+        await self._aensure()
+        if thread_id is not None:
+            return await self._athread_page(user, thread_id, limit, offset)
+        out: builtins.list[LoggedMessage] = []
+        for thread in await self.athreads(user):
+            if len(out) >= limit:
+                break
+            size = await self.store.acount(
+                MESSAGES.name, user=user, where=[Where("thread_id", "eq", thread)]
+            )
+            if offset >= size:
+                offset -= size
+                continue
+            out.extend(await self._athread_page(user, thread, limit - len(out), offset))
+            offset = 0
+        return out
+
+    def _thread_page(
+        self, user: str, thread_id: str, limit: int, offset: int
+    ) -> builtins.list[LoggedMessage]:
+        objs = self.store.list_objects(
+            MESSAGES.name,
+            user=user,
+            where=[Where("thread_id", "eq", thread_id)],
+            limit=limit,
+            offset=offset,
+            sort_by="turn",
+        )
+        return [LoggedMessage._from_stored(o) for o in objs]
+
+    async def _athread_page(
+        self, user: str, thread_id: str, limit: int, offset: int
+    ) -> builtins.list[LoggedMessage]:
+        objs = await self.store.alist_objects(
+            MESSAGES.name,
+            user=user,
+            where=[Where("thread_id", "eq", thread_id)],
+            limit=limit,
+            offset=offset,
+            sort_by="turn",
+        )
+        return [LoggedMessage._from_stored(o) for o in objs]
+
+    def threads(self, user: str) -> builtins.list[str]:
+        """Return the ids of the user's threads that have logged turns, sorted."""
+        check_user_id(user)
+        self._ensure()
+        seen: set[str] = set()
+        offset = 0
+        while True:
+            page = self.store.list_objects(
+                MESSAGES.name, user=user, limit=_PAGE, offset=offset, sort_by="thread_id"
+            )
+            seen.update(str(o.properties.get("thread_id", "")) for o in page)
+            if len(page) < _PAGE:
+                return sorted(seen)
+            offset += _PAGE
+
+    async def athreads(self, user: str) -> builtins.list[str]:
+        """Async :meth:`threads`."""
+        check_user_id(user)
+        await self._aensure()
+        seen: set[str] = set()
+        offset = 0
+        while True:
+            page = await self.store.alist_objects(
+                MESSAGES.name, user=user, limit=_PAGE, offset=offset, sort_by="thread_id"
+            )
+            seen.update(str(o.properties.get("thread_id", "")) for o in page)
+            if len(page) < _PAGE:
+                return sorted(seen)
+            offset += _PAGE
+
+    # -- forget ---------------------------------------------------------------------------
+
+    def forget(
+        self, user: str, *, ids: Sequence[str] | None = None, thread_id: str | None = None
+    ) -> int:
+        """Delete logged turns by id, or a whole thread; return how many were deleted.
+
+        Raises:
+            InvalidInputError: neither or both of ``ids`` and ``thread_id`` are given, or one
+                is malformed; nothing is deleted.
+        """
+        _check_forget(user, ids, thread_id)
+        self._ensure()
+        if ids is not None:
+            return self.store.delete(MESSAGES.name, list(ids), user=user)
+        assert thread_id is not None
+        return self.store.delete_where(
+            MESSAGES.name, [Where("thread_id", "eq", thread_id)], user=user
+        )
+
+    async def aforget(
+        self, user: str, *, ids: Sequence[str] | None = None, thread_id: str | None = None
+    ) -> int:
+        """Async :meth:`forget`."""
+        _check_forget(user, ids, thread_id)
+        await self._aensure()
+        if ids is not None:
+            return await self.store.adelete(MESSAGES.name, list(ids), user=user)
+        assert thread_id is not None
+        return await self.store.adelete_where(
+            MESSAGES.name, [Where("thread_id", "eq", thread_id)], user=user
+        )
+
+    def forget_user(self, user: str) -> int:
+        """Delete a user's whole log; return how many turns."""
+        check_user_id(user)
+        self._ensure()
+        return self.store.delete_user(MESSAGES.name, user)
+
+    async def aforget_user(self, user: str) -> int:
+        """Async :meth:`forget_user`."""
+        check_user_id(user)
+        await self._aensure()
+        return await asyncio.to_thread(self.store.delete_user, MESSAGES.name, user)
+
+
+# -- validation and planning (pure) -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Planned:
+    id: str
+    props: dict[str, Any]
+    write: bool
+
+
+def _check_thread(thread_id: object, name: str = "thread_id") -> str:
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        raise InvalidInputError(f"{name} must be a non-empty string, got {thread_id!r}")
+    return thread_id
+
+
+def _text_of(content: object, where: str) -> str:
+    """Return the text of a message content: a string or a list of content blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, Mapping):
+                if block.get("type") == "text" and isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+            else:
+                raise InvalidInputError(
+                    f"{where}: content blocks must be strings or dicts, got {type(block).__name__}"
+                )
+        return "\n".join(parts)
+    raise InvalidInputError(
+        f"{where}: content must be a string or a list of content blocks, "
+        f"got {type(content).__name__}"
+    )
+
+
+def _turn_of(message: object, index: int) -> _Turn | None:
+    where = f"message {index}"
+    if isinstance(message, BaseMessage):
+        # isinstance, not .type: streamed chunks (AIMessageChunk) are AI messages too.
+        if isinstance(message, HumanMessage):
+            kind = "human"
+        elif isinstance(message, AIMessage):
+            kind = "ai"
+        elif isinstance(message, ChatMessage):
+            kind = message.role
+        else:
+            kind = "system"  # system, tool, function and remove messages are not logged
+        content: object = message.content
+        message_id = message.id
+    elif isinstance(message, Mapping):
+        if "role" not in message or "content" not in message:
+            raise InvalidInputError(f"{where}: a dict message needs 'role' and 'content'")
+        kind = message["role"]
+        content = message["content"]
+        message_id = message.get("id")
+        if not isinstance(kind, str):
+            raise InvalidInputError(f"{where}: role must be a string, got {kind!r}")
+    else:
+        raise InvalidInputError(
+            f"{where}: expected a LangChain message or a dict, got {type(message).__name__}"
+        )
+    if kind not in _ROLES:
+        raise InvalidInputError(
+            f"{where}: unknown role {kind!r} (expected one of {', '.join(sorted(_ROLES))})"
+        )
+    text = _text_of(content, where)
+    if message_id is not None and (not isinstance(message_id, str) or not message_id):
+        raise InvalidInputError(f"{where}: id must be a non-empty string, got {message_id!r}")
+    role = _ROLES[kind]
+    if role is None or not text.strip():
+        return None
+    return _Turn(role, text, message_id)
+
+
+def _prepare(
+    user: object,
+    thread_id: object,
+    messages: object,
+    metadata: object,
+    now: datetime | None,
+) -> tuple[list[_Turn], str | None, str]:
+    check_user_id(user)
+    _check_thread(thread_id)
+    if isinstance(messages, str | bytes | BaseMessage | Mapping) or not isinstance(
+        messages, Sequence
+    ):
+        raise InvalidInputError(
+            f"messages must be a list of messages, got {type(messages).__name__}"
+        )
+    turns = [t for i, m in enumerate(messages) if (t := _turn_of(m, i)) is not None]
+    seen: set[str] = set()
+    for t in turns:
+        if t.message_id is not None:
+            if t.message_id in seen:
+                raise InvalidInputError(f"message id {t.message_id!r} appears twice")
+            seen.add(t.message_id)
+    meta_json: str | None = None
+    if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise InvalidInputError(f"metadata must be a dict, got {type(metadata).__name__}")
+        try:
+            meta_json = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from None
+    moment = now or datetime.now(UTC)
+    if moment.tzinfo is None:
+        raise InvalidInputError("now must carry a timezone")
+    return turns, meta_json, moment.astimezone(UTC).isoformat()
+
+
+def _plan(
+    user: str,
+    thread_id: str,
+    turns: list[_Turn],
+    existing: dict[str, StoredObject],
+    meta_json: str | None,
+    created_at: str,
+) -> list[_Planned]:
+    """Give each turn its id, turn number and properties; skip writes that change nothing."""
+    next_turn = 1 + max((int(o.properties.get("turn", -1)) for o in existing.values()), default=-1)
+    plan: list[_Planned] = []
+    for t in turns:
+        key = t.message_id
+        old = existing.get(MessageLog.message_id(user, thread_id, key)) if key else None
+        meta = meta_json
+        if old is not None:
+            turn = int(old.properties.get("turn", 0))
+            stamp = str(old.properties.get("created_at", created_at))
+            if meta is None:
+                # No metadata given: keep what the message already has.
+                meta = old.properties.get("metadata_json")
+        else:
+            turn, stamp = next_turn, created_at
+            next_turn += 1
+        oid = MessageLog.message_id(user, thread_id, key or f"#{turn}")
+        props: dict[str, Any] = {
+            "content": t.text,
+            "role": t.role,
+            "thread_id": thread_id,
+            "turn": turn,
+            "created_at": stamp,
+        }
+        if meta is not None:
+            props["metadata_json"] = meta
+        unchanged = (
+            old is not None
+            and old.properties.get("content") == t.text
+            and old.properties.get("role") == t.role
+            and old.properties.get("metadata_json") == meta
+        )
+        plan.append(_Planned(oid, props, not unchanged))
+    return plan
+
+
+def _recall_filters(
+    user: object, query: object, k: object, thread_id: object, exclude_thread: object
+) -> list[Where]:
+    check_user_id(user)
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("query must be a non-empty string")
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+    where: list[Where] = []
+    if thread_id is not None:
+        where.append(Where("thread_id", "eq", _check_thread(thread_id)))
+    if exclude_thread is not None:
+        where.append(Where("thread_id", "ne", _check_thread(exclude_thread, "exclude_thread")))
+    return where
+
+
+def _check_page(user: object, thread_id: object, limit: object, offset: object) -> None:
+    check_user_id(user)
+    if thread_id is not None:
+        _check_thread(thread_id)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInputError(f"offset must be a non-negative integer, got {offset!r}")
+
+
+def _check_forget(user: object, ids: object, thread_id: object) -> None:
+    check_user_id(user)
+    if (ids is None) == (thread_id is None):
+        raise InvalidInputError(
+            "forget needs exactly one of ids= or thread_id= (forget_user deletes everything)"
+        )
+    if ids is not None:
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise InvalidInputError("ids must be a list of message ids, not one string")
+    else:
+        _check_thread(thread_id)

@@ -1,0 +1,903 @@
+"""The Weaviate backend: explicit schemas, one tenant per user, relativeScoreFusion hybrid search.
+
+Importing this module opens no connection; ``WeaviateStore.connect`` does. The translation
+between the store's types and Weaviate's (tenant names, filters, property configs, score
+explanations) lives in pure functions so it can be tested without a server.
+
+Layout inside Weaviate:
+
+- every ``CollectionSpec`` becomes a collection with exactly its properties (auto-schema is
+  never relied on), one self-provided named vector ``default`` (HNSW, cosine) and BM25
+  (k1 1.2, b 0.75); the collection description carries the vector size and a marker, so the
+  spec can be rebuilt from the server's config;
+- a text property that is both searchable and filterable is stored twice: word-tokenized
+  for BM25 and, as ``<name>__exact``, field-tokenized for filters, because Weaviate filters
+  on a word-tokenized property match tokens, not the whole value;
+- per-user collections are multi-tenant; each object also stores the raw user id in
+  ``amem_user`` so ``users()`` can report ids whose tenant name had to be hashed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Concatenate, ParamSpec, TypeVar
+from urllib.parse import urlsplit
+
+import weaviate
+from weaviate.classes.config import (
+    Configure,
+    DataType,
+    Tokenization,
+    VectorDistances,
+)
+from weaviate.classes.config import (
+    Property as WeaviateProperty,
+)
+from weaviate.classes.init import Auth
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
+from weaviate.classes.tenants import Tenant
+from weaviate.collections.classes.filters import _Filters
+
+from memstore.base import GLOBAL_SCOPE, MemoryStore
+from memstore.types import (
+    CollectionSpec,
+    InvalidInputError,
+    MemoryObject,
+    Property,
+    PropertyType,
+    SchemaConflictError,
+    SearchHit,
+    StoredObject,
+    StoreError,
+    UpsertResult,
+    Where,
+)
+
+VECTOR_NAME = "default"
+"""The one named vector every collection has; vectors are always supplied by the caller."""
+
+USER_PROPERTY = "amem_user"
+"""Internal property holding the raw user id in per-user collections."""
+
+EXACT_SUFFIX = "__exact"
+"""Suffix of the field-tokenized copy of a searchable *and* filterable text property."""
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+BATCH_SIZE = 100
+HYBRID_MIN_CANDIDATES = 100
+"""Weaviate's hybrid ``DefaultLimit``: each side of a hybrid search takes ``max(limit, 100)``."""
+DEFAULT_GRPC_PORT = 50051
+
+_MARKER_RE = re.compile(r"\n*\[amem schema=1 dims=(\d+)\]\s*$")
+_TENANT_RE = re.compile(r"^[A-Za-z0-9-][A-Za-z0-9_-]{0,63}$")
+_HASHED_TENANT_PREFIX = "_u"
+
+_TO_WEAVIATE: dict[str, DataType] = {
+    "text": DataType.TEXT,
+    "text[]": DataType.TEXT_ARRAY,
+    "int": DataType.INT,
+    "number": DataType.NUMBER,
+    "bool": DataType.BOOL,
+    "date": DataType.DATE,
+}
+_FROM_WEAVIATE: dict[str, PropertyType] = {
+    "text": "text",
+    "text[]": "text[]",
+    "int": "int",
+    "number": "number",
+    "boolean": "bool",
+    "date": "date",
+}
+
+
+# -- tenants -------------------------------------------------------------------------------
+
+
+def tenant_name(user: str) -> str:
+    """Map a user id to a valid, stable Weaviate tenant name.
+
+    Ids that already match ``[A-Za-z0-9-][A-Za-z0-9_-]{0,63}`` are used as they are; the
+    global scope keeps its own name (``_global``); anything else becomes ``_u`` plus 48 hex
+    digits of its SHA-256. User ids never start with ``_`` (the store reserves it), so a
+    hashed name can collide neither with a real user's id nor with the global scope.
+    """
+    if user == GLOBAL_SCOPE:
+        return GLOBAL_SCOPE
+    if _TENANT_RE.match(user):
+        return user
+    return _HASHED_TENANT_PREFIX + hashlib.sha256(user.encode("utf-8")).hexdigest()[:48]
+
+
+# -- connection settings -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """Where and how to reach Weaviate, resolved from arguments and the environment."""
+
+    http_host: str
+    http_port: int
+    http_secure: bool
+    grpc_host: str
+    grpc_port: int
+    grpc_secure: bool
+    api_key: str | None = None
+
+
+def connection_settings(
+    url: str | None = None,
+    api_key: str | None = None,
+    grpc_port: int | None = None,
+    grpc_host: str | None = None,
+) -> ConnectionSettings:
+    """Resolve the connection settings; an argument always wins over the environment.
+
+    Reads ``WEAVIATE_URL`` (required), ``WEAVIATE_API_KEY``, ``WEAVIATE_GRPC_PORT``
+    (default 50051) and ``WEAVIATE_GRPC_HOST`` (default: the URL's host). A URL without a
+    port uses the scheme's default (80 or 443); gRPC is secure when the URL is https.
+    """
+    url = url or os.environ.get("WEAVIATE_URL") or None
+    if not url:
+        raise InvalidInputError(
+            "Weaviate needs a URL: pass url= or set WEAVIATE_URL (for example "
+            "http://localhost:8080 after `docker compose up -d`)"
+        )
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInputError(f"Weaviate URL {url!r} must look like http(s)://host[:port]")
+    secure = parts.scheme == "https"
+    try:
+        http_port = parts.port or (443 if secure else 80)
+    except ValueError:
+        raise InvalidInputError(f"Weaviate URL {url!r} has an invalid port") from None
+    if grpc_port is None:
+        raw = os.environ.get("WEAVIATE_GRPC_PORT") or str(DEFAULT_GRPC_PORT)
+        try:
+            grpc_port = int(raw)
+        except ValueError:
+            raise InvalidInputError(f"WEAVIATE_GRPC_PORT={raw!r} is not a port number") from None
+    if isinstance(grpc_port, bool) or not isinstance(grpc_port, int) or not 0 < grpc_port < 65536:
+        raise InvalidInputError(f"gRPC port must be in 1..65535, got {grpc_port!r}")
+    return ConnectionSettings(
+        http_host=parts.hostname,
+        http_port=http_port,
+        http_secure=secure,
+        grpc_host=grpc_host or os.environ.get("WEAVIATE_GRPC_HOST") or parts.hostname,
+        grpc_port=grpc_port,
+        grpc_secure=secure,
+        api_key=api_key or os.environ.get("WEAVIATE_API_KEY") or None,
+    )
+
+
+# -- schema translation --------------------------------------------------------------------
+
+
+def _has_exact_copy(prop: Property) -> bool:
+    return prop.type in ("text", "text[]") and prop.searchable and prop.filterable
+
+
+def weaviate_properties(spec: CollectionSpec) -> list[WeaviateProperty]:
+    """Translate a spec's properties into Weaviate property configs (plus internal ones)."""
+    out: list[WeaviateProperty] = []
+    for prop in spec.properties:
+        if prop.name == USER_PROPERTY or prop.name.endswith(EXACT_SUFFIX):
+            raise InvalidInputError(
+                f"property name {prop.name!r} is reserved by the Weaviate backend"
+            )
+        is_text = prop.type in ("text", "text[]")
+        exact = _has_exact_copy(prop)
+        out.append(
+            WeaviateProperty(
+                name=prop.name,
+                data_type=_TO_WEAVIATE[prop.type],
+                description=prop.description or None,
+                index_searchable=prop.searchable if is_text else None,
+                index_filterable=prop.filterable and not exact,
+                tokenization=(
+                    (Tokenization.WORD if prop.searchable else Tokenization.FIELD)
+                    if is_text
+                    else None
+                ),
+            )
+        )
+        if exact:
+            out.append(
+                WeaviateProperty(
+                    name=prop.name + EXACT_SUFFIX,
+                    data_type=_TO_WEAVIATE[prop.type],
+                    description=f"exact-match copy of {prop.name} for filters",
+                    index_searchable=False,
+                    index_filterable=True,
+                    tokenization=Tokenization.FIELD,
+                )
+            )
+    if spec.per_user:
+        out.append(
+            WeaviateProperty(
+                name=USER_PROPERTY,
+                data_type=DataType.TEXT,
+                description="raw user id (the tenant name may be a hash of it)",
+                index_searchable=False,
+                index_filterable=False,
+                tokenization=Tokenization.FIELD,
+            )
+        )
+    return out
+
+
+def collection_description(spec: CollectionSpec, dims: int) -> str:
+    """Return the collection description: the spec's text plus the schema marker and dims."""
+    text = spec.description.rstrip()
+    marker = f"[amem schema=1 dims={dims}]"
+    return f"{text}\n\n{marker}" if text else marker
+
+
+def parse_description(description: str | None) -> tuple[str, int] | None:
+    """Split a collection description into (spec description, dims); ``None`` if not ours."""
+    if not description:
+        return None
+    match = _MARKER_RE.search(description)
+    if match is None:
+        return None
+    return description[: match.start()].rstrip(), int(match.group(1))
+
+
+def spec_from_config(
+    name: str, description: str | None, multi_tenant: bool, properties: Sequence[Any]
+) -> tuple[CollectionSpec, int] | None:
+    """Rebuild (spec, dims) from a collection's config; ``None`` if it is not one of ours.
+
+    ``properties`` are Weaviate property configs (``name``, ``data_type``,
+    ``index_searchable``, ``index_filterable``, ``description``).
+    """
+    parsed = parse_description(description)
+    if parsed is None:
+        return None
+    text, dims = parsed
+    by_name = {p.name: p for p in properties}
+    props: list[Property] = []
+    for p in properties:
+        if p.name == USER_PROPERTY or p.name.endswith(EXACT_SUFFIX):
+            continue
+        dtype = p.data_type.value if hasattr(p.data_type, "value") else str(p.data_type)
+        if dtype not in _FROM_WEAVIATE:
+            return None
+        ptype = _FROM_WEAVIATE[dtype]
+        searchable = bool(p.index_searchable) and ptype in ("text", "text[]")
+        filterable = bool(p.index_filterable) or (p.name + EXACT_SUFFIX) in by_name
+        props.append(
+            Property(
+                name=p.name,
+                type=ptype,
+                searchable=searchable,
+                filterable=filterable,
+                description=p.description or "",
+            )
+        )
+    spec = CollectionSpec(
+        name=name, properties=tuple(props), per_user=multi_tenant, description=text
+    )
+    return spec, dims
+
+
+def schema_signature(spec: CollectionSpec) -> tuple[bool, frozenset[tuple[str, str, bool, bool]]]:
+    """Return what must match for two specs to share one collection (not descriptions)."""
+    return spec.per_user, frozenset(
+        (p.name, p.type, p.searchable, p.filterable) for p in spec.properties
+    )
+
+
+# -- values ---------------------------------------------------------------------------------
+
+
+def _parse_date(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def rfc3339(value: str | datetime) -> str:
+    """Normalise a date (ISO 8601 text with a timezone, or a datetime) to UTC RFC 3339.
+
+    The text is ``datetime.isoformat()`` in UTC, exactly what the embedded store returns.
+    """
+    parsed = value if isinstance(value, datetime) else _parse_date(value)
+    return parsed.astimezone(UTC).isoformat()
+
+
+def to_weaviate_properties(
+    spec: CollectionSpec, properties: Mapping[str, Any], user: str | None
+) -> dict[str, Any]:
+    """Translate validated properties into what is written to Weaviate."""
+    out: dict[str, Any] = {}
+    for prop in spec.properties:
+        value = properties.get(prop.name)
+        if value is None:
+            continue
+        if prop.type == "date":
+            value = rfc3339(value)
+        elif prop.type == "number":
+            value = float(value)
+        elif prop.type == "text[]":
+            value = list(value)
+        out[prop.name] = value
+        if _has_exact_copy(prop):
+            out[prop.name + EXACT_SUFFIX] = value
+    if spec.per_user and user is not None:
+        out[USER_PROPERTY] = user
+    return out
+
+
+def from_weaviate_properties(spec: CollectionSpec, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate properties read from Weaviate back to the store's types (no internal ones)."""
+    out: dict[str, Any] = {}
+    for prop in spec.properties:
+        value = raw.get(prop.name)
+        if value is None:
+            continue
+        if prop.type == "date":
+            value = rfc3339(value if isinstance(value, datetime) else str(value))
+        elif prop.type == "number":
+            value = float(value)
+        elif prop.type == "int":
+            value = int(value)
+        elif prop.type == "text[]":
+            value = [str(v) for v in value]
+        out[prop.name] = value
+    return out
+
+
+# -- filters --------------------------------------------------------------------------------
+
+
+def _filter_value(prop: Property, value: Any) -> Any:
+    if prop.type == "date":
+        return _parse_date(value)
+    if prop.type == "number":
+        return float(value)
+    return value
+
+
+def build_filter(spec: CollectionSpec, where: Sequence[Where]) -> _Filters | None:
+    """Translate validated conditions into one Weaviate filter (AND), or ``None`` if empty.
+
+    ``in`` becomes ``contains_any`` on a scalar property; ``contains`` becomes
+    ``contains_any([value])`` on a ``text[]`` property. Text conditions use the
+    field-tokenized copy when the property is also searchable, so they match whole values.
+    """
+    parts: list[_Filters] = []
+    for cond in where:
+        prop = spec.prop(cond.prop)
+        target = prop.name + EXACT_SUFFIX if _has_exact_copy(prop) else prop.name
+        field = Filter.by_property(target)
+        if cond.op == "in":
+            parts.append(field.contains_any([_filter_value(prop, v) for v in cond.value]))
+        elif cond.op == "contains":
+            parts.append(field.contains_any([cond.value]))
+        else:
+            value = _filter_value(prop, cond.value)
+            ops = {
+                "eq": field.equal,
+                "ne": field.not_equal,
+                "gt": field.greater_than,
+                "gte": field.greater_or_equal,
+                "lt": field.less_than,
+                "lte": field.less_or_equal,
+            }
+            parts.append(ops[cond.op](value))
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return Filter.all_of(parts)
+
+
+# -- scores ---------------------------------------------------------------------------------
+
+_EXPLAIN_RE = re.compile(
+    r"Result Set (?P<set>[^)]*)\)[^:]*:\s*original score:?\s*(?P<score>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)"
+)
+
+
+def parse_explain_score(text: str | None) -> tuple[float | None, float | None]:
+    """Extract (keyword, vector) raw scores from Weaviate's hybrid ``explain_score``.
+
+    Weaviate writes one line per result set that found the object, e.g.
+    ``Hybrid (Result Set keyword,bm25) Document <id>: original score 2.41, normalized
+    score: 0.5``; the keyword line carries the BM25 score, the vector line ``1 - cosine
+    distance``. A side that did not find the object, or text that does not parse, gives
+    ``None``.
+    """
+    keyword: float | None = None
+    vector: float | None = None
+    if not text:
+        return None, None
+    for match in _EXPLAIN_RE.finditer(text):
+        kind = match.group("set").lower()
+        try:
+            score = float(match.group("score"))
+        except ValueError:
+            continue
+        if not math.isfinite(score):
+            continue
+        if "keyword" in kind or "bm25" in kind:
+            keyword = score
+        elif "vector" in kind:
+            vector = score
+    return keyword, vector
+
+
+# -- the store ------------------------------------------------------------------------------
+
+_TENANT_GONE_RE = re.compile(
+    r"tenant.{0,120}(not found|does not exist)|(not found|no such).{0,40}tenant", re.I | re.S
+)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _guarded(
+    fn: Callable[Concatenate[WeaviateStore, P], R],
+) -> Callable[Concatenate[WeaviateStore, P], R]:
+    """Refuse calls on a closed store and report client errors as ``StoreError``."""
+
+    @functools.wraps(fn)
+    def wrapper(store: WeaviateStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if store._closed:
+            raise StoreError("this Weaviate store is closed: open a new one")
+        try:
+            return fn(store, *args, **kwargs)
+        except weaviate.exceptions.WeaviateBaseError as exc:
+            spec = args[0] if args else None
+            # Another process may have deleted a tenant this one remembers: forget the
+            # cached tenants of the collection and try once more.
+            if (
+                isinstance(spec, CollectionSpec)
+                and _TENANT_GONE_RE.search(str(exc))
+                and store._forget_tenants(spec.name)
+            ):
+                try:
+                    return fn(store, *args, **kwargs)
+                except weaviate.exceptions.WeaviateBaseError as again:
+                    exc = again
+            raise StoreError(f"Weaviate {fn.__name__.strip('_')} failed: {exc}") from exc
+
+    return wrapper
+
+
+class WeaviateStore(MemoryStore):
+    """A ``MemoryStore`` on a Weaviate server (v4 collections API, gRPC)."""
+
+    backend = "weaviate"
+
+    def __init__(self, client: Any, *, dims: int) -> None:
+        """Wrap a connected ``weaviate.WeaviateClient``; the store closes it on ``close()``."""
+        super().__init__(dims=dims)
+        self._client = client
+        self._closed = False
+        self._lock = threading.Lock()
+        # Tenants known to exist, per collection: saves a round trip on every call.
+        self._tenants: dict[str, set[str]] = {}
+
+    @classmethod
+    def connect(
+        cls,
+        dims: int,
+        url: str | None = None,
+        api_key: str | None = None,
+        grpc_port: int | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> WeaviateStore:
+        """Connect to Weaviate and return a store using vectors of size ``dims``.
+
+        Arguments win over ``WEAVIATE_URL``, ``WEAVIATE_API_KEY``, ``WEAVIATE_GRPC_PORT``
+        and ``WEAVIATE_GRPC_HOST``.
+        """
+        if not isinstance(dims, int) or isinstance(dims, bool) or dims <= 0:
+            raise InvalidInputError(f"dims must be a positive integer, got {dims!r}")
+        settings = connection_settings(url, api_key, grpc_port)
+        try:
+            client = weaviate.connect_to_custom(
+                http_host=settings.http_host,
+                http_port=settings.http_port,
+                http_secure=settings.http_secure,
+                grpc_host=settings.grpc_host,
+                grpc_port=settings.grpc_port,
+                grpc_secure=settings.grpc_secure,
+                headers=dict(headers) if headers else None,
+                auth_credentials=Auth.api_key(settings.api_key) if settings.api_key else None,
+            )
+        except weaviate.exceptions.WeaviateBaseError as exc:
+            scheme = "https" if settings.http_secure else "http"
+            raise StoreError(
+                f"cannot reach Weaviate at {scheme}://{settings.http_host}:{settings.http_port} "
+                f"(gRPC {settings.grpc_host}:{settings.grpc_port}); is it running "
+                f"(`docker compose up -d`)? {exc}"
+            ) from exc
+        return cls(client, dims=dims)
+
+    def close(self) -> None:
+        """Close the client's HTTP and gRPC connections; later calls raise ``StoreError``."""
+        if not self._closed:
+            self._closed = True
+            self._client.close()
+
+    # -- schema ---------------------------------------------------------------------------
+
+    @_guarded
+    def _ensure_collection(self, spec: CollectionSpec) -> None:
+        props = weaviate_properties(spec)
+        existing = self._load_spec_and_dims(spec.name)
+        if existing is None and self._client.collections.exists(spec.name):
+            raise SchemaConflictError(
+                f"Weaviate already has a collection {spec.name!r} that this store did not create"
+            )
+        if existing is None:
+            try:
+                self._client.collections.create(
+                    spec.name,
+                    description=collection_description(spec, self.dims),
+                    properties=props,
+                    vector_config=Configure.Vectors.self_provided(
+                        name=VECTOR_NAME,
+                        vector_index_config=Configure.VectorIndex.hnsw(
+                            distance_metric=VectorDistances.COSINE
+                        ),
+                    ),
+                    inverted_index_config=Configure.inverted_index(bm25_k1=BM25_K1, bm25_b=BM25_B),
+                    multi_tenancy_config=(
+                        Configure.multi_tenancy(
+                            enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
+                        )
+                        if spec.per_user
+                        else None
+                    ),
+                )
+                return
+            except weaviate.exceptions.UnexpectedStatusCodeError:
+                # Another process may have created it between our check and the create.
+                existing = self._load_spec_and_dims(spec.name)
+                if existing is None:
+                    raise
+        current, dims = existing
+        if dims != self.dims:
+            raise SchemaConflictError(
+                f"collection {spec.name!r} was created for {dims}-dimensional vectors; "
+                f"this store uses {self.dims} dimensions"
+            )
+        if schema_signature(current) != schema_signature(spec):
+            raise SchemaConflictError(
+                f"collection {spec.name!r} exists with a different schema: "
+                f"{_describe(current)} != {_describe(spec)}"
+            )
+
+    def _load_spec_and_dims(self, name: str) -> tuple[CollectionSpec, int] | None:
+        if not self._client.collections.exists(name):
+            return None
+        config = self._client.collections.get(name).config.get()
+        return spec_from_config(
+            config.name,
+            config.description,
+            bool(config.multi_tenancy_config.enabled),
+            config.properties,
+        )
+
+    @_guarded
+    def _load_spec(self, name: str) -> CollectionSpec | None:
+        loaded = self._load_spec_and_dims(name)
+        return loaded[0] if loaded else None
+
+    @_guarded
+    def _collections(self) -> list[str]:
+        configs = self._client.collections.list_all(simple=True)
+        return sorted(
+            name
+            for name, config in configs.items()
+            if parse_description(config.description) is not None
+        )
+
+    @_guarded
+    def _drop_collection(self, name: str) -> None:
+        self._client.collections.delete(name)
+        with self._lock:
+            self._tenants.pop(name, None)
+
+    # -- tenants --------------------------------------------------------------------------
+
+    def _known(self, collection: str, tenant: str) -> bool:
+        with self._lock:
+            return tenant in self._tenants.get(collection, set())
+
+    def _remember_tenant(self, collection: str, tenant: str) -> None:
+        with self._lock:
+            self._tenants.setdefault(collection, set()).add(tenant)
+
+    def _forget_tenants(self, collection: str) -> bool:
+        """Drop the cached tenants of a collection; return whether there were any."""
+        with self._lock:
+            return bool(self._tenants.pop(collection, None))
+
+    def _for_write(self, spec: CollectionSpec, user: str | None) -> Any:
+        collection = self._client.collections.get(spec.name)
+        if not spec.per_user:
+            return collection
+        assert user is not None
+        tenant = tenant_name(user)
+        if not self._known(spec.name, tenant):
+            # Auto-creation would also do it, but creating explicitly makes the first
+            # write's failure mode (permissions, limits) an error here, not a batch failure.
+            if collection.tenants.get_by_name(tenant) is None:
+                try:
+                    collection.tenants.create([Tenant(name=tenant)])
+                except weaviate.exceptions.UnexpectedStatusCodeError:
+                    if collection.tenants.get_by_name(tenant) is None:
+                        raise
+            self._remember_tenant(spec.name, tenant)
+        return collection.with_tenant(tenant)
+
+    def _for_read(self, spec: CollectionSpec, user: str | None) -> Any | None:
+        """Return the collection bound to the user's tenant, or ``None`` if it has none yet."""
+        collection = self._client.collections.get(spec.name)
+        if not spec.per_user:
+            return collection
+        assert user is not None
+        tenant = tenant_name(user)
+        if not self._known(spec.name, tenant):
+            if collection.tenants.get_by_name(tenant) is None:
+                return None
+            self._remember_tenant(spec.name, tenant)
+        return collection.with_tenant(tenant)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    @_guarded
+    def _upsert(
+        self, spec: CollectionSpec, objects: list[MemoryObject], user: str | None
+    ) -> UpsertResult:
+        collection = self._for_write(spec, user)
+        by_canonical = {_canonical_id(o.id): o.id for o in objects}
+        with collection.batch.fixed_size(batch_size=BATCH_SIZE, concurrent_requests=1) as batch:
+            for obj in objects:
+                batch.add_object(
+                    properties=to_weaviate_properties(spec, obj.properties, user),
+                    uuid=obj.id,
+                    vector={VECTOR_NAME: [float(x) for x in obj.vector]},
+                )
+        failed: dict[str, str] = {}
+        for error in collection.batch.failed_objects:
+            raw_id = str(error.object_.uuid) if error.object_.uuid is not None else ""
+            failed[by_canonical.get(_canonical_id(raw_id), raw_id)] = error.message
+        return UpsertResult(ids=[o.id for o in objects if o.id not in failed], failed=failed)
+
+    @_guarded
+    def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int:
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return 0
+        total = 0
+        unique = list(dict.fromkeys(_canonical_id(i) for i in ids))
+        for start in range(0, len(unique), BATCH_SIZE):
+            chunk = unique[start : start + BATCH_SIZE]
+            result = collection.data.delete_many(where=Filter.by_id().contains_any(chunk))
+            _check_deleted(result)
+            total += int(result.matches)
+        return total
+
+    @_guarded
+    def _delete_where(self, spec: CollectionSpec, where: list[Where], user: str | None) -> int:
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return 0
+        filters = build_filter(spec, where)
+        total = 0
+        # The server caps one delete_many at QUERY_MAXIMUM_RESULTS: repeat until none is left.
+        while True:
+            result = collection.data.delete_many(where=filters)
+            _check_deleted(result)
+            if int(result.successful) == 0:
+                break
+            total += int(result.successful)
+        return total
+
+    @_guarded
+    def _delete_user(self, spec: CollectionSpec, user: str) -> int:
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return 0
+        count = self._count(spec, user, [])
+        self._client.collections.get(spec.name).tenants.remove([tenant_name(user)])
+        with self._lock:
+            self._tenants.get(spec.name, set()).discard(tenant_name(user))
+        return count
+
+    # -- reads ----------------------------------------------------------------------------
+
+    @_guarded
+    def _get(
+        self, spec: CollectionSpec, id: str, user: str | None, include_vector: bool
+    ) -> StoredObject | None:
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return None
+        obj = collection.query.fetch_object_by_id(
+            id, include_vector=[VECTOR_NAME] if include_vector else False
+        )
+        if obj is None:
+            return None
+        return self._stored(spec, obj, include_vector)
+
+    def _stored(self, spec: CollectionSpec, obj: Any, include_vector: bool) -> StoredObject:
+        vector: list[float] | None = None
+        if include_vector and obj.vector:
+            raw = obj.vector.get(VECTOR_NAME) if isinstance(obj.vector, dict) else obj.vector
+            vector = [float(x) for x in raw] if raw is not None else None
+        return StoredObject(
+            id=str(obj.uuid),
+            properties=from_weaviate_properties(spec, obj.properties),
+            vector=vector,
+        )
+
+    @_guarded
+    def _list(
+        self,
+        spec: CollectionSpec,
+        user: str | None,
+        where: list[Where],
+        limit: int,
+        offset: int,
+        sort_by: str | None,
+        descending: bool,
+    ) -> list[StoredObject]:
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return []
+        # Weaviate does not order ties itself: the id is always the last sort key.
+        sort = Sort.by_id(ascending=True)
+        if sort_by:
+            # The exact copy holds the same value and is indexed for filtering.
+            prop = spec.prop(sort_by)
+            target = sort_by + EXACT_SUFFIX if _has_exact_copy(prop) else sort_by
+            sort = Sort.by_property(target, ascending=not descending).by_id(ascending=True)
+        result = collection.query.fetch_objects(
+            limit=limit, offset=offset, filters=build_filter(spec, where), sort=sort
+        )
+        return [self._stored(spec, obj, False) for obj in result.objects]
+
+    @_guarded
+    def _count(self, spec: CollectionSpec, user: str | None, where: list[Where]) -> int:
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return 0
+        result = collection.aggregate.over_all(total_count=True, filters=build_filter(spec, where))
+        return int(result.total_count or 0)
+
+    @_guarded
+    def _hybrid(
+        self,
+        spec: CollectionSpec,
+        query: str,
+        vector: list[float],
+        alpha: float,
+        limit: int,
+        user: str | None,
+        where: list[Where],
+    ) -> list[SearchHit]:
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return []
+        filters = build_filter(spec, where)
+        if not query.strip():
+            hits = self._vector_side_only(spec, collection, vector, alpha, limit, filters)
+        else:
+            result = collection.query.hybrid(
+                query=query,
+                vector=[float(x) for x in vector],
+                alpha=alpha,
+                limit=limit,
+                fusion_type=HybridFusion.RELATIVE_SCORE,
+                query_properties=list(spec.searchable) or None,
+                target_vector=VECTOR_NAME,
+                filters=filters,
+                return_metadata=MetadataQuery(score=True, explain_score=True),
+            )
+            hits = []
+            for obj in result.objects:
+                keyword, vec = parse_explain_score(obj.metadata.explain_score)
+                hits.append(
+                    SearchHit(
+                        id=str(obj.uuid),
+                        properties=from_weaviate_properties(spec, obj.properties),
+                        score=float(obj.metadata.score or 0.0),
+                        # A side with no weight is not searched (as on the embedded store).
+                        keyword_score=None if alpha == 1 else keyword,
+                        vector_score=None if alpha == 0 else vec,
+                    )
+                )
+        # Weaviate leaves the order of equal scores open; break ties by id like the embedded store.
+        hits.sort(key=lambda h: (-round(h.score, 9), h.id))
+        return hits[:limit]
+
+    def _vector_side_only(
+        self,
+        spec: CollectionSpec,
+        collection: Any,
+        vector: list[float],
+        alpha: float,
+        limit: int,
+        filters: _Filters | None,
+    ) -> list[SearchHit]:
+        """Rank a blank query: relativeScoreFusion of the vector side alone, weighted by alpha.
+
+        On the wire a blank hybrid query is ``""``, which Weaviate answers as a plain
+        near-vector search whose scores are not fusion scores. So the vector side is fetched
+        with ``near_vector`` (``max(limit, 100)`` candidates, as a hybrid search takes) and
+        fused here exactly like the embedded store: min-max normalised cosine similarity
+        (all equal: 1.0) times alpha.
+        """
+        if alpha == 0:
+            # Pure keyword search for nothing: no candidates, as on the embedded store.
+            return []
+        result = collection.query.near_vector(
+            near_vector=[float(x) for x in vector],
+            limit=max(limit, HYBRID_MIN_CANDIDATES),
+            target_vector=VECTOR_NAME,
+            filters=filters,
+            return_metadata=MetadataQuery(distance=True),
+        )
+        sims = {str(obj.uuid): 1.0 - float(obj.metadata.distance or 0.0) for obj in result.objects}
+        if not sims:
+            return []
+        low, high = min(sims.values()), max(sims.values())
+        return [
+            SearchHit(
+                id=str(obj.uuid),
+                properties=from_weaviate_properties(spec, obj.properties),
+                score=alpha * ((sims[str(obj.uuid)] - low) / (high - low) if high != low else 1.0),
+                keyword_score=None,
+                vector_score=sims[str(obj.uuid)],
+            )
+            for obj in result.objects
+        ]
+
+    @_guarded
+    def _users(self, spec: CollectionSpec) -> list[str]:
+        collection = self._client.collections.get(spec.name)
+        users: list[str] = []
+        for name in collection.tenants.get():
+            # A tenant can be empty (everything deleted); it has no user then.
+            result = collection.with_tenant(name).query.fetch_objects(
+                limit=1, return_properties=[USER_PROPERTY]
+            )
+            if not result.objects:
+                continue
+            raw = result.objects[0].properties.get(USER_PROPERTY)
+            users.append(str(raw) if raw else str(name))
+        return sorted(users)
+
+
+def _check_deleted(result: Any) -> None:
+    if int(result.failed):
+        raise StoreError(
+            f"Weaviate matched {int(result.matches)} object(s) but failed to delete "
+            f"{int(result.failed)}"
+        )
+
+
+def _canonical_id(value: str) -> str:
+    return value.strip().lower()
+
+
+def _describe(spec: CollectionSpec) -> str:
+    props = ", ".join(
+        f"{p.name}:{p.type}{'/s' if p.searchable else ''}{'/f' if p.filterable else ''}"
+        for p in sorted(spec.properties, key=lambda p: p.name)
+    )
+    return f"{'per-user' if spec.per_user else 'shared'}({props})"

@@ -1,0 +1,256 @@
+"""The chat REPL, driven through a pseudo-terminal and through a stdin script.
+
+The CLI runs as a real subprocess against the scripted OpenAI-compatible server
+(``tests/fake_openai.py``), with the embedded store and the SQLite checkpointer in a
+temporary ``AMEM_HOME``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from ingest.pipeline import ingest_paths
+from llm.embeddings import LocalEmbeddings
+from memory.episodes import EpisodicMemory
+from memory.messages import MessageLog
+from memory.rules import RuleBook
+from memstore.embedded import EmbeddedStore
+from tests.fake_openai import FakeOpenAIServer, last_user_text, prompt_text
+
+AMEM = str(Path(sys.executable).with_name("amem"))
+TIMEOUT = 120
+
+
+def _facts(request: dict[str, Any]) -> dict[str, Any]:
+    text = last_user_text(request)
+    if "I am vegetarian" in text:
+        return {"facts": [{"subject": "diet", "value": "vegetarian", "category": "preference"}]}
+    return {"facts": []}
+
+
+def _answer(request: dict[str, Any]) -> str:
+    prompt = prompt_text(request)
+    question = last_user_text(request)
+    if "pump" in question.lower() and "[pump.md p.1]" in prompt:
+        return "Oil it every 200 hours [pump.md p.1]."
+    if "diet: vegetarian" in prompt:
+        return "Since you are vegetarian, try the lentil curry."
+    return "Hello! How can I help?"
+
+
+REFLECTION = {
+    "context_tags": ["food"],
+    "conversation_summary": "The user said they are vegetarian and asked about the pump.",
+    "what_worked": "short answers with a citation",
+    "what_to_avoid": "meat dishes",
+    "importance": 0.8,
+}
+RULES = {
+    "rules": [
+        {"instruction": "Suggest vegetarian dishes", "rationale": "the user is vegetarian"},
+        {"instruction": "Cite the manual page", "rationale": "the user checks sources"},
+    ]
+}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(
+        text_script=_answer,
+        tool_scripts={"ExtractedFacts": _facts, "Reflection": REFLECTION, "RuleSet": RULES},
+    ) as srv:
+        yield srv
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return Path(os.environ["AMEM_HOME"])
+
+
+@pytest.fixture
+def env(server: FakeOpenAIServer, home: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "AMEM_BASE_URL": server.base_url,
+        "AMEM_MODEL_NAME": "fake-model",
+        "COLUMNS": "120",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+    }
+
+
+@pytest.fixture
+def manual(home: Path, tmp_path: Path, embeddings: LocalEmbeddings) -> str:
+    doc = tmp_path / "pump.md"
+    doc.write_text("# Pump manual\n\nThe pump needs oil every 200 hours.\n")
+    with EmbeddedStore(home / "store", dims=256) as store:
+        assert ingest_paths([doc], kb="manuals", store=store, embeddings=embeddings).ok
+    return str(doc)
+
+
+def _spawn(env: dict[str, str], *args: str) -> pexpect.spawn:
+    child = pexpect.spawn(
+        AMEM, ["chat", *args], env=env, encoding="utf-8", timeout=TIMEOUT, dimensions=(50, 120)
+    )
+    return child
+
+
+def _say(child: pexpect.spawn, line: str) -> None:
+    child.expect_exact("you> ")
+    child.sendline(line)
+
+
+def test_a_conversation_ends_and_a_new_thread_remembers(
+    env: dict[str, str],
+    server: FakeOpenAIServer,
+    home: Path,
+    manual: str,
+    embeddings: LocalEmbeddings,
+) -> None:
+    child = _spawn(env, "--user", "alice", "--thread", "t1", "--kb", "manuals")
+    child.expect_exact("New conversation on thread t1")
+    _say(child, "Hi there")
+    child.expect_exact("assistant> Hello! How can I help?")
+    _say(child, "I am vegetarian")
+    child.expect_exact("I'll remember: diet = vegetarian")
+    child.expect_exact("assistant> Since you are vegetarian, try the lentil curry.")
+    _say(child, "How often does the pump need oil?")
+    child.expect_exact("Oil it every 200 hours [pump.md p.1].")
+    child.expect_exact("Sources: pump.md p.1 (cited)")
+    _say(child, "/facts")
+    child.expect(r"diet\s+.\s+vegetarian")
+    _say(child, "/end")
+    child.expect_exact("What I learned")
+    child.expect_exact("meat dishes")
+    child.expect_exact("Rules updated: version 2")
+    child.expect_exact("+ Suggest vegetarian dishes")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    # Answers were streamed token by token from the server.
+    answers = server.requests_for(None)
+    assert answers and all(r.get("stream") for r in answers)
+
+    child = _spawn(env, "--user", "alice")
+    child.expect(r"New conversation on thread (t-[0-9a-f]+)")
+    new_thread = child.match.group(1)
+    _say(child, "What should I cook tonight?")
+    child.expect_exact("Since you are vegetarian, try the lentil curry.")
+    _say(child, "/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    last_prompt = prompt_text(server.requests_for(None)[-1])
+    assert "diet: vegetarian" in last_prompt
+    # The episode of the first conversation was recalled into the new thread's prompt.
+    assert "asked about the pump" in last_prompt
+
+    with EmbeddedStore(home / "store", dims=256) as store:
+        episodes = EpisodicMemory(store, embeddings).list("alice")
+        assert [e.thread_id for e in episodes] == ["t1"]  # /quit did not reflect
+        assert RuleBook(store, embeddings).latest("alice").version == 2
+        assert MessageLog(store, embeddings).threads("alice") == sorted(["t1", new_thread])
+
+
+def test_a_stdin_script_resumes_a_thread(env: dict[str, str], server: FakeOpenAIServer) -> None:
+    def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [AMEM, "chat", "--user", "bob", "--no-stream", *args],
+            input=script,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+
+    first = run("Hi there\nI am vegetarian\n", "--thread", "b1")  # EOF leaves like /quit
+    assert first.returncode == 0, first.stderr
+    assert "I'll remember: diet = vegetarian" in first.stdout
+    assert "Traceback" not in first.stderr
+    assert not any(r.get("stream") for r in server.requests_for(None))
+
+    second = run(
+        "/help\n/rules\n/recall vegetarian\n/forget diet\n/facts\n/nope\n/quit\n", "--thread", "b1"
+    )
+    assert second.returncode == 0, second.stderr
+    assert "Resuming thread b1 (4 messages)" in second.stdout
+    assert "/recall QUERY" in second.stdout  # the help
+    assert "Rules, version 1" in second.stdout
+    assert "I am vegetarian" in second.stdout  # found by /recall in the message log
+    assert "Forgotten: diet (1 value(s) deleted)." in second.stdout
+    assert "No facts remembered yet." in second.stdout
+    assert "unknown command /nope" in second.stderr
+
+    other = subprocess.run(
+        [AMEM, "chat", "--user", "mallory", "--thread", "b1"],
+        input="What is my diet?\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert other.returncode == 1
+    assert "thread 'b1' belongs to another user" in other.stderr
+    assert "vegetarian" not in other.stdout
+
+
+def test_without_a_model_it_says_how_to_configure_one(env: dict[str, str]) -> None:
+    env = {k: v for k, v in env.items() if k not in ("AMEM_BASE_URL", "AMEM_MODEL_NAME")}
+    done = subprocess.run(
+        [AMEM, "chat", "--user", "alice", "--model", "openai:gpt-4o-mini"],
+        input="hello\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2
+    assert "needs OPENAI_API_KEY" in done.stderr
+    assert "No chat model is configured" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_chat_needs_a_user(env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [AMEM, "chat"], input="", env=env, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert done.returncode == 1
+    assert "needs --user" in done.stderr
+
+
+def test_a_failed_turn_is_reported_and_the_session_goes_on(env: dict[str, str]) -> None:
+    # A reflection that never validates: /end fails, the REPL says so and keeps running.
+    with FakeOpenAIServer(tool_scripts={"Reflection": {"context_tags": "not a list"}}) as broken:
+        env = {**env, "AMEM_BASE_URL": broken.base_url}
+        done = subprocess.run(
+            [AMEM, "chat", "--user", "carol", "--thread", "c1", "--no-stream"],
+            input="Hello\n/end\n/facts\n/quit\n",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "this turn failed: StructuredOutputError" in done.stderr
+    assert "No facts remembered yet." in done.stdout  # the command after the failure ran
+    assert "Traceback" not in done.stderr
+
+
+def test_ctrl_c_at_the_prompt_leaves_at_once(env: dict[str, str]) -> None:
+    child = _spawn(env, "--user", "dan")
+    _say(child, "Hello")
+    child.expect_exact("assistant> ")
+    child.expect_exact("you> ")
+    child.sendintr()
+    child.expect(pexpect.EOF, timeout=30)  # the blocked read does not hold the exit
+    child.close()
+    assert child.exitstatus == 130
+    assert "Traceback" not in (child.before or "")

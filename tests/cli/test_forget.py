@@ -1,0 +1,182 @@
+"""Forgetting: one episode, fact, subject, thread, or a whole user — checked store by store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graph.persistence import sqlite_checkpointer
+from llm.embeddings import LocalEmbeddings
+from memory.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
+from memory.facts import FactStore
+from memory.forget import (
+    CHECKPOINTER,
+    forget_episode,
+    forget_fact,
+    forget_subject,
+    forget_thread,
+    forget_user,
+)
+from memory.rules import RuleBook
+from memory.transfer import export_to_file, import_memories
+from memstore import GLOBAL_SCOPE, InvalidInputError
+from memstore.embedded import EmbeddedStore
+from tests.cli.conftest import Seeded
+from tests.cli.helpers import assert_same, checkpoint_count, snapshot, write_checkpoints
+
+
+def _global_provenance(store: EmbeddedStore) -> list[tuple[list[str], list[str]]]:
+    return [
+        (list(o.properties["source_episodes"]), list(o.properties["source_users"]))
+        for o in store.list_objects(RULES.name, user=GLOBAL_SCOPE, sort_by="version")
+    ]
+
+
+async def test_forget_user_erases_everything_derived_from_them(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path
+) -> None:
+    bob_before = snapshot(store, users={"bob"})
+    kb_before = snapshot(store, users={None})  # type: ignore[arg-type]
+    async with sqlite_checkpointer(tmp_path / "cp.sqlite") as cp:
+        threads = {t: u for u, ts in seeded.threads.items() for t in ts}
+        threads["alice-no-memory-yet"] = "alice"  # found through the run metadata only
+        await write_checkpoints(cp, threads)
+        report = await forget_user(store, "alice", checkpointer=cp)
+
+        for spec in PER_USER_COLLECTIONS:
+            assert store.count(spec.name, user="alice") == 0, spec.name
+            assert "alice" not in store.users(spec.name)
+        for episodes, users in _global_provenance(store):
+            assert not set(episodes) & set(seeded.episodes["alice"])
+            assert "alice" not in users
+        for thread in [*seeded.threads["alice"], "alice-no-memory-yet"]:
+            assert await checkpoint_count(cp, thread) == 0
+        for thread in seeded.threads["bob"]:
+            assert await checkpoint_count(cp, thread) > 0
+    assert_same(snapshot(store, users={"bob"}), bob_before)
+    assert_same(snapshot(store, users={None}), kb_before)  # type: ignore[arg-type]
+
+    deleted = {c: n for (s, c), n in report.deleted.items() if s == "embedded"}
+    assert deleted == {EPISODES.name: 2, FACTS.name: 3, MESSAGES.name: 6, RULES.name: 2}
+    assert report.deleted[(CHECKPOINTER, "checkpoints")] > 0
+    # Both global versions named alice's episodes; version 1 (the stored starting set) did not.
+    assert report.scrubbed == {("embedded", RULES.name): 2}
+    assert sorted(report.threads) == sorted([*seeded.threads["alice"], "alice-no-memory-yet"])
+    table_rows = {(s, c) for s, c, _, _ in report.rows()}
+    assert (CHECKPOINTER, "checkpoints") in table_rows
+    # Provenance of bob survives in the global rules.
+    assert any("bob" in users for _, users in _global_provenance(store))
+
+
+async def test_forget_user_twice_deletes_nothing_more(store: EmbeddedStore, seeded: Seeded) -> None:
+    await forget_user(store, "alice")
+    again = await forget_user(store, "alice")
+    assert again.total_deleted == 0
+    assert again.scrubbed == {}
+
+
+async def test_global_scope_cannot_be_forgotten_as_a_user(
+    store: EmbeddedStore, seeded: Seeded
+) -> None:
+    before = snapshot(store, vectors=False)
+    with pytest.raises(InvalidInputError, match="global rule scope"):
+        await forget_user(store, GLOBAL_SCOPE)
+    assert snapshot(store, vectors=False) == before
+
+
+async def test_forget_thread_removes_its_memories_and_restores_the_older_fact(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    async with sqlite_checkpointer(tmp_path / "cp.sqlite") as cp:
+        await write_checkpoints(cp, {"alice-t1": "alice", "alice-t2": "alice"})
+        report = await forget_thread(store, "alice", "alice-t2", checkpointer=cp)
+        assert await checkpoint_count(cp, "alice-t2") == 0
+        assert await checkpoint_count(cp, "alice-t1") > 0
+    facts = FactStore(store, embeddings)
+    assert {f.subject: f.value for f in facts.current("alice")} == {
+        "home city": "Lyon",
+        "diet": "vegetarian",
+    }
+    history = facts.history("alice", "home city")
+    assert [f.value for f in history] == ["Lyon"]
+    assert history[0].superseded_by is None and history[0].valid_to is None
+    assert store.count(MESSAGES.name, user="alice") == 4
+    assert store.get(EPISODES.name, seeded.episodes["alice"][1], user="alice") is None
+    assert store.get(EPISODES.name, seeded.episodes["alice"][0], user="alice") is not None
+    # Global version 3 learned only from the forgotten episode: alice is no longer named there.
+    assert _global_provenance(store)[-1] == ([], [])
+    assert "alice" in _global_provenance(store)[1][1]  # version 2 still has her first episode
+    assert report.deleted[("embedded", MESSAGES.name)] == 2
+    assert report.deleted[("embedded", FACTS.name)] == 1
+    assert report.scrubbed[("embedded", FACTS.name)] == 1
+    # Bob is untouched.
+    assert store.count(MESSAGES.name, user="bob") == 6
+
+
+async def test_forget_unknown_thread_is_an_error(store: EmbeddedStore, seeded: Seeded) -> None:
+    with pytest.raises(InvalidInputError, match="no thread"):
+        await forget_thread(store, "alice", "bob-t1")
+
+
+async def test_forget_subject_removes_its_whole_history(
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
+) -> None:
+    report = await forget_subject(store, "alice", "  Home   City ")
+    assert report.deleted[("embedded", FACTS.name)] == 2
+    facts = FactStore(store, embeddings)
+    assert [f.subject for f in facts.current("alice")] == ["diet"]
+    assert len(facts.history("bob", "home city")) == 2
+    with pytest.raises(InvalidInputError, match="no fact about"):
+        await forget_subject(store, "alice", "home city")
+
+
+async def test_forget_episode_scrubs_rule_provenance(store: EmbeddedStore, seeded: Seeded) -> None:
+    first = seeded.episodes["alice"][0]
+    report = await forget_episode(store, "alice", first)
+    assert store.get(EPISODES.name, first, user="alice") is None
+    assert report.scrubbed[("embedded", RULES.name)] == 2  # alice's own version 2 and global v2
+    versions = _global_provenance(store)
+    assert versions[1] == ([seeded.episodes["bob"][0]], ["bob"])
+    assert versions[2] == ([seeded.episodes["alice"][1]], ["alice"])
+    with pytest.raises(InvalidInputError, match="no episode"):
+        await forget_episode(store, "alice", first)
+
+
+async def test_forget_current_fact_makes_the_previous_value_current(
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
+) -> None:
+    facts = FactStore(store, embeddings)
+    paris = next(f for f in facts.current("alice") if f.subject == "home city")
+    await forget_fact(store, "alice", paris.id)
+    assert {f.subject: f.value for f in facts.current("alice")}["home city"] == "Lyon"
+
+
+async def test_rule_rollback_still_works_after_forgetting(
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
+) -> None:
+    await forget_user(store, "alice")
+    book = RuleBook(store, embeddings)
+    rolled = book.rollback(GLOBAL_SCOPE, 2)
+    assert rolled.version == 4
+
+
+async def test_export_forget_import_restores_the_same_memories(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    alice_before = snapshot(store, users={"alice"})
+    path = tmp_path / "alice.jsonl"
+    export_to_file(
+        store,
+        path,
+        users=["alice"],
+        include_shared=False,
+        embedding_model="wordllama-l2-supercat-256",
+    )
+    await forget_user(store, "alice")
+    assert snapshot(store, users={"alice"}) == {}
+    summary = import_memories(
+        store, path, embeddings=embeddings, embedding_model="wordllama-l2-supercat-256"
+    )
+    assert summary.total == len(alice_before)
+    assert_same(snapshot(store, users={"alice"}), alice_before)

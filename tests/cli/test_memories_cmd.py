@@ -1,0 +1,283 @@
+"""`amem memories …`: every inspector command, through typer's CliRunner on the real store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from amem.main import app
+from graph.persistence import default_sqlite_path, sqlite_checkpointer
+from memory.collections import PER_USER_COLLECTIONS, RULES
+from memstore import GLOBAL_SCOPE
+from memstore.embedded import EmbeddedStore
+from tests.cli.conftest import Seeded
+from tests.cli.helpers import assert_same, checkpoint_count, snapshot, write_checkpoints
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Table cells would wrap at rich's default 80 columns and split the words looked for.
+    monkeypatch.setenv("COLUMNS", "240")
+
+
+def amem(*args: str) -> Result:
+    return runner.invoke(app, list(args))
+
+
+def ok_json(*args: str) -> Any:
+    result = amem(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def fails(*args: str, message: str) -> None:
+    result = amem(*args)
+    assert result.exit_code == 1, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+
+
+# -- episodes ---------------------------------------------------------------------------------
+
+
+def test_episodes_list_search_show(seeded: Seeded) -> None:
+    listed = ok_json("memories", "episodes", "list", "--user", "alice")
+    assert [e["id"] for e in listed] == list(reversed(seeded.episodes["alice"]))  # newest first
+    found = ok_json(
+        "memories", "episodes", "search", "moved to Paris", "--user", "alice", "--k", "1"
+    )
+    assert [e["id"] for e in found] == [seeded.episodes["alice"][1]]
+    assert 0 <= found[0]["score"] <= 1
+    shown = ok_json("memories", "episodes", "show", seeded.episodes["alice"][0], "--user", "alice")
+    assert shown["conversation"] == "user: I live in Lyon"
+    human = amem("memories", "episodes", "list", "--user", "alice")
+    assert "Episodes of alice" in human.stdout and "moved to Paris" in human.stdout
+
+
+def test_episodes_errors(seeded: Seeded) -> None:
+    fails("memories", "episodes", "list", message="needs --user")
+    fails(
+        "memories",
+        "episodes",
+        "show",
+        seeded.episodes["bob"][0],
+        "--user",
+        "alice",
+        message="has no episode",
+    )
+    fails("memories", "episodes", "list", "--user", "_global", message="reserved")
+
+
+# -- facts ------------------------------------------------------------------------------------
+
+
+def test_facts_current_and_history(seeded: Seeded) -> None:
+    current = ok_json("memories", "facts", "list", "--user", "alice")
+    assert {(f["subject"], f["value"]) for f in current} == {
+        ("diet", "vegetarian"),
+        ("home city", "Paris"),
+    }
+    history = ok_json(
+        "memories", "facts", "list", "--user", "alice", "--history", "--subject", "Home City"
+    )
+    assert [(f["value"], f["current"]) for f in history] == [("Lyon", False), ("Paris", True)]
+    assert history[0]["superseded_by"] == history[1]["id"]
+    assert history[0]["valid_to"] == history[1]["valid_from"]
+    human = amem("memories", "facts", "list", "--user", "alice", "--history")
+    assert "Facts of alice (history)" in human.stdout and "Lyon" in human.stdout
+    assert ok_json("memories", "facts", "list", "--user", "carol") == []
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+def test_messages_list_and_search(seeded: Seeded) -> None:
+    assert len(ok_json("memories", "messages", "list", "--user", "alice")) == 6
+    in_thread = ok_json("memories", "messages", "list", "--user", "alice", "--thread", "alice-t2")
+    assert [m["content"] for m in in_thread] == ["I moved to Paris", "Congratulations."]
+    found = ok_json("memories", "messages", "search", "Paris", "--user", "alice", "--k", "1")
+    assert found[0]["content"] == "I moved to Paris"
+    fails("memories", "messages", "search", " ", "--user", "alice", message="query")
+
+
+# -- rules ------------------------------------------------------------------------------------
+
+
+def test_rules_list_show_diff_rollback(seeded: Seeded) -> None:
+    assert [v["version"] for v in ok_json("memories", "rules", "list", "--user", "alice")] == [1, 2]
+    versions = ok_json("memories", "rules", "list", "--global")
+    assert [v["version"] for v in versions] == [1, 2, 3]
+    assert versions[2]["source_users"] == ["alice"]
+    shown = ok_json("memories", "rules", "show", "2", "--global")
+    assert [r["instruction"] for r in shown["rules"]] == ["Keep answers short"]
+    diff = ok_json("memories", "rules", "diff", "2", "3", "--global")
+    assert diff["added"] == ["Congratulate on news – alice liked it"]
+    assert diff["removed"] == []
+    rolled = ok_json("memories", "rules", "rollback", "2", "--global")
+    assert rolled["version"] == 4 and rolled["rules"] == shown["rules"]
+    assert ok_json("memories", "rules", "show", "--global")["version"] == 4
+    human = amem("memories", "rules", "diff", "3", "4", "--global")
+    assert "- Congratulate on news" in human.stdout
+    fails("memories", "rules", "rollback", "2", "--global", message="already equals the latest")
+    fails("memories", "rules", "list", message="--user USER or --global")
+    fails("memories", "rules", "list", "--user", "alice", "--global", message="not both")
+    fails("memories", "rules", "show", "9", "--user", "alice", message="no version 9")
+
+
+# -- knowledge bases --------------------------------------------------------------------------
+
+
+def test_kb_list_sources_delete(seeded: Seeded) -> None:
+    kbs = ok_json("memories", "kb", "list")
+    assert kbs == [{"name": "manuals", "sources": 1, "chunks": 1, "pages": 1}]
+    sources = ok_json("memories", "kb", "sources", "manuals")
+    assert [s["source"] for s in sources] == [seeded.kb_source]
+    deleted = ok_json("memories", "kb", "delete-source", "manuals", seeded.kb_source)
+    assert deleted["chunks_deleted"] == 1
+    assert ok_json("memories", "kb", "sources", "manuals") == []
+    fails("memories", "kb", "sources", "nope", message="no knowledge base 'nope'")
+    fails("memories", "kb", "delete-source", "manuals", "/no/such.pdf", message="no source")
+
+
+# -- export / import --------------------------------------------------------------------------
+
+
+def test_export_import_round_trip_through_the_cli(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path
+) -> None:
+    everything = snapshot(store)
+    path = tmp_path / "mem.jsonl"
+    exported = ok_json("memories", "export", "--all", "-o", str(path))
+    assert exported["total"] == len(everything)
+    assert exported["by_kind"]["source"] == 2
+    for spec in PER_USER_COLLECTIONS:
+        for user in store.users(spec.name):
+            if user != GLOBAL_SCOPE:
+                store.delete_user(spec.name, user)
+    for name in store.collections():
+        store.drop_collection(name)
+    imported = ok_json("memories", "import", str(path))
+    assert imported["total"] == len(everything)
+    assert imported["reembedded"] is False
+    assert_same(snapshot(store), everything)
+    human = amem("memories", "import", str(path))
+    assert human.exit_code == 0 and "Imported from" in human.stdout
+
+
+def test_export_needs_one_scope(seeded: Seeded, tmp_path: Path) -> None:
+    fails("memories", "export", "-o", str(tmp_path / "x.jsonl"), message="--user USER")
+    fails(
+        "memories",
+        "export",
+        "--all",
+        "--user",
+        "alice",
+        "-o",
+        str(tmp_path / "x.jsonl"),
+        message="--all",
+    )
+    fails("memories", "import", str(tmp_path / "missing.jsonl"), message="no such file")
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+# -- forget -----------------------------------------------------------------------------------
+
+
+def _checkpoints(seeded: Seeded) -> None:
+    async def write() -> None:
+        async with sqlite_checkpointer(default_sqlite_path()) as cp:
+            await write_checkpoints(cp, {t: u for u, ts in seeded.threads.items() for t in ts})
+
+    asyncio.run(write())
+
+
+def _count_checkpoints(thread: str) -> int:
+    async def count() -> int:
+        async with sqlite_checkpointer(default_sqlite_path()) as cp:
+            return await checkpoint_count(cp, thread)
+
+    return asyncio.run(count())
+
+
+def test_forget_user_through_the_cli_is_complete(store: EmbeddedStore, seeded: Seeded) -> None:
+    _checkpoints(seeded)
+    bob = snapshot(store, users={"bob"})
+    report = ok_json("memories", "forget", "--user", "alice", "--all", "--yes")
+    rows = {(r["store"], r["collection"]): r for r in report["deleted"]}
+    assert rows[("embedded", "EpisodicMemory")]["deleted"] == 2
+    assert rows[("embedded", "UserFact")]["deleted"] == 3
+    assert rows[("embedded", "MessageLog")]["deleted"] == 6
+    assert rows[("embedded", "ProceduralRules")] == {
+        "store": "embedded",
+        "collection": "ProceduralRules",
+        "deleted": 2,
+        "scrubbed": 2,
+    }
+    assert rows[("checkpointer", "checkpoints")]["deleted"] > 0
+    assert report["threads"] == ["alice-t1", "alice-t2"]
+    # Store by store: nothing of alice is left anywhere.
+    for spec in PER_USER_COLLECTIONS:
+        assert store.count(spec.name, user="alice") == 0
+    for version in store.list_objects(RULES.name, user=GLOBAL_SCOPE):
+        assert "alice" not in version.properties["source_users"]
+        assert not set(version.properties["source_episodes"]) & set(seeded.episodes["alice"])
+    assert all(_count_checkpoints(t) == 0 for t in seeded.threads["alice"])
+    assert all(_count_checkpoints(t) > 0 for t in seeded.threads["bob"])
+    assert_same(snapshot(store, users={"bob"}), bob)
+
+
+def test_forget_human_table(seeded: Seeded) -> None:
+    result = amem("memories", "forget", "--user", "bob", "--subject", "diet")
+    assert result.exit_code == 0, result.output
+    assert "Forgotten for bob" in result.stdout
+    assert "UserFact" in result.stdout and "total" in result.stdout
+    paris = next(
+        f for f in ok_json("memories", "facts", "list", "--user", "bob") if f["value"] == "Paris"
+    )
+    report = ok_json("memories", "forget", "--user", "bob", "--fact", paris["id"])
+    assert report["total_deleted"] == 1
+    current = ok_json("memories", "facts", "list", "--user", "bob")
+    assert [(f["subject"], f["value"]) for f in current] == [("home city", "Oslo")]
+
+
+def test_forget_thread_and_episode_through_the_cli(store: EmbeddedStore, seeded: Seeded) -> None:
+    _checkpoints(seeded)
+    report = ok_json("memories", "forget", "--user", "alice", "--thread", "alice-t2")
+    assert report["threads"] == ["alice-t2"]
+    assert _count_checkpoints("alice-t2") == 0 and _count_checkpoints("alice-t1") > 0
+    current = ok_json("memories", "facts", "list", "--user", "alice")
+    assert {f["subject"]: f["value"] for f in current}["home city"] == "Lyon"
+    report = ok_json(
+        "memories", "forget", "--user", "alice", "--episode", seeded.episodes["alice"][0]
+    )
+    assert report["total_deleted"] == 1
+    assert ok_json("memories", "episodes", "list", "--user", "alice") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--all"], "needs --yes"),
+        ([], "exactly one of"),
+        (["--subject", "diet", "--thread", "t"], "exactly one of"),
+        (["--subject", "astrology"], "no fact about 'astrology'"),
+        (["--thread", "nope"], "no thread 'nope'"),
+    ],
+)
+def test_forget_refuses_and_changes_nothing(
+    store: EmbeddedStore, seeded: Seeded, args: list[str], message: str
+) -> None:
+    before = snapshot(store, vectors=False)
+    fails("memories", "forget", "--user", "alice", *args, message=message)
+    assert snapshot(store, vectors=False) == before
+
+
+def test_forget_needs_a_user(seeded: Seeded) -> None:
+    fails("memories", "forget", "--all", "--yes", message="needs --user")

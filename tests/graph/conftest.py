@@ -1,0 +1,111 @@
+"""Fixtures of the graph tests: a real embedded store in a tmp dir, WordLlama, fake models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableLambda
+from langgraph.runtime import Runtime
+
+from graph.context import Context
+from graph.graph import compile_graph
+from graph.resources import RESOURCES_KEY, Resources, register, unregister
+from llm.embeddings import LocalEmbeddings
+from memstore.embedded import EmbeddedStore
+from tests.fakes import ScriptedChatModel
+
+_EMBEDDINGS = LocalEmbeddings()
+
+REFLECTION = {
+    "context_tags": ["meal planning", "dietary constraints"],
+    "conversation_summary": "The user planned dinners; vegetarian with a peanut allergy.",
+    "what_worked": "Asking about constraints first, then listing a few safe recipes.",
+    "what_to_avoid": "Suggesting satay sauce, which contains peanuts.",
+    "importance": 0.8,
+}
+
+RULES = {
+    "rules": [
+        {
+            "instruction": "Ask about dietary constraints before suggesting food",
+            "rationale": "suggestions must be safe to eat",
+        },
+        {
+            "instruction": "Keep recipe lists to three items",
+            "rationale": "short lists were easier to act on",
+        },
+    ]
+}
+
+
+def no_facts(_: list[BaseMessage]) -> dict[str, Any]:
+    return {"facts": []}
+
+
+@pytest.fixture
+def embeddings() -> LocalEmbeddings:
+    return _EMBEDDINGS
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[EmbeddedStore]:
+    opened = EmbeddedStore(tmp_path / "store", dims=_EMBEDDINGS.dims)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def model() -> ScriptedChatModel:
+    """One fake for answers and memory calls; facts default to none, summaries scripted."""
+    return ScriptedChatModel(
+        default_text="Noted.",
+        structured_defaults={
+            "ExtractedFacts": no_facts,
+            "Summary": {"text": "Earlier the user and the assistant talked."},
+            "Reflection": REFLECTION,
+            "RuleSet": RULES,
+        },
+    )
+
+
+@pytest.fixture
+def app(store: EmbeddedStore, embeddings: LocalEmbeddings, model: ScriptedChatModel) -> Any:
+    """The graph with an in-memory checkpointer, bound to the tmp store and the fake."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    return compile_graph(
+        checkpointer=InMemorySaver(), store=store, embeddings=embeddings, chat_model=model
+    )
+
+
+@pytest.fixture
+def resources(
+    store: EmbeddedStore, embeddings: LocalEmbeddings, model: ScriptedChatModel
+) -> Iterator[tuple[Resources, str]]:
+    res = Resources(
+        memory_store=store, embeddings=embeddings, answer_model=model, memory_model=model
+    )
+    token = register(res)
+    yield res, token
+    unregister(token)
+
+
+@pytest.fixture
+def run_node(resources: tuple[Resources, str]) -> Callable[..., Any]:
+    """Run one node function on a state, inside a runnable context like the graph does."""
+    _, token = resources
+
+    async def run(node: Any, state: Any, *, thread: str = "t1", **context: Any) -> Any:
+        runtime = Runtime(context=Context(**context))
+        config = {"configurable": {"thread_id": thread, RESOURCES_KEY: token}}
+
+        async def call(s: Any) -> Any:
+            return await node(s, runtime)
+
+        return await RunnableLambda(call).ainvoke(state, config)
+
+    return run

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory.facts import FactStore, normalise_subject
+from memstore import InvalidInputError
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def facts(store, embeddings) -> FactStore:
+    return FactStore(store, embeddings)
+
+
+def test_normalise_subject() -> None:
+    assert normalise_subject("  Diet  ") == "diet"
+    assert normalise_subject("Favourite\t Colour:") == "favourite colour"
+    with pytest.raises(InvalidInputError, match="empty"):
+        normalise_subject("  .  ")
+
+
+def test_add_restate_and_supersede(facts: FactStore) -> None:
+    added = facts.remember(
+        "alice", [{"subject": "Diet", "value": "vegetarian", "category": "preference"}], now=T0
+    )
+    assert [(c.action, c.fact.subject, c.fact.value) for c in added] == [
+        ("added", "diet", "vegetarian")
+    ]
+    # Restating the value (any case or spacing) changes nothing.
+    assert facts.remember("alice", [{"subject": "diet ", "value": " Vegetarian"}]) == []
+    assert len(facts.history("alice", "diet")) == 1
+
+    later = T0 + timedelta(days=3)
+    changed = facts.remember(
+        "alice",
+        [{"subject": "diet", "value": "vegan", "category": "preference"}],
+        source_thread="t2",
+        now=later,
+    )
+    assert [(c.action, c.previous.value if c.previous else None) for c in changed] == [
+        ("superseded", "vegetarian")
+    ]
+    current = facts.current("alice")
+    assert [(f.subject, f.value, f.current) for f in current] == [("diet", "vegan", True)]
+    old, new = facts.history("alice", "diet")
+    assert (old.value, old.current, old.valid_to, old.superseded_by) == (
+        "vegetarian",
+        False,
+        later.isoformat(),
+        new.id,
+    )
+    assert (new.value, new.current, new.valid_to, new.source_thread) == ("vegan", True, None, "t2")
+
+
+def test_one_subject_twice_in_a_batch_keeps_the_last(facts: FactStore) -> None:
+    changes = facts.remember(
+        "alice", [{"subject": "city", "value": "Paris"}, {"subject": "City", "value": "Lyon"}]
+    )
+    assert [c.fact.value for c in changes] == ["Lyon"]
+    assert [f.value for f in facts.current("alice")] == ["Lyon"]
+
+
+def test_bad_fact_writes_nothing(facts: FactStore, store) -> None:
+    with pytest.raises(InvalidInputError, match="category"):
+        facts.remember(
+            "alice",
+            [
+                {"subject": "name", "value": "Alice"},
+                {"subject": "x", "value": "y", "category": "?"},
+            ],
+        )
+    with pytest.raises(InvalidInputError, match="value is empty"):
+        facts.remember("alice", [{"subject": "name", "value": "  "}])
+    with pytest.raises(InvalidInputError, match="sequence"):
+        facts.remember("alice", {"subject": "name", "value": "Alice"})  # type: ignore[arg-type]
+    assert facts.current("alice") == []
+
+
+def test_users_are_isolated_and_forget(facts: FactStore) -> None:
+    facts.remember("alice", [{"subject": "allergy", "value": "peanuts", "category": "constraint"}])
+    facts.remember("alice", [{"subject": "allergy", "value": "peanuts and shellfish"}])
+    facts.remember("bob", [{"subject": "allergy", "value": "none"}])
+    assert [f.value for f in facts.current("bob")] == ["none"]
+    assert facts.forget("alice", "Allergy") == 2
+    assert facts.current("alice") == []
+    assert [f.value for f in facts.current("bob")] == ["none"]
+
+
+async def test_async_twins(facts: FactStore) -> None:
+    changes = await facts.aremember("alice", [{"subject": "name", "value": "Alice"}])
+    assert changes[0].to_dict()["action"] == "added"
+    assert [f.value for f in await facts.acurrent("alice")] == ["Alice"]
+    assert len(await facts.ahistory("alice", "name")) == 1
+    assert await facts.aforget("alice", "name") == 1

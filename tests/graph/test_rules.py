@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import pytest
+
+from memory.rules import MAX_RULES, RuleBook, RuleItem, parse_rules, starting_rules
+from memstore import GLOBAL_SCOPE, InvalidInputError
+
+
+@pytest.fixture
+def book(store, embeddings) -> RuleBook:
+    return RuleBook(store, embeddings)
+
+
+def rules(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"instruction": i, "rationale": r} for i, r in pairs]
+
+
+def test_parse_rules_accepts_the_three_dashes() -> None:
+    parsed = parse_rules("# comment\nDo A – because a\n\nDo B — because b\nDo C - because c\n")
+    assert parsed == [
+        RuleItem("Do A", "because a"),
+        RuleItem("Do B", "because b"),
+        RuleItem("Do C", "because c"),
+    ]
+    with pytest.raises(InvalidInputError, match="line 1 has no"):
+        parse_rules("no separator here")
+    with pytest.raises(InvalidInputError, match="at most 10"):
+        parse_rules("\n".join(f"Rule {i} – why" for i in range(11)))
+
+
+def test_starting_rules_come_from_the_prompt_file(book: RuleBook) -> None:
+    start = starting_rules()
+    assert 1 <= len(start) <= MAX_RULES
+    latest = book.latest("alice")
+    assert (latest.version, latest.rules, latest.stored) == (1, tuple(start), False)
+    assert [v.version for v in book.versions("alice")] == [1]
+
+
+def test_propose_stores_v1_and_v2_with_provenance(book: RuleBook) -> None:
+    new = book.propose(
+        "alice",
+        rules(
+            ("Ask about allergies first", "safety"), ("Use metric units", "the user is in Europe")
+        ),
+        source_episodes=["ep-1"],
+        source_users=["alice"],
+        note="after t1",
+    )
+    assert new is not None and new.version == 2 and new.parent_version == 1
+    versions = book.versions("alice")
+    assert [(v.version, v.stored) for v in versions] == [(1, True), (2, True)]
+    assert versions[0].rules == tuple(starting_rules())
+    assert versions[1].source_episodes == ("ep-1",) and versions[1].source_users == ("alice",)
+    assert versions[1].note == "after t1"
+    # Proposing the same rules again creates nothing.
+    assert book.propose("alice", versions[1].rules) is None
+    # Other scopes are untouched.
+    assert book.latest("bob").version == 1
+    assert book.latest(GLOBAL_SCOPE).version == 1
+
+
+def test_more_than_ten_rules_or_bad_rules_write_nothing(book: RuleBook) -> None:
+    with pytest.raises(InvalidInputError, match="at most 10"):
+        book.propose("alice", rules(*[(f"Rule {i}", "why") for i in range(11)]))
+    with pytest.raises(InvalidInputError, match="rationale is empty"):
+        book.propose("alice", rules(("Do it", " ")))
+    with pytest.raises(InvalidInputError, match="at least one"):
+        book.propose("alice", [])
+    assert [v.stored for v in book.versions("alice")] == [False]
+
+
+def test_diff_and_rollback(book: RuleBook) -> None:
+    book.propose("alice", rules(("Greet the user by name", "warmth"), ("Answer briefly", "focus")))
+    book.propose(
+        "alice",
+        rules(("Greet the user by their name", "warmth"), ("Cite sources", "trust")),
+    )
+    diff = book.diff("alice", 2, 3)
+    assert [r.instruction for r in diff.added] == ["Cite sources"]
+    assert [r.instruction for r in diff.removed] == ["Answer briefly"]
+    assert [(a.instruction, b.instruction) for a, b in diff.changed] == [
+        ("Greet the user by name", "Greet the user by their name")
+    ]
+    report = str(diff)
+    assert "+ Cite sources – trust" in report and "- Answer briefly – focus" in report
+
+    restored = book.rollback("alice", 2)
+    assert restored.version == 4 and restored.note == "rollback to version 2"
+    assert book.latest("alice").rules == book.get("alice", 2).rules
+    assert book.diff("alice", 2, 4).unchanged
+    with pytest.raises(InvalidInputError, match="already equals"):
+        book.rollback("alice", 4)
+    with pytest.raises(InvalidInputError, match="no version 9"):
+        book.get("alice", 9)
+
+
+async def test_async_twins(book: RuleBook) -> None:
+    created = await book.apropose("alice", rules(("Be kind", "people")), source_users=["alice"])
+    assert created is not None
+    assert (await book.alatest("alice")).version == 2
+    assert len(await book.aversions("alice")) == 2
+    assert (await book.arollback("alice", 1)).version == 3

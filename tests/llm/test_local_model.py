@@ -1,0 +1,118 @@
+"""The real offline model: llama.cpp server + Gemma 3 270M (needs the [local] extra)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import BaseModel, Field, StringConstraints
+
+from llm.calls import ainvoke_structured, ainvoke_text
+from llm.chat import ModelNotConfiguredError, describe_model, resolve_chat_model
+from llm.local_server import LocalModelServer, LocalServerError, get_local_server
+from tests.llm.conftest import requires_local
+
+pytestmark = [pytest.mark.integration, requires_local]
+
+
+class UserFact(BaseModel):
+    """One fact the user stated about themself."""
+
+    attribute: str = Field(max_length=30, description="what the fact is about, e.g. city")
+    value: str = Field(max_length=40, description="the fact's value, e.g. Lisbon")
+
+
+class Topics(BaseModel):
+    """Topics of a conversation."""
+
+    topics: list[Annotated[str, StringConstraints(max_length=20)]] = Field(max_length=3)
+
+
+def _process_gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists()
+
+
+async def test_local_model_text_and_structured(local_model_file: Path) -> None:
+    server = get_local_server()
+    server.model_path = local_model_file
+    model = resolve_chat_model("local", max_tokens=40)
+    assert describe_model(model) == "local:gemma3-270m"
+    assert not server.running  # resolving started nothing
+    try:
+        reply, call = await ainvoke_text(
+            model, [HumanMessage("Write one sentence about the sea.")], purpose="answer"
+        )
+        assert server.running
+        pid = server.pid
+        assert pid is not None
+        assert isinstance(reply.content, str) and reply.content.strip()
+        assert call.model == "local:gemma3-270m"
+        assert call.input_tokens > 0 and 0 < call.output_tokens <= 40
+        assert call.estimated is False
+
+        prompt = [
+            SystemMessage("Extract one fact the user stated about themself."),
+            HumanMessage("Hi, I'm Ana and I live in Lisbon."),
+        ]
+        fact, calls = await ainvoke_structured(model, UserFact, prompt, purpose="facts")
+        assert isinstance(fact, UserFact)
+        assert len(fact.attribute) <= 30 and len(fact.value) <= 40
+        assert 1 <= len(calls) <= 2
+        assert all(c.input_tokens > 0 and c.output_tokens > 0 for c in calls)
+
+        topics, calls = await ainvoke_structured(
+            model,
+            Topics,
+            [HumanMessage("We talked about sailing, tides and knots.")],
+            purpose="reflection",
+        )
+        assert len(topics.topics) <= 3
+        assert all(len(t) <= 20 for t in topics.topics)
+        assert all(c.output_tokens > 0 for c in calls)
+    finally:
+        server.stop()
+    assert not server.running
+    assert _process_gone(pid)
+
+
+def test_server_context_manager_stops_the_process(local_model_file: Path) -> None:
+    with LocalModelServer(local_model_file, n_ctx=512) as server:
+        pid = server.pid
+        assert pid is not None
+        assert server.base_url.startswith("http://127.0.0.1:")
+    assert _process_gone(pid)
+    with pytest.raises(LocalServerError, match="not running"):
+        _ = server.base_url
+
+
+def test_server_that_cannot_load_its_model_fails_clearly(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"not a gguf at all")
+    server = LocalModelServer(bogus, ready_timeout=60)
+    with pytest.raises(LocalServerError, match="exited during start"):
+        server.start()
+    assert not server.running
+
+
+def test_missing_model_file_is_a_configuration_error(tmp_path: Path) -> None:
+    server = LocalModelServer(tmp_path / "absent.gguf")
+    with pytest.raises(ModelNotConfiguredError, match="absent.gguf"):
+        server.start()
+
+
+def test_bad_server_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="n_ctx"):
+        LocalModelServer(n_ctx=10)
+    with pytest.raises(ValueError, match="n_threads"):
+        LocalModelServer(n_threads=0)
+    with pytest.raises(ValueError, match="ready_timeout"):
+        LocalModelServer(ready_timeout=0)
+
+
+def test_shared_server_fixture_runs(local_server: LocalModelServer) -> None:
+    assert local_server is get_local_server()
+    assert local_server.running
+    assert os.environ.get("AMEM_HOME")  # the root conftest isolated the data folder

@@ -1,0 +1,168 @@
+"""The checkpointer factories against real SQLite files and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+from graph.persistence import (
+    CheckpointerError,
+    adelete_thread,
+    adelete_threads_where,
+    athread_ids,
+    default_sqlite_path,
+    open_checkpointer,
+    postgres_checkpointer,
+    sqlite_checkpointer,
+)
+
+
+class _Echo(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+async def _echo(state: _Echo) -> dict[str, Any]:
+    return {
+        "messages": [AIMessage(f"echo {len(state['messages'])}: {state['messages'][-1].content}")]
+    }
+
+
+def _echo_graph(checkpointer: BaseCheckpointSaver[Any]) -> Any:
+    builder = StateGraph(_Echo)
+    builder.add_node("echo", _echo)
+    builder.add_edge(START, "echo")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def _thread(thread_id: str, user_id: str = "alice") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}, "metadata": {"user_id": user_id}}
+
+
+async def _exercise(saver: BaseCheckpointSaver[Any]) -> None:
+    """Resume, isolation, listing by metadata and deletion on one checkpointer."""
+    graph = _echo_graph(saver)
+    await graph.ainvoke({"messages": [HumanMessage("one")]}, _thread("t1"))
+    out = await graph.ainvoke({"messages": [HumanMessage("two")]}, _thread("t1"))
+    assert [m.content for m in out["messages"]] == ["one", "echo 1: one", "two", "echo 3: two"]
+    await graph.ainvoke({"messages": [HumanMessage("other")]}, _thread("t2", "bob"))
+    state = await graph.aget_state(_thread("t2"))
+    assert [m.content for m in state.values["messages"]] == ["other", "echo 1: other"]
+
+    assert await athread_ids(saver, {"user_id": "alice"}) == ["t1"]
+    assert await athread_ids(saver, {"user_id": "nobody"}) == []
+    await adelete_thread(saver, "t2")
+    assert (await graph.aget_state(_thread("t2"))).values == {}
+    assert (await graph.aget_state(_thread("t1"))).values["messages"][-1].content == "echo 3: two"
+    assert await adelete_threads_where(saver, {"user_id": "alice"}) == ["t1"]
+    assert (await graph.aget_state(_thread("t1"))).values == {}
+
+
+async def test_sqlite_default_path_is_under_amem_home(tmp_path: Path) -> None:
+    expected = tmp_path / "amem-home" / "checkpoints.sqlite"
+    assert default_sqlite_path() == expected
+    assert not expected.exists()
+    async with sqlite_checkpointer() as saver:
+        assert isinstance(saver, AsyncSqliteSaver)
+        await _exercise(saver)
+    assert expected.is_file()
+
+
+async def test_sqlite_resumes_from_a_new_connection(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "dir" / "cp.sqlite"
+    async with sqlite_checkpointer(path) as saver:
+        await _echo_graph(saver).ainvoke({"messages": [HumanMessage("hello")]}, _thread("t"))
+    async with sqlite_checkpointer(str(path)) as reopened:
+        out = await _echo_graph(reopened).ainvoke(
+            {"messages": [HumanMessage("again")]}, _thread("t")
+        )
+    assert [m.content for m in out["messages"]] == [
+        "hello",
+        "echo 1: hello",
+        "again",
+        "echo 3: again",
+    ]
+
+
+async def test_sqlite_in_memory() -> None:
+    async with sqlite_checkpointer(":memory:") as saver:
+        await _exercise(saver)
+
+
+async def test_sqlite_bad_paths_fail_clearly(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointerError, match="is a directory"):
+        async with sqlite_checkpointer(tmp_path):
+            pass
+    with pytest.raises(CheckpointerError, match="empty"):
+        async with sqlite_checkpointer("  "):
+            pass
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(CheckpointerError, match="cannot create the checkpoint directory"):
+        async with sqlite_checkpointer(blocker / "sub" / "cp.sqlite"):
+            pass
+    with pytest.raises(TypeError, match="str or Path"):
+        async with sqlite_checkpointer(42):  # type: ignore[arg-type]
+            pass
+
+
+async def test_thread_helpers_validate_input(tmp_path: Path) -> None:
+    async with sqlite_checkpointer(tmp_path / "cp.sqlite") as saver:
+        with pytest.raises(ValueError, match="thread_id must be a non-empty string"):
+            await adelete_thread(saver, "")
+        with pytest.raises(ValueError, match="non-empty mapping"):
+            await athread_ids(saver, {})
+
+
+async def test_postgres_needs_a_uri() -> None:
+    with pytest.raises(CheckpointerError, match="AMEM_POSTGRES_URI"):
+        async with postgres_checkpointer():
+            pass
+
+
+async def test_open_checkpointer_defaults_to_sqlite(tmp_path: Path) -> None:
+    async with open_checkpointer() as saver:
+        assert isinstance(saver, AsyncSqliteSaver)
+    assert default_sqlite_path().is_file()
+
+
+@pytest.mark.integration
+async def test_postgres_unreachable_redacts_the_password() -> None:
+    from tests.persistence.conftest import _free_port
+
+    uri = f"postgresql://amem:s3cret@127.0.0.1:{_free_port()}/nothing?connect_timeout=3"
+    with pytest.raises(CheckpointerError) as info:
+        async with postgres_checkpointer(uri):
+            pass
+    assert "s3cret" not in str(info.value)
+    assert "amem:***@127.0.0.1" in str(info.value)
+
+
+@pytest.mark.integration
+async def test_postgres_checkpointer(postgres_uri: str) -> None:
+    async with postgres_checkpointer(postgres_uri) as saver:
+        assert isinstance(saver, AsyncPostgresSaver)
+        await _exercise(saver)
+
+
+@pytest.mark.integration
+async def test_open_checkpointer_picks_postgres_from_env(
+    postgres_uri: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    async with open_checkpointer(postgres_uri=postgres_uri) as saver:
+        assert isinstance(saver, AsyncPostgresSaver)
+    monkeypatch.setenv("AMEM_POSTGRES_URI", postgres_uri)
+    async with open_checkpointer() as saver:
+        assert isinstance(saver, AsyncPostgresSaver)
+    # With a URI configured, a SQLite path (only a fallback) is not used.
+    async with open_checkpointer(sqlite_path=tmp_path / "unused.sqlite") as saver:
+        assert isinstance(saver, AsyncPostgresSaver)
+    assert not (tmp_path / "unused.sqlite").exists()

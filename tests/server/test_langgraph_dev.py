@@ -1,0 +1,265 @@
+"""A real ``langgraph dev`` server runs the agent end to end against the fake model server.
+
+The server runs from a scratch directory holding a copy of the repository's
+``langgraph.json`` and a symlink to ``graph/`` (the CLI resolves graph paths against its
+working directory and writes ``.langgraph_api/`` there), so the repository stays clean and
+the test exercises the exact configuration users run. It uses the embedded store under a
+temporary ``AMEM_HOME`` and blockbuster is active, so any blocking call on the event loop
+fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_client
+
+from llm.embeddings import get_embeddings
+from memory.episodes import EpisodicMemory
+from memory.facts import FactStore
+from memory.rules import RuleBook
+from memstore import open_store
+from tests.fake_openai import FakeOpenAIServer, last_user_text
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+REPO = Path(__file__).resolve().parents[2]
+LANGGRAPH = Path(sys.executable).with_name("langgraph")
+STARTUP_TIMEOUT_S = 120.0
+USER = "alice"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _facts_reply(request: dict[str, Any]) -> dict[str, Any]:
+    # The extraction prompt quotes the user's message after this heading; its own
+    # instructions mention diets and allergies, so only the quoted message is read.
+    text = last_user_text(request).rpartition("Newest user message:")[2].lower()
+    facts = []
+    if "vegetarian" in text:
+        facts.append({"subject": "diet", "value": "vegetarian", "category": "preference"})
+    if "peanut" in text:
+        facts.append({"subject": "allergy", "value": "peanuts", "category": "constraint"})
+    return {"facts": facts}
+
+
+SCRIPTS: dict[str, Any] = {
+    "ExtractedFacts": _facts_reply,
+    "Reflection": {
+        "context_tags": ["dinner", "vegetarian"],
+        "conversation_summary": "Planned a vegetarian dinner without peanuts.",
+        "what_worked": "Suggesting concrete recipes.",
+        "what_to_avoid": "Proposing dishes with peanuts.",
+        "importance": 0.8,
+    },
+    "RuleSet": {
+        "rules": [
+            {
+                "instruction": "Check the user's diet and allergies before suggesting food.",
+                "rationale": "The user is vegetarian and allergic to peanuts.",
+            },
+            {"instruction": "Answer briefly.", "rationale": "The user prefers short answers."},
+        ]
+    },
+    "Summary": {"text": "The user asked for vegetarian dinner ideas."},
+}
+
+
+@dataclass
+class DevServer:
+    url: str
+    log: Path
+    home: Path
+    fake: FakeOpenAIServer
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else "(no log)"
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    # The CLI spawns workers; signal the whole session it leads.
+    for sig, wait_s in ((signal.SIGINT, 15), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture
+def dev_server(tmp_path: Path) -> Iterator[DevServer]:
+    if not LANGGRAPH.exists():
+        pytest.skip(f"langgraph CLI not found next to {sys.executable}")
+    workdir = tmp_path / "server"
+    workdir.mkdir()
+    shutil.copy(REPO / "langgraph.json", workdir / "langgraph.json")
+    (workdir / "graph").symlink_to(REPO / "graph", target_is_directory=True)
+    home = tmp_path / "amem-home"
+    log = tmp_path / "langgraph-dev.log"
+    port = _free_port()
+    with FakeOpenAIServer(tool_scripts=SCRIPTS) as fake:
+        env = dict(os.environ)
+        env.update(
+            AMEM_HOME=str(home),
+            AMEM_STORE="embedded",
+            AMEM_BASE_URL=fake.base_url,
+            AMEM_MODEL_NAME="fake-model",
+            LANGGRAPH_NO_VERSION_CHECK="true",
+            LANGSMITH_TRACING="false",
+            HF_HUB_OFFLINE="1",
+            PYTHONUNBUFFERED="1",
+        )
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                [
+                    str(LANGGRAPH),
+                    "dev",
+                    "--no-browser",
+                    "--no-reload",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+                cwd=workdir,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        server = DevServer(url=f"http://127.0.0.1:{port}", log=log, home=home, fake=fake)
+        try:
+            deadline = time.monotonic() + STARTUP_TIMEOUT_S
+            while True:
+                if process.poll() is not None:
+                    pytest.fail(
+                        f"langgraph dev exited with {process.returncode}:\n{server.log_text()}"
+                    )
+                try:
+                    with urllib.request.urlopen(f"{server.url}/ok", timeout=2) as response:
+                        if response.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(
+                        f"langgraph dev not ready in {STARTUP_TIMEOUT_S}s:\n{server.log_text()}"
+                    )
+                time.sleep(0.5)
+            yield server
+        finally:
+            _stop(process)
+            # Captured output: pytest shows it only when the test fails.
+            print(f"\n----- langgraph dev log ({log}) -----\n{server.log_text()[-20000:]}")
+
+
+def _ai_text(values: dict[str, Any]) -> str:
+    last = values["messages"][-1]
+    assert last["type"] == "ai", last
+    return str(last["content"])
+
+
+async def test_full_conversation_through_langgraph_dev(dev_server: DevServer) -> None:
+    client = get_client(url=dev_server.url)
+    context = {"user_id": USER}
+    thread = await client.threads.create(metadata={"user_id": USER})
+    thread_id = thread["thread_id"]
+
+    # Turn 1: runs.wait returns the final state; the fact is remembered this turn.
+    first = await client.runs.wait(
+        thread_id,
+        "agent",
+        input={"messages": [{"role": "user", "content": "Hi! I'm vegetarian. Dinner ideas?"}]},
+        context=context,
+    )
+    assert isinstance(first, dict), first
+    assert _ai_text(first).startswith("Reply ")
+    assert [(f["subject"], f["value"]) for f in first["facts_remembered"]] == [
+        ("diet", "vegetarian")
+    ]
+    assert first["token_report"], "the turn reports its tokens per layer"
+    assert first["model_calls"], "the turn reports its model calls"
+
+    # Turn 2: streamed; the answer streams as message chunks and the facts reach the prompt.
+    events: dict[str, int] = {}
+    final: dict[str, Any] = {}
+    async for part in client.runs.stream(
+        thread_id,
+        "agent",
+        input={"messages": [{"role": "user", "content": "Also, I'm allergic to peanuts."}]},
+        context=context,
+        stream_mode=["values", "messages-tuple"],
+    ):
+        events[part.event] = events.get(part.event, 0) + 1
+        if part.event == "values":
+            final = part.data
+        if part.event == "error":
+            pytest.fail(f"run failed: {part.data}")
+    assert events.get("messages", 0) > 1, events
+    assert len(final["messages"]) == 4
+    answer_prompts = [
+        r for r in dev_server.fake.requests_for(None) if "allergic" in last_user_text(r)
+    ]
+    assert answer_prompts, "the answer model saw the second message"
+    assert "vegetarian" in " ".join(str(m.get("content")) for m in answer_prompts[-1]["messages"])
+
+    # The thread's state is checkpointed on the server.
+    state = await client.threads.get_state(thread_id)
+    values = state["values"]
+    assert [m["type"] for m in values["messages"]] == ["human", "ai", "human", "ai"]
+    assert {f["subject"] for f in values["facts"]} == {"diet", "allergy"}
+
+    # Ending the conversation: reflection, then a new rules version.
+    ended = await client.runs.wait(
+        thread_id, "agent", input={"messages": [], "end_conversation": True}, context=context
+    )
+    assert ended["conversation_ended"] is True
+    assert ended["reflection"]["conversation_summary"].startswith("Planned a vegetarian dinner")
+    assert ended["rules_version_created"] == 2
+
+    # A run without a user id fails clearly and writes nothing.
+    other = await client.threads.create()
+    with pytest.raises(Exception, match="user_id"):
+        await client.runs.wait(
+            other["thread_id"],
+            "agent",
+            input={"messages": [{"role": "user", "content": "hello"}]},
+            context={},
+        )
+
+    # The memories are on disk, in the embedded store under the server's AMEM_HOME.
+    embeddings = get_embeddings()
+    store = open_store(embeddings.dims, backend="embedded", path=dev_server.home / "store")
+    try:
+        episodes = EpisodicMemory(store, embeddings).list(USER)
+        assert len(episodes) == 1
+        assert episodes[0].conversation_summary.startswith("Planned a vegetarian dinner")
+        facts = {f.subject: f.value for f in FactStore(store, embeddings).current(USER)}
+        assert facts == {"diet": "vegetarian", "allergy": "peanuts"}
+        versions = RuleBook(store, embeddings).versions(USER)
+        assert [v.version for v in versions][-1] == 2
+        assert "allergies" in versions[-1].render()
+    finally:
+        store.close()

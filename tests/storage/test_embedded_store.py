@@ -1,0 +1,306 @@
+"""What only the embedded backend promises: its files, processes, transactions and open_store."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import memstore.embedded as embedded
+from memstore import (
+    InvalidInputError,
+    MemoryObject,
+    StoreError,
+    Where,
+    amem_home,
+    make_id,
+    open_store,
+)
+from memstore.embedded import (
+    DB_FILENAME,
+    EmbeddedStore,
+    fuse_relative_score,
+    normalise_date,
+    query_terms,
+    tokenize,
+)
+from tests.storage.conftest import DIMS, make_spec, vec
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from memstore import MemoryObject, make_id
+    from memstore.embedded import EmbeddedStore
+    from tests.storage.conftest import make_spec, vec
+
+    path, name, worker, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    store = EmbeddedStore(path, dims=8)
+    spec = make_spec(name)
+    store.ensure_collection(spec)
+    for i in range(count):
+        store.upsert(
+            name,
+            [MemoryObject(make_id(worker, str(i)), {"body": f"w{worker} item {i}"}, vec(0, 1, i))],
+            user="alice",
+        )
+    store.close()
+    """
+)
+
+
+def test_concurrent_writer_processes_and_a_reader(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    spec = make_spec("Shared_Proc")
+    reader = EmbeddedStore(path, dims=DIMS)
+    reader.ensure_collection(spec)
+    reader.upsert(
+        spec.name, [MemoryObject(make_id("seed"), {"body": "seed"}, vec(1, 0))], user="alice"
+    )
+    # Build the reader's vector cache before the other processes write.
+    assert len(reader.hybrid(spec.name, query="", vector=vec(0, 1), alpha=1.0, user="alice")) == 1
+
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), spec.name, str(w), "40"],
+            cwd=Path(__file__).resolve().parents[2],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(3)
+    ]
+    while any(p.poll() is None for p in workers):
+        reader.count(spec.name, user="alice")
+        reader.hybrid(spec.name, query="item", vector=vec(0, 1), user="alice")
+    for p in workers:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+
+    assert reader.count(spec.name, user="alice") == 121
+    hits = reader.hybrid(spec.name, query="", vector=vec(0, 1), alpha=1.0, limit=200, user="alice")
+    assert len(hits) == 121  # the cache saw the other processes' writes
+    assert reader.get(spec.name, make_id("2", "39"), user="alice") is not None
+    reader.close()
+
+
+def test_failed_transaction_leaves_store_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    spec = make_spec("Atomic")
+    store.ensure_collection(spec)
+    store.upsert(
+        spec.name, [MemoryObject(make_id("a"), {"body": "kept zebra"}, vec(1, 0))], user="u"
+    )
+
+    def explode(*_: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(embedded, "_bump", explode)
+    batch = [
+        MemoryObject(make_id("a"), {"body": "replaced"}, vec(0, 1)),
+        MemoryObject(make_id("b"), {"body": "new zebra"}, vec(0, 1)),
+    ]
+    with pytest.raises(RuntimeError):
+        store.upsert(spec.name, batch, user="u")
+    with pytest.raises(RuntimeError):
+        store.delete_where(spec.name, [Where("body", "eq", "kept zebra")], user="u")
+    monkeypatch.undo()
+    assert store.count(spec.name, user="u") == 1
+    got = store.get(spec.name, make_id("a"), user="u")
+    assert got is not None and got.properties == {"body": "kept zebra"}
+    hits = store.hybrid(spec.name, query="zebra", vector=vec(1, 0), alpha=0.0, user="u")
+    assert [h.id for h in hits] == [make_id("a")]
+    store.close()
+
+
+def test_vector_beyond_float32_range_is_refused(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    spec = make_spec("Huge")
+    store.ensure_collection(spec)
+    with pytest.raises(InvalidInputError, match="float32"):
+        store.upsert(spec.name, [MemoryObject(make_id("h"), {}, vec(1e300, 0))], user="u")
+    assert store.count(spec.name, user="u") == 0
+    store.close()
+
+
+def test_zero_vectors_score_zero_cosine(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    spec = make_spec("Zero")
+    store.ensure_collection(spec)
+    store.upsert(
+        spec.name,
+        [MemoryObject(make_id("z"), {}, vec()), MemoryObject(make_id("o"), {}, vec(1, 0))],
+        user="u",
+    )
+    hits = store.hybrid(spec.name, query="", vector=vec(1, 0), alpha=1.0, user="u")
+    assert [(h.id, h.vector_score) for h in hits] == [(make_id("o"), 1.0), (make_id("z"), 0.0)]
+    store.close()
+
+
+def test_layout_on_disk_and_catalogue(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path / "deep" / "store", dims=DIMS)
+    store.ensure_collection(make_spec("Layout"))
+    store.close()
+    assert (tmp_path / "deep" / "store" / DB_FILENAME).is_file()
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "deep" / "store" / DB_FILENAME)
+    spec_json, dims = conn.execute(
+        "SELECT spec, dims FROM amem_collections WHERE name = 'Layout'"
+    ).fetchone()
+    conn.close()
+    assert dims == DIMS
+    assert json.loads(spec_json)["per_user"] is True
+
+
+def test_closed_store_message(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    store.close()
+    store.close()  # closing twice is harmless
+    with pytest.raises(StoreError, match="closed"):
+        store.collections()
+
+
+def test_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(InvalidInputError, match="not a directory"):
+        EmbeddedStore(target, dims=DIMS)
+    with pytest.raises(InvalidInputError):
+        EmbeddedStore(tmp_path, dims=0)
+
+
+def test_query_terms_are_plain_distinct_words_without_stopwords() -> None:
+    assert query_terms('Zebra AND "lion*" -the zebra') == ["zebra", "lion"]
+    assert query_terms("the of and") == []
+    assert query_terms("  ?! ") == []
+    assert tokenize("Café-crème 東京タワー🍕pizza_time") == [
+        "café",
+        "crème",
+        "東京タワー",
+        "pizza",
+        "time",
+    ]
+
+
+def test_fusion_arithmetic() -> None:
+    fused = fuse_relative_score(
+        [(0.7, {"a": 0.9, "b": 0.5, "c": 0.1}), (0.3, {"a": 2.0, "d": 8.0})]
+    )
+    assert fused == pytest.approx({"a": 0.7 * 1.0 + 0.0, "b": 0.7 * 0.5, "c": 0.0, "d": 0.3})
+    assert fuse_relative_score([(0.5, {"x": 3.0}), (0.5, {})]) == {"x": 0.5}
+
+
+def test_dates_normalise_to_sortable_utc() -> None:
+    assert normalise_date("2026-01-01T05:00:00+02:00") == "2026-01-01T03:00:00+00:00"
+    assert normalise_date("2026-01-01T03:00:00.5Z") == "2026-01-01T03:00:00.500000+00:00"
+    assert normalise_date("2026-01-01T03:00:00Z") < normalise_date("2026-01-01T03:00:00.1Z")
+
+
+# -- open_store -------------------------------------------------------------------------------
+
+
+def test_open_store_defaults_to_embedded_under_amem_home(tmp_path: Path) -> None:
+    store = open_store(DIMS)
+    assert isinstance(store, EmbeddedStore)
+    assert store.path == amem_home() / "store"
+    assert amem_home() == tmp_path / "amem-home"  # set by the root conftest
+    store.close()
+
+
+def test_open_store_reads_amem_store_and_arguments_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AMEM_STORE", "Embedded")
+    store = open_store(DIMS, path=tmp_path / "elsewhere")
+    assert isinstance(store, EmbeddedStore) and store.path == tmp_path / "elsewhere"
+    store.close()
+    monkeypatch.setenv("AMEM_STORE", "weaviate")
+    store = open_store(DIMS, backend="embedded", path=tmp_path / "x")
+    assert isinstance(store, EmbeddedStore)
+    store.close()
+
+
+def test_open_store_rejects_unknown_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InvalidInputError, match="unknown store backend 'sqlite'"):
+        open_store(DIMS, backend="sqlite")
+    monkeypatch.setenv("AMEM_STORE", "chroma")
+    with pytest.raises(InvalidInputError, match="AMEM_STORE"):
+        open_store(DIMS)
+    with pytest.raises(InvalidInputError, match="path"):
+        open_store(DIMS, backend="weaviate", path="/tmp/x")
+
+
+def test_amem_home_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AMEM_HOME")
+    assert amem_home() == Path("~/.agentic-memory").expanduser()
+
+
+def test_two_pass_vector_search_matches_the_exact_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With 8-d vectors the 64-axis projection is lossless, so both passes must agree exactly.
+    monkeypatch.setattr(embedded, "EXACT_VECTOR_ROWS", 500)
+    rng = np.random.default_rng(3)
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    spec = make_spec("Coarse")
+    store.ensure_collection(spec)
+    vectors = rng.normal(size=(3000, DIMS))
+    store.upsert(
+        spec.name,
+        [MemoryObject(make_id(str(i)), {"rank": i}, v.tolist()) for i, v in enumerate(vectors)],
+        user="u",
+    )
+    query = rng.normal(size=DIMS).tolist()
+    hits = store.hybrid(spec.name, query="", vector=query, alpha=1.0, limit=20, user="u")
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    sims = unit @ (np.asarray(query) / np.linalg.norm(query))
+    best = np.argsort(-sims)[:20]
+    assert [h.id for h in hits] == [make_id(str(i)) for i in best]
+    assert [h.vector_score for h in hits] == pytest.approx(sims[best].tolist(), abs=1e-5)
+    filtered = store.hybrid(
+        spec.name,
+        query="",
+        vector=query,
+        alpha=1.0,
+        limit=5,
+        user="u",
+        where=[Where("rank", "lt", 1000)],
+    )
+    best_low = [int(i) for i in np.argsort(-sims) if i < 1000][:5]
+    assert [h.id for h in filtered] == [make_id(str(i)) for i in best_low]
+    store.close()
+
+
+def test_bm25_uses_weaviates_idf_and_per_user_statistics(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    spec = make_spec("Bm25")
+    store.ensure_collection(spec)
+    texts = ["zebra zebra lion", "zebra lion tiger", "lion tiger bear", "tiger bear wolf"]
+    store.upsert(
+        spec.name,
+        [MemoryObject(make_id(t), {"body": t}, vec(1, 0)) for t in texts],
+        user="u",
+    )
+    # Another user's many zebras must not change u's document frequencies.
+    store.upsert(
+        spec.name,
+        [MemoryObject(make_id("o", str(i)), {"body": "zebra"}, vec(1, 0)) for i in range(20)],
+        user="other",
+    )
+    hits = store.hybrid(spec.name, query="zebra", vector=vec(1, 0), alpha=0.0, user="u")
+    idf = math.log(1 + (4 - 2 + 0.5) / (2 + 0.5))  # N = 4 documents, n = 2 hold "zebra"
+    # All bodies have the average length, so tf is not length-normalised: k1 = 1.2.
+    assert [h.id for h in hits] == [make_id(texts[0]), make_id(texts[1])]
+    assert hits[0].keyword_score == pytest.approx(idf * 2 * 2.2 / (2 + 1.2))
+    assert hits[1].keyword_score == pytest.approx(idf * 1 * 2.2 / (1 + 1.2))
+    # A term in more than half the documents still counts (FTS5's idf would floor it at 1e-6).
+    hits = store.hybrid(spec.name, query="lion", vector=vec(1, 0), alpha=0.0, user="u")
+    assert hits[0].keyword_score == pytest.approx(math.log(1 + 1.5 / 3.5) * 1.0)
+    store.close()
