@@ -31,6 +31,7 @@ from llm.embeddings import embedding_dims, get_embeddings
 from memory.episodes import EpisodicMemory
 from memory.facts import FactStore
 from memory.forget import forget_subject
+from memory.knowledge import alist_knowledge_bases
 from memory.messages import MessageLog
 from memory.rules import RuleBook
 from memstore import GLOBAL_SCOPE, MemoryStore, StoreError, open_store
@@ -326,6 +327,14 @@ class ChatSession:
             render.say(
                 f"New conversation on thread {self.thread_id} "
                 f"(resume later with --thread {self.thread_id}). /help for commands."
+            )
+        known = await alist_knowledge_bases(self.store)
+        missing = [kb for kb in self.context.knowledge_bases if kb not in known]
+        if missing:
+            available = ", ".join(known) or "none yet: add documents with `amem ingest`"
+            render.note(
+                f"no knowledge base {', '.join(map(repr, missing))} to search "
+                f"(available: {available}; choose with --kb NAME)"
             )
 
 

@@ -21,7 +21,7 @@ from rich.progress import Progress
 
 from amem import render
 from llm.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
-from memory.collections import FACTS
+from memory.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
 from memory.episodes import EpisodicMemory
 from memory.facts import Fact, normalise_subject
 from memory.forget import (
@@ -134,6 +134,49 @@ def need_user(user: str | None) -> str:
 
 def _has(store: MemoryStore, name: str) -> bool:
     return name in store.collections()
+
+
+# -- users -------------------------------------------------------------------------------------
+
+
+@app.command("users")
+def users_cmd(json_out: JsonOpt = False) -> None:
+    """List the users the store holds memories for, with counts per kind of memory."""
+    with cli_errors(), opened() as o:
+        existing = set(o.store.collections())
+        counts: dict[str, dict[str, int]] = {}
+        for spec in PER_USER_COLLECTIONS:
+            if spec.name not in existing:
+                continue
+            for uid in o.store.users(spec.name):
+                if uid != GLOBAL_SCOPE:
+                    row = counts.setdefault(uid, {})
+                    row[spec.name] = o.store.count(spec.name, user=uid)
+        items = [
+            {
+                "user": uid,
+                "episodes": row.get(EPISODES.name, 0),
+                "facts": row.get(FACTS.name, 0),
+                "messages": row.get(MESSAGES.name, 0),
+                "rule_versions": row.get(RULES.name, 0),
+            }
+            for uid, row in sorted(counts.items())
+        ]
+        if json_out:
+            render.emit_json(items)
+        else:
+            render.print_records(
+                items,
+                [
+                    ("user", "user"),
+                    ("episodes", "episodes"),
+                    ("facts", "facts"),
+                    ("messages", "messages"),
+                    ("rule versions", "rule_versions"),
+                ],
+                title="Users",
+                empty="no user has memories yet",
+            )
 
 
 # -- episodes ----------------------------------------------------------------------------------
@@ -650,6 +693,11 @@ def print_forget_report(report: ForgetReport, *, json_out: bool) -> None:
     )
     if report.threads:
         render.note("threads deleted from the checkpointer: " + ", ".join(sorted(report.threads)))
+    if report.kept_threads:
+        render.note(
+            "kept the checkpoints of threads another user owns: "
+            + ", ".join(sorted(report.kept_threads))
+        )
 
 
 async def _forget(

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
@@ -20,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 _MAX_CELL = 120
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
 _stdout: Console | None = None
 _stderr: Console | None = None
@@ -85,9 +87,20 @@ def emit_json(data: object) -> None:
 
 
 def cell(value: object, *, width: int = _MAX_CELL) -> str:
-    """Render one table cell: lists joined by commas, ``None`` as empty, long text cut."""
+    """Render one table cell: lists joined by commas, ``None`` as empty, long text cut.
+
+    Timestamps (RFC 3339) are shown to the minute in UTC; ``--json`` keeps them whole.
+    """
     if value is None:
         return ""
+    if isinstance(value, str) and _TIMESTAMP.match(value):
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if moment.tzinfo is not None:
+                return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -115,10 +128,14 @@ def table(
         show_lines=False,
         header_style="bold",
     )
-    for col in columns:
-        numeric = col.lower() in {"#", "count", "deleted", "scrubbed", "version", "score", "turn"}
+    materialised = [list(row) for row in rows]
+    for i, col in enumerate(columns):
+        values = [row[i] for row in materialised if i < len(row) and row[i] is not None]
+        numeric = bool(values) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in values
+        )
         t.add_column(col, justify="right" if numeric else "left", overflow="fold")
-    for row in rows:
+    for row in materialised:
         t.add_row(*(Text(cell(v)) for v in row))
     return t
 

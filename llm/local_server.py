@@ -27,21 +27,18 @@ from types import TracebackType
 from typing import IO, Any
 
 from llm.chat import LOCAL_GGUF_PACKAGE, LOCAL_MODEL_NAME, ModelNotConfiguredError
+from memstore.open import amem_home
 
 DEFAULT_CONTEXT = 4096
 _STOP_GRACE_S = 5.0
 _PORT_ATTEMPTS = 3
 _LOG_TAIL_CHARS = 2000
+# What `python -m llama_cpp.server` imports beyond llama_cpp itself.
+_SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 
 
 class LocalServerError(RuntimeError):
     """The local model server could not start or stopped answering."""
-
-
-def amem_home() -> Path:
-    """Return the data directory: ``$AMEM_HOME`` or ``~/.agentic-memory``."""
-    raw = os.environ.get("AMEM_HOME")
-    return Path(raw).expanduser() if raw else Path.home() / ".agentic-memory"
 
 
 def local_model_path(models_dir: str | Path | None = None) -> Path:
@@ -180,6 +177,10 @@ class LocalModelServer:
             str(self.n_threads),
             "--n_threads_batch",
             str(self.n_threads),
+            # The default computes logits for every prompt token (262k-word vocabulary): prompt
+            # processing runs ~10x slower for nothing, since no request asks for logprobs.
+            "--logits_all",
+            "false",
             "--verbose",
             "false",
         ]
@@ -225,6 +226,12 @@ class LocalModelServer:
             if importlib.util.find_spec("llama_cpp") is None:
                 raise ModelNotConfiguredError(
                     "The local model needs llama-cpp-python from the [local] extra."
+                )
+            missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
+            if missing:
+                raise ModelNotConfiguredError(
+                    "llama-cpp-python is installed without its [server] extra (missing "
+                    f"{', '.join(missing)}); the [local] extra installs llama-cpp-python[server]."
                 )
             model = self.model_path or local_model_path()
             if not model.is_file():

@@ -78,7 +78,7 @@ MESSAGES = CollectionSpec(
 KNOWLEDGE_PROPERTIES: tuple[Property, ...] = (
     Property("text", "text", searchable=True, filterable=False),
     Property("title", "text", searchable=True),
-    Property("source", "text", description="the file's path as given"),
+    Property("source", "text", description="absolute path of the file, symlinks resolved"),
     Property("sha256", "text", description="of the whole file"),
     Property("page_start", "int"),
     Property("page_end", "int"),

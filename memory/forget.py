@@ -51,6 +51,8 @@ class ForgetReport:
     """``(store, collection)`` → objects rewritten to drop references to what was forgotten."""
     threads: list[str] = field(default_factory=list)
     """Threads whose checkpoints were deleted."""
+    kept_threads: list[str] = field(default_factory=list)
+    """Threads named in the user's memories whose checkpoints belong to another user (kept)."""
 
     def add_deleted(self, collection: str, n: int, *, store: str | None = None) -> None:
         """Count ``n`` deleted objects of ``collection`` (zero counts are kept, for the table)."""
@@ -85,6 +87,7 @@ class ForgetReport:
             ],
             "total_deleted": self.total_deleted,
             "threads": sorted(self.threads),
+            "kept_threads": sorted(self.kept_threads),
         }
 
 
@@ -124,17 +127,34 @@ async def _rewrite(
     result.raise_for_failures()
 
 
+async def _thread_owner(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
+    """Return the user recorded in the thread's latest checkpoint ("" when there is none)."""
+    latest = await checkpointer.aget_tuple({"configurable": {"thread_id": thread_id}})
+    if latest is None:
+        return None
+    owner = (latest.metadata or {}).get("user_id")
+    return owner if isinstance(owner, str) else ""
+
+
 async def _delete_checkpoints(
-    checkpointer: BaseCheckpointSaver[Any], threads: Iterable[str], report: ForgetReport
+    checkpointer: BaseCheckpointSaver[Any],
+    threads: Iterable[str],
+    report: ForgetReport,
 ) -> None:
     total = 0
     for thread_id in sorted(set(threads)):
+        owner = await _thread_owner(checkpointer, thread_id)
+        if owner and owner != report.user:
+            # The same thread id used by someone else: their working memory is not ours to drop.
+            report.kept_threads.append(thread_id)
+            continue
         n = 0
         async for _ in checkpointer.alist({"configurable": {"thread_id": thread_id}}):
             n += 1
         await checkpointer.adelete_thread(thread_id)
         total += n
-        report.threads.append(thread_id)
+        if n:
+            report.threads.append(thread_id)
     report.add_deleted("checkpoints", total, store=CHECKPOINTER)
 
 
@@ -326,8 +346,8 @@ async def forget_thread(
         known = known or bool(facts)
     has_checkpoints = False
     if checkpointer is not None:
-        async for _ in checkpointer.alist({"configurable": {"thread_id": thread_id}}, limit=1):
-            has_checkpoints = True
+        owner = await _thread_owner(checkpointer, thread_id)
+        has_checkpoints = owner is not None and owner in ("", user)
     if not known and not has_checkpoints:
         raise InvalidInputError(f"user {user!r} has no thread {thread_id!r}")
 

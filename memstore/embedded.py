@@ -90,7 +90,7 @@ def tokenize(text: str) -> list[str]:
 _TERM_ENTRY = np.dtype([("hash", "<i8"), ("tf", "<u4"), ("prop", "<u2")])
 
 
-@functools.lru_cache(maxsize=1 << 20)
+@functools.lru_cache(maxsize=1 << 17)
 def term_hash(term: str) -> int:
     """Return the signed 64-bit id a term is stored under (BLAKE2b; collisions ~2^-64)."""
     digest = hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest()

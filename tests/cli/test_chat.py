@@ -182,6 +182,7 @@ def test_a_stdin_script_resumes_a_thread(env: dict[str, str], server: FakeOpenAI
     )
     assert second.returncode == 0, second.stderr
     assert "Resuming thread b1 (4 messages)" in second.stdout
+    assert "no knowledge base 'default' to search (available: none yet" in second.stderr
     assert "/recall QUERY" in second.stdout  # the help
     assert "Rules, version 1" in second.stdout
     assert "I am vegetarian" in second.stdout  # found by /recall in the message log

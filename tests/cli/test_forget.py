@@ -22,7 +22,7 @@ from memory.rules import RuleBook
 from memory.transfer import export_to_file, import_memories
 from memstore import GLOBAL_SCOPE, InvalidInputError
 from memstore.embedded import EmbeddedStore
-from tests.cli.conftest import Seeded
+from tests.cli.conftest import Seeded, add_messages
 from tests.cli.helpers import assert_same, checkpoint_count, snapshot, write_checkpoints
 
 
@@ -180,3 +180,20 @@ async def test_export_forget_import_restores_the_same_memories(
     )
     assert summary.total == len(alice_before)
     assert_same(snapshot(store, users={"alice"}), alice_before)
+
+
+async def test_a_thread_id_another_user_owns_keeps_its_checkpoints(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    # Both users talked on a thread called "shared"; its checkpoints carry bob's id.
+    add_messages(store, embeddings, "alice", "shared", ["hello", "hi"])
+    async with sqlite_checkpointer(tmp_path / "cp.sqlite") as cp:
+        await write_checkpoints(cp, {"shared": "bob", "alice-t1": "alice"})
+        report = await forget_user(store, "alice", checkpointer=cp)
+        assert await checkpoint_count(cp, "shared") > 0
+        assert await checkpoint_count(cp, "alice-t1") == 0
+        assert report.kept_threads == ["shared"]
+        assert report.threads == ["alice-t1"]
+        with pytest.raises(InvalidInputError, match="no thread"):
+            await forget_thread(store, "alice", "shared", checkpointer=cp)
+        assert await checkpoint_count(cp, "shared") > 0

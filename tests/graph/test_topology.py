@@ -5,7 +5,7 @@ from pathlib import Path
 
 from graph import builder, compile_graph, graph
 from graph.context import Context
-from graph.resources import close_default_resources, get_resources
+from graph.resources import RESOURCES_KEY, close_default_resources, get_resources
 from memory.api import Memory
 from memory.episodes import EpisodicMemory
 from memory.facts import FactStore
@@ -45,7 +45,7 @@ def test_compile_graph_opens_the_configured_store_lazily(tmp_path: Path, monkeyp
     app = compile_graph()
     assert (tmp_path / "home" / "store").exists()
     assert app.checkpointer is None
-    token = app.config["configurable"]["amem_resources"]
+    token = app.config["configurable"][RESOURCES_KEY]
     resources = get_resources(app.config)
     assert resources.memory_store.dims == 256 and resources.answer_model is None
     assert token

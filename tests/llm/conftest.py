@@ -25,7 +25,13 @@ from llm.local_server import (
 )
 
 # Variables the root conftest does not clear but which steer model selection.
-_MODEL_ENV = ("AMEM_OPENAI_MODEL", "AMEM_MODEL_NAME", "AMEM_LOCAL_MODEL_PATH", "OPENAI_API_BASE")
+_MODEL_ENV = (
+    "AMEM_OPENAI_MODEL",
+    "AMEM_MODEL_NAME",
+    "AMEM_LOCAL_MODEL_PATH",
+    "AMEM_MINILM_PATH",
+    "OPENAI_API_BASE",
+)
 
 
 @pytest.fixture(autouse=True)

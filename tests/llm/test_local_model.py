@@ -116,3 +116,20 @@ def test_shared_server_fixture_runs(local_server: LocalModelServer) -> None:
     assert local_server is get_local_server()
     assert local_server.running
     assert os.environ.get("AMEM_HOME")  # the root conftest isolated the data folder
+
+
+def test_llama_cpp_without_server_extra_is_a_configuration_error(
+    local_model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import llm.local_server as local_server
+
+    real = local_server.importlib.util.find_spec
+
+    def no_uvicorn(name: str, *args: object) -> object:
+        return None if name == "uvicorn" else real(name)
+
+    monkeypatch.setattr(local_server.importlib.util, "find_spec", no_uvicorn)
+    server = LocalModelServer(local_model_file)
+    with pytest.raises(ModelNotConfiguredError, match=r"\[server\] extra.*uvicorn"):
+        server.start()
+    assert not server.running

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 from langgraph_cli.config import validate_config_file
@@ -17,18 +18,25 @@ def test_langgraph_json_is_valid_and_points_at_the_graph() -> None:
     config = validate_config_file(REPO / "langgraph.json")
     assert config["python_version"] == "3.11"
     assert config["dependencies"] == ["."]
-    assert config["graphs"] == {"agent": "./graph/graph.py:graph"}
+    assert config["graphs"] == {
+        "agent": "./graph/graph.py:graph",
+        "ingest": "./ingest/graph.py:graph",
+    }
     # An "env" file is referenced only if it exists, or the CLI would fail on it.
     assert "env" not in raw or (REPO / raw["env"]).is_file()
 
-    path, _, attribute = config["graphs"]["agent"].partition(":")
-    spec = importlib.util.spec_from_file_location("served_graph", REPO / path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    served = getattr(module, attribute)
-    assert served.name == "Agentic Memory"
-    assert served.checkpointer is None, "langgraph dev brings its own checkpointer"
+    expected_names = {"agent": "Agentic Memory", "ingest": "Ingest"}
+    for graph_id, target in config["graphs"].items():
+        path, _, attribute = target.partition(":")
+        spec = importlib.util.spec_from_file_location(f"served_{graph_id}", REPO / path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        # Registered first, as the server does: TypedDict hints resolve through sys.modules.
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        served = getattr(module, attribute)
+        assert served.name == expected_names[graph_id]
+        assert served.checkpointer is None, "langgraph dev brings its own checkpointer"
 
 
 def test_context_fields_are_described_for_studio() -> None:

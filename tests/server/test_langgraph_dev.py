@@ -10,6 +10,7 @@ fails the run.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -115,7 +116,9 @@ def dev_server(tmp_path: Path) -> Iterator[DevServer]:
     workdir = tmp_path / "server"
     workdir.mkdir()
     shutil.copy(REPO / "langgraph.json", workdir / "langgraph.json")
-    (workdir / "graph").symlink_to(REPO / "graph", target_is_directory=True)
+    graphs = json.loads((REPO / "langgraph.json").read_text())["graphs"]
+    for package in {Path(path.partition(":")[0]).parts[0] for path in graphs.values()}:
+        (workdir / package).symlink_to(REPO / package, target_is_directory=True)
     home = tmp_path / "amem-home"
     log = tmp_path / "langgraph-dev.log"
     port = _free_port()

@@ -14,6 +14,7 @@ import pytest
 
 import memstore.embedded as embedded
 from memstore import (
+    GLOBAL_SCOPE,
     InvalidInputError,
     MemoryObject,
     StoreError,
@@ -303,4 +304,22 @@ def test_bm25_uses_weaviates_idf_and_per_user_statistics(tmp_path: Path) -> None
     # A term in more than half the documents still counts (FTS5's idf would floor it at 1e-6).
     hits = store.hybrid(spec.name, query="lion", vector=vec(1, 0), alpha=0.0, user="u")
     assert hits[0].keyword_score == pytest.approx(math.log(1 + 1.5 / 3.5) * 1.0)
+    store.close()
+
+
+def test_ne_matches_objects_without_the_property_and_global_scope_works(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    spec = make_spec("Scopes")
+    store.ensure_collection(spec)
+    store.upsert(
+        spec.name,
+        [
+            MemoryObject(make_id("k"), {"kind": "a"}, vec(1, 0)),
+            MemoryObject(make_id("none"), {}, vec(1, 0)),
+        ],
+        user=GLOBAL_SCOPE,
+    )
+    listed = store.list_objects(spec.name, user=GLOBAL_SCOPE, where=[Where("kind", "ne", "a")])
+    assert [o.id for o in listed] == [make_id("none")]
+    assert store.users(spec.name) == [GLOBAL_SCOPE]
     store.close()
