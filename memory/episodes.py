@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from langchain_core.embeddings import Embeddings
-
+from memory._bound import CollectionBound
 from memory.collections import EPISODES
-from memstore import InvalidInputError, MemoryObject, MemoryStore, StoredObject, Where, make_id
+from memstore import InvalidInputError, MemoryObject, StoredObject, Where, make_id
 from memstore.base import check_user_id
 
 __all__ = [
@@ -109,21 +107,10 @@ class RecalledEpisode:
         }
 
 
-class EpisodicMemory:
+class EpisodicMemory(CollectionBound):
     """Per-user episodes on a :class:`~memstore.MemoryStore` (collection ``EpisodicMemory``)."""
 
-    def __init__(self, store: MemoryStore, embeddings: Embeddings) -> None:
-        self.store = store
-        self.embeddings = embeddings
-        self._ready = False
-        self._lock = threading.Lock()
-
-    def _ensure(self) -> None:
-        if not self._ready:
-            with self._lock:
-                if not self._ready:
-                    self.store.ensure_collection(EPISODES)
-                    self._ready = True
+    spec = EPISODES
 
     @staticmethod
     def episode_id(user: str, thread_id: str, conversation: int) -> str:

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from langchain_core.embeddings import Embeddings
-
+from memory._bound import CollectionBound
 from memory.collections import FACTS
-from memstore import InvalidInputError, MemoryObject, MemoryStore, StoredObject, Where, make_id
+from memstore import InvalidInputError, MemoryObject, StoredObject, Where, make_id
 from memstore.base import check_user_id
 
 __all__ = ["Fact", "FactCategory", "FactChange", "FactStore", "normalise_subject"]
@@ -119,21 +117,10 @@ class _Incoming:
     category: str
 
 
-class FactStore:
+class FactStore(CollectionBound):
     """Per-user facts on a :class:`~memstore.MemoryStore` (collection ``UserFact``)."""
 
-    def __init__(self, store: MemoryStore, embeddings: Embeddings) -> None:
-        self.store = store
-        self.embeddings = embeddings
-        self._ready = False
-        self._lock = threading.Lock()
-
-    def _ensure(self) -> None:
-        if not self._ready:
-            with self._lock:
-                if not self._ready:
-                    self.store.ensure_collection(FACTS)
-                    self._ready = True
+    spec = FACTS
 
     # -- writes ---------------------------------------------------------------------------
 

@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
+from memory._bound import CollectionBound
 from memory.collections import MESSAGES
-from memstore import InvalidInputError, MemoryObject, MemoryStore, StoredObject, Where, make_id
+from memstore import InvalidInputError, MemoryObject, StoredObject, Where, make_id
 from memstore.base import check_user_id
 
 __all__ = ["LoggedMessage", "MessageLog", "RecalledMessage", "Role"]
@@ -101,24 +101,10 @@ class _Turn:
     message_id: str | None
 
 
-class MessageLog:
+class MessageLog(CollectionBound):
     """Per-user message log on a :class:`~memstore.MemoryStore` (collection ``MessageLog``)."""
 
-    def __init__(self, store: MemoryStore, embeddings: Embeddings) -> None:
-        self.store = store
-        self.embeddings = embeddings
-        self._ready = False
-
-    # Ensuring twice is harmless (same schema), so no lock is needed around the flag.
-    def _ensure(self) -> None:
-        if not self._ready:
-            self.store.ensure_collection(MESSAGES)
-            self._ready = True
-
-    async def _aensure(self) -> None:
-        if not self._ready:
-            await self.store.aensure_collection(MESSAGES)
-            self._ready = True
+    spec = MESSAGES
 
     @staticmethod
     def message_id(user: str, thread_id: str, key: str) -> str:

@@ -15,7 +15,6 @@ import asyncio
 import difflib
 import json
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 import prompts
+from memory._bound import CollectionBound
 from memory.collections import RULES
 from memstore import InvalidInputError, MemoryObject, MemoryStore, StoredObject, make_id
 from memstore.base import check_user_id
@@ -145,8 +145,10 @@ def starting_rules() -> list[RuleItem]:
     return parse_rules(prompts.load("procedural_rules").format())
 
 
-class RuleBook:
+class RuleBook(CollectionBound):
     """Versioned rule sets on a :class:`~memstore.MemoryStore` (collection ``ProceduralRules``)."""
+
+    spec = RULES
 
     def __init__(
         self,
@@ -155,18 +157,8 @@ class RuleBook:
         *,
         initial_rules: Sequence[RuleItem] | None = None,
     ) -> None:
-        self.store = store
-        self.embeddings = embeddings
+        super().__init__(store, embeddings)
         self._initial = tuple(_check_rules(list(initial_rules))) if initial_rules else None
-        self._ready = False
-        self._lock = threading.Lock()
-
-    def _ensure(self) -> None:
-        if not self._ready:
-            with self._lock:
-                if not self._ready:
-                    self.store.ensure_collection(RULES)
-                    self._ready = True
 
     def _starting(self, scope: str) -> RuleVersion:
         rules = self._initial if self._initial is not None else tuple(starting_rules())

@@ -39,7 +39,6 @@ from memstore.types import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
-    Property,
     StoredObject,
     UnknownCollectionError,
 )
@@ -151,45 +150,14 @@ def embedding_text(kind: Kind, properties: Mapping[str, Any]) -> str:
 
 def spec_to_dict(spec: CollectionSpec) -> dict[str, Any]:
     """Serialise a collection schema for the export header."""
-    return {
-        "name": spec.name,
-        "per_user": spec.per_user,
-        "description": spec.description,
-        "properties": [
-            {
-                "name": p.name,
-                "type": p.type,
-                "searchable": p.searchable,
-                "filterable": p.filterable,
-                "description": p.description,
-            }
-            for p in spec.properties
-        ],
-    }
+    return spec.to_dict()
 
 
 def spec_from_dict(data: object) -> CollectionSpec:
     """Rebuild a collection schema from the export header; raise ``TransferError`` if malformed."""
-    if not isinstance(data, dict):
-        raise TransferError(f"a collection schema must be an object, got {data!r:.80}")
     try:
-        props = tuple(
-            Property(
-                name=str(p["name"]),
-                type=p["type"],
-                searchable=bool(p.get("searchable", False)),
-                filterable=bool(p.get("filterable", True)),
-                description=str(p.get("description", "")),
-            )
-            for p in data["properties"]
-        )
-        return CollectionSpec(
-            name=str(data["name"]),
-            properties=props,
-            per_user=bool(data["per_user"]),
-            description=str(data.get("description", "")),
-        )
-    except (KeyError, TypeError) as exc:
+        return CollectionSpec.from_dict(data)
+    except InvalidInputError as exc:
         raise TransferError(f"malformed collection schema in the header: {exc}") from None
 
 

@@ -857,43 +857,11 @@ def _stored(row: tuple[Any, ...], include_vector: bool) -> StoredObject:
 
 
 def _spec_to_json(spec: CollectionSpec) -> str:
-    return json.dumps(
-        {
-            "name": spec.name,
-            "per_user": spec.per_user,
-            "description": spec.description,
-            "properties": [
-                {
-                    "name": p.name,
-                    "type": p.type,
-                    "searchable": p.searchable,
-                    "filterable": p.filterable,
-                    "description": p.description,
-                }
-                for p in spec.properties
-            ],
-        },
-        ensure_ascii=False,
-    )
+    return json.dumps(spec.to_dict(), ensure_ascii=False)
 
 
 def _spec_from_json(raw: str) -> CollectionSpec:
-    data = json.loads(raw)
-    return CollectionSpec(
-        name=data["name"],
-        per_user=data["per_user"],
-        description=data.get("description", ""),
-        properties=tuple(
-            Property(
-                name=p["name"],
-                type=p["type"],
-                searchable=p["searchable"],
-                filterable=p["filterable"],
-                description=p.get("description", ""),
-            )
-            for p in data["properties"]
-        ),
-    )
+    return CollectionSpec.from_dict(json.loads(raw))
 
 
 def _structure(spec: CollectionSpec) -> tuple[Any, ...]:

@@ -60,6 +60,49 @@ class CollectionSpec:
                 return prop
         raise InvalidInputError(f"collection {self.name!r} has no property {name!r}")
 
+    def to_dict(self) -> dict[str, Any]:
+        """Return the schema as plain JSON-ready data (the inverse of ``from_dict``)."""
+        return {
+            "name": self.name,
+            "per_user": self.per_user,
+            "description": self.description,
+            "properties": [
+                {
+                    "name": p.name,
+                    "type": p.type,
+                    "searchable": p.searchable,
+                    "filterable": p.filterable,
+                    "description": p.description,
+                }
+                for p in self.properties
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> CollectionSpec:
+        """Rebuild a schema from ``to_dict`` data; raise ``InvalidInputError`` if malformed."""
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"a collection schema must be an object, got {data!r:.80}")
+        try:
+            props = tuple(
+                Property(
+                    name=str(p["name"]),
+                    type=p["type"],
+                    searchable=bool(p.get("searchable", False)),
+                    filterable=bool(p.get("filterable", True)),
+                    description=str(p.get("description", "")),
+                )
+                for p in data["properties"]
+            )
+            return cls(
+                name=str(data["name"]),
+                properties=props,
+                per_user=bool(data["per_user"]),
+                description=str(data.get("description", "")),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise InvalidInputError(f"malformed collection schema: {exc!r}") from None
+
     @property
     def searchable(self) -> tuple[str, ...]:
         """Names of the properties indexed for keyword search."""
