@@ -6,12 +6,17 @@ reflection, the rules) must validate, so the memories get written.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph.graph import compile_graph
 from graph.resources import get_resources
+from graph.schemas import Reflection, RuleSet
+from llm.calls import summarize_calls
 from llm.chat import resolve_chat_model
 from tests.llm.conftest import local_model_file, local_server, requires_local
 
@@ -46,3 +51,35 @@ async def test_a_conversation_with_the_local_model(local_server, store, embeddin
     assert [e.id for e in episodes] == [end["reflection"]["id"]]
     rules = [c for c in end["model_calls"] if c["purpose"] == "rules"]
     assert rules and all(c["input_tokens"] > 0 for c in end["model_calls"])
+
+    # Every structured memory written validates against its schema.
+    resources = get_resources(app.config)
+    stored = episodes[0]
+    Reflection.model_validate(
+        {
+            "context_tags": list(stored.context_tags),
+            "conversation_summary": stored.conversation_summary,
+            "what_worked": stored.what_worked,
+            "what_to_avoid": stored.what_to_avoid,
+            "importance": stored.importance,
+        }
+    )
+    for fact in await resources.facts.acurrent("alice"):
+        assert fact.subject.strip() and fact.value.strip()
+    if end["rules_version_created"] is not None:
+        latest = await asyncio.to_thread(resources.rules.latest, "alice")
+        assert latest.version == end["rules_version_created"]
+        RuleSet.model_validate({"rules": [dataclasses.asdict(r) for r in latest.rules]})
+        assert latest.source_episodes == (stored.id,)
+
+    # The cost records add up: one turn is facts + answer, the end adds reflection + rules.
+    assert [c["purpose"] for c in end["model_calls"]] == ["facts", "answer", "reflection", "rules"]
+    for turn in (first, end):
+        calls = turn["model_calls"]
+        total = summarize_calls(calls)
+        assert total["calls"] == len(calls)
+        assert total["input_tokens"] == sum(c["input_tokens"] for c in calls)
+        assert total["output_tokens"] == sum(c["output_tokens"] for c in calls)
+        assert total["seconds"] == pytest.approx(sum(c["seconds"] for c in calls))
+        assert not total["estimated"], "the local server reports its own token usage"
+        assert all(c["output_tokens"] > 0 and c["seconds"] > 0 for c in calls)
