@@ -192,7 +192,9 @@ def _resolved(role: str, spec: str) -> BaseChatModel:
         with _LOCK:
             model = _MODELS.get(key)
             if model is None:
-                # Answers may be long; memory calls are short structured outputs.
-                model = resolve_chat_model(spec, max_tokens=1024 if role == "answer" else 512)
+                # One limit for both roles: the largest bounded memory schema (10 rules of
+                # two 200-character fields) serialises to ~1000 tokens, and a smaller limit
+                # cuts such replies short.
+                model = resolve_chat_model(spec, max_tokens=1024)
                 _MODELS[key] = model
     return model

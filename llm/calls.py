@@ -390,6 +390,29 @@ def _get_at(data: Any, loc: tuple[int | str, ...]) -> Any:
     return target
 
 
+def _drop_truncated_tail(data: Any, exc: ValidationError) -> bool:
+    """Drop the last item of a list when a required field is missing from it, and only it.
+
+    A reply cut off by the token limit is closed at its last complete value, which can leave
+    the final list item without some fields; dropping that item invents nothing.
+    """
+    for err in exc.errors():
+        if err["type"] != "missing":
+            continue
+        loc = tuple(err["loc"])
+        for depth in range(len(loc) - 1, -1, -1):
+            if isinstance(loc[depth], int):
+                try:
+                    container = _get_at(data, loc[:depth])
+                except (KeyError, IndexError, TypeError):
+                    break
+                if isinstance(container, list) and loc[depth] == len(container) - 1:
+                    container.pop()
+                    return True
+                break
+    return False
+
+
 def _coerce_to_bounds(schema: type[T], data: Any) -> T:
     """Validate, cutting over-long strings and lists to their bounds; invent nothing.
 
@@ -401,8 +424,10 @@ def _coerce_to_bounds(schema: type[T], data: Any) -> T:
         try:
             return schema.model_validate(data)
         except ValidationError as exc:
-            fixed = False
+            fixed = _drop_truncated_tail(data, exc)
             for err in exc.errors():
+                if fixed:
+                    break  # locations shift once an item is dropped: validate again first
                 limit = (err.get("ctx") or {}).get("max_length")
                 if err["type"] not in ("string_too_long", "too_long") or limit is None:
                     continue

@@ -81,6 +81,19 @@ def local_model_path(models_dir: str | Path | None = None) -> Path:
     return target
 
 
+def _server_setting_names() -> frozenset[str]:
+    """Names of llama_cpp.server's settings, which it also reads from environment variables."""
+    try:
+        from llama_cpp.server.settings import (  # noqa: PLC0415  (optional extra)
+            ModelSettings,
+            ServerSettings,
+        )
+    except ImportError:
+        return frozenset({"host", "port"})
+    names = set(ServerSettings.model_fields) | set(ModelSettings.model_fields)
+    return frozenset(n.lower() for n in names)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -239,7 +252,10 @@ class LocalModelServer:
             logs = amem_home() / "logs"
             logs.mkdir(parents=True, exist_ok=True)
             self._log_path = logs / f"local-model-{os.getpid()}.log"
-            env = dict(os.environ)
+            # llama_cpp.server reads its settings from the environment too (pydantic-settings),
+            # and an inherited PORT or HOST (`make run PORT=…`, container platforms) beats the
+            # command line: drop every variable named like one of its settings.
+            env = {k: v for k, v in os.environ.items() if k.lower() not in _server_setting_names()}
             # With the CPU shared, busy-waiting OpenMP threads collapse generation speed.
             env["OMP_WAIT_POLICY"] = "PASSIVE"
             for _ in range(_PORT_ATTEMPTS):

@@ -179,6 +179,22 @@ async def test_cuts_nested_objects(script: Any) -> None:
     assert result.facts == [Fact(subject="x" * 20, value="ok"), Fact(subject="b", value="c")]
 
 
+async def test_drops_a_trailing_item_cut_off_by_the_token_limit(script: Any) -> None:
+    # Closed at its last complete value, a cut reply can end in an item missing a field.
+    cut = '{"facts": [{"subject": "diet", "value": "vegan"}, {"subject": "pet", "va'
+    model = script(broken_tool_reply("Nested", cut))
+    result, calls = await ainvoke_structured(model, Nested, PROMPT, purpose="facts")
+    assert result.facts == [Fact(subject="diet", value="vegan")]
+    assert len(calls) == 1
+
+
+async def test_a_middle_item_missing_a_field_is_not_dropped(script: Any) -> None:
+    incomplete = {"facts": [{"subject": "diet"}, {"subject": "pet", "value": "cat"}]}
+    model = script(tool_reply("Nested", incomplete), tool_reply("Nested", incomplete))
+    with pytest.raises(StructuredOutputError, match="value"):
+        await ainvoke_structured(model, Nested, PROMPT, purpose="facts")
+
+
 async def test_unwraps_a_wrapper_key(script: Any) -> None:
     model = script(tool_reply("Fact", {"Fact": {"subject": "a", "value": "b"}}))
     fact, _ = await ainvoke_structured(model, Fact, PROMPT, purpose="facts")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import urllib.request
 from pathlib import Path
 from typing import Annotated
 
@@ -86,6 +88,22 @@ def test_server_context_manager_stops_the_process(local_model_file: Path) -> Non
     assert _process_gone(pid)
     with pytest.raises(LocalServerError, match="not running"):
         _ = server.base_url
+
+
+def test_inherited_port_and_host_do_not_move_the_server(
+    local_model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `make run PORT=…` exports PORT, and llama_cpp.server reads its settings from the
+    # environment: the server must still bind where we told it to.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setenv("PORT", str(taken.getsockname()[1]))
+        monkeypatch.setenv("HOST", "0.0.0.0")
+        with LocalModelServer(local_model_file, n_ctx=512) as server:
+            assert server.base_url != f"http://127.0.0.1:{taken.getsockname()[1]}/v1"
+            with urllib.request.urlopen(f"{server.base_url}/models", timeout=10) as response:
+                assert response.status == 200
 
 
 def test_server_that_cannot_load_its_model_fails_clearly(tmp_path: Path) -> None:
