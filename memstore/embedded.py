@@ -104,16 +104,20 @@ def encode_terms(spec: CollectionSpec, props: dict[str, Any]) -> tuple[bytes, by
     (term hash, term frequency, property index) entry per distinct term and property.
     """
     lengths: list[int] = []
-    entries: list[tuple[int, int, int]] = []
+    parts: list[npt.NDArray[np.void]] = []
     for p, name in enumerate(spec.searchable):
         value = props.get(name) or ""
         tokens = tokenize(" ".join(value) if isinstance(value, list) else value)
         lengths.append(len(tokens))
-        entries.extend((term_hash(t), c, p) for t, c in collections.Counter(tokens).items())
-    return (
-        np.asarray(lengths, dtype="<u4").tobytes(),
-        np.asarray(entries, dtype=_TERM_ENTRY).tobytes(),
-    )
+        counts = collections.Counter(tokens)
+        # Filled column by column: building a structured array from tuples is much slower.
+        part = np.empty(len(counts), dtype=_TERM_ENTRY)
+        part["hash"] = np.fromiter(map(term_hash, counts), dtype=np.int64, count=len(counts))
+        part["tf"] = np.fromiter(counts.values(), dtype=np.uint32, count=len(counts))
+        part["prop"] = p
+        parts.append(part)
+    entries = np.concatenate(parts) if parts else np.empty(0, dtype=_TERM_ENTRY)
+    return np.asarray(lengths, dtype="<u4").tobytes(), entries.tobytes()
 
 
 def query_terms(query: str) -> list[str]:
@@ -371,22 +375,24 @@ class EmbeddedStore(MemoryStore):
         obj_t = _table(spec.name)
 
         def write(conn: sqlite3.Connection) -> None:
-            for oid, props_json, blob, lengths, terms in rows:
-                found = conn.execute(
-                    f"SELECT rid FROM {obj_t} WHERE user IS ? AND id = ?", (user, oid)
-                ).fetchone()
-                if found is None:
-                    conn.execute(
-                        f"INSERT INTO {obj_t} (id, user, props, vector, lengths, terms) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (oid, user, props_json, blob, lengths, terms),
-                    )
-                else:
-                    conn.execute(
-                        f"UPDATE {obj_t} SET props = ?, vector = ?, lengths = ?, terms = ? "
-                        "WHERE rid = ?",
-                        (props_json, blob, lengths, terms, found[0]),
-                    )
+            # One lookup for the whole batch, then one executemany per statement: a query
+            # per object was most of the write time for large batches.
+            existing = dict(
+                conn.execute(
+                    f"SELECT id, rid FROM {obj_t} WHERE user IS ? "
+                    "AND id IN (SELECT value FROM json_each(?))",
+                    (user, json.dumps([row[0] for row in rows])),
+                ).fetchall()
+            )
+            conn.executemany(
+                f"INSERT INTO {obj_t} (id, user, props, vector, lengths, terms) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(oid, user, *rest) for oid, *rest in rows if oid not in existing],
+            )
+            conn.executemany(
+                f"UPDATE {obj_t} SET props = ?, vector = ?, lengths = ?, terms = ? WHERE rid = ?",
+                [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
+            )
             _bump(conn, spec.name, user)
 
         self._write(write)
