@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from langchain_core.embeddings import Embeddings
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -94,12 +95,7 @@ def ingest(
         )
         raise typer.Exit(2)
 
-    try:
-        embeddings = get_embeddings()
-        store = open_store(embedding_dims(embeddings))
-    except (StoreError, ValueError) as exc:
-        render.error(f"cannot open the memory store: {exc}")
-        raise typer.Exit(1) from None
+    embeddings, store = _open_store()
     try:
         with _ProgressBar(enabled=not as_json and render.err().is_terminal) as bar:
             report = ingest_paths(
@@ -238,13 +234,18 @@ def _short(path: str) -> str:
         return path
 
 
-def _list(collection: str | None, as_json: bool) -> None:
+def _open_store() -> tuple[Embeddings, MemoryStore]:
+    """Open the configured embeddings and store, or exit with the reason."""
     try:
         embeddings = get_embeddings()
-        store = open_store(embedding_dims(embeddings))
+        return embeddings, open_store(embedding_dims(embeddings))
     except (StoreError, ValueError) as exc:
         render.error(f"cannot open the memory store: {exc}")
         raise typer.Exit(1) from None
+
+
+def _list(collection: str | None, as_json: bool) -> None:
+    embeddings, store = _open_store()
     try:
         if collection is None:
             _list_bases(store, as_json)

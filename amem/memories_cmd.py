@@ -75,6 +75,7 @@ for _sub, _name in (
 
 UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="The user whose memories.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+AlphaOpt = Annotated[float, typer.Option(min=0.0, max=1.0, help="0 = keyword (BM25), 1 = vector.")]
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many rows.")]
 GlobalOpt = Annotated[
     bool, typer.Option("--global", help="The rules shared by every user instead of one user's.")
@@ -208,9 +209,7 @@ def episodes_search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     user: UserOpt = None,
     k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many episodes.")] = 5,
-    alpha: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="0 = keyword (BM25), 1 = vector.")
-    ] = 0.5,
+    alpha: AlphaOpt = 0.5,
     json_out: JsonOpt = False,
 ) -> None:
     """Recall a user's episodes by hybrid search, ranked as the agent ranks them."""
@@ -349,9 +348,7 @@ def messages_search(
     user: UserOpt = None,
     thread: Annotated[str | None, typer.Option("--thread", "-t", help="Only this thread.")] = None,
     k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many messages.")] = 10,
-    alpha: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="0 = keyword (BM25), 1 = vector.")
-    ] = 0.5,
+    alpha: AlphaOpt = 0.5,
     json_out: JsonOpt = False,
 ) -> None:
     """Search a user's message log (hybrid BM25 + vector)."""

@@ -138,26 +138,12 @@ def summarize_calls(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str,
     return total
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-        return "".join(parts)
-    return "" if content is None else str(content)
-
-
 def _estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / _CHARS_PER_TOKEN)
 
 
 def _reply_text(message: AIMessage) -> str:
-    text = _text_of(message.content)
+    text = str(message.text)
     for call in message.tool_calls:
         text += json.dumps(call.get("args", {}), ensure_ascii=False)
     for bad in message.invalid_tool_calls:
@@ -181,7 +167,7 @@ def _record(
             output_tokens=int(usage.get("output_tokens", 0)),
             seconds=seconds,
         )
-    prompt = "".join(_text_of(m.content) for m in messages)
+    prompt = "".join(str(m.text) for m in messages)
     return ModelCall(
         purpose=purpose,
         model=model_name,
@@ -461,7 +447,7 @@ def _candidates(raw: AIMessage | None, parsed_dict: Any) -> list[Any]:
         function = call.get("function") if isinstance(call, Mapping) else None
         if isinstance(function, Mapping) and isinstance(function.get("arguments"), str):
             out.extend(_json_objects(function["arguments"]))
-    out.extend(_json_objects(_text_of(raw.content)))
+    out.extend(_json_objects(str(raw.text)))
     return out
 
 

@@ -47,7 +47,30 @@ class RecordedCall:
         ).replace("\r", "")
 
 
-class ScriptedChatModel(BaseChatModel):
+class ToolCallingFake(BaseChatModel):
+    """Tool binding and structured output for scripted fakes: both become a forced tool call.
+
+    Subclasses implement ``_generate`` and read ``tools`` / ``tool_choice`` from its kwargs.
+    """
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | dict[str, Any] | bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
+
+    def with_structured_output(
+        self, schema: Any, *, include_raw: bool = False, method: str | None = None, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, Any]:
+        # Every method is served the same way: a forced tool call the base class parses.
+        return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
+
+
+class ScriptedChatModel(ToolCallingFake):
     """A deterministic chat model whose replies are scripted per call kind."""
 
     text_replies: list[Reply] = Field(default_factory=list)
@@ -69,22 +92,6 @@ class ScriptedChatModel(BaseChatModel):
     def calls_for(self, name: str | None) -> list[RecordedCall]:
         """Prompts of structured calls for schema ``name`` (``None``: plain text calls)."""
         return [c for c in self._calls if c.name == name]
-
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | dict[str, Any] | bool | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        formatted = [convert_to_openai_tool(t) for t in tools]
-        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
-
-    def with_structured_output(
-        self, schema: Any, *, include_raw: bool = False, method: str | None = None, **kwargs: Any
-    ) -> Runnable[LanguageModelInput, Any]:
-        # Every method is served the same way: a forced tool call the base class parses.
-        return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
 
     def _generate(
         self,

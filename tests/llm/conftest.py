@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
 
 from llm.chat import local_model_available
@@ -23,6 +21,7 @@ from llm.local_server import (
     start_local_server,
     stop_local_server,
 )
+from tests.fakes import ToolCallingFake
 
 # Variables the root conftest does not clear but which steer model selection.
 _MODEL_ENV = (
@@ -40,7 +39,7 @@ def _no_model_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-class MessageScriptModel(BaseChatModel):
+class MessageScriptModel(ToolCallingFake):
     """Replies with scripted AIMessages exactly as given (tool calls, prose, usage or not).
 
     Unlike ``tests/fakes.py`` it can return any raw message shape a real server sends,
@@ -63,21 +62,6 @@ class MessageScriptModel(BaseChatModel):
     @property
     def bound_kwargs(self) -> list[dict[str, Any]]:
         return self._kwargs
-
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | dict[str, Any] | bool | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        formatted = [convert_to_openai_tool(t) for t in tools]
-        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
-
-    def with_structured_output(
-        self, schema: Any, *, include_raw: bool = False, method: str | None = None, **kwargs: Any
-    ) -> Runnable[LanguageModelInput, Any]:
-        return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
 
     def _generate(
         self,
