@@ -27,10 +27,18 @@ PAGE_SEPARATOR = "\n\n"
 # boundaries and the splitter only cuts inside a word when a single word is too long.
 _SEPARATORS = [r"\n\n", r"(?<=[.!?…])\s+", r"\n", r" ", ""]
 
-_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-[ \t]*\n[ \t]*(?=[^\W\d_])")
+# The patterns start with a literal or a rare character where possible: a leading lookbehind
+# or a class that matches every space made the regex engine try every position, and cleaning
+# cost as much as a fifth of pypdf's extraction time.
+_HYPHEN_BREAK = re.compile(r"-(?<=[^\W\d_]-)[ \t]*\n[ \t]*(?=[^\W\d_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_SPACES = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
-_BLANK_LINES = re.compile(r"\n{3,}")
+_OTHER_SPACES = "\t\u00a0\u2000-\u200a\u202f\u205f\u3000"
+# A single plain space is left alone; only runs and other space characters are replaced.
+_SPACES = re.compile(rf"[{_OTHER_SPACES}][ {_OTHER_SPACES}]*| [ {_OTHER_SPACES}]+")
+_ASCII_BLANKS = str.maketrans(
+    {chr(c): " " for c in (*range(0x00, 0x0A), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)}
+)
+"""ASCII control characters and tabs, all turned into spaces."""
 _ZERO_WIDTH = re.compile(r"[\u00ad\u200b\u200c\u200d\u2060\ufeff]")
 
 
@@ -43,15 +51,33 @@ def clean_text(text: str) -> str:
     in a row. NFKC normalisation turns ligatures such as ``ﬁ`` back into letters, so keyword
     search finds the words.
     """
-    text = unicodedata.normalize("NFKC", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _inline_ascii(text) if text.isascii() else _inline_general(text)
+    text = "\n".join(line.strip() for line in text.split("\n"))
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text.strip()
+
+
+def _inline_general(text: str) -> str:
+    """Normalise characters, join hyphenated line ends and collapse spaces."""
+    text = unicodedata.normalize("NFKC", text)
     text = _ZERO_WIDTH.sub("", text)
     text = _CONTROL.sub(" ", text)
     text = _HYPHEN_BREAK.sub(_join_hyphenated, text)
-    text = _SPACES.sub(" ", text)
-    text = "\n".join(line.strip() for line in text.split("\n"))
-    text = _BLANK_LINES.sub("\n\n", text)
-    return text.strip()
+    return _SPACES.sub(" ", text)
+
+
+def _inline_ascii(text: str) -> str:
+    """``_inline_general`` for ASCII text (a test compares them), several times faster.
+
+    String methods replace the regexes that visit every character; most extracted text is
+    ASCII, and NFKC and zero-width characters do not apply to it.
+    """
+    text = _HYPHEN_BREAK.sub(_join_hyphenated, text.translate(_ASCII_BLANKS))
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text
 
 
 def _join_hyphenated(match: re.Match[str]) -> str:

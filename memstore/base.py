@@ -103,10 +103,12 @@ class MemoryStore(ABC):
             if obj.id in seen:
                 raise InvalidInputError(f"id {obj.id} appears twice in one batch")
             seen.add(obj.id)
-            self._check_vector(obj.vector)
+            self._check_vector_form(obj.vector)
             _check_properties(spec, obj.properties)
         if not objects:
             return UpsertResult()
+        # After the per-object checks, so that the batch converts to one array.
+        _check_finite([obj.vector for obj in objects])
         return self._upsert(spec, list(objects), user)
 
     def delete(self, collection: str, ids: Sequence[str], *, user: str | None = None) -> int:
@@ -278,6 +280,10 @@ class MemoryStore(ABC):
         return user
 
     def _check_vector(self, vector: Sequence[float]) -> None:
+        self._check_vector_form(vector)
+        _check_finite([vector])
+
+    def _check_vector_form(self, vector: Sequence[float]) -> None:
         if isinstance(vector, str | bytes) or not hasattr(vector, "__len__"):
             raise InvalidInputError(
                 f"vector must be a sequence of floats, got {type(vector).__name__}"
@@ -286,22 +292,18 @@ class MemoryStore(ABC):
             raise VectorSizeError(
                 f"vector has {len(vector)} dimensions, this store uses {self.dims}"
             )
-        # Vectorised: this runs for every object of every batch, so a per-float Python loop
-        # was the slowest step of ingestion.
         if isinstance(vector, np.ndarray):
             if vector.dtype.kind not in "fiu":
                 raise InvalidInputError(f"vector values must be floats, got dtype {vector.dtype}")
-            values = vector
-        else:
-            kinds = set(map(type, vector))
-            if not kinds <= _NUMBER_TYPES and not all(
-                issubclass(k, np.floating | np.integer) for k in kinds - _NUMBER_TYPES
-            ):
-                bad = next(x for x in vector if type(x) not in _NUMBER_TYPES)
-                raise InvalidInputError(f"vector values must be finite floats, got {bad!r}")
-            values = np.asarray(vector, dtype=np.float64)
-        if values.ndim != 1 or not np.isfinite(values).all():
-            raise InvalidInputError("vector values must be finite floats (found NaN or infinity)")
+            if vector.ndim != 1:
+                raise InvalidInputError(f"a vector must be one-dimensional, got {vector.shape}")
+            return
+        kinds = set(map(type, vector))
+        if not kinds <= _NUMBER_TYPES and not all(
+            issubclass(k, np.floating | np.integer) for k in kinds - _NUMBER_TYPES
+        ):
+            bad = next(x for x in vector if type(x) not in _NUMBER_TYPES)
+            raise InvalidInputError(f"vector values must be finite floats, got {bad!r}")
 
     # -- backend hooks --------------------------------------------------------------------
 
@@ -422,6 +424,13 @@ def _check_id(value: object) -> None:
         ) from None
 
 
+def _check_finite(vectors: Sequence[Sequence[float]]) -> None:
+    # One conversion for a whole batch: per-vector numpy calls were a visible part of
+    # ingestion time.
+    if not np.isfinite(np.asarray(vectors, dtype=np.float64)).all():
+        raise InvalidInputError("vector values must be finite floats (found NaN or infinity)")
+
+
 def _check_positive(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
@@ -452,6 +461,9 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
             ) from None
         if parsed.tzinfo is None:
             raise InvalidInputError(f"{spec.name}.{prop_name} must carry a timezone: {value!r}")
+    if ptype == "int" and not -(2**63) <= value < 2**63:  # type: ignore[operator]
+        # Weaviate's int and SQLite's INTEGER are both 64-bit.
+        raise InvalidInputError(f"{spec.name}.{prop_name} must fit in 64 bits, got {value!r}")
     if ptype == "number":
         try:
             finite = math.isfinite(float(value))  # type: ignore[arg-type]

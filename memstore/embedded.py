@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import functools
 import hashlib
+import itertools
 import json
 import re
 import sqlite3
@@ -48,7 +49,7 @@ from memstore.types import (
 )
 
 DB_FILENAME = "store.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 HYBRID_MIN_CANDIDATES = 100
 """Weaviate's ``hybrid.DefaultLimit``: each side retrieves ``max(limit, 100)`` candidates."""
@@ -97,27 +98,44 @@ def term_hash(term: str) -> int:
     return int.from_bytes(digest, "little", signed=True)
 
 
-def encode_terms(spec: CollectionSpec, props: dict[str, Any]) -> tuple[bytes, bytes]:
-    """Tokenise an object's searchable properties once, at write time.
+def encode_terms(
+    spec: CollectionSpec, objects: list[dict[str, Any]]
+) -> tuple[list[bytes], list[bytes]]:
+    """Tokenise the searchable properties of a batch of objects once, at write time.
 
-    Returns the token count of each searchable property (uint32 each) and one
+    Returns, per object, the token count of each searchable property (uint32 each) and one
     (term hash, term frequency, property index) entry per distinct term and property.
     """
+    searchable = spec.searchable
     lengths: list[int] = []
-    parts: list[npt.NDArray[np.void]] = []
-    for p, name in enumerate(spec.searchable):
-        value = props.get(name) or ""
-        tokens = tokenize(" ".join(value) if isinstance(value, list) else value)
-        lengths.append(len(tokens))
-        counts = collections.Counter(tokens)
-        # Filled column by column: building a structured array from tuples is much slower.
-        part = np.empty(len(counts), dtype=_TERM_ENTRY)
-        part["hash"] = np.fromiter(map(term_hash, counts), dtype=np.int64, count=len(counts))
-        part["tf"] = np.fromiter(counts.values(), dtype=np.uint32, count=len(counts))
-        part["prop"] = p
-        parts.append(part)
-    entries = np.concatenate(parts) if parts else np.empty(0, dtype=_TERM_ENTRY)
-    return np.asarray(lengths, dtype="<u4").tobytes(), entries.tobytes()
+    hashes: list[int] = []
+    frequencies: list[int] = []
+    props: list[int] = []
+    ends: list[int] = []
+    # Whole batch in plain lists, then three array fills: numpy calls per object (and
+    # concatenating structured arrays) cost more than the tokenising itself.
+    for properties in objects:
+        for p, name in enumerate(searchable):
+            value = properties.get(name) or ""
+            tokens = tokenize(" ".join(value) if isinstance(value, list) else value)
+            lengths.append(len(tokens))
+            counts = collections.Counter(tokens)
+            hashes.extend(map(term_hash, counts))
+            frequencies.extend(counts.values())
+            props.extend(itertools.repeat(p, len(counts)))
+        ends.append(len(hashes))
+    entries = np.empty(len(hashes), dtype=_TERM_ENTRY)
+    entries["hash"] = hashes
+    entries["tf"] = frequencies
+    entries["prop"] = props
+    entry_bytes = entries.tobytes()
+    length_bytes = np.asarray(lengths, dtype="<u4").tobytes()
+    width, size = 4 * len(searchable), _TERM_ENTRY.itemsize
+    starts = [0, *ends][:-1]
+    return (
+        [length_bytes[i * width : (i + 1) * width] for i in range(len(objects))],
+        [entry_bytes[a * size : b * size] for a, b in zip(starts, ends, strict=True)],
+    )
 
 
 def query_terms(query: str) -> list[str]:
@@ -279,6 +297,8 @@ class EmbeddedStore(MemoryStore):
                 "INSERT INTO amem_meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
+        elif int(row[0]) == 1:
+            _migrate_from_v1(conn)
         elif int(row[0]) != SCHEMA_VERSION:
             raise SchemaConflictError(
                 f"store file has layout version {row[0]}, this code reads {SCHEMA_VERSION}"
@@ -307,19 +327,14 @@ class EmbeddedStore(MemoryStore):
                 self._check_compatible(spec, _spec_from_json(row[0]), int(row[1]))
                 return
             obj = _table(spec.name)
+            columns = "".join(f", {_column(p.name)}" for p in _columns(spec))
             conn.execute(
                 f"CREATE TABLE {obj} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL, user TEXT, "
                 "props TEXT NOT NULL, vector BLOB NOT NULL, "
-                "lengths BLOB NOT NULL, terms BLOB NOT NULL)"
+                f"lengths BLOB NOT NULL, terms BLOB NOT NULL{columns})"
             )
             conn.execute(f'CREATE INDEX "ix_{spec.name}_user_id" ON {obj} (user, id)')
-            # Expression indexes let filters and sorting skip parsing every row's JSON.
-            for prop in spec.properties:
-                if prop.filterable and prop.type != "text[]":
-                    conn.execute(
-                        f'CREATE INDEX "ix_{spec.name}_{prop.name}" '
-                        f"ON {obj} (user, {_prop_expr(prop.name)})"
-                    )
+            _index_columns(conn, spec)
             conn.execute(
                 "INSERT INTO amem_collections (name, spec, dims, created_at) VALUES (?, ?, ?, ?)",
                 (spec.name, _spec_to_json(spec), self.dims, datetime.now(UTC).isoformat()),
@@ -371,8 +386,12 @@ class EmbeddedStore(MemoryStore):
     def _upsert(
         self, spec: CollectionSpec, objects: list[MemoryObject], user: str | None
     ) -> UpsertResult:
-        rows = [self._prepare(spec, obj) for obj in objects]
+        rows = self._prepare(spec, objects)
         obj_t = _table(spec.name)
+        columns = [_column(p.name) for p in _columns(spec)]
+        names = "".join(f", {c}" for c in columns)
+        marks = ", ?" * len(columns)
+        updates = "".join(f", {c} = ?" for c in columns)
 
         def write(conn: sqlite3.Connection) -> None:
             # One lookup for the whole batch, then one executemany per statement: a query
@@ -385,12 +404,13 @@ class EmbeddedStore(MemoryStore):
                 ).fetchall()
             )
             conn.executemany(
-                f"INSERT INTO {obj_t} (id, user, props, vector, lengths, terms) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO {obj_t} (id, user, props, vector, lengths, terms{names}) "
+                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
                 [(oid, user, *rest) for oid, *rest in rows if oid not in existing],
             )
             conn.executemany(
-                f"UPDATE {obj_t} SET props = ?, vector = ?, lengths = ?, terms = ? WHERE rid = ?",
+                f"UPDATE {obj_t} SET props = ?, vector = ?, lengths = ?, terms = ?{updates} "
+                "WHERE rid = ?",
                 [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
             )
             _bump(conn, spec.name, user)
@@ -398,35 +418,58 @@ class EmbeddedStore(MemoryStore):
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
 
-    def _prepare(
-        self, spec: CollectionSpec, obj: MemoryObject
-    ) -> tuple[str, str, bytes, bytes, bytes]:
-        """Encode one object before the transaction, so a bad value aborts before any write."""
-        known = {p.name: p for p in spec.properties}
-        props: dict[str, Any] = {}
-        for key, value in obj.properties.items():
-            if value is None:
-                continue
-            ptype = known[key].type
-            if ptype == "date":
-                value = normalise_date(value)
-            elif ptype == "number":
-                value = float(value)
-            elif ptype == "text[]":
-                value = list(value)
-            props[key] = value
-        try:
-            props_json = json.dumps(props, ensure_ascii=False, allow_nan=False)
-            props_json.encode("utf-8")
-        except (ValueError, UnicodeEncodeError) as exc:
-            raise InvalidInputError(
-                f"object {obj.id}: properties cannot be stored: {exc}"
-            ) from None
-        wide = np.asarray(obj.vector, dtype=np.float64)
-        if np.abs(wide).max(initial=0.0) > _FLOAT32_MAX:
-            raise InvalidInputError(f"object {obj.id}: vector values exceed the float32 range")
-        lengths, terms = encode_terms(spec, props)
-        return str(uuid.UUID(obj.id)), props_json, wide.astype(np.float32).tobytes(), lengths, terms
+    def _prepare(self, spec: CollectionSpec, objects: list[MemoryObject]) -> list[tuple[Any, ...]]:
+        """Encode a batch before the transaction, so a bad value aborts before any write.
+
+        Each row is (id, props JSON, vector, lengths, terms, *filterable column values).
+        """
+        known = {p.name: p.type for p in spec.properties}
+        indexed = _columns(spec)
+        encoded: list[str] = []
+        stored: list[dict[str, Any]] = []
+        for obj in objects:
+            props: dict[str, Any] = {}
+            for key, value in obj.properties.items():
+                if value is None:
+                    continue
+                ptype = known[key]
+                if ptype == "date":
+                    value = normalise_date(value)
+                elif ptype == "number":
+                    value = float(value)
+                elif ptype == "text[]":
+                    value = list(value)
+                props[key] = value
+            try:
+                props_json = json.dumps(props, ensure_ascii=False, allow_nan=False)
+                props_json.encode("utf-8")
+            except (ValueError, UnicodeEncodeError) as exc:
+                raise InvalidInputError(
+                    f"object {obj.id}: properties cannot be stored: {exc}"
+                ) from None
+            encoded.append(props_json)
+            stored.append(props)
+        # One conversion for the whole batch; the base class already checked each vector.
+        wide = np.asarray([obj.vector for obj in objects], dtype=np.float64)
+        too_large = np.abs(wide).max(axis=1, initial=0.0) > _FLOAT32_MAX
+        if too_large.any():
+            first = objects[int(np.argmax(too_large))].id
+            raise InvalidInputError(f"object {first}: vector values exceed the float32 range")
+        vectors = wide.astype(np.float32)
+        lengths, terms = encode_terms(spec, stored)
+        return [
+            (
+                str(uuid.UUID(obj.id)),
+                props_json,
+                vector.tobytes(),
+                length,
+                term,
+                *(_column_value(prop, props.get(prop.name)) for prop in indexed),
+            )
+            for obj, props, props_json, vector, length, term in zip(
+                objects, stored, encoded, vectors, lengths, terms, strict=True
+            )
+        ]
 
     def _delete_rids(self, conn: sqlite3.Connection, spec: CollectionSpec, rids: list[int]) -> int:
         if not rids:
@@ -506,7 +549,7 @@ class EmbeddedStore(MemoryStore):
         order = "id ASC"
         if sort_by is not None:
             direction = "DESC" if descending else "ASC"
-            order = f"{_prop_expr(sort_by)} {direction}, id ASC"
+            order = f"{_prop_sql(spec, sort_by)} {direction}, id ASC"
         with self._read() as conn:
             rows = conn.execute(
                 f"SELECT id, props, NULL FROM {obj_t} WHERE user IS ?{cond} "
@@ -808,10 +851,65 @@ def _json_path(prop: str) -> str:
     return f"$.{prop}"
 
 
-def _prop_expr(prop: str, props: str = "props") -> str:
-    # Property names match PROPERTY_NAME_RE, so the literal path is safe to inline; it must be
-    # a literal (not a parameter) for SQLite to use the expression index on it.
-    return f"json_extract({props}, '{_json_path(prop)}')"
+def _columns(spec: CollectionSpec) -> list[Property]:
+    """Return the properties kept in an indexed column of their own as well as in the JSON.
+
+    Filters and sorting read the column. Expression indexes on the JSON (layout 1) parsed
+    every row's JSON once per index on every write, which doubled the cost of an insert.
+    """
+    return [p for p in spec.properties if p.filterable and p.type != "text[]"]
+
+
+def _column(prop: str) -> str:
+    # Property names match PROPERTY_NAME_RE, so quoting them is enough.
+    return f'"p_{prop}"'
+
+
+def _column_value(prop: Property, value: Any) -> Any:
+    """Return what ``json_extract`` gives for the stored JSON value (booleans are 0 and 1)."""
+    return None if value is None else _sql_value(prop, value)
+
+
+def _index_columns(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
+    for prop in _columns(spec):
+        conn.execute(
+            f'CREATE INDEX "ix_{spec.name}_{prop.name}" '
+            f"ON {_table(spec.name)} (user, {_column(prop.name)})"
+        )
+
+
+def _prop_sql(spec: CollectionSpec, prop: str, alias: str = "") -> str:
+    """Return a scalar property's SQL: its column, or its JSON path when it has none."""
+    if any(p.name == prop for p in _columns(spec)):
+        return f"{alias}{_column(prop)}"
+    return f"json_extract({alias}props, '{_json_path(prop)}')"
+
+
+def _migrate_from_v1(conn: sqlite3.Connection) -> None:
+    """Move filterable properties from JSON expression indexes to indexed columns.
+
+    Runs inside the opening transaction: a crash leaves the layout-1 file untouched, and a
+    second process that opens the store meanwhile waits and then finds layout 2.
+    """
+    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+        spec = _spec_from_json(spec_json)
+        table = _table(spec.name)
+        indexed = _columns(spec)
+        for prop in indexed:
+            conn.execute(f'DROP INDEX IF EXISTS "ix_{spec.name}_{prop.name}"')
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {_column(prop.name)}")
+        if indexed:
+            conn.execute(
+                f"UPDATE {table} SET "
+                + ", ".join(
+                    f"{_column(p.name)} = json_extract(props, '{_json_path(p.name)}')"
+                    for p in indexed
+                )
+            )
+        _index_columns(conn, spec)
+    conn.execute(
+        "UPDATE amem_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+    )
 
 
 def _sql_value(prop: Property, value: Any) -> Any:
@@ -830,7 +928,7 @@ def _filter_sql(spec: CollectionSpec, where: list[Where], alias: str = "") -> tu
     for cond in where:
         prop = spec.prop(cond.prop)
         path = _json_path(cond.prop)
-        expr = _prop_expr(cond.prop, props)
+        expr = _prop_sql(spec, cond.prop, alias)
         if cond.op == "contains":
             parts.append(f"EXISTS (SELECT 1 FROM json_each({props}, ?) WHERE value = ?)")
             params += [path, cond.value]

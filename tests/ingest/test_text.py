@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from ingest.text import assemble, check_split_settings, clean_text, split_document
+from ingest.text import (
+    _inline_ascii,
+    _inline_general,
+    assemble,
+    check_split_settings,
+    clean_text,
+    split_document,
+)
 from tests.ingest.pdfs import filler
 
 
@@ -27,6 +36,17 @@ def test_whitespace_is_normalised_and_paragraph_breaks_kept() -> None:
 
 def test_ligatures_and_invisible_characters_are_normalised() -> None:
     assert clean_text("e\ufb03cient \ufb01le\u00ad name\u200b") == "efficient file name"
+
+
+def test_ascii_fast_path_matches_the_general_path() -> None:
+    # The fast path for ASCII text must not change what gets indexed: compare both on
+    # random text made of exactly the characters the cleaning rules care about.
+    rng = random.Random(5)
+    alphabet = ["a", "b", "Q", "7", "_", "-", " ", "  ", "\t", "\n", "\x0b", "\x0c", "\x00", "\x1f"]
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+        assert _inline_ascii(text) == _inline_general(text), repr(text)
+    assert _inline_ascii("exam-\n ple  and\tso-\nOn") == "example and so-On"
 
 
 def test_assemble_records_where_each_page_starts() -> None:

@@ -323,3 +323,126 @@ def test_ne_matches_objects_without_the_property_and_global_scope_works(tmp_path
     assert [o.id for o in listed] == [make_id("none")]
     assert store.users(spec.name) == [GLOBAL_SCOPE]
     store.close()
+
+
+def _downgrade_to_layout_1(db: Path, spec_name: str, props: list[str]) -> None:
+    """Rewrite a store file into layout 1: filterable properties only in JSON, with
+    expression indexes on it (what stores written before layout 2 hold)."""
+    import sqlite3
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    table = f'"o_{spec_name}"'
+    for prop in props:
+        conn.execute(f'DROP INDEX "ix_{spec_name}_{prop}"')
+        conn.execute(f'ALTER TABLE {table} DROP COLUMN "p_{prop}"')
+        conn.execute(
+            f'CREATE INDEX "ix_{spec_name}_{prop}" ON {table} '
+            f"(user, json_extract(props, '$.{prop}'))"
+        )
+    conn.execute("UPDATE amem_meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_layout_1_store_is_migrated_on_open_with_the_same_answers(tmp_path: Path) -> None:
+    import sqlite3
+
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    spec = make_spec("Migrated")
+    store.ensure_collection(spec)
+    store.upsert(
+        spec.name,
+        [
+            MemoryObject(
+                make_id(str(i)),
+                {
+                    "title": f"item {i}",
+                    "kind": "even" if i % 2 == 0 else "odd",
+                    "rank": i,
+                    "weight": i / 4,
+                    "flag": i % 3 == 0,
+                    "at": f"2026-01-{i + 1:02d}T10:00:00+02:00",
+                    "tags": [f"t{i % 3}"],
+                },
+                vec(1, i),
+            )
+            for i in range(12)
+        ]
+        + [MemoryObject(make_id("bare"), {"title": "no filterable values"}, vec(0, 1))],
+        user="alice",
+    )
+    queries: list[list[Where]] = [
+        [Where("kind", "eq", "even")],
+        [Where("kind", "ne", "even")],
+        [Where("rank", "gte", 5), Where("flag", "eq", True)],
+        [Where("weight", "lt", 1.0)],
+        [Where("at", "gt", "2026-01-06T00:00:00Z")],
+        [Where("rank", "in", [1, 2, 11])],
+        [Where("tags", "contains", "t1")],
+    ]
+
+    def answers(s: EmbeddedStore) -> list[list[str]]:
+        out = [
+            [o.id for o in s.list_objects(spec.name, user="alice", where=q, limit=50)]
+            for q in queries
+        ]
+        out.append(
+            [
+                o.id
+                for o in s.list_objects(
+                    spec.name, user="alice", sort_by="at", descending=True, limit=50
+                )
+            ]
+        )
+        out.append(
+            [
+                h.id
+                for h in s.hybrid(
+                    spec.name, query="item", vector=vec(1, 3), where=queries[2], user="alice"
+                )
+            ]
+        )
+        return out
+
+    before = answers(store)
+    store.close()
+    filterable = [p.name for p in spec.properties if p.filterable and p.type != "text[]"]
+    assert filterable == ["title", "body", "kind", "rank", "weight", "flag", "at"]
+    _downgrade_to_layout_1(tmp_path / DB_FILENAME, spec.name, filterable)
+
+    migrated = EmbeddedStore(tmp_path, dims=DIMS)
+    assert answers(migrated) == before
+    assert all(before[:6]), "every filter matches something, so the comparison means something"
+    migrated.close()
+
+    conn = sqlite3.connect(tmp_path / DB_FILENAME)
+    assert conn.execute("SELECT value FROM amem_meta WHERE key = 'schema_version'").fetchone() == (
+        str(embedded.SCHEMA_VERSION),
+    )
+    # The indexes are on the columns now, not on JSON expressions.
+    for prop in filterable:
+        (sql,) = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = ?", (f"ix_{spec.name}_{prop}",)
+        ).fetchone()
+        assert f'"p_{prop}"' in sql and "json_extract" not in sql
+    conn.close()
+
+
+def test_store_of_a_newer_layout_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    EmbeddedStore(tmp_path, dims=DIMS).close()
+    conn = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
+    conn.execute("UPDATE amem_meta SET value = '99' WHERE key = 'schema_version'")
+    conn.close()
+    with pytest.raises(StoreError, match="layout version 99"):
+        EmbeddedStore(tmp_path, dims=DIMS)
+
+
+def test_int_values_must_fit_in_64_bits(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    spec = make_spec("Ints")
+    store.ensure_collection(spec)
+    with pytest.raises(InvalidInputError, match="64 bits"):
+        store.upsert(spec.name, [MemoryObject(make_id("big"), {"rank": 2**63}, vec(1))], user="a")
+    assert store.count(spec.name, user="a") == 0
+    store.close()
