@@ -535,6 +535,7 @@ def test_non_string_text_changes_nothing(store: MemoryStore, coll: CollectionSpe
         {"tags": ["ok", 3]},
         {"rank": "1"},
         {"rank": True},
+        {"rank": 2**63},  # beyond int64, Weaviate's and SQLite's integer
         {"flag": 1},
         {"at": "2026-01-01T00:00:00"},  # no timezone
         {"at": "yesterday"},

@@ -436,13 +436,3 @@ def test_store_of_a_newer_layout_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match="layout version 99"):
         EmbeddedStore(tmp_path, dims=DIMS)
-
-
-def test_int_values_must_fit_in_64_bits(tmp_path: Path) -> None:
-    store = EmbeddedStore(tmp_path, dims=DIMS)
-    spec = make_spec("Ints")
-    store.ensure_collection(spec)
-    with pytest.raises(InvalidInputError, match="64 bits"):
-        store.upsert(spec.name, [MemoryObject(make_id("big"), {"rank": 2**63}, vec(1))], user="a")
-    assert store.count(spec.name, user="a") == 0
-    store.close()
