@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
 import typer
 from langchain_core.embeddings import Embeddings
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import LangGraphError
 from rich.progress import Progress
 
 from amem import render
@@ -690,11 +694,26 @@ def print_forget_report(report: ForgetReport, *, json_out: bool) -> None:
     )
     if report.threads:
         render.note("threads deleted from the checkpointer: " + ", ".join(sorted(report.threads)))
+    if report.server_threads:
+        render.note(
+            "threads deleted on the LangGraph server: " + ", ".join(sorted(report.server_threads))
+        )
     if report.kept_threads:
         render.note(
             "kept the checkpoints of threads another user owns: "
             + ", ".join(sorted(report.kept_threads))
         )
+
+
+async def _reachable(server: LangGraphClient, url: str) -> None:
+    """Fail before anything is deleted when the server cannot be used."""
+    try:
+        await server.threads.search(limit=1)
+    except (LangGraphError, httpx.HTTPError) as exc:
+        raise CliError(
+            f"cannot use the LangGraph server at {url}: {str(exc) or type(exc).__name__} "
+            "(nothing was deleted)"
+        ) from None
 
 
 async def _forget(
@@ -706,6 +725,7 @@ async def _forget(
     subject: str | None,
     thread: str | None,
     everything: bool,
+    server_url: str | None = None,
 ) -> ForgetReport:
     if episode:
         return await forget_episode(store, uid, episode)
@@ -716,14 +736,29 @@ async def _forget(
     # Loaded here: the graph package is heavy and only forgetting threads needs it.
     from graph.persistence import CheckpointerError, open_checkpointer  # noqa: PLC0415
 
+    server = get_client(url=server_url) if server_url else None
     try:
+        if server is not None:
+            assert server_url is not None
+            await _reachable(server, server_url)
         async with open_checkpointer() as checkpointer:
             if thread:
-                return await forget_thread(store, uid, thread, checkpointer=checkpointer)
+                return await forget_thread(
+                    store, uid, thread, checkpointer=checkpointer, server=server
+                )
             assert everything
-            return await forget_user(store, uid, checkpointer=checkpointer)
+            return await forget_user(store, uid, checkpointer=checkpointer, server=server)
     except CheckpointerError as exc:
         raise CliError(f"{exc} (nothing was deleted)") from None
+    except (LangGraphError, httpx.HTTPError) as exc:
+        # Past the reachability check: the store may already have been changed.
+        raise CliError(
+            f"the LangGraph server at {server_url} failed while deleting threads: {exc}; "
+            "run the same command again to finish"
+        ) from None
+    finally:
+        if server is not None:
+            await server.aclose()
 
 
 @app.command("forget")
@@ -741,6 +776,14 @@ def forget_cmd(
     everything: Annotated[
         bool, typer.Option("--all", help="Forget everything derived from the user.")
     ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AMEM_SERVER_URL",
+            help="Also delete the threads on this LangGraph server (langgraph dev, Platform); "
+            "with --thread or --all.",
+        ),
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -752,6 +795,10 @@ def forget_cmd(
         )
         if len(chosen) != 1:
             raise CliError("give exactly one of --episode, --fact, --subject, --thread or --all")
+        if server is not None and not (thread or everything):
+            raise CliError("--server goes with --thread or --all: only threads live on a server")
+        if server is not None and not server.startswith(("http://", "https://")):
+            raise CliError(f"--server must be an http(s) URL, got {server!r}")
         if everything and not yes:
             if not sys.stdin.isatty():
                 raise CliError(f"forgetting everything about {uid!r} needs --yes")
@@ -766,6 +813,7 @@ def forget_cmd(
                     subject=subject,
                     thread=thread,
                     everything=everything,
+                    server_url=server,
                 )
             )
         print_forget_report(report, json_out=json_out)

@@ -10,7 +10,9 @@ and what was rewritten to stop naming the forgotten memories:
   re-linked so that each subject keeps one current value;
 * forgetting a thread or a user also deletes the thread's checkpoints (working memory) through
   the checkpointer's ``adelete_thread``; a user's threads are known from their message log and
-  episodes.
+  episodes;
+* given a LangGraph SDK client (``server=``), the same threads are deleted on that server too
+  (``langgraph dev``, LangGraph Platform), whose checkpoints live in the server's own storage.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import NotFoundError
 
 from memory.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
 from memory.facts import normalise_subject
@@ -35,6 +39,8 @@ from memstore.types import (
 )
 
 CHECKPOINTER = "checkpointer"
+SERVER = "server"
+"""The store column of the report's row for threads deleted on a LangGraph server."""
 _PAGE = 500
 
 
@@ -53,6 +59,8 @@ class ForgetReport:
     """Threads whose checkpoints were deleted."""
     kept_threads: list[str] = field(default_factory=list)
     """Threads named in the user's memories whose checkpoints belong to another user (kept)."""
+    server_threads: list[str] = field(default_factory=list)
+    """Threads deleted on the LangGraph server."""
 
     def add_deleted(self, collection: str, n: int, *, store: str | None = None) -> None:
         """Count ``n`` deleted objects of ``collection`` (zero counts are kept, for the table)."""
@@ -73,7 +81,8 @@ class ForgetReport:
     def rows(self) -> list[tuple[str, str, int, int]]:
         """Return ``(store, collection, deleted, scrubbed)`` rows in a stable order."""
         keys = sorted(
-            set(self.deleted) | set(self.scrubbed), key=lambda k: (k[0] == CHECKPOINTER, k)
+            set(self.deleted) | set(self.scrubbed),
+            key=lambda k: (k[0] in (CHECKPOINTER, SERVER), k[0] == SERVER, k),
         )
         return [(s, c, self.deleted.get((s, c), 0), self.scrubbed.get((s, c), 0)) for s, c in keys]
 
@@ -88,6 +97,7 @@ class ForgetReport:
             "total_deleted": self.total_deleted,
             "threads": sorted(self.threads),
             "kept_threads": sorted(self.kept_threads),
+            "server_threads": sorted(self.server_threads),
         }
 
 
@@ -156,6 +166,49 @@ async def _delete_checkpoints(
         if n:
             report.threads.append(thread_id)
     report.add_deleted("checkpoints", total, store=CHECKPOINTER)
+
+
+async def _server_thread_owner(server: LangGraphClient, thread_id: str) -> str | None:
+    """Return the user named in the server thread's metadata ("" if none; None: no thread)."""
+    try:
+        thread = await server.threads.get(thread_id)
+    except NotFoundError:
+        return None
+    owner = (thread.get("metadata") or {}).get("user_id")
+    return owner if isinstance(owner, str) else ""
+
+
+async def _delete_server_threads(
+    server: LangGraphClient, threads: Iterable[str], report: ForgetReport
+) -> None:
+    deleted = 0
+    for thread_id in sorted(set(threads)):
+        owner = await _server_thread_owner(server, thread_id)
+        if owner is None:
+            continue
+        if owner and owner != report.user:
+            if thread_id not in report.kept_threads:
+                report.kept_threads.append(thread_id)
+            continue
+        try:
+            await server.threads.delete(thread_id)
+        except NotFoundError:
+            continue  # deleted by someone else in the meantime
+        deleted += 1
+        report.server_threads.append(thread_id)
+    report.add_deleted("threads", deleted, store=SERVER)
+
+
+async def server_user_threads(server: LangGraphClient, user: str) -> list[str]:
+    """Return the server's threads whose metadata names ``user`` (``metadata={"user_id": …}``)."""
+    found: list[str] = []
+    while True:
+        page = await server.threads.search(
+            metadata={"user_id": user}, limit=_PAGE, offset=len(found)
+        )
+        found.extend(t["thread_id"] for t in page)
+        if len(page) < _PAGE:
+            return found
 
 
 # -- rule provenance ---------------------------------------------------------------------------
@@ -319,14 +372,16 @@ async def forget_thread(
     thread_id: str,
     *,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
+    server: LangGraphClient | None = None,
 ) -> ForgetReport:
     """Forget one conversation: its messages, its episodes, facts learned in it and its checkpoints.
 
     Facts learned in the thread are deleted and the subject's history re-linked, so an older
-    value becomes current again when the thread had replaced it.
+    value becomes current again when the thread had replaced it. With ``server``, the thread is
+    deleted on that LangGraph server too, unless its metadata names another user.
 
     Raises:
-        InvalidInputError: Neither the store nor the checkpointer knows the thread.
+        InvalidInputError: Neither the store, the checkpointer nor the server knows the thread.
     """
     check_user_id(user)
     if not isinstance(thread_id, str) or not thread_id.strip():
@@ -348,9 +403,15 @@ async def forget_thread(
     if checkpointer is not None:
         owner = await _thread_owner(checkpointer, thread_id)
         has_checkpoints = owner is not None and owner in ("", user)
+    if server is not None and not known and not has_checkpoints:
+        owner = await _server_thread_owner(server, thread_id)
+        has_checkpoints = owner is not None and owner in ("", user)
     if not known and not has_checkpoints:
         raise InvalidInputError(f"user {user!r} has no thread {thread_id!r}")
 
+    if server is not None:
+        # First, so that a server failure leaves the memories that name the thread.
+        await _delete_server_threads(server, [thread_id], report)
     if _has(store, MESSAGES):
         report.add_deleted(
             MESSAGES.name, await store.adelete_where(MESSAGES.name, by_thread, user=user)
@@ -404,6 +465,7 @@ async def forget_user(
     user: str,
     *,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
+    server: LangGraphClient | None = None,
     extra_threads: Iterable[str] = (),
 ) -> ForgetReport:
     """Erase everything derived from ``user``.
@@ -411,7 +473,8 @@ async def forget_user(
     Deletes their episodes, facts (with history), message log and rule versions in their scope;
     scrubs their episodes and their name from the provenance of global rule versions; deletes
     the checkpoints of their threads (from the message log and episodes, plus
-    ``extra_threads``).
+    ``extra_threads``). With ``server``, deletes those threads on that LangGraph server too, and
+    the server's threads whose metadata names the user.
     """
     check_user_id(user)
     if user == GLOBAL_SCOPE:
@@ -424,6 +487,11 @@ async def forget_user(
             thread_id = item.config["configurable"].get("thread_id")
             if isinstance(thread_id, str):
                 threads.add(thread_id)
+    if server is not None:
+        # First, while the memories still name the threads: if the server fails halfway,
+        # running the same call again finds the rest.
+        server_threads = threads | set(await server_user_threads(server, user))
+        await _delete_server_threads(server, server_threads, report)
     episode_ids: list[str] = []
     if _has(store, EPISODES):
         episode_ids = [e.id for e in await _all(store, EPISODES, user)]

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
+import httpx
 import pytest
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import NotFoundError
 
 from graph.persistence import sqlite_checkpointer
 from llm.embeddings import LocalEmbeddings
@@ -12,6 +16,7 @@ from memory.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, 
 from memory.facts import FactStore
 from memory.forget import (
     CHECKPOINTER,
+    SERVER,
     forget_episode,
     forget_fact,
     forget_subject,
@@ -197,3 +202,78 @@ async def test_a_thread_id_another_user_owns_keeps_its_checkpoints(
         with pytest.raises(InvalidInputError, match="no thread"):
             await forget_thread(store, "alice", "shared", checkpointer=cp)
         assert await checkpoint_count(cp, "shared") > 0
+
+
+class _FakeThreads:
+    """The slice of the LangGraph SDK's threads API that forgetting uses, in memory."""
+
+    def __init__(self, threads: dict[str, dict[str, Any]]) -> None:
+        self.threads = threads
+
+    async def get(self, thread_id: str) -> dict[str, Any]:
+        if thread_id not in self.threads:
+            request = httpx.Request("GET", f"http://server/threads/{thread_id}")
+            raise NotFoundError(
+                "not found", response=httpx.Response(404, request=request), body=None
+            )
+        return {"thread_id": thread_id, "metadata": self.threads[thread_id]}
+
+    async def delete(self, thread_id: str) -> None:
+        await self.get(thread_id)
+        del self.threads[thread_id]
+
+    async def search(
+        self, *, metadata: dict[str, Any], limit: int, offset: int
+    ) -> list[dict[str, Any]]:
+        found = [
+            {"thread_id": t, "metadata": m}
+            for t, m in sorted(self.threads.items())
+            if all(m.get(k) == v for k, v in metadata.items())
+        ]
+        return found[offset : offset + limit]
+
+
+class _FakeServer:
+    def __init__(self, threads: dict[str, dict[str, Any]]) -> None:
+        self.threads = _FakeThreads(threads)
+
+
+async def test_forgetting_a_user_deletes_their_threads_on_the_server(
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
+) -> None:
+    add_messages(store, embeddings, "alice", "shared", ["hello", "hi"])
+    server = _FakeServer(
+        {
+            "alice-t1": {},  # named in her memories, no metadata: hers
+            "alice-t2": {"user_id": "alice"},
+            "alice-untold": {"user_id": "alice"},  # no memory yet: found by its metadata
+            "shared": {"user_id": "bob"},  # the same id used by bob: kept
+            "bob-t1": {"user_id": "bob"},
+            "anonymous": {},
+        }
+    )
+    client = cast(LangGraphClient, server)
+    report = await forget_user(store, "alice", server=client)
+    assert sorted(server.threads.threads) == ["anonymous", "bob-t1", "shared"]
+    assert report.server_threads == ["alice-t1", "alice-t2", "alice-untold"]
+    assert report.kept_threads == ["shared"]
+    assert report.deleted[(SERVER, "threads")] == 3
+    assert report.rows()[-1] == (SERVER, "threads", 3, 0)
+    # Twice: nothing more.
+    again = await forget_user(store, "alice", server=client)
+    assert again.deleted[(SERVER, "threads")] == 0
+
+
+async def test_forgetting_a_thread_deletes_it_on_the_server(
+    store: EmbeddedStore, seeded: Seeded
+) -> None:
+    server = _FakeServer({"alice-t2": {"user_id": "alice"}, "only-on-server": {}})
+    client = cast(LangGraphClient, server)
+    report = await forget_thread(store, "alice", "alice-t2", server=client)
+    assert report.server_threads == ["alice-t2"]
+    # A thread the store does not know but the server does is still forgettable.
+    report = await forget_thread(store, "alice", "only-on-server", server=client)
+    assert report.server_threads == ["only-on-server"]
+    assert server.threads.threads == {}
+    with pytest.raises(InvalidInputError, match="no thread"):
+        await forget_thread(store, "alice", "nowhere", server=client)

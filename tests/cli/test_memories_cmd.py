@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +262,12 @@ def test_forget_thread_and_episode_through_the_cli(store: EmbeddedStore, seeded:
     assert ok_json("memories", "episodes", "list", "--user", "alice") == []
 
 
+def _closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again when the test connects
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -269,6 +276,12 @@ def test_forget_thread_and_episode_through_the_cli(store: EmbeddedStore, seeded:
         (["--subject", "diet", "--thread", "t"], "exactly one of"),
         (["--subject", "astrology"], "no fact about 'astrology'"),
         (["--thread", "nope"], "no thread 'nope'"),
+        (["--subject", "diet", "--server", "http://127.0.0.1:9"], "goes with --thread or --all"),
+        (["--all", "--yes", "--server", "ftp://host"], "must be an http(s) URL"),
+        (
+            ["--all", "--yes", "--server", f"http://127.0.0.1:{_closed_port()}"],
+            "(nothing was deleted)",
+        ),
     ],
 )
 def test_forget_refuses_and_changes_nothing(

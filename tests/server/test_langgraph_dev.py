@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from langgraph_sdk import get_client
+from langgraph_sdk.errors import NotFoundError
 
 from llm.embeddings import get_embeddings
 from memory.episodes import EpisodicMemory
@@ -266,3 +267,37 @@ async def test_full_conversation_through_langgraph_dev(dev_server: DevServer) ->
         assert "allergies" in versions[-1].render()
     finally:
         store.close()
+
+    # Forgetting the user through the CLI, pointed at the server, deletes her thread there too;
+    # the anonymous thread and another user's thread stay.
+    bob = await client.threads.create(metadata={"user_id": "bob"})
+    env = dict(os.environ, AMEM_HOME=str(dev_server.home), AMEM_STORE="embedded")
+    forgot = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("amem")),
+            "memories",
+            "forget",
+            "--user",
+            USER,
+            "--all",
+            "--yes",
+            "--server",
+            dev_server.url,
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert forgot.returncode == 0, forgot.stderr
+    report = json.loads(forgot.stdout)
+    assert report["server_threads"] == [thread_id]
+    rows = {(r["store"], r["collection"]): r["deleted"] for r in report["deleted"]}
+    assert rows[("server", "threads")] == 1
+    assert rows[("embedded", "EpisodicMemory")] == 1
+    with pytest.raises(NotFoundError):
+        await client.threads.get(thread_id)
+    assert (await client.threads.get(other["thread_id"]))["thread_id"] == other["thread_id"]
+    assert (await client.threads.get(bob["thread_id"]))["metadata"]["user_id"] == "bob"
