@@ -158,6 +158,11 @@ class _KeywordIndex:
     """Sorted term hashes (see ``term_hash``); term i's postings are ``indptr[i]:indptr[i+1]``."""
     indptr: IntArray
     docs: IntArray
+    """Row index of each posting; within a term, in row order."""
+    tf: FloatArray
+    """(postings, searchable properties): the term's count in each property of the row."""
+    lengths: FloatArray
+    """(rows, searchable properties): token counts, for the length normalisation."""
     weight: FloatArray
     """``tf (k1 + 1) / (tf + k1)`` per posting, where tf is the BM25F pseudo-frequency
     (the sum over properties of tf / (1 - b + b * len / avg_len)); a query only multiplies
@@ -167,6 +172,8 @@ class _KeywordIndex:
 @dataclass
 class _Partition:
     token: str | None
+    lineage: str | None
+    """Kept by writes that only add rows: the partition can then be extended, not reloaded."""
     rowids: IntArray
     ids: list[str]
     unit: FloatArray
@@ -309,11 +316,13 @@ class EmbeddedStore(MemoryStore):
             "created_at TEXT NOT NULL)"
         )
         # One random token per (collection, user) that every write replaces: a vector cache
-        # built under another token is stale, whichever process wrote.
+        # built under another token is stale, whichever process wrote. The lineage changes
+        # only when rows are replaced or deleted, so a cache of the same lineage is missing
+        # nothing but rows added after its largest rid.
         conn.execute(
             "CREATE TABLE IF NOT EXISTS amem_generations ("
             "collection TEXT NOT NULL, scope TEXT NOT NULL, token TEXT NOT NULL, "
-            "PRIMARY KEY (collection, scope))"
+            "lineage TEXT NOT NULL DEFAULT '', PRIMARY KEY (collection, scope))"
         )
 
     # -- schema ---------------------------------------------------------------------------
@@ -413,7 +422,7 @@ class EmbeddedStore(MemoryStore):
                 "WHERE rid = ?",
                 [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
             )
-            _bump(conn, spec.name, user)
+            _bump(conn, spec.name, user, added_only=not existing)
 
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
@@ -642,47 +651,105 @@ class EmbeddedStore(MemoryStore):
     def _partition(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None
     ) -> _Partition:
-        """Return the in-memory index of a partition, reloading its vectors when stale."""
+        """Return the in-memory index of a partition, brought up to date with the store.
+
+        A partition that only gained rows since it was cached is extended with them;
+        otherwise it is reloaded. Either way the result equals a fresh load.
+        """
         key = (spec.name, user or "")
         row = conn.execute(
-            "SELECT token FROM amem_generations WHERE collection = ? AND scope = ?", key
+            "SELECT token, lineage FROM amem_generations WHERE collection = ? AND scope = ?",
+            key,
         ).fetchone()
-        token = row[0] if row else None
+        token, lineage = (row[0], row[1]) if row else (None, None)
         cached = self._cache.get(key)
         if cached is not None and cached.token == token and token is not None:
             self._cache.move_to_end(key)
             return cached
-        rids: list[int] = []
-        ids: list[str] = []
-        blobs: list[bytes] = []
-        for rid, oid, blob in conn.execute(
-            f"SELECT rid, id, vector FROM {_table(spec.name)} WHERE user IS ? ORDER BY rid",
-            (user,),
-        ):
-            rids.append(rid)
-            ids.append(oid)
-            blobs.append(blob)
-        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rids), self.dims)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        entry = _Partition(
-            token=token,
-            rowids=np.asarray(rids, dtype=np.int64),
-            ids=ids,
-            unit=np.ascontiguousarray(matrix / norms, dtype=np.float32),
-        )
+        if cached is not None and lineage and cached.lineage == lineage:
+            entry = self._extend(conn, spec, user, cached, token)
+        else:
+            rids, ids, unit, _ = self._load_rows(conn, spec, user, after=0, terms=False)
+            entry = _Partition(token=token, lineage=lineage, rowids=rids, ids=ids, unit=unit)
         self._cache[key] = entry
         self._cache.move_to_end(key)
         while len(self._cache) > _CACHE_ENTRIES:
             self._cache.popitem(last=False)
         return entry
 
+    def _load_rows(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        *,
+        after: int,
+        terms: bool,
+    ) -> tuple[IntArray, list[str], FloatArray, tuple[list[bytes], list[bytes]]]:
+        """Read the partition's rows with ``rid > after`` in rid order.
+
+        Returns their rids, ids, unit vectors and, with ``terms``, their length and term blobs.
+        """
+        rids: list[int] = []
+        ids: list[str] = []
+        blobs: list[bytes] = []
+        length_blobs: list[bytes] = []
+        term_blobs: list[bytes] = []
+        extra = ", lengths, terms" if terms else ""
+        for rid, oid, blob, *stats in conn.execute(
+            f"SELECT rid, id, vector{extra} FROM {_table(spec.name)} "
+            "WHERE user IS ? AND rid > ? ORDER BY rid",
+            (user, after),
+        ):
+            rids.append(rid)
+            ids.append(oid)
+            blobs.append(blob)
+            if terms:
+                length_blobs.append(stats[0])
+                term_blobs.append(stats[1])
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rids), self.dims)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        unit = np.ascontiguousarray(matrix / norms, dtype=np.float32)
+        return np.asarray(rids, dtype=np.int64), ids, unit, (length_blobs, term_blobs)
+
+    def _extend(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        cached: _Partition,
+        token: str | None,
+    ) -> _Partition:
+        """Return ``cached`` plus the rows added since: no row it holds has changed.
+
+        New rows have larger rids than every cached one (SQLite gives a new row the table's
+        largest rid plus one; rows of this partition were not deleted, or the lineage
+        would differ), so appending keeps the arrays in rid order, as a fresh load has them.
+        """
+        after = int(cached.rowids[-1]) if cached.rowids.size else 0
+        want_terms = cached.keyword is not None
+        rids, ids, unit, (length_blobs, term_blobs) = self._load_rows(
+            conn, spec, user, after=after, terms=want_terms
+        )
+        keyword = None
+        if cached.keyword is not None:
+            added = _postings(length_blobs, term_blobs, len(spec.searchable), cached.rowids.size)
+            keyword = _merge_postings(cached.keyword, added)
+        # The PCA shortlist is rebuilt on demand: its sample would differ from a fresh load's.
+        return _Partition(
+            token=token,
+            lineage=cached.lineage,
+            rowids=np.concatenate((cached.rowids, rids)),
+            ids=cached.ids + ids,
+            unit=np.concatenate((cached.unit, unit)),
+            keyword=keyword,
+        )
+
     def _build_keyword_index(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, part: _Partition
     ) -> _KeywordIndex:
         """Assemble BM25F postings from the term counts stored with each row (numpy only)."""
-        n = part.rowids.size
-        width = len(spec.searchable)
         length_blobs: list[bytes] = []
         term_blobs: list[bytes] = []
         for lengths_blob, terms_blob in conn.execute(
@@ -691,40 +758,102 @@ class EmbeddedStore(MemoryStore):
         ):
             length_blobs.append(lengths_blob)
             term_blobs.append(terms_blob)
-        if len(term_blobs) != n:
+        if len(term_blobs) != part.rowids.size:
             # Cannot happen inside one snapshot; refuse rather than misalign postings.
             raise StoreError("partition changed while its keyword index was built")
-        lengths = np.frombuffer(b"".join(length_blobs), dtype="<u4").reshape(n, width)
-        entries = np.frombuffer(b"".join(term_blobs), dtype=_TERM_ENTRY)
-        if entries.size == 0:
-            return _KeywordIndex(
-                hashes=np.zeros(0, dtype=np.int64),
-                indptr=np.zeros(1, dtype=np.int64),
-                docs=np.zeros(0, dtype=np.int64),
-                weight=np.zeros(0, dtype=np.float32),
-            )
-        per_row = np.fromiter(map(len, term_blobs), dtype=np.int64, count=n)
-        doc = np.repeat(np.arange(n, dtype=np.int64), per_row // _TERM_ENTRY.itemsize)
-        avg = lengths.mean(axis=0)
-        norm = 1 - BM25_B + BM25_B * lengths / np.where(avg > 0, avg, 1.0)
-        weight = entries["tf"] / norm[doc, entries["prop"]]
-        # A stable sort by term keeps each term's rows in document order, so equal
-        # (term, document) pairs (one per property) are adjacent and can be summed.
-        order = np.argsort(entries["hash"], kind="stable")
-        hashes = entries["hash"][order]
-        doc = doc[order]
-        pair_start = np.concatenate(
-            ([0], np.flatnonzero((np.diff(hashes) != 0) | (np.diff(doc) != 0)) + 1)
+        return _finish(_postings(length_blobs, term_blobs, len(spec.searchable), 0))
+
+
+@dataclass
+class _Postings:
+    """(term, row) pairs sorted by term hash, then row: the raw material of a keyword index."""
+
+    pair_hash: IntArray
+    docs: IntArray
+    tf: FloatArray
+    lengths: FloatArray
+
+
+def _postings(
+    length_blobs: list[bytes], term_blobs: list[bytes], width: int, first_row: int
+) -> _Postings:
+    """Decode stored term counts of consecutive rows numbered from ``first_row``."""
+    n = len(term_blobs)
+    lengths = np.frombuffer(b"".join(length_blobs), dtype="<u4").reshape(n, width)
+    entries = np.frombuffer(b"".join(term_blobs), dtype=_TERM_ENTRY)
+    per_row = np.fromiter(map(len, term_blobs), dtype=np.int64, count=n)
+    doc = np.repeat(
+        np.arange(first_row, first_row + n, dtype=np.int64), per_row // _TERM_ENTRY.itemsize
+    )
+    hashes = np.ascontiguousarray(entries["hash"])
+    # A stable sort by term keeps each term's rows in row order, so the entries of one
+    # (term, row) pair (one per property) are adjacent.
+    order = np.argsort(hashes, kind="stable")
+    hashes = hashes[order]
+    doc = doc[order]
+    new_pair = np.ones(hashes.size, dtype=bool)
+    new_pair[1:] = (hashes[1:] != hashes[:-1]) | (doc[1:] != doc[:-1])
+    pair_of_entry = np.cumsum(new_pair) - 1
+    tf = np.zeros((int(new_pair.sum()), width), dtype=np.float32)
+    tf[pair_of_entry, entries["prop"][order].astype(np.intp)] = entries["tf"][order]
+    return _Postings(
+        pair_hash=hashes[new_pair],
+        docs=doc[new_pair],
+        tf=tf,
+        lengths=lengths.astype(np.float32),
+    )
+
+
+def _finish(postings: _Postings) -> _KeywordIndex:
+    """Group sorted pairs by term and weigh them with the partition's average lengths."""
+    pair_hash = postings.pair_hash
+    term_start = np.flatnonzero(np.concatenate(([True], pair_hash[1:] != pair_hash[:-1])))
+    if pair_hash.size == 0:
+        term_start = term_start[:0]
+    lengths = postings.lengths
+    avg = lengths.mean(axis=0, dtype=np.float64) if lengths.size else np.zeros(lengths.shape[1])
+    norm = 1 - BM25_B + BM25_B * lengths / np.where(avg > 0, avg, 1.0)
+    tfn = np.zeros(postings.docs.size, dtype=np.float64)
+    # Property by property, in order: the same sums, in the same order, as a fresh build.
+    for prop in range(lengths.shape[1]):
+        tfn += postings.tf[:, prop] / norm[postings.docs, prop]
+    return _KeywordIndex(
+        hashes=pair_hash[term_start].astype(np.int64),
+        indptr=np.concatenate((term_start, [pair_hash.size])).astype(np.int64),
+        docs=postings.docs,
+        tf=postings.tf,
+        lengths=lengths,
+        weight=(tfn * (BM25_K1 + 1) / (tfn + BM25_K1)).astype(np.float32),
+    )
+
+
+def _merge_postings(index: _KeywordIndex, added: _Postings) -> _KeywordIndex:
+    """Return the index of the rows of ``index`` followed by the rows of ``added``.
+
+    Every added row comes after every indexed row, so within a term the indexed pairs come
+    first: each pair's place in the merged order is its own place plus the number of pairs
+    of the other side that sort before it.
+    """
+    old_hash = np.repeat(index.hashes, np.diff(index.indptr))
+    old_place = np.arange(old_hash.size) + np.searchsorted(added.pair_hash, old_hash, "left")
+    new_place = np.arange(added.pair_hash.size) + np.searchsorted(
+        old_hash, added.pair_hash, "right"
+    )
+    total = old_hash.size + added.pair_hash.size
+    pair_hash = np.empty(total, dtype=np.int64)
+    docs = np.empty(total, dtype=np.int64)
+    tf = np.empty((total, index.tf.shape[1]), dtype=np.float32)
+    pair_hash[old_place], pair_hash[new_place] = old_hash, added.pair_hash
+    docs[old_place], docs[new_place] = index.docs, added.docs
+    tf[old_place], tf[new_place] = index.tf, added.tf
+    return _finish(
+        _Postings(
+            pair_hash=pair_hash,
+            docs=docs,
+            tf=tf,
+            lengths=np.concatenate((index.lengths, added.lengths)),
         )
-        tfn = np.add.reduceat(weight[order], pair_start)
-        pair_hash = hashes[pair_start]
-        term_start = np.concatenate(([0], np.flatnonzero(np.diff(pair_hash) != 0) + 1))
-        return _KeywordIndex(
-            hashes=pair_hash[term_start].astype(np.int64),
-            indptr=np.concatenate((term_start, [pair_hash.size])).astype(np.int64),
-            docs=doc[pair_start],
-            weight=(tfn * (BM25_K1 + 1) / (tfn + BM25_K1)).astype(np.float32),
-        )
+    )
 
 
 def _bm25_top(
@@ -839,11 +968,15 @@ def _table(name: str) -> str:
     return f'"o_{name}"'
 
 
-def _bump(conn: sqlite3.Connection, collection: str, user: str | None) -> None:
+def _bump(
+    conn: sqlite3.Connection, collection: str, user: str | None, *, added_only: bool = False
+) -> None:
+    """Mark a partition changed; ``added_only``: the write only inserted new rows."""
     conn.execute(
-        "INSERT INTO amem_generations (collection, scope, token) VALUES (?, ?, ?) "
-        "ON CONFLICT (collection, scope) DO UPDATE SET token = excluded.token",
-        (collection, user or "", uuid.uuid4().hex),
+        "INSERT INTO amem_generations (collection, scope, token, lineage) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (collection, scope) DO UPDATE SET token = excluded.token, "
+        "lineage = CASE WHEN ? THEN lineage ELSE excluded.lineage END",
+        (collection, user or "", uuid.uuid4().hex, uuid.uuid4().hex, added_only),
     )
 
 
@@ -891,6 +1024,7 @@ def _migrate_from_v1(conn: sqlite3.Connection) -> None:
     Runs inside the opening transaction: a crash leaves the layout-1 file untouched, and a
     second process that opens the store meanwhile waits and then finds layout 2.
     """
+    conn.execute("ALTER TABLE amem_generations ADD COLUMN lineage TEXT NOT NULL DEFAULT ''")
     for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
         spec = _spec_from_json(spec_json)
         table = _table(spec.name)

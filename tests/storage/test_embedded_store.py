@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -99,7 +101,7 @@ def test_failed_transaction_leaves_store_unchanged(
         spec.name, [MemoryObject(make_id("a"), {"body": "kept zebra"}, vec(1, 0))], user="u"
     )
 
-    def explode(*_: object) -> None:
+    def explode(*_: object, **__: object) -> None:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(embedded, "_bump", explode)
@@ -339,6 +341,7 @@ def _downgrade_to_layout_1(db: Path, spec_name: str, props: list[str]) -> None:
             f'CREATE INDEX "ix_{spec_name}_{prop}" ON {table} '
             f"(user, json_extract(props, '$.{prop}'))"
         )
+    conn.execute("ALTER TABLE amem_generations DROP COLUMN lineage")
     conn.execute("UPDATE amem_meta SET value = '1' WHERE key = 'schema_version'")
     conn.close()
 
@@ -436,3 +439,79 @@ def test_store_of_a_newer_layout_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match="layout version 99"):
         EmbeddedStore(tmp_path, dims=DIMS)
+
+
+@pytest.mark.parametrize("seed", [7, 11, 23])
+def test_a_partition_that_only_gained_rows_is_extended_and_equals_a_fresh_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    # A reader keeps its cache while a second connection (as another process would) adds,
+    # replaces and deletes rows; after every write the reader's answers and in-memory index
+    # must be exactly those of a store opened afresh.
+    extended: list[int] = []
+    real_extend = EmbeddedStore._extend
+
+    def spy(self: EmbeddedStore, *args: Any, **kwargs: Any) -> Any:
+        extended.append(1)
+        return real_extend(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmbeddedStore, "_extend", spy)
+    rng = random.Random(seed)
+    words = "apple pear plum fig kiwi lime date grape melon berry cherry peach".split()
+    spec = make_spec("Grow")
+    reader = EmbeddedStore(tmp_path, dims=DIMS)
+    reader.ensure_collection(spec)
+    writer = EmbeddedStore(tmp_path, dims=DIMS)
+    ids: list[str] = []
+
+    def obj(oid: str) -> MemoryObject:
+        body = " ".join(rng.choices(words, k=rng.randint(1, 12)))
+        title = " ".join(rng.choices(words, k=rng.randint(0, 3)))
+        vector = [rng.uniform(-1, 1) for _ in range(DIMS)]
+        return MemoryObject(oid, {"body": body, "title": title}, vector)
+
+    expected_extensions = 0
+    for step in range(40):
+        op = "add" if step < 3 else rng.choice(["add", "add", "add", "replace", "delete", "other"])
+        if op == "add":
+            batch = [obj(make_id(f"{step}-{k}")) for k in range(rng.randint(1, 4))]
+            writer.upsert(spec.name, batch, user="alice")
+            ids += [o.id for o in batch]
+        elif op == "replace":
+            writer.upsert(spec.name, [obj(rng.choice(ids))], user="alice")
+        elif op == "delete":
+            gone = rng.choice(ids)
+            writer.delete(spec.name, [gone], user="alice")
+            ids.remove(gone)
+        else:
+            writer.upsert(spec.name, [obj(make_id(f"bob-{step}"))], user="bob")
+        # Only a write that added rows to alice's partition, after the reader cached it,
+        # lets the reader extend instead of reload.
+        expected_extensions += op == "add" and step > 0
+        query = " ".join(rng.choices(words, k=2))
+        vector = [rng.uniform(-1, 1) for _ in range(DIMS)]
+        fresh = EmbeddedStore(tmp_path, dims=DIMS)
+        for alpha in (0.0, 0.5, 1.0):
+            got = reader.hybrid(
+                spec.name, query=query, vector=vector, alpha=alpha, limit=20, user="alice"
+            )
+            want = fresh.hybrid(
+                spec.name, query=query, vector=vector, alpha=alpha, limit=20, user="alice"
+            )
+            assert [(h.id, h.score, h.keyword_score, h.vector_score) for h in got] == [
+                (h.id, h.score, h.keyword_score, h.vector_score) for h in want
+            ], (step, op, alpha)
+        mine = reader._cache[(spec.name, "alice")]
+        theirs = fresh._cache[(spec.name, "alice")]
+        assert mine.ids == theirs.ids
+        np.testing.assert_array_equal(mine.rowids, theirs.rowids)
+        np.testing.assert_array_equal(mine.unit, theirs.unit)
+        assert mine.keyword is not None and theirs.keyword is not None
+        for field in ("hashes", "indptr", "docs", "tf", "lengths", "weight"):
+            np.testing.assert_array_equal(
+                getattr(mine.keyword, field), getattr(theirs.keyword, field), err_msg=field
+            )
+        fresh.close()
+    assert len(extended) == expected_extensions > 10
+    reader.close()
+    writer.close()
