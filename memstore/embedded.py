@@ -834,10 +834,15 @@ def _merge_postings(index: _KeywordIndex, added: _Postings) -> _KeywordIndex:
     first: each pair's place in the merged order is its own place plus the number of pairs
     of the other side that sort before it.
     """
-    old_hash = np.repeat(index.hashes, np.diff(index.indptr))
-    old_place = np.arange(old_hash.size) + np.searchsorted(added.pair_hash, old_hash, "left")
-    new_place = np.arange(added.pair_hash.size) + np.searchsorted(
-        old_hash, added.pair_hash, "right"
+    per_term = np.diff(index.indptr)
+    old_hash = np.repeat(index.hashes, per_term)
+    # Counted per term, then spread over its pairs: a search per pair cost more than the rest.
+    old_place = np.arange(old_hash.size) + np.repeat(
+        np.searchsorted(added.pair_hash, index.hashes, "left"), per_term
+    )
+    new_place = (
+        np.arange(added.pair_hash.size)
+        + index.indptr[np.searchsorted(index.hashes, added.pair_hash, "right")]
     )
     total = old_hash.size + added.pair_hash.size
     pair_hash = np.empty(total, dtype=np.int64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -343,3 +344,38 @@ def test_post_filter_skips_uncommitted_chunks_that_rank_first(
 
     hits = search_knowledge(store, embeddings, "docs", "kingfisher kingfisher", k=3)
     assert {h.chunk_id for h in hits} == old_ids
+
+
+def test_a_new_file_extends_the_cached_index_instead_of_reloading_it(
+    report_pdf: Path,
+    store: EmbeddedStore,
+    embeddings: LocalEmbeddings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A long-lived process (a server) has the knowledge base cached; another ingestion adds a
+    # file. Its next search extends the cached partition, finds the new file, and ranks
+    # exactly as a process that loads everything afresh.
+    assert _ingest([report_pdf], store, embeddings).ok
+    search_knowledge(store, embeddings, "docs", KNOWN[1], k=3)
+    extended: list[int] = []
+    real_extend = EmbeddedStore._extend
+
+    def spy(self: EmbeddedStore, *args: Any, **kwargs: Any) -> Any:
+        extended.append(1)
+        return real_extend(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmbeddedStore, "_extend", spy)
+    note = tmp_path / "note.md"
+    note.write_text("# Field note\n\nThe heron colony moved to the northern marsh in spring.\n")
+    other = EmbeddedStore(store.path, dims=store.dims)
+    assert _ingest([note], other, embeddings).ok
+    other.close()
+
+    hits = search_knowledge(store, embeddings, "docs", "heron colony northern marsh", k=3)
+    assert extended == [1]
+    assert "heron colony" in hits[0].text
+    fresh = EmbeddedStore(store.path, dims=store.dims)
+    again = search_knowledge(fresh, embeddings, "docs", "heron colony northern marsh", k=3)
+    fresh.close()
+    assert [(h.text, h.score) for h in hits] == [(h.text, h.score) for h in again]
