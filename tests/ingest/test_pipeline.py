@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,6 +28,7 @@ from memstore import InvalidInputError
 from memstore.embedded import EmbeddedStore
 from tests.ingest.conftest import KNOWN, report_pages
 from tests.ingest.pdfs import write_pdf
+from tests.storage.conftest import count_extensions
 
 CHUNKS = knowledge_collection("docs").name
 
@@ -358,14 +358,7 @@ def test_a_new_file_extends_the_cached_index_instead_of_reloading_it(
     # exactly as a process that loads everything afresh.
     assert _ingest([report_pdf], store, embeddings).ok
     search_knowledge(store, embeddings, "docs", KNOWN[1], k=3)
-    extended: list[int] = []
-    real_extend = EmbeddedStore._extend
-
-    def spy(self: EmbeddedStore, *args: Any, **kwargs: Any) -> Any:
-        extended.append(1)
-        return real_extend(self, *args, **kwargs)
-
-    monkeypatch.setattr(EmbeddedStore, "_extend", spy)
+    extended = count_extensions(monkeypatch)
     note = tmp_path / "note.md"
     note.write_text("# Field note\n\nThe heron colony moved to the northern marsh in spring.\n")
     other = EmbeddedStore(store.path, dims=store.dims)

@@ -13,10 +13,12 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memstore import CollectionSpec, MemoryStore, Property, open_store
+from memstore.embedded import EmbeddedStore
 
 DIMS = 8
 
@@ -26,6 +28,19 @@ WEAVIATE_SKIP = "WEAVIATE_URL not set: Weaviate conformance skipped"
 def vec(*values: float, dims: int = DIMS) -> list[float]:
     """Pad hand-picked coordinates with zeros to the store's vector size."""
     return [float(v) for v in values] + [0.0] * (dims - len(values))
+
+
+def count_extensions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record each time an embedded store extends a cached partition instead of reloading it."""
+    calls: list[int] = []
+    real_extend = EmbeddedStore._extend
+
+    def spy(self: EmbeddedStore, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real_extend(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmbeddedStore, "_extend", spy)
+    return calls
 
 
 def make_spec(name: str, *, per_user: bool = True) -> CollectionSpec:

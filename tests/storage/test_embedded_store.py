@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -33,7 +32,7 @@ from memstore.embedded import (
     query_terms,
     tokenize,
 )
-from tests.storage.conftest import DIMS, make_spec, vec
+from tests.storage.conftest import DIMS, count_extensions, make_spec, vec
 
 WRITER = textwrap.dedent(
     """
@@ -448,14 +447,7 @@ def test_a_partition_that_only_gained_rows_is_extended_and_equals_a_fresh_load(
     # A reader keeps its cache while a second connection (as another process would) adds,
     # replaces and deletes rows; after every write the reader's answers and in-memory index
     # must be exactly those of a store opened afresh.
-    extended: list[int] = []
-    real_extend = EmbeddedStore._extend
-
-    def spy(self: EmbeddedStore, *args: Any, **kwargs: Any) -> Any:
-        extended.append(1)
-        return real_extend(self, *args, **kwargs)
-
-    monkeypatch.setattr(EmbeddedStore, "_extend", spy)
+    extended = count_extensions(monkeypatch)
     rng = random.Random(seed)
     words = "apple pear plum fig kiwi lime date grape melon berry cherry peach".split()
     spec = make_spec("Grow")
