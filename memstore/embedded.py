@@ -1030,6 +1030,7 @@ def _migrate_from_v1(conn: sqlite3.Connection) -> None:
     second process that opens the store meanwhile waits and then finds layout 2.
     """
     conn.execute("ALTER TABLE amem_generations ADD COLUMN lineage TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE amem_generations SET lineage = lower(hex(randomblob(16)))")
     for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
         spec = _spec_from_json(spec_json)
         table = _table(spec.name)

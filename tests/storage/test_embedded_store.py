@@ -420,6 +420,10 @@ def test_layout_1_store_is_migrated_on_open_with_the_same_answers(tmp_path: Path
     assert conn.execute("SELECT value FROM amem_meta WHERE key = 'schema_version'").fetchone() == (
         str(embedded.SCHEMA_VERSION),
     )
+    # Every partition got a lineage, so caches can be extended from the first write on.
+    assert conn.execute("SELECT count(*) FROM amem_generations WHERE lineage = ''").fetchone() == (
+        0,
+    )
     # The indexes are on the columns now, not on JSON expressions.
     for prop in filterable:
         (sql,) = conn.execute(
