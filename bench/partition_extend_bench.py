@@ -1,9 +1,10 @@
 """First search after writes to a large embedded partition: extended cache vs full reload.
 
 A long-lived reader (a server) has a partition of ``--objects`` knowledge-like chunks cached;
-another connection adds a 110-chunk "file". The reader's next search extends its cached
-index; a process that opens the store afresh loads the whole partition. Both are timed,
-``--repeat`` times (each round adds another file).
+another connection adds a 110-chunk "file", then replaces it (110 chunks added, 110
+deleted). After each write the reader's next search updates its cached index in place; a
+process that opens the store afresh loads the whole partition. Both are timed, ``--repeat``
+times.
 
 Run: ``python bench/partition_extend_bench.py [--objects 100000] [--repeat 3]``
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memstore import CollectionSpec, MemoryObject, Property, make_id
+from memstore import CollectionSpec, MemoryObject, Property, Where, make_id
 from memstore.embedded import EmbeddedStore
 
 _SPEC = CollectionSpec(
@@ -71,20 +72,28 @@ def main() -> None:
             f"{args.objects:,} objects; first search (full load): {time.perf_counter() - started:.2f} s"
         )
         writer = EmbeddedStore(path, dims=256)
-        for round_ in range(args.repeat):
-            writer.upsert(_SPEC.name, chunks(110, f"file{round_}"))
+
+        def timed(label: str) -> None:
             started = time.perf_counter()
             reader.hybrid(_SPEC.name, query="w1 w50 w300", vector=query)
-            extended = time.perf_counter() - started
+            updated = time.perf_counter() - started
             fresh = EmbeddedStore(path, dims=256)
             started = time.perf_counter()
             fresh.hybrid(_SPEC.name, query="w1 w50 w300", vector=query)
             reloaded = time.perf_counter() - started
             fresh.close()
             print(
-                f"+110 rows: extended {extended:.2f} s, full load {reloaded:.2f} s "
-                f"({reloaded / extended:.1f}x)"
+                f"{label}: updated in place {updated:.2f} s, full load {reloaded:.2f} s "
+                f"({reloaded / updated:.1f}x)"
             )
+
+        for round_ in range(args.repeat):
+            writer.upsert(_SPEC.name, chunks(110, f"file{round_}"))
+            timed("+110 rows (a new file)")
+            # A changed file: its new chunks are written, then the old ones deleted.
+            writer.upsert(_SPEC.name, chunks(110, f"file{round_}v2"))
+            writer.delete_where(_SPEC.name, [Where("source", "eq", f"file{round_}")])
+            timed("+110 / -110 rows (a changed file)")
         writer.close()
         reader.close()
 

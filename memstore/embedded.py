@@ -173,7 +173,7 @@ class _KeywordIndex:
 class _Partition:
     token: str | None
     lineage: str | None
-    """Kept by writes that only add rows: the partition can then be extended, not reloaded."""
+    """Kept by writes that only add or delete rows: the cache is then updated, not reloaded."""
     rowids: IntArray
     ids: list[str]
     unit: FloatArray
@@ -317,8 +317,8 @@ class EmbeddedStore(MemoryStore):
         )
         # One random token per (collection, user) that every write replaces: a vector cache
         # built under another token is stale, whichever process wrote. The lineage changes
-        # only when rows are replaced or deleted, so a cache of the same lineage is missing
-        # nothing but rows added after its largest rid.
+        # only when rows are replaced (or rids could be reused), so a cache of the same
+        # lineage holds rows that are unchanged or deleted, and lacks only larger rids.
         conn.execute(
             "CREATE TABLE IF NOT EXISTS amem_generations ("
             "collection TEXT NOT NULL, scope TEXT NOT NULL, token TEXT NOT NULL, "
@@ -422,7 +422,8 @@ class EmbeddedStore(MemoryStore):
                 "WHERE rid = ?",
                 [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
             )
-            _bump(conn, spec.name, user, added_only=not existing)
+            # Replaced rows change in place (same rid): a cache cannot be extended past that.
+            _bump(conn, spec.name, user, keeps_lineage=not existing)
 
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
@@ -480,11 +481,19 @@ class EmbeddedStore(MemoryStore):
             )
         ]
 
-    def _delete_rids(self, conn: sqlite3.Connection, spec: CollectionSpec, rids: list[int]) -> int:
+    def _delete_rids(
+        self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, rids: list[int]
+    ) -> int:
         if not rids:
             return 0
+        table = _table(spec.name)
+        # SQLite gives a new row the table's largest rid plus one, so rids are never reused
+        # unless the largest row goes: only then may a cached partition mistake a new row for
+        # one it holds, and the lineage must change.
+        (largest,) = conn.execute(f"SELECT max(rid) FROM {table}").fetchone()
+        _bump(conn, spec.name, user, keeps_lineage=largest not in rids)
         conn.execute(
-            f"DELETE FROM {_table(spec.name)} WHERE rid IN (SELECT value FROM json_each(?))",
+            f"DELETE FROM {table} WHERE rid IN (SELECT value FROM json_each(?))",
             (json.dumps(rids),),
         )
         return len(rids)
@@ -502,9 +511,7 @@ class EmbeddedStore(MemoryStore):
                     (user, wanted),
                 )
             ]
-            if rids:
-                _bump(conn, spec.name, user)
-            return self._delete_rids(conn, spec, rids)
+            return self._delete_rids(conn, spec, user, rids)
 
         return self._write(delete)
 
@@ -519,9 +526,7 @@ class EmbeddedStore(MemoryStore):
                     f"SELECT rid FROM {obj_t} WHERE user IS ?{cond}", (user, *params)
                 )
             ]
-            if rids:
-                _bump(conn, spec.name, user)
-            return self._delete_rids(conn, spec, rids)
+            return self._delete_rids(conn, spec, user, rids)
 
         return self._write(delete)
 
@@ -653,8 +658,8 @@ class EmbeddedStore(MemoryStore):
     ) -> _Partition:
         """Return the in-memory index of a partition, brought up to date with the store.
 
-        A partition that only gained rows since it was cached is extended with them;
-        otherwise it is reloaded. Either way the result equals a fresh load.
+        A partition whose rows were only added or deleted since it was cached is updated in
+        place; otherwise it is reloaded. Either way the result equals a fresh load.
         """
         key = (spec.name, user or "")
         row = conn.execute(
@@ -721,28 +726,42 @@ class EmbeddedStore(MemoryStore):
         cached: _Partition,
         token: str | None,
     ) -> _Partition:
-        """Return ``cached`` plus the rows added since: no row it holds has changed.
+        """Return ``cached`` without its deleted rows and with the rows added since.
 
-        New rows have larger rids than every cached one (SQLite gives a new row the table's
-        largest rid plus one; rows of this partition were not deleted, or the lineage
-        would differ), so appending keeps the arrays in rid order, as a fresh load has them.
+        Under the same lineage no cached row was replaced and no rid was reused (see
+        ``_bump``): the cached rows still present are unchanged, and every new row has a
+        larger rid than all of them. Dropping the deleted ones and appending the new ones
+        keeps the arrays in rid order, as a fresh load has them.
         """
-        after = int(cached.rowids[-1]) if cached.rowids.size else 0
-        want_terms = cached.keyword is not None
-        rids, ids, unit, (length_blobs, term_blobs) = self._load_rows(
-            conn, spec, user, after=after, terms=want_terms
+        largest = int(cached.rowids[-1]) if cached.rowids.size else 0
+        table = _table(spec.name)
+        still_there = np.fromiter(
+            (
+                r[0]
+                for r in conn.execute(
+                    f"SELECT rid FROM {table} WHERE user IS ? AND rid <= ? ORDER BY rid",
+                    (user, largest),
+                )
+            ),
+            dtype=np.int64,
         )
+        keep = np.isin(cached.rowids, still_there, assume_unique=True)
+        rids, ids, unit, (length_blobs, term_blobs) = self._load_rows(
+            conn, spec, user, after=largest, terms=cached.keyword is not None
+        )
+        kept_ids = [i for i, k in zip(cached.ids, keep.tolist(), strict=True) if k]
         keyword = None
         if cached.keyword is not None:
-            added = _postings(length_blobs, term_blobs, len(spec.searchable), cached.rowids.size)
-            keyword = _merge_postings(cached.keyword, added)
+            postings = _drop_rows(_as_postings(cached.keyword), keep)
+            added = _postings(length_blobs, term_blobs, len(spec.searchable), len(kept_ids))
+            keyword = _finish(_merge_postings(postings, added))
         # The PCA shortlist is rebuilt on demand: its sample would differ from a fresh load's.
         return _Partition(
             token=token,
             lineage=cached.lineage,
-            rowids=np.concatenate((cached.rowids, rids)),
-            ids=cached.ids + ids,
-            unit=np.concatenate((cached.unit, unit)),
+            rowids=np.concatenate((cached.rowids[keep], rids)),
+            ids=kept_ids + ids,
+            unit=np.concatenate((cached.unit[keep], unit)),
             keyword=keyword,
         )
 
@@ -807,9 +826,7 @@ def _postings(
 def _finish(postings: _Postings) -> _KeywordIndex:
     """Group sorted pairs by term and weigh them with the partition's average lengths."""
     pair_hash = postings.pair_hash
-    term_start = np.flatnonzero(np.concatenate(([True], pair_hash[1:] != pair_hash[:-1])))
-    if pair_hash.size == 0:
-        term_start = term_start[:0]
+    term_start = _term_starts(pair_hash)
     lengths = postings.lengths
     avg = lengths.mean(axis=0, dtype=np.float64) if lengths.size else np.zeros(lengths.shape[1])
     norm = 1 - BM25_B + BM25_B * lengths / np.where(avg > 0, avg, 1.0)
@@ -827,38 +844,67 @@ def _finish(postings: _Postings) -> _KeywordIndex:
     )
 
 
-def _merge_postings(index: _KeywordIndex, added: _Postings) -> _KeywordIndex:
-    """Return the index of the rows of ``index`` followed by the rows of ``added``.
+def _as_postings(index: _KeywordIndex) -> _Postings:
+    """Return the pairs of an index, one term hash per pair."""
+    return _Postings(
+        pair_hash=np.repeat(index.hashes, np.diff(index.indptr)),
+        docs=index.docs,
+        tf=index.tf,
+        lengths=index.lengths,
+    )
 
-    Every added row comes after every indexed row, so within a term the indexed pairs come
-    first: each pair's place in the merged order is its own place plus the number of pairs
-    of the other side that sort before it.
+
+def _drop_rows(postings: _Postings, keep: npt.NDArray[np.bool_]) -> _Postings:
+    """Remove the rows not kept and renumber the others, order unchanged."""
+    if keep.all():
+        return postings
+    pair_keep = keep[postings.docs]
+    number = np.cumsum(keep) - 1
+    return _Postings(
+        pair_hash=postings.pair_hash[pair_keep],
+        docs=number[postings.docs[pair_keep]],
+        tf=postings.tf[pair_keep],
+        lengths=postings.lengths[keep],
+    )
+
+
+def _merge_postings(old: _Postings, added: _Postings) -> _Postings:
+    """Return the pairs of the rows of ``old`` followed by the rows of ``added``.
+
+    Every added row comes after every old row, so within a term the old pairs come first:
+    each pair's place in the merged order is its own place plus the number of pairs of the
+    other side that sort before it.
     """
-    per_term = np.diff(index.indptr)
-    old_hash = np.repeat(index.hashes, per_term)
+    if added.pair_hash.size == 0:
+        return _Postings(
+            old.pair_hash, old.docs, old.tf, np.concatenate((old.lengths, added.lengths))
+        )
+    term_start = _term_starts(old.pair_hash)
+    terms = old.pair_hash[term_start]
+    bounds = np.append(term_start, old.pair_hash.size)
+    per_term = np.diff(bounds)
     # Counted per term, then spread over its pairs: a search per pair cost more than the rest.
-    old_place = np.arange(old_hash.size) + np.repeat(
-        np.searchsorted(added.pair_hash, index.hashes, "left"), per_term
+    old_place = np.arange(old.pair_hash.size) + np.repeat(
+        np.searchsorted(added.pair_hash, terms, "left"), per_term
     )
     new_place = (
-        np.arange(added.pair_hash.size)
-        + index.indptr[np.searchsorted(index.hashes, added.pair_hash, "right")]
+        np.arange(added.pair_hash.size) + bounds[np.searchsorted(terms, added.pair_hash, "right")]
     )
-    total = old_hash.size + added.pair_hash.size
+    total = old.pair_hash.size + added.pair_hash.size
     pair_hash = np.empty(total, dtype=np.int64)
     docs = np.empty(total, dtype=np.int64)
-    tf = np.empty((total, index.tf.shape[1]), dtype=np.float32)
-    pair_hash[old_place], pair_hash[new_place] = old_hash, added.pair_hash
-    docs[old_place], docs[new_place] = index.docs, added.docs
-    tf[old_place], tf[new_place] = index.tf, added.tf
-    return _finish(
-        _Postings(
-            pair_hash=pair_hash,
-            docs=docs,
-            tf=tf,
-            lengths=np.concatenate((index.lengths, added.lengths)),
-        )
-    )
+    tf = np.empty((total, old.tf.shape[1]), dtype=np.float32)
+    pair_hash[old_place], pair_hash[new_place] = old.pair_hash, added.pair_hash
+    docs[old_place], docs[new_place] = old.docs, added.docs
+    tf[old_place], tf[new_place] = old.tf, added.tf
+    return _Postings(pair_hash, docs, tf, np.concatenate((old.lengths, added.lengths)))
+
+
+def _term_starts(pair_hash: IntArray) -> IntArray:
+    """Return where each term's run of pairs starts."""
+    if pair_hash.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate(([True], pair_hash[1:] != pair_hash[:-1])))
 
 
 def _bm25_top(
@@ -974,14 +1020,18 @@ def _table(name: str) -> str:
 
 
 def _bump(
-    conn: sqlite3.Connection, collection: str, user: str | None, *, added_only: bool = False
+    conn: sqlite3.Connection, collection: str, user: str | None, *, keeps_lineage: bool
 ) -> None:
-    """Mark a partition changed; ``added_only``: the write only inserted new rows."""
+    """Mark a partition changed.
+
+    ``keeps_lineage``: the write only added rows with new, larger rids or deleted rows, so a
+    cached copy stays valid for the rows that are still there (see ``EmbeddedStore._extend``).
+    """
     conn.execute(
         "INSERT INTO amem_generations (collection, scope, token, lineage) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (collection, scope) DO UPDATE SET token = excluded.token, "
         "lineage = CASE WHEN ? THEN lineage ELSE excluded.lineage END",
-        (collection, user or "", uuid.uuid4().hex, uuid.uuid4().hex, added_only),
+        (collection, user or "", uuid.uuid4().hex, uuid.uuid4().hex, keeps_lineage),
     )
 
 

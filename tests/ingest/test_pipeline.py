@@ -346,7 +346,7 @@ def test_post_filter_skips_uncommitted_chunks_that_rank_first(
     assert {h.chunk_id for h in hits} == old_ids
 
 
-def test_a_new_file_extends_the_cached_index_instead_of_reloading_it(
+def test_new_and_changed_files_update_the_cached_index_in_place(
     report_pdf: Path,
     store: EmbeddedStore,
     embeddings: LocalEmbeddings,
@@ -365,10 +365,26 @@ def test_a_new_file_extends_the_cached_index_instead_of_reloading_it(
     assert _ingest([note], other, embeddings).ok
     other.close()
 
-    hits = search_knowledge(store, embeddings, "docs", "heron colony northern marsh", k=3)
+    def same_as_a_fresh_process(query: str) -> list[KnowledgeHit]:
+        hits = search_knowledge(store, embeddings, "docs", query, k=3)
+        fresh = EmbeddedStore(store.path, dims=store.dims)
+        again = search_knowledge(fresh, embeddings, "docs", query, k=3)
+        fresh.close()
+        assert [(h.text, h.score) for h in hits] == [(h.text, h.score) for h in again]
+        return hits
+
+    hits = same_as_a_fresh_process("heron colony northern marsh")
     assert extended == [1]
     assert "heron colony" in hits[0].text
-    fresh = EmbeddedStore(store.path, dims=store.dims)
-    again = search_knowledge(fresh, embeddings, "docs", "heron colony northern marsh", k=3)
-    fresh.close()
-    assert [(h.text, h.score) for h in hits] == [(h.text, h.score) for h in again]
+
+    # Changing the file replaces its chunks: new ones added, old ones deleted. The cache is
+    # still updated in place (the deleted chunks are not the newest rows).
+    note.write_text("# Field note\n\nThe heron colony returned to the southern lagoon in autumn.\n")
+    other = EmbeddedStore(store.path, dims=store.dims)
+    report = _ingest([note], other, embeddings)
+    other.close()
+    assert report.chunks_written == 1 and report.chunks_removed == 1
+    hits = same_as_a_fresh_process("heron colony southern lagoon")
+    assert extended == [1, 1]
+    assert "southern lagoon" in hits[0].text
+    assert not any("northern marsh" in h.text for h in hits)
