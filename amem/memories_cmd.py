@@ -736,10 +736,10 @@ async def _forget(
     # Loaded here: the graph package is heavy and only forgetting threads needs it.
     from graph.persistence import CheckpointerError, open_checkpointer  # noqa: PLC0415
 
-    server = get_client(url=server_url) if server_url else None
+    server: LangGraphClient | None = None
     try:
-        if server is not None:
-            assert server_url is not None
+        if server_url:
+            server = get_client(url=server_url)
             await _reachable(server, server_url)
         async with open_checkpointer() as checkpointer:
             if thread:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from memstore.types import (
     COLLECTION_NAME_RE,
@@ -108,8 +109,8 @@ class MemoryStore(ABC):
         if not objects:
             return UpsertResult()
         # After the per-object checks, so that the batch converts to one array.
-        _check_finite([obj.vector for obj in objects])
-        return self._upsert(spec, list(objects), user)
+        vectors = _check_finite([obj.vector for obj in objects])
+        return self._upsert(spec, list(objects), user, vectors)
 
     def delete(self, collection: str, ids: Sequence[str], *, user: str | None = None) -> int:
         """Delete objects by id; return how many existed."""
@@ -321,8 +322,13 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def _upsert(
-        self, spec: CollectionSpec, objects: list[MemoryObject], user: str | None
-    ) -> UpsertResult: ...
+        self,
+        spec: CollectionSpec,
+        objects: list[MemoryObject],
+        user: str | None,
+        vectors: npt.NDArray[np.float64],
+    ) -> UpsertResult:
+        """Write a checked batch; ``vectors[i]`` is ``objects[i].vector`` as checked float64."""
 
     @abstractmethod
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int: ...
@@ -424,11 +430,16 @@ def _check_id(value: object) -> None:
         ) from None
 
 
-def _check_finite(vectors: Sequence[Sequence[float]]) -> None:
-    # One conversion for a whole batch: per-vector numpy calls were a visible part of
-    # ingestion time.
-    if not np.isfinite(np.asarray(vectors, dtype=np.float64)).all():
+def _check_finite(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
+    """Return the vectors as one float64 array, refusing NaN and infinity.
+
+    One conversion for a whole batch, which the backends reuse: per-vector conversions were a
+    visible part of ingestion time.
+    """
+    values = np.asarray(vectors, dtype=np.float64)
+    if not np.isfinite(values).all():
         raise InvalidInputError("vector values must be finite floats (found NaN or infinity)")
+    return values
 
 
 def _check_positive(name: str, value: object) -> None:

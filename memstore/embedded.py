@@ -77,6 +77,7 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 T = TypeVar("T")
 FloatArray = npt.NDArray[np.float32]
+FloatArray64 = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
@@ -393,9 +394,13 @@ class EmbeddedStore(MemoryStore):
     # -- writes ---------------------------------------------------------------------------
 
     def _upsert(
-        self, spec: CollectionSpec, objects: list[MemoryObject], user: str | None
+        self,
+        spec: CollectionSpec,
+        objects: list[MemoryObject],
+        user: str | None,
+        vectors: FloatArray64,
     ) -> UpsertResult:
-        rows = self._prepare(spec, objects)
+        rows = self._prepare(spec, objects, vectors)
         obj_t = _table(spec.name)
         columns = [_column(p.name) for p in _columns(spec)]
         names = "".join(f", {c}" for c in columns)
@@ -428,7 +433,9 @@ class EmbeddedStore(MemoryStore):
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
 
-    def _prepare(self, spec: CollectionSpec, objects: list[MemoryObject]) -> list[tuple[Any, ...]]:
+    def _prepare(
+        self, spec: CollectionSpec, objects: list[MemoryObject], wide: FloatArray64
+    ) -> list[tuple[Any, ...]]:
         """Encode a batch before the transaction, so a bad value aborts before any write.
 
         Each row is (id, props JSON, vector, lengths, terms, *filterable column values).
@@ -459,8 +466,6 @@ class EmbeddedStore(MemoryStore):
                 ) from None
             encoded.append(props_json)
             stored.append(props)
-        # One conversion for the whole batch; the base class already checked each vector.
-        wide = np.asarray([obj.vector for obj in objects], dtype=np.float64)
         too_large = np.abs(wide).max(axis=1, initial=0.0) > _FLOAT32_MAX
         if too_large.any():
             first = objects[int(np.argmax(too_large))].id
@@ -474,7 +479,7 @@ class EmbeddedStore(MemoryStore):
                 vector.tobytes(),
                 length,
                 term,
-                *(_column_value(prop, props.get(prop.name)) for prop in indexed),
+                *(_column_value(props.get(prop.name)) for prop in indexed),
             )
             for obj, props, props_json, vector, length, term in zip(
                 objects, stored, encoded, vectors, lengths, terms, strict=True
@@ -1053,9 +1058,9 @@ def _column(prop: str) -> str:
     return f'"p_{prop}"'
 
 
-def _column_value(prop: Property, value: Any) -> Any:
-    """Return what ``json_extract`` gives for the stored JSON value (booleans are 0 and 1)."""
-    return None if value is None else _sql_value(prop, value)
+def _column_value(value: Any) -> Any:
+    """Return what ``json_extract`` gives for an already normalised value (booleans: 0, 1)."""
+    return int(value) if isinstance(value, bool) else value
 
 
 def _index_columns(conn: sqlite3.Connection, spec: CollectionSpec) -> None:

@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
+import numpy as np
+import numpy.typing as npt
 import weaviate
 from weaviate.classes.config import (
     Configure,
@@ -660,16 +662,20 @@ class WeaviateStore(MemoryStore):
 
     @_guarded
     def _upsert(
-        self, spec: CollectionSpec, objects: list[MemoryObject], user: str | None
+        self,
+        spec: CollectionSpec,
+        objects: list[MemoryObject],
+        user: str | None,
+        vectors: npt.NDArray[np.float64],
     ) -> UpsertResult:
         collection = self._for_write(spec, user)
         by_canonical = {_canonical_id(o.id): o.id for o in objects}
         with collection.batch.fixed_size(batch_size=BATCH_SIZE, concurrent_requests=1) as batch:
-            for obj in objects:
+            for obj, vector in zip(objects, vectors.tolist(), strict=True):
                 batch.add_object(
                     properties=to_weaviate_properties(spec, obj.properties, user),
                     uuid=obj.id,
-                    vector={VECTOR_NAME: [float(x) for x in obj.vector]},
+                    vector={VECTOR_NAME: vector},
                 )
         failed: dict[str, str] = {}
         for error in collection.batch.failed_objects:
