@@ -318,7 +318,7 @@ class ChatSession:
     async def greet(self) -> None:
         """Say which thread this is, and whether it resumes an earlier conversation."""
         snapshot = await self.graph.aget_state(self.config)
-        owner = (snapshot.metadata or {}).get("user_id")
+        owner = (snapshot.values or {}).get("owner") or (snapshot.metadata or {}).get("user_id")
         if owner and owner != self.user:
             # Thread ids are not secret; the conversation they hold belongs to one user.
             raise CliError(f"thread {self.thread_id!r} belongs to another user")

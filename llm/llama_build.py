@@ -28,6 +28,7 @@ It only uses the standard library (and ``objdump`` from binutils, which gcc brin
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import os
 import platform
@@ -185,8 +186,14 @@ def find_library_dir() -> Path:
 
 
 def _libraries(folder: Path) -> list[Path]:
-    found = {p.resolve() for p in folder.iterdir() if p.is_file() and _is_shared_library(p)}
-    return sorted(found)
+    """List the distinct libraries (wheels hold copies, not symlinks, of versioned names)."""
+    found = sorted({p.resolve() for p in folder.iterdir() if p.is_file() and _is_shared_library(p)})
+    distinct: dict[str, Path] = {}
+    for path in found:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest not in distinct or len(path.name) < len(distinct[digest].name):
+            distinct[digest] = path
+    return sorted(distinct.values())
 
 
 def _is_shared_library(path: Path) -> bool:
@@ -266,17 +273,20 @@ def scan_instructions(path: Path, objdump: str | None = None) -> tuple[int, list
     )
     if result.returncode != 0:
         raise BuildProblem(f"objdump failed on {path}: {result.stderr.strip()[:300]}")
-    count = 0
-    examples: list[str] = []
-    for line in result.stdout.splitlines():
-        # Code lines look like "   1234:\tvpaddd %ymm1,%ymm2,%ymm3"; skip labels and headers.
-        if ":\t" not in line:
+    text = result.stdout
+    # One pass of the regex over the whole listing (millions of lines); matches are then
+    # counted once per instruction line. Code lines look like "  1234:\tvpaddd %ymm1,...".
+    lines: dict[int, str] = {}
+    for match in _FOREIGN_INSTRUCTIONS.finditer(text):
+        start = text.rfind("\n", 0, match.start()) + 1
+        if start in lines:
             continue
-        if _FOREIGN_INSTRUCTIONS.search(line):
-            count += 1
-            if len(examples) < 5:
-                examples.append(" ".join(line.split()))
-    return count, examples
+        end = text.find("\n", match.end())
+        line = text[start : end if end >= 0 else len(text)]
+        if ":\t" in line:
+            lines[start] = " ".join(line.split())
+    examples = list(lines.values())[:5]
+    return len(lines), examples
 
 
 def check_build(folder: Path | None = None, *, arch: str | None = None) -> list[LibraryReport]:

@@ -45,6 +45,9 @@ _ROLES: dict[str, Role | None] = {
 }
 _PAGE = 1000
 
+MAX_MESSAGE_CHARS = 100_000
+"""The longest message text accepted, in characters (about 25k tokens of English)."""
+
 
 @dataclass(frozen=True)
 class LoggedMessage:
