@@ -43,6 +43,7 @@ from graph.schemas import MAX_RULES, ExtractedFacts, Reflection, RuleSet, Summar
 from graph.state import State, replace_calls
 from llm.calls import StructuredOutputError, ainvoke_structured, ainvoke_text
 from memory.knowledge import asearch_knowledge
+from memory.rules import RuleConflictError
 from memstore import GLOBAL_SCOPE, InvalidInputError, check_user_id
 
 __all__ = [
@@ -62,6 +63,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_RULES_ATTEMPTS = 5
+"""Rewrites of the rules when other conversations keep creating versions meanwhile."""
 
 FAN_OUT = ("recall_episodic", "recall_semantic", "load_procedural", "remember_facts")
 """The nodes a new user message starts, in parallel."""
@@ -542,6 +545,8 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
 
     Only the reflection's tags, what worked and what to avoid reach the prompt, never
     the user's or a document's text. The new version records the episode and the user.
+    When another conversation stores a version meanwhile, the rules are rewritten from
+    that version (up to five times, then ``RuleConflictError``), never written over it.
     """
     done = {"end_conversation": False, "turn_answered": False}
     ctx, user, res = await _setup(runtime)
@@ -549,31 +554,45 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
     if not reflection:
         return {**done, "rules_version_created": None}
     scope = _scope(ctx, user)
-    current = await res.rules.alatest(scope)
     lesson = (
         f"- tags: {', '.join(reflection.get('context_tags') or []) or _NONE}\n"
         f"  what worked: {reflection['what_worked']}\n"
         f"  what to avoid: {reflection['what_to_avoid']}"
     )
-    prompt = (await prompts.aload("procedural_update")).format(
-        current_rules=current.render(), reflections=lesson, max_rules=MAX_RULES
-    )
     model = await res.abackground_model(ctx)
-    ruleset, records = await ainvoke_structured(
-        model, RuleSet, [HumanMessage(prompt)], purpose="rules"
-    )
-    created = await res.rules.apropose(
-        scope,
-        ruleset.rules,
-        source_episodes=[str(reflection["id"])],
-        source_users=[user],
-        note=(
-            f"rewritten after conversation {reflection.get('conversation')} "
-            f"of thread {reflection.get('thread_id')}"
-        ),
-    )
-    return {
-        **done,
-        "rules_version_created": created.version if created else None,
-        "model_calls": [c.to_dict() for c in records],
-    }
+    calls: list[dict[str, Any]] = []
+    attempt = 0
+    while True:
+        attempt += 1
+        current = await res.rules.alatest(scope)
+        prompt = (await prompts.aload("procedural_update")).format(
+            current_rules=current.render(), reflections=lesson, max_rules=MAX_RULES
+        )
+        ruleset, records = await ainvoke_structured(
+            model, RuleSet, [HumanMessage(prompt)], purpose="rules"
+        )
+        calls += [c.to_dict() for c in records]
+        try:
+            # Based on the version the model rewrote: another conversation's new version
+            # is never replaced by a rewrite that did not see it.
+            created = await res.rules.apropose(
+                scope,
+                ruleset.rules,
+                base_version=current.version,
+                source_episodes=[str(reflection["id"])],
+                source_users=[user],
+                note=(
+                    f"rewritten after conversation {reflection.get('conversation')} "
+                    f"of thread {reflection.get('thread_id')}"
+                ),
+            )
+        except RuleConflictError:
+            if attempt >= _RULES_ATTEMPTS:
+                raise
+            logger.info("rules of %r changed during the rewrite: rewriting from the latest", scope)
+            continue
+        return {
+            **done,
+            "rules_version_created": created.version if created else None,
+            "model_calls": calls,
+        }

@@ -63,7 +63,9 @@ def check_facts(store: MemoryStore, reported: list[str], writers: list[str], n: 
     current = [f for f in facts.current("alice") if f.subject == "city"]
     assert len(current) == 1 and current[0].id == history[-1].id
     flagged = store.count(
-        FACTS.name, user="alice", where=[Where("subject", "eq", "city"), Where("current", "eq", True)]
+        FACTS.name,
+        user="alice",
+        where=[Where("subject", "eq", "city"), Where("current", "eq", True)],
     )
     assert flagged == 1, "exactly one stored row says it is current"
     for older, newer in zip(history, history[1:], strict=False):

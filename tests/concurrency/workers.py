@@ -143,7 +143,9 @@ async def async_writers(store: MemoryStore, tasks: int, n: int) -> dict[str, lis
         mids: list[str] = []
         for i in range(n):
             w = f"a{t}"
-            changes = await facts.aremember("alice", [{"subject": "city", "value": fact_value(w, i)}])
+            changes = await facts.aremember(
+                "alice", [{"subject": "city", "value": fact_value(w, i)}]
+            )
             fids += [c.fact.id for c in changes]
             created = await book.apropose("alice", rule_text(w, i))
             if created is not None:
