@@ -102,30 +102,44 @@ WRITERS: dict[str, Callable[..., list[Any]]] = {
 
 
 def run_threads(
-    open_store: Opener, kind: str, prefix: str, threads: int, n: int, *args: Any
+    open_store: Opener,
+    kind: str,
+    prefix: str,
+    threads: int,
+    n: int,
+    *args: Any,
+    shared: MemoryStore | None = None,
 ) -> list[Any]:
     """Run ``threads`` writers of ``kind`` at once, each with its own store handle.
 
-    They start together (a barrier), so their first reads race too.
+    With ``shared``, every thread uses that one handle instead. They start together (a
+    barrier), so their first reads race too.
     """
     barrier = threading.Barrier(threads)
     writer = WRITERS[kind]
 
     def one(t: int) -> list[Any]:
-        store = open_store()
+        store = shared or open_store()
         try:
             barrier.wait()
             return writer(store, f"{prefix}t{t}", n, *args)
         finally:
-            store.close()
+            if shared is None:
+                store.close()
 
     with ThreadPoolExecutor(threads) as pool:
         results = list(pool.map(one, range(threads)))
     return [x for r in results for x in r]
 
 
-def process_main(path: str, kind: str, prefix: str, threads: int, n: int, *args: Any) -> list[Any]:
-    """Entry point of a spawned writer process on the embedded store in ``path``."""
+def process_main(
+    start: Any, path: str, kind: str, prefix: str, threads: int, n: int, *args: Any
+) -> list[Any]:
+    """Entry point of a spawned writer process on the embedded store in ``path``.
+
+    ``start`` is a barrier shared by the processes, so they begin writing together.
+    """
+    start.wait()
     return run_threads(embedded_opener(path), kind, prefix, threads, n, *args)
 
 
