@@ -147,6 +147,8 @@ class MessageLog(CollectionBound):
         Raises:
             InvalidInputError: an argument is malformed (including content that is not text
                 and metadata that is not JSON-serialisable); nothing is written.
+            ConflictError: other writers kept adding turns to the thread through every
+                attempt; no new turn of this call was logged.
         """
         turns, meta_json = _prepare(user, thread_id, messages, metadata, now)
         if not turns:
