@@ -53,6 +53,7 @@ from memory.facts import normalise_subject
 from memory.knowledge import asearch_knowledge
 from memory.messages import MAX_MESSAGE_CHARS
 from memory.rule_guard import screen_rules
+from memory.rules import RuleConflictError
 from memstore import GLOBAL_SCOPE, InvalidInputError, Where, check_user_id
 
 __all__ = [
@@ -76,6 +77,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_RULES_ATTEMPTS = 5
+"""Rewrites of the rules when other conversations keep creating versions meanwhile."""
 
 FAN_OUT = ("recall_episodic", "recall_semantic", "load_procedural", "remember_facts")
 """The nodes a new user message starts, in parallel."""
@@ -783,35 +786,47 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                 f"conversations rewrite them with {GLOBAL_RULES_ENV}=learn"
             ),
         }
-    current = await res.rules.alatest(scope)
-    prompt = (await prompts.aload("procedural_update")).format(
-        current_rules=current.render(),
-        reflections="\n".join(_lesson(r) for r in pending),
-        max_rules=MAX_RULES,
-    )
     model = await res.abackground_model(ctx)
-    ruleset, records = await ainvoke_structured(
-        model, RuleSet, [HumanMessage(prompt)], purpose="rules"
-    )
-    calls = [c.to_dict() for c in records]
     personal = [str(f.get("value", "")) for f in state.facts] + [user]
-    kept, rejected = screen_rules(
-        _clean_rules(ruleset.rules), shared=scope == GLOBAL_SCOPE, personal_values=personal
-    )
-    for item in rejected:
-        logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
-    result = {**done, "rules_rejected": [r.to_dict() for r in rejected], "model_calls": calls}
-    if not kept:
-        return {**result, "rules_note": "no rule of the rewrite could be stored"}
     last = pending[-1]
-    created = await res.rules.apropose(
-        scope,
-        kept,
-        source_episodes=[str(r["id"]) for r in pending],
-        source_users=[user],
-        note=(
-            f"rewritten after conversation {last.get('conversation')} "
-            f"of thread {last.get('thread_id')}"
-        ),
-    )
-    return {**result, "rules_version_created": created.version if created else None}
+    calls: list[dict[str, Any]] = []
+    for attempt in range(1, _RULES_ATTEMPTS + 1):
+        current = await res.rules.alatest(scope)
+        prompt = (await prompts.aload("procedural_update")).format(
+            current_rules=current.render(),
+            reflections="\n".join(_lesson(r) for r in pending),
+            max_rules=MAX_RULES,
+        )
+        ruleset, records = await ainvoke_structured(
+            model, RuleSet, [HumanMessage(prompt)], purpose="rules"
+        )
+        calls += [c.to_dict() for c in records]
+        kept, rejected = screen_rules(
+            _clean_rules(ruleset.rules), shared=scope == GLOBAL_SCOPE, personal_values=personal
+        )
+        for item in rejected:
+            logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
+        result = {**done, "rules_rejected": [r.to_dict() for r in rejected], "model_calls": calls}
+        if not kept:
+            return {**result, "rules_note": "no rule of the rewrite could be stored"}
+        try:
+            # Based on the version the model rewrote: another conversation's new version
+            # is never replaced by a rewrite that did not see it.
+            created = await res.rules.apropose(
+                scope,
+                kept,
+                base_version=current.version,
+                source_episodes=[str(r["id"]) for r in pending],
+                source_users=[user],
+                note=(
+                    f"rewritten after conversation {last.get('conversation')} "
+                    f"of thread {last.get('thread_id')}"
+                ),
+            )
+        except RuleConflictError:
+            if attempt == _RULES_ATTEMPTS:
+                raise
+            logger.info("rules of %r changed during the rewrite: rewriting from the latest", scope)
+            continue
+        return {**result, "rules_version_created": created.version if created else None}
+    raise AssertionError("unreachable: the last attempt returns or raises")
