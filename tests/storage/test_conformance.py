@@ -92,9 +92,9 @@ def test_alpha_one_is_pure_vector_with_min_max_normalised_cosine(
     assert by_name["B"].vector_score == pytest.approx(1.0, abs=1e-6)
     assert by_name["C"].vector_score == pytest.approx(COS_C, abs=1e-6)
     assert by_name["F3"].vector_score == pytest.approx(-1.0, abs=1e-6)
-    # Equal scores are ordered by id.
+    # Equal scores with equal raw scores are ordered by UUID, descending (hybrid_fusion.go).
     fillers = [h.id for h in hits[3:]]
-    assert fillers == sorted(fillers)
+    assert fillers == sorted(fillers, reverse=True)
 
 
 def test_alpha_zero_is_pure_bm25_over_keyword_candidates_only(
@@ -155,7 +155,7 @@ def test_equal_scores_on_a_side_normalise_to_one(store: MemoryStore, coll: Colle
     )
     hits = store.hybrid(coll.name, query="heron", vector=vec(1, 1), alpha=1.0, user=ALICE)
     assert [h.score for h in hits] == pytest.approx([1.0, 1.0], abs=1e-6)
-    assert [h.id for h in hits] == sorted([make_id("e1"), make_id("e2")])
+    assert [h.id for h in hits] == sorted([make_id("e1"), make_id("e2")], reverse=True)
     hits = store.hybrid(coll.name, query="heron", vector=vec(1, 1), alpha=0.0, user=ALICE)
     assert [h.id for h in hits] == [make_id("e1")]
     assert hits[0].score == pytest.approx(1.0, abs=1e-6)
