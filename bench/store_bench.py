@@ -69,8 +69,8 @@ def vector_recall(store: EmbeddedStore, qvecs: list[list[float]]) -> float:
         part = store._partition(conn, EPISODES, USER)
     found = []
     for v in qvecs:
-        fast = set(_cosine_top(part, v, None, 100))
-        exact = set(_cosine_top(part, v, None, 100, exact=True))
+        fast = set(_cosine_top(part, v, None, 100)[0].tolist())
+        exact = set(_cosine_top(part, v, None, 100, exact=True)[0].tolist())
         found.append(len(fast & exact) / len(exact))
     return statistics.fmean(found)
 

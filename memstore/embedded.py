@@ -40,10 +40,11 @@ from memstore.ranking import (
     HYBRID_CANDIDATES,
     WEAVIATE_EN_STOPWORDS,
     bm25_idf,
+    fuse_arrays,
     fuse_relative_score,
     fusion_weights,
     keyword_candidates,
-    order_hybrid,
+    order_fused,
     per_property_limit,
     query_term_counts,
     query_terms,
@@ -85,6 +86,7 @@ T = TypeVar("T")
 FloatArray = npt.NDArray[np.float32]
 FloatArray64 = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+_NO_HITS: tuple[IntArray, FloatArray] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
 
 __all__ = [
     "BM25_B",
@@ -635,23 +637,24 @@ class EmbeddedStore(MemoryStore):
                 allowed[np.searchsorted(part.rowids, rids)] = True
             # A side runs when its float32 weight is not zero, as on the server (alpha is
             # sent as a float32, so a tiny alpha is a pure keyword search there too).
-            keyword: dict[int, float] = {}
+            keyword = _NO_HITS
             counts = query_term_counts(query) if keyword_weight > 0 else {}
             if counts and spec.searchable:
                 if part.keyword is None:
                     part.keyword = self._build_keyword_index(conn, spec, user, part)
                 keyword = _bm25_top(part, part.keyword, counts, allowed, keyword_candidates(limit))
-            dense: dict[int, float] = {}
+            dense = _NO_HITS
             if vector_weight > 0:
                 dense = _cosine_top(part, vector, allowed, vector_candidates(limit))
-            sides: list[tuple[float, dict[int, float]]] = []
+            sides: list[tuple[float, IntArray, FloatArray]] = []
             if vector_weight > 0:
-                sides.append((float(vector_weight), dense))
+                sides.append((float(vector_weight), *dense))
             if keyword_weight > 0:
-                sides.append((float(keyword_weight), keyword))
-            fused, secondary = fuse_relative_score(sides)
-            uuids = {i: part.ids[i] for i in fused}
-            top = order_hybrid(fused, fused, secondary, uuids)[:limit]
+                sides.append((float(keyword_weight), *keyword))
+            keys, fused, secondary = fuse_arrays(sides)
+            chosen = order_fused(fused, secondary, [part.ids[k] for k in keys.tolist()], limit)
+            top = keys[chosen].tolist()
+            scores = fused[chosen].tolist()
             if not top:
                 return []
             rows = conn.execute(
@@ -661,15 +664,17 @@ class EmbeddedStore(MemoryStore):
                 (json.dumps([int(part.rowids[i]) for i in top]), user),
             ).fetchall()
         props = dict(rows)
+        keyword_of = dict(zip(keyword[0].tolist(), keyword[1].tolist(), strict=True))
+        vector_of = dict(zip(dense[0].tolist(), dense[1].tolist(), strict=True))
         return [
             SearchHit(
                 id=part.ids[i],
                 properties=json.loads(props[int(part.rowids[i])]),
-                score=fused[i],
-                keyword_score=keyword.get(i),
-                vector_score=dense.get(i),
+                score=score,
+                keyword_score=keyword_of.get(i),
+                vector_score=vector_of.get(i),
             )
-            for i in top
+            for i, score in zip(top, scores, strict=True)
         ]
 
     def _partition(
@@ -950,8 +955,8 @@ def _bm25_top(
     counts: dict[str, int],
     allowed: npt.NDArray[np.bool_] | None,
     candidates: int,
-) -> dict[int, float]:
-    """Rank the partition like Weaviate's BlockMax-WAND BM25; map row index to raw score.
+) -> tuple[IntArray, FloatArray]:
+    """Rank the partition like Weaviate's BlockMax-WAND BM25; return rows and raw scores.
 
     Each property is scored on its own (idf shared, ``memstore.ranking.bm25_idf``; summed
     over the query terms in float64, kept as float32) and keeps its best
@@ -960,31 +965,36 @@ def _bm25_top(
     rows, which stand in for the server's docIDs (write order). See ``docs/storage.md``.
     """
     n = part.rowids.size
-    located: list[tuple[float, list[tuple[int, int, int]]]] = []
-    for term, repeats in counts.items():
-        h = term_hash(term)
-        spans: list[tuple[int, int, int]] = []
-        for p, pp in enumerate(index.props):
-            t = int(np.searchsorted(pp.hashes, h))
-            if t < pp.hashes.size and pp.hashes[t] == h:
-                spans.append((p, int(pp.indptr[t]), int(pp.indptr[t + 1])))
-        if spans:
-            located.append((bm25_idf(n, (hi - lo for _, lo, hi in spans), repeats), spans))
-    if not located:
-        return {}
+    hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=len(counts))
+    # (terms, properties): where each term's postings start and end in each property.
+    lo = np.zeros((hashes.size, len(index.props)), dtype=np.int64)
+    hi = np.zeros_like(lo)
+    for p, pp in enumerate(index.props):
+        if pp.hashes.size == 0:
+            continue
+        at = np.searchsorted(pp.hashes, hashes)
+        found = (at < pp.hashes.size) & (pp.hashes[np.minimum(at, pp.hashes.size - 1)] == hashes)
+        lo[found, p] = pp.indptr[at[found]]
+        hi[found, p] = pp.indptr[at[found] + 1]
+    doc_freqs = (hi - lo).tolist()
+    idfs = [bm25_idf(n, freqs, r) for freqs, r in zip(doc_freqs, counts.values(), strict=True)]
+    if not any(idfs):
+        return _NO_HITS
     keep_each = per_property_limit(candidates, len(index.props))
     total = np.zeros(n, dtype=np.float32)
     for p, pp in enumerate(index.props):
-        scores: FloatArray64 | None = None
-        for idf, spans in located:
-            for q, lo, hi in spans:
-                if q == p:
-                    if scores is None:
-                        scores = np.zeros(n, dtype=np.float64)
-                    # A term's postings hold each row once, so fancy-index += is exact here.
-                    scores[pp.docs[lo:hi]] += idf * pp.weight[lo:hi]
-        if scores is None:
+        spans = [
+            (idf, int(lo[t, p]), int(hi[t, p])) for t, idf in enumerate(idfs) if hi[t, p] > lo[t, p]
+        ]
+        if not spans:
             continue
+        # bincount adds each row's contributions in input order, i.e. query-term order, in
+        # float64: the same sums as the server's per-document loop over the terms.
+        scores = np.bincount(
+            np.concatenate([pp.docs[a:b] for _, a, b in spans]),
+            weights=np.concatenate([idf * pp.weight[a:b] for idf, a, b in spans]),
+            minlength=n,
+        )
         narrow = scores.astype(np.float32)
         # Every posting scores above zero: idf and the term weight are both positive.
         matched = narrow > 0
@@ -993,7 +1003,7 @@ def _bm25_top(
         kept = top_rows(narrow, np.flatnonzero(matched), keep_each)
         total[kept] += narrow[kept]
     pool = top_rows(total, np.flatnonzero(total > 0), candidates)
-    return {int(i): float(total[i]) for i in pool}
+    return pool, total[pool]
 
 
 def _cosine_top(
@@ -1003,8 +1013,8 @@ def _cosine_top(
     candidates: int,
     *,
     exact: bool = False,
-) -> dict[int, float]:
-    """Rank the partition by cosine similarity; map row index to cosine for the candidates.
+) -> tuple[IntArray, FloatArray]:
+    """Rank the partition by cosine similarity; return the candidate rows and their cosines.
 
     Large partitions are first ranked on a PCA projection (a quarter of the memory traffic)
     and only the best ``COARSE_RERANK * candidates`` rows get an exact cosine, the way an ANN
@@ -1033,8 +1043,7 @@ def _cosine_top(
     # reports 1 - distance as the raw vector score.
     distance = np.float32(1) - sims
     keep = top_rows(distance, np.arange(pool.size), candidates, smallest=True)
-    similarity = np.float32(1) - distance[keep]
-    return {int(r): float(v) for r, v in zip(pool[keep], similarity, strict=True)}
+    return pool[keep], np.float32(1) - distance[keep]
 
 
 def _coarse_index(unit: FloatArray) -> _CoarseIndex:

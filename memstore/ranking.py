@@ -145,64 +145,88 @@ def top_rows(
     return np.concatenate((chosen, tied[: k - chosen.size]))
 
 
-def _f32(value: float) -> np.float32:
-    return np.float32(value)
-
-
 def fusion_weights(alpha: float) -> tuple[np.float32, np.float32]:
     """Return the (vector, keyword) weights of a hybrid search.
 
     The client sends alpha as a 32-bit float; the server keeps ``float64(alpha32)`` and
     ``1 - float64(alpha32)`` and narrows each back to float32 (``hybrid_fusion.go``).
     """
-    alpha32 = _f32(alpha)
-    return alpha32, _f32(1.0 - float(alpha32))
+    alpha32 = np.float32(alpha)
+    return alpha32, np.float32(1.0 - float(alpha32))
+
+
+def fuse_arrays(
+    sides: Sequence[tuple[float, npt.NDArray[np.int64], npt.NDArray[np.float32]]],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Fuse scored candidate sets like ``FusionRelativeScore`` (``hybrid_fusion.go``).
+
+    ``sides`` are (weight, object keys, raw scores) in the server's order: the vector set
+    first, the keyword set last. Each set is min-max normalised over its own candidates (all
+    equal: the full weight), weighted and summed per object, all in float32. Returns the
+    objects (sorted keys), their fused scores and their secondary sort values: the raw score
+    in the last set that holds them.
+    """
+    present = [(w, k, v) for w, k, v in sides if k.size]
+    if not present:
+        empty = np.zeros(0, dtype=np.float32)
+        return np.zeros(0, dtype=np.int64), empty, empty
+    keys = np.unique(np.concatenate([k for _, k, _ in present]))
+    fused = np.zeros(keys.size, dtype=np.float32)
+    secondary = np.zeros(keys.size, dtype=np.float32)
+    seen = np.zeros(keys.size, dtype=bool)
+    for weight, side_keys, values in present:
+        w = np.float32(weight)
+        at = np.searchsorted(keys, side_keys)
+        high, low = values.max(), values.min()
+        # Element-wise float32 operations round exactly like Go's scalar float32 arithmetic.
+        part = np.full(values.size, w) if high == low else w * ((values - low) / (high - low))
+        fused[at] = np.where(seen[at], part + fused[at], part)
+        seen[at] = True
+        secondary[at] = values
+    return keys, fused, secondary
 
 
 def fuse_relative_score(
     sides: Sequence[tuple[float, Mapping[K, float]]],
 ) -> tuple[dict[K, float], dict[K, float]]:
-    """Fuse scored candidate sets like ``FusionRelativeScore`` (``hybrid_fusion.go``).
-
-    ``sides`` are (weight, raw scores) in the server's order: the vector set first, the keyword
-    set last. Each set is min-max normalised over its own candidates (all equal: the full
-    weight), weighted and summed per object, all in float32. Returns the fused scores and each
-    object's secondary sort value: the raw score in the last set that holds it.
-    """
-    fused: dict[K, np.float32] = {}
-    secondary: dict[K, float] = {}
-    for weight, scores in sides:
-        if not scores:
-            continue
-        w = _f32(weight)
-        values = {key: _f32(v) for key, v in scores.items()}
-        high = max(values.values())
-        low = min(values.values())
-        span = high - low
-        for key, value in values.items():
-            part = w if high == low else w * ((value - low) / span)
-            previous = fused.get(key)
-            fused[key] = part if previous is None else part + previous
-            secondary[key] = float(value)
-    return {key: float(v) for key, v in fused.items()}, secondary
+    """``fuse_arrays`` for candidate sets given as {object: raw score}; returns dicts."""
+    slot: dict[K, int] = {}
+    for _, scores in sides:
+        for key in scores:
+            slot.setdefault(key, len(slot))
+    arrays = [
+        (
+            weight,
+            np.fromiter((slot[k] for k in scores), dtype=np.int64, count=len(scores)),
+            np.fromiter(scores.values(), dtype=np.float32, count=len(scores)),
+        )
+        for weight, scores in sides
+    ]
+    at, fused, secondary = fuse_arrays(arrays)
+    keys = list(slot)
+    chosen = [keys[i] for i in at.tolist()]
+    return (
+        dict(zip(chosen, fused.tolist(), strict=True)),
+        dict(zip(chosen, secondary.tolist(), strict=True)),
+    )
 
 
 def _near(a: float, b: float) -> bool:
     # Go: a_b := float64(x[j].Score - x[i].Score) with float32 operands; a_b*a_b < 1e-14.
-    diff = float(_f32(b) - _f32(a))
+    diff = float(np.float32(b) - np.float32(a))
     return diff * diff < NEAR_TIE_SQUARED
 
 
 def hybrid_before(
-    score: Mapping[K, float], secondary: Mapping[K, float], uuid: Mapping[K, str]
-) -> Callable[[K, K], bool]:
+    score: Sequence[float], secondary: Sequence[float], uuid: Sequence[str]
+) -> Callable[[int, int], bool]:
     """Return the server's ``less`` for fused results (``FusionRelativeScore``, descending).
 
     Scores within 1e-7 are ties; ties are ordered by the secondary value (descending, again
     with a 1e-7 tolerance), then by UUID string, descending.
     """
 
-    def before(i: K, j: K) -> bool:
+    def before(i: int, j: int) -> bool:
         if _near(score[i], score[j]):
             if _near(secondary[i], secondary[j]):
                 return uuid[i] > uuid[j]
@@ -212,35 +236,74 @@ def hybrid_before(
     return before
 
 
-def order_hybrid(
-    keys: Iterable[K],
-    score: Mapping[K, float],
-    secondary: Mapping[K, float],
-    uuid: Mapping[K, str],
-) -> list[K]:
-    """Order fused results as the server does, deterministically.
+def order_fused(
+    fused: npt.NDArray[np.float32],
+    secondary: npt.NDArray[np.float32],
+    uuids: Sequence[str],
+    limit: int | None = None,
+) -> list[int]:
+    """Order fused results as the server does, deterministically; return the first ``limit``.
 
-    The server sorts with ``sort.Slice`` (unstable) over Go map order using ``hybrid_before``.
-    Whenever that comparison is a strict weak order on the results, its sorted order is unique
-    and this returns it. Chains of near ties (a ≈ b ≈ c, a ≉ c) can make it inconsistent; the
-    server's order is then unspecified, and this returns a stable merge sort (Python's) of the
-    results pre-ordered by (score, secondary, uuid), descending.
+    Returns positions into the arrays. The server sorts with ``sort.Slice`` (unstable, over Go
+    map order) using ``hybrid_before``. Pre-ordered by (score, secondary, uuid) descending, the
+    results fall into runs whose neighbouring scores are within 1e-7; any two results of
+    different runs are ordered by score. Each run is then merge-sorted (Python's stable sort)
+    with the server's comparison. Whenever that comparison is a strict weak order (it is
+    unless near ties chain), this is the server's unique sorted order; otherwise the server's
+    order is unspecified and this is the convention both this store and the test oracle follow.
     """
-    pre = sorted(keys, key=lambda k: uuid[k], reverse=True)
-    pre.sort(key=lambda k: (-score[k], -secondary[k]))
-    if not any(_near(score[a], score[b]) for a, b in zip(pre, pre[1:], strict=False)):
-        # No near ties: every pair is decided by the score, already in order.
-        return pre
-    before = hybrid_before(score, secondary, uuid)
+    n = len(uuids)
+    if n == 0:
+        return []
+    rank = np.empty(n, dtype=np.int64)
+    rank[sorted(range(n), key=uuids.__getitem__, reverse=True)] = np.arange(n)
+    pre: list[int] = np.lexsort((rank, -secondary, -fused)).tolist()
+    ordered = fused[pre]
+    gaps = (ordered[1:] - ordered[:-1]).astype(np.float64)
+    near = gaps * gaps < NEAR_TIE_SQUARED
+    end = n if limit is None else min(limit, n)
+    if not near[:end].any():
+        # No near tie within the first ``end`` or across the cut: the pre-order stands.
+        return pre[:end]
+    score = fused.tolist()
+    second = secondary.tolist()
+    before = hybrid_before(score, second, uuids)
 
-    def compare(i: K, j: K) -> int:
+    def compare(i: int, j: int) -> int:
         if before(i, j):
             return -1
         if before(j, i):
             return 1
         return 0
 
-    return sorted(pre, key=functools.cmp_to_key(compare))
+    out: list[int] = []
+    start = 0
+    while start < end:
+        stop = start + 1
+        while stop < n and near[stop - 1]:
+            stop += 1
+        run = pre[start:stop]
+        out.extend(sorted(run, key=functools.cmp_to_key(compare)) if len(run) > 1 else run)
+        start = stop
+    return out[:end]
+
+
+def order_hybrid(
+    keys: Iterable[K],
+    score: Mapping[K, float],
+    secondary: Mapping[K, float],
+    uuid: Mapping[K, str],
+    limit: int | None = None,
+) -> list[K]:
+    """``order_fused`` for results given as mappings; returns the keys in order."""
+    items = list(keys)
+    positions = order_fused(
+        np.fromiter((score[k] for k in items), dtype=np.float32, count=len(items)),
+        np.fromiter((secondary[k] for k in items), dtype=np.float32, count=len(items)),
+        [uuid[k] for k in items],
+        limit,
+    )
+    return [items[i] for i in positions]
 
 
 def go_lower(text: str) -> str:

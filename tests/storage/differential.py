@@ -44,7 +44,9 @@ def _spec(name: str, searchable: list[str]) -> CollectionSpec:
     text = [Property(p, "text", searchable=True, filterable=False) for p in searchable]
     if "tags" in searchable:
         text = [
-            Property(p, "text[]" if p == "tags" else "text", searchable=True, filterable=p == "tags")
+            Property(
+                p, "text[]" if p == "tags" else "text", searchable=True, filterable=p == "tags"
+            )
             for p in searchable
         ]
     filters = [
@@ -159,7 +161,9 @@ def _where(rng: random.Random) -> list[Where]:
         elif pick == 2:
             out.append(Where("kind", "in", rng.sample(KINDS, 2)))
         elif pick == 3:
-            out.append(Where("rank", rng.choice(["gt", "gte", "lt", "lte", "eq"]), rng.randint(-2, 10)))
+            out.append(
+                Where("rank", rng.choice(["gt", "gte", "lt", "lte", "eq"]), rng.randint(-2, 10))
+            )
         elif pick == 4:
             moment = (BASE_TIME + timedelta(hours=rng.randint(0, 200))).isoformat()
             out.append(Where("at", rng.choice(["gt", "lt"]), moment))
@@ -254,7 +258,7 @@ def load(store: MemoryStore, spec: CollectionSpec, user: str, case: Corpus) -> r
     for batch in case.writes:
         store.upsert(spec.name, batch, user=user).raise_for_failures()
         for obj in batch:
-            shard.put(obj.id, _stored(spec, obj.properties), list(obj.vector))
+            shard.put(obj.id, _stored(spec, dict(obj.properties)), list(obj.vector))
     if case.deletes:
         store.delete(spec.name, case.deletes, user=user)
         for oid in case.deletes:
@@ -262,7 +266,7 @@ def load(store: MemoryStore, spec: CollectionSpec, user: str, case: Corpus) -> r
     if case.rewrites:
         store.upsert(spec.name, case.rewrites, user=user).raise_for_failures()
         for obj in case.rewrites:
-            shard.put(obj.id, _stored(spec, obj.properties), list(obj.vector))
+            shard.put(obj.id, _stored(spec, dict(obj.properties)), list(obj.vector))
     return shard
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from memstore.embedded import EmbeddedStore
 from tests.storage import differential as diff
+from tests.storage import weaviate_reference as ref
 
 QUERIES = int(os.environ.get("AMEM_DIFFERENTIAL_QUERIES", "10000"))
 SEED = int(os.environ.get("AMEM_DIFFERENTIAL_SEED", "1"))
@@ -69,4 +70,4 @@ def test_embedded_store_ranks_like_the_reference_model(tmp_path: Path) -> None:
 def test_tokenisation_edge_cases_match_the_model(text: str, tokens: list[str]) -> None:
     from memstore.ranking import tokenize
 
-    assert tokenize(text) == diff.ref.tokenize_word(text) == tokens
+    assert tokenize(text) == ref.tokenize_word(text) == tokens

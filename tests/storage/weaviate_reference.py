@@ -269,9 +269,7 @@ def top_k_by_score_then_doc_id(
     return {u: scores[u] for u in order[:k]}
 
 
-def bm25(
-    shard: Shard, query: str, limit: int, allowed: set[str]
-) -> list[tuple[str, np.float32]]:
+def bm25(shard: Shard, query: str, limit: int, allowed: set[str]) -> list[tuple[str, np.float32]]:
     """``inverted/bm25_searcher_block.go`` ``wandBlock`` and ``combineResults``, then
     ``index.go`` ``objectSearchByShard``'s sort (score desc, UUID desc)."""
     terms = tokenize_and_count_duplicates(query)
@@ -377,18 +375,36 @@ def _less(a: Result, b: Result) -> bool:
     return float(a.score) > float(b.score)
 
 
+def _near(a: np.float32, b: np.float32) -> bool:
+    a_b = float(np.float32(b - a))
+    return a_b * a_b < 1e-14
+
+
 def sort_fused(results: list[Result]) -> list[Result]:
-    """Sort with the server's comparison. Go sorts an unstable pdqsort over map order; when the
-    comparison is a strict weak order the result is unique and this finds it. Otherwise (chains
-    of near ties) the server's order is unspecified; the model then merge-sorts (Python's stable
-    sort) the results pre-ordered by (score, secondary, UUID) descending."""
+    """Sort with the server's comparison (``_less``).
+
+    Go runs an unstable pdqsort over map order. When the comparison is a strict weak order the
+    sorted order is unique, and this finds it: results pre-ordered by (score, secondary, UUID)
+    descending split into runs of neighbours whose scores are within 1e-7; results of
+    different runs compare by score alone, so only each run needs the full comparison. When
+    near ties chain the server's order is unspecified; the model then merge-sorts each run
+    (Python's stable sort) from the pre-order, a convention the embedded store shares.
+    """
     pre = sorted(results, key=lambda r: r.uuid, reverse=True)
     pre.sort(key=lambda r: (-float(r.score), -float(r.secondary)))
 
     def compare(a: Result, b: Result) -> int:
         return -1 if _less(a, b) else (1 if _less(b, a) else 0)
 
-    return sorted(pre, key=functools.cmp_to_key(compare))
+    out: list[Result] = []
+    run: list[Result] = []
+    for result in pre:
+        if run and not _near(run[-1].score, result.score):
+            out.extend(sorted(run, key=functools.cmp_to_key(compare)))
+            run = []
+        run.append(result)
+    out.extend(sorted(run, key=functools.cmp_to_key(compare)))
+    return out
 
 
 def hybrid(
