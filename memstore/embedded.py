@@ -48,6 +48,7 @@ from memstore.ranking import (
     per_property_limit,
     query_term_counts,
     query_terms,
+    text_sort_key,
     tokenize,
     top_rows,
     vector_candidates,
@@ -231,6 +232,8 @@ class EmbeddedStore(MemoryStore):
         )
         self._conn: sqlite3.Connection | None = conn
         try:
+            # Text sorts like Weaviate's: case-insensitively (memstore.ranking.text_sort_key).
+            conn.create_function("amem_text_key", 1, _sql_text_key, deterministic=True)
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -577,7 +580,12 @@ class EmbeddedStore(MemoryStore):
         order = "id ASC"
         if sort_by is not None:
             direction = "DESC" if descending else "ASC"
-            order = f"{_prop_sql(spec, sort_by)} {direction}, id ASC"
+            key = _prop_sql(spec, sort_by)
+            if spec.prop(sort_by).type == "text":
+                key = f"amem_text_key({key})"
+            # NULLs (objects without the property) come first ascending, last descending,
+            # as Weaviate's comparator puts them.
+            order = f"{key} {direction}, id ASC"
         with self._read() as conn:
             rows = conn.execute(
                 f"SELECT id, props, NULL FROM {obj_t} WHERE user IS ?{cond} "
@@ -585,6 +593,27 @@ class EmbeddedStore(MemoryStore):
                 (user, *params, limit, offset),
             ).fetchall()
         return [_stored(row, False) for row in rows]
+
+    def _page_after(
+        self,
+        spec: CollectionSpec,
+        user: str | None,
+        where: list[Where],
+        after: str | None,
+        limit: int,
+        include_vector: bool,
+    ) -> list[StoredObject]:
+        obj_t = _table(spec.name)
+        cond, params = _filter_sql(spec, where)
+        keyset = "" if after is None else " AND id > ?"
+        vector = "vector" if include_vector else "NULL"
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT id, props, {vector} FROM {obj_t} WHERE user IS ?{keyset}{cond} "
+                "ORDER BY id LIMIT ?",
+                (user, *([] if after is None else [after]), *params, limit),
+            ).fetchall()
+        return [_stored(row, include_vector) for row in rows]
 
     def _count(self, spec: CollectionSpec, user: str | None, where: list[Where]) -> int:
         obj_t = _table(spec.name)
@@ -1084,6 +1113,10 @@ def _bump(
         "lineage = CASE WHEN ? THEN lineage ELSE excluded.lineage END",
         (collection, user or "", uuid.uuid4().hex, uuid.uuid4().hex, keeps_lineage),
     )
+
+
+def _sql_text_key(value: str | None) -> str | None:
+    return text_sort_key(value) if isinstance(value, str) else value
 
 
 def _json_path(prop: str) -> str:

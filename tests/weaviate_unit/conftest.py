@@ -298,7 +298,9 @@ def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
             prop["indexFilterable"] = True
         if prop.get("indexSearchable") is None:
             prop["indexSearchable"] = prop["dataType"][0] in ("text", "text[]")
-    inverted = schema.setdefault("invertedIndexConfig", {})
+    # usecases/schema/class.go setInvertedConfigDefaults: BlockMax WAND only when none was sent.
+    inverted = schema.setdefault("invertedIndexConfig", {"usingBlockMaxWAND": True})
+    inverted.setdefault("bm25", {"b": 0.75, "k1": 1.2})
     inverted.setdefault("cleanupIntervalSeconds", 60)
     inverted["stopwords"] = {"preset": "en", "additions": None, "removals": None}
     schema.setdefault("replicationConfig", {"factor": 1})

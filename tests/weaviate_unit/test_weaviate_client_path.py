@@ -109,7 +109,11 @@ def test_create_sends_the_explicit_schema(wire: tuple[Wire, Any], store: wv.Weav
             "vectorIndexConfig": {"distance": "cosine"},
         }
     }
-    assert body["invertedIndexConfig"]["bm25"] == {"b": 0.75, "k1": 1.2}
+    # No inverted-index config: the server then creates BlockMax-WAND buckets (BM25 defaults
+    # k1 1.2, b 0.75, "en" stopwords); the client cannot ask for them explicitly.
+    assert "invertedIndexConfig" not in body
+    assert "shardingConfig" not in body  # per-user: one shard per tenant
+    assert "replicationConfig" not in body  # the server's REPLICATION_MINIMUM_FACTOR
     assert body["multiTenancyConfig"] == {
         "enabled": True,
         "autoTenantCreation": True,
