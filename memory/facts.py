@@ -237,14 +237,7 @@ class FactStore(CollectionBound):
         return sorted(objs, key=lambda o: (str(o.properties["valid_from"]), o.id))
 
     def _all(self, user: str, where: list[Where]) -> list[StoredObject]:
-        out: list[StoredObject] = []
-        while True:
-            page = self.store.list_objects(
-                FACTS.name, user=user, where=where, limit=_PAGE, offset=len(out)
-            )
-            out.extend(page)
-            if len(page) < _PAGE:
-                return out
+        return list(self.store.iterate(FACTS.name, user=user, where=where, page_size=_PAGE))
 
     # -- async twins ----------------------------------------------------------------------
 

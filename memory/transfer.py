@@ -165,15 +165,10 @@ def spec_from_dict(data: object) -> CollectionSpec:
 
 
 def _page(
-    store: MemoryStore, collection: str, user: str | None, page_size: int
+    store: MemoryStore, collection: str, user: str | None, page_size: int, vectors: bool
 ) -> Iterator[StoredObject]:
-    offset = 0
-    while True:
-        batch = store.list_objects(collection, user=user, limit=page_size, offset=offset)
-        yield from batch
-        if len(batch) < page_size:
-            return
-        offset += len(batch)
+    # Keyset pages by id: no result-window cap (Weaviate's QUERY_MAXIMUM_RESULTS).
+    return store.iterate(collection, user=user, page_size=page_size, include_vector=vectors)
 
 
 def _json_value(value: Any) -> Any:
@@ -267,14 +262,8 @@ def export_memories(
         kind = kind_of(spec.name)
         assert kind is not None
         n = 0
-        for obj in _page(store, spec.name, user, page_size):
-            vector: list[float] | None = None
-            if include_vectors:
-                # list_objects does not return vectors; one get per object fetches them.
-                full = store.get(spec.name, obj.id, user=user, include_vector=True)
-                vector = None if full is None else full.vector
-                if full is None:
-                    continue  # deleted while we were reading
+        for obj in _page(store, spec.name, user, page_size, include_vectors):
+            vector = obj.vector if include_vectors else None
             line = {
                 "kind": kind,
                 "collection": spec.name,

@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from memstore import ranking
 from memstore.base import MemoryStore
 from memstore.ranking import (
     BM25_B,
@@ -41,7 +42,6 @@ from memstore.ranking import (
     WEAVIATE_EN_STOPWORDS,
     bm25_idf,
     fuse_arrays,
-    fuse_relative_score,
     fusion_weights,
     keyword_candidates,
     order_fused,
@@ -1083,6 +1083,11 @@ def _coarse_index(unit: FloatArray) -> _CoarseIndex:
     basis = np.ascontiguousarray(vt[:COARSE_DIMS], dtype=np.float32)
     projected = np.ascontiguousarray((unit - mean) @ basis.T, dtype=np.float32)
     return _CoarseIndex(mean=mean.astype(np.float32), basis=basis, projected=projected)
+
+
+def fuse_relative_score(sides: Sequence[tuple[float, Mapping[T, float]]]) -> dict[T, float]:
+    """Return the fused scores of ``memstore.ranking.fuse_relative_score`` (kept for callers)."""
+    return ranking.fuse_relative_score(sides)[0]
 
 
 def normalise_date(value: str) -> str:

@@ -27,11 +27,11 @@ from memstore import (
 from memstore.embedded import (
     DB_FILENAME,
     EmbeddedStore,
-    fuse_relative_score,
     normalise_date,
     query_terms,
     tokenize,
 )
+from memstore.ranking import fuse_relative_score
 from tests.storage.conftest import DIMS, count_extensions, make_spec, vec
 
 WRITER = textwrap.dedent(
