@@ -312,10 +312,9 @@ def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-@pytest.fixture
-def wire() -> Iterator[tuple[Wire, Any]]:
-    """A real, unconnected ``WeaviateClient`` (server 1.32.9) whose transport is a ``Wire``."""
-    w = Wire()
+@contextmanager
+def client_over(w: Wire) -> Iterator[Any]:
+    """A real, unconnected ``WeaviateClient`` (server 1.32.9) whose transport is ``w``."""
     params = ConnectionParams.from_params(
         http_host="weaviate.test",
         http_port=8080,
@@ -334,6 +333,16 @@ def wire() -> Iterator[tuple[Wire, Any]]:
     conn.grpc_batch_objects = w.batch_objects
     conn.grpc_batch_delete = w.batch_delete
     conn.grpc_aggregate = w.aggregate
-    yield w, client
-    conn._client.close()
-    conn._connected = False
+    try:
+        yield client
+    finally:
+        conn._client.close()
+        conn._connected = False
+
+
+@pytest.fixture
+def wire() -> Iterator[tuple[Wire, Any]]:
+    """A real, unconnected ``WeaviateClient`` (server 1.32.9) whose transport is a ``Wire``."""
+    w = Wire()
+    with client_over(w) as client:
+        yield w, client
