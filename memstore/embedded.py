@@ -337,6 +337,7 @@ class EmbeddedStore(MemoryStore):
             "collection TEXT NOT NULL, scope TEXT NOT NULL, token TEXT NOT NULL, "
             "lineage TEXT NOT NULL DEFAULT '', PRIMARY KEY (collection, scope))"
         )
+        _retokenize(conn)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -1160,6 +1161,49 @@ def _prop_sql(spec: CollectionSpec, prop: str, alias: str = "") -> str:
     if any(p.name == prop for p in _columns(spec)):
         return f"{alias}{_column(prop)}"
     return f"json_extract({alias}props, '{_json_path(prop)}')"
+
+
+TOKENIZER_VERSION = "2"
+"""Version 2 splits text before lower-casing it, letter by letter (Go's order): version 1
+lower-cased first, which split words at U+0130 ("İ" becomes "i" plus a combining dot) and
+gave a word-final capital sigma the final form ("ς" instead of Go's "σ")."""
+
+_RETOKENIZE_CHARS = ("\u0130", "\u03a3")
+
+
+def _retokenize(conn: sqlite3.Connection) -> None:
+    """Re-tokenise the few rows whose terms tokenizer version 1 got wrong; once per store.
+
+    Runs in the opening transaction. Only rows holding U+0130 or a capital sigma can differ;
+    their partitions get a new lineage, so caches reload them.
+    """
+    row = conn.execute("SELECT value FROM amem_meta WHERE key = 'tokenizer'").fetchone()
+    if row is not None and row[0] == TOKENIZER_VERSION:
+        return
+    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+        spec = _spec_from_json(spec_json)
+        if not spec.searchable:
+            continue
+        table = _table(spec.name)
+        like = " OR ".join("props LIKE ?" for _ in _RETOKENIZE_CHARS)
+        rows = conn.execute(
+            f"SELECT rid, user, props FROM {table} WHERE {like}",
+            [f"%{c}%" for c in _RETOKENIZE_CHARS],
+        ).fetchall()
+        if not rows:
+            continue
+        lengths, terms = encode_terms(spec, [json.loads(r[2]) for r in rows])
+        conn.executemany(
+            f"UPDATE {table} SET lengths = ?, terms = ? WHERE rid = ?",
+            [(a, b, r[0]) for a, b, r in zip(lengths, terms, rows, strict=True)],
+        )
+        for user in {r[1] for r in rows}:
+            _bump(conn, spec.name, user, keeps_lineage=False)
+    conn.execute(
+        "INSERT INTO amem_meta (key, value) VALUES ('tokenizer', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (TOKENIZER_VERSION,),
+    )
 
 
 def _migrate_from_v1(conn: sqlite3.Connection) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -537,3 +538,44 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
     assert len(extended) == expected_extensions > 10
     reader.close()
     writer.close()
+
+
+def test_terms_of_tokenizer_1_are_rewritten_once_on_open(tmp_path: Path) -> None:
+    # Tokenizer 1 lower-cased before splitting: "İstanbul" became "i" + "stanbul" and a final
+    # capital sigma "ς"; Weaviate (Go) splits first and maps letter by letter.
+    import re
+
+    spec = make_spec("Old")
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    store.ensure_collection(spec)
+    texts = {"a": "İstanbul ΟΔΟΣ", "b": "plain words", "c": "Σ alone"}
+    store.upsert(
+        spec.name,
+        [MemoryObject(make_id(k), {"body": v}, vec(1, 0)) for k, v in texts.items()],
+        user="u",
+    )
+    store.close()
+    conn = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
+    old_tokenize = lambda text: re.findall(r"[^\W_]+", text.lower())  # noqa: E731
+    monkey = embedded.tokenize
+    try:
+        embedded.tokenize = old_tokenize  # type: ignore[assignment]
+        for key in ("a", "c"):
+            props = {"body": texts[key]}
+            lengths, terms = embedded.encode_terms(spec, [props])
+            conn.execute(
+                f'UPDATE "o_{spec.name}" SET lengths = ?, terms = ? WHERE id = ?',
+                (lengths[0], terms[0], make_id(key)),
+            )
+    finally:
+        embedded.tokenize = monkey
+    conn.execute("DELETE FROM amem_meta WHERE key = 'tokenizer'")
+    conn.close()
+    reopened = EmbeddedStore(tmp_path, dims=DIMS)
+    for query, expected in (("istanbul", "a"), ("οδοσ", "a"), ("σ", "c")):
+        hits = reopened.hybrid(spec.name, query=query, vector=vec(1, 0), alpha=0.0, user="u")
+        assert [h.id for h in hits] == [make_id(expected)], query
+    with reopened._read() as conn2:
+        (version,) = conn2.execute("SELECT value FROM amem_meta WHERE key = 'tokenizer'").fetchone()
+    assert version == embedded.TOKENIZER_VERSION
+    reopened.close()
