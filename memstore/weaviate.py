@@ -1065,10 +1065,18 @@ class WeaviateStore(MemoryStore):
 
     @_guarded
     def _users(self, spec: CollectionSpec) -> list[str]:
-        collection = self._client.collections.get(spec.name)
+        collection = self._collection(spec.name)
         users: list[str] = []
-        for name in collection.tenants.get():
-            # A tenant can be empty (everything deleted); it has no user then.
+        for name, tenant in collection.tenants.get().items():
+            status = getattr(tenant, "activity_status", None)
+            active = status is None or str(getattr(status, "value", status)) in _ACTIVE
+            if not active and not _is_hashed_tenant(str(name)):
+                # A plain tenant name is the user id itself: reported without reading the
+                # tenant, which would wake a cold one (auto tenant activation is on).
+                users.append(str(name))
+                continue
+            # An active tenant is read to skip it when empty; a hashed name must be read
+            # to recover the raw user id, even when that wakes the tenant (docs/weaviate.md).
             result = collection.with_tenant(name).query.fetch_objects(
                 limit=1, return_properties=[USER_PROPERTY]
             )
@@ -1077,6 +1085,13 @@ class WeaviateStore(MemoryStore):
             raw = result.objects[0].properties.get(USER_PROPERTY)
             users.append(str(raw) if raw else str(name))
         return sorted(users)
+
+
+_ACTIVE = frozenset({"ACTIVE", "HOT"})
+
+
+def _is_hashed_tenant(name: str) -> bool:
+    return name.startswith(_HASHED_TENANT_PREFIX) and name != GLOBAL_SCOPE
 
 
 def sort_like_weaviate(

@@ -226,6 +226,7 @@ class Wire:
         self.batch_errors: dict[int, str] = {}
         self.delete_replies: list[Any] = []
         self.counts: list[int] = []
+        self.cold: set[str] = set()
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else None
@@ -270,8 +271,12 @@ class Wire:
         self.grpc.append(("tenants_get", request))
         names = sorted(self.tenants.get(request.collection, set()))
         hot = tenants_pb2.TENANT_ACTIVITY_STATUS_HOT
+        cold = tenants_pb2.TENANT_ACTIVITY_STATUS_COLD
         return tenants_pb2.TenantsGetReply(
-            tenants=[tenants_pb2.Tenant(name=n, activity_status=hot) for n in names]
+            tenants=[
+                tenants_pb2.Tenant(name=n, activity_status=cold if n in self.cold else hot)
+                for n in names
+            ]
         )
 
     def batch_objects(self, request: Any, timeout: float, max_retries: float) -> dict[int, str]:

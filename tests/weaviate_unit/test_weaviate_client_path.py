@@ -310,6 +310,22 @@ def test_delete_user_drops_the_tenant_and_users_report_raw_ids(
     assert TENANT not in w.tenants["MessageLog"]
 
 
+def test_users_do_not_wake_cold_tenants_named_after_the_user(
+    wire: tuple[Wire, Any], store: wv.WeaviateStore
+) -> None:
+    w, _ = wire
+    w.tenants["MessageLog"] = {TENANT, "bob", "carol"}
+    w.cold = {TENANT, "bob"}
+    w.search_replies = [
+        _reply(_result(make_id("1"), {wv.USER_PROPERTY: ALICE})),
+        _reply(_result(make_id("3"), {wv.USER_PROPERTY: "carol"})),
+    ]
+    assert store.users(MESSAGES.name) == ["alice@example.com", "bob", "carol"]
+    # bob's tenant is cold and its name is the user id: it is not read (reading wakes it).
+    # alice's name is a hash: only the tenant's objects hold her id.
+    assert sorted(s.tenant for s in w.requests("search")) == sorted([TENANT, "carol"])
+
+
 def test_filters_on_searchable_text_use_the_exact_copy(wire: tuple[Wire, Any]) -> None:
     w, client = wire
     store = wv.WeaviateStore(client, dims=4)
