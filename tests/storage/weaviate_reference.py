@@ -126,6 +126,10 @@ class Shard:
     searchable: list[str]
     docs: dict[str, Doc] = field(default_factory=dict)
     counter: int = 0
+    memtable: bool = False
+    """Model v1.32.9's unflushed state: a memtable term's WAND upper bound is 0 after
+    ``SetIdf`` (``lsmkv/bucket.go`` addDataToTerm leaves MaxImpactTf at 0; fixed upstream in
+    2a4878d6), so once a property's heap holds k documents no further one is scored."""
 
     def put(self, uuid: str, properties: dict[str, Any], vector: list[float]) -> None:
         """``shard_write_put.go`` ``determineInsertStatus``: a new object, or an update whose
@@ -281,9 +285,12 @@ def bm25(shard: Shard, query: str, limit: int, allowed: set[str]) -> list[tuple[
         per_property = int(max(float(limit) * 1.1, float(limit + 10)))
     combined: dict[str, np.float32] = {}
     for prop in shard.searchable:  # query properties, in the order the client sends them
-        kept = top_k_by_score_then_doc_id(
-            shard, property_scores(shard, prop, terms, idfs, allowed), per_property
-        )
+        scores = property_scores(shard, prop, terms, idfs, allowed)
+        if shard.memtable:
+            first = sorted(scores, key=lambda u: shard.docs[u].doc_id)[:per_property]
+            kept = {u: scores[u] for u in first}
+        else:
+            kept = top_k_by_score_then_doc_id(shard, scores, per_property)
         for uuid, score in kept.items():
             combined[uuid] = score if uuid not in combined else np.float32(combined[uuid] + score)
     best = top_k_by_score_then_doc_id(shard, combined, limit)
