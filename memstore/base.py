@@ -254,6 +254,9 @@ class MemoryStore(ABC):
         if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
             raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
         _check_positive("limit", limit)
+        if limit > PAGE_LIMIT:
+            # Weaviate refuses more than QUERY_MAXIMUM_RESULTS hits (db/search.go).
+            raise InvalidInputError(f"limit must be at most {PAGE_LIMIT}, got {limit}")
         _check_filters(spec, where)
         return self._hybrid(spec, query, list(vector), float(alpha), limit, user, list(where))
 

@@ -568,7 +568,13 @@ def test_nan_and_infinite_vectors_change_nothing(store: MemoryStore, coll: Colle
 
 
 def test_bad_search_arguments(store: MemoryStore, coll: CollectionSpec) -> None:
-    for kwargs in ({"alpha": 1.5}, {"alpha": -0.1}, {"alpha": True}, {"limit": 0}):
+    for kwargs in (
+        {"alpha": 1.5},
+        {"alpha": -0.1},
+        {"alpha": True},
+        {"limit": 0},
+        {"limit": 10_001},  # beyond Weaviate's QUERY_MAXIMUM_RESULTS
+    ):
         with pytest.raises(InvalidInputError):
             store.hybrid(coll.name, query="x", vector=vec(1, 0), user=ALICE, **kwargs)
     with pytest.raises(InvalidInputError):
