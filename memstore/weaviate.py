@@ -986,6 +986,8 @@ class WeaviateStore(MemoryStore):
         if collection is None:
             return []
         filters = build_filter(spec, where)
+        # The server searches only the sides whose float32 weight is not zero.
+        vector_weight, keyword_weight = fusion_weights(alpha)
         if not query.strip():
             hits = self._vector_side_only(spec, collection, vector, alpha, limit, filters)
         else:
@@ -1009,8 +1011,8 @@ class WeaviateStore(MemoryStore):
                         properties=from_weaviate_properties(spec, obj.properties),
                         score=float(obj.metadata.score or 0.0),
                         # A side with no weight is not searched (as on the embedded store).
-                        keyword_score=None if alpha == 1 else keyword,
-                        vector_score=None if alpha == 0 else vec,
+                        keyword_score=None if keyword_weight == 0 else keyword,
+                        vector_score=None if vector_weight == 0 else vec,
                     )
                 )
         # The server's order stands: it broke near ties (raw score, then UUID) before cutting.
