@@ -34,7 +34,7 @@ from langchain_core.embeddings import Embeddings
 
 from memory.collections import EPISODES, FACTS, KNOWLEDGE_PROPERTIES, MESSAGES, RULES
 from memory.knowledge import CHUNKS_PREFIX, MANIFEST_PREFIX, MANIFEST_PROPERTIES
-from memstore.base import MemoryStore, check_user_id
+from memstore.base import PAGE_LIMIT, MemoryStore, check_user_id
 from memstore.types import (
     CollectionSpec,
     InvalidInputError,
@@ -217,8 +217,8 @@ def export_memories(
             raise InvalidInputError("users must be a sequence of user ids, not one string")
         for u in users:
             check_user_id(u)
-    if page_size <= 0:
-        raise InvalidInputError(f"page_size must be positive, got {page_size!r}")
+    if not 0 < page_size <= PAGE_LIMIT:
+        raise InvalidInputError(f"page_size must be in 1..{PAGE_LIMIT}, got {page_size!r}")
     summary = TransferSummary()
     specs: list[CollectionSpec] = []
     for name in sorted(store.collections()):

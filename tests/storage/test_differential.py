@@ -71,3 +71,18 @@ def test_tokenisation_edge_cases_match_the_model(text: str, tokens: list[str]) -
     from memstore.ranking import tokenize
 
     assert tokenize(text) == ref.tokenize_word(text) == tokens
+
+
+def test_the_model_reproduces_the_v1_32_9_memtable_pruning() -> None:
+    # Unflushed, a property's heap takes the first k matches in docID order and scores no
+    # other: a better match written later is lost (fixed upstream in 2a4878d6, 1.36.19).
+    shard = ref.Shard(searchable=["body"])
+    for i in range(120):
+        shard.put(f"00000000-0000-0000-0000-{i:012d}", {"body": "common words"}, [1.0, 0.0])
+    late = "00000000-0000-0000-0000-999999999999"
+    shard.put(late, {"body": "common rare rare"}, [1.0, 0.0])
+    flushed = ref.hybrid(shard, "common rare", [1.0, 0.0], 0.0, 5)
+    assert flushed[0].uuid == late
+    shard.memtable = True
+    unflushed = ref.hybrid(shard, "common rare", [1.0, 0.0], 0.0, 5)
+    assert late not in {r.uuid for r in unflushed}
