@@ -50,6 +50,7 @@ from memstore.ranking import (
     query_terms,
     text_sort_key,
     tokenize,
+    top_positions,
     top_rows,
     vector_candidates,
 )
@@ -1012,6 +1013,7 @@ def _bm25_top(
         return _NO_HITS
     keep_each = per_property_limit(candidates, len(index.props))
     total = np.zeros(n, dtype=np.float32)
+    kept_rows: list[IntArray] = []
     for p, pp in enumerate(index.props):
         spans = [
             (idf, int(lo[t, p]), int(hi[t, p])) for t, idf in enumerate(idfs) if hi[t, p] > lo[t, p]
@@ -1025,15 +1027,20 @@ def _bm25_top(
             weights=np.concatenate([idf * pp.weight[a:b] for idf, a, b in spans]),
             minlength=n,
         )
-        narrow = scores.astype(np.float32)
         # Every posting scores above zero: idf and the term weight are both positive.
-        matched = narrow > 0
+        pool = np.flatnonzero(scores)
         if allowed is not None:
-            matched &= allowed
-        kept = top_rows(narrow, np.flatnonzero(matched), keep_each)
-        total[kept] += narrow[kept]
-    pool = top_rows(total, np.flatnonzero(total > 0), candidates)
-    return pool, total[pool]
+            pool = pool[allowed[pool]]
+        narrow = scores[pool].astype(np.float32)
+        kept = top_positions(narrow, keep_each)
+        # float32 sums in property order, as combineResults adds the kept scores.
+        total[pool[kept]] += narrow[kept]
+        kept_rows.append(pool[kept])
+    if not kept_rows:
+        return _NO_HITS
+    rows = np.unique(np.concatenate(kept_rows))
+    best = rows[top_positions(total[rows], candidates)]
+    return best, total[best]
 
 
 def _cosine_top(

@@ -133,16 +133,23 @@ def top_rows(
     """
     if pool.size <= k:
         return pool
-    picked = values[pool]
+    return pool[top_positions(values[pool], k, smallest=smallest)]
+
+
+def top_positions(
+    picked: npt.NDArray[np.float32], k: int, *, smallest: bool = False
+) -> npt.NDArray[np.int64]:
+    """Return the positions of the ``k`` largest (``smallest``: least) values, ties: lowest."""
+    if picked.size <= k:
+        return np.arange(picked.size)
     if smallest:
         kth = np.partition(picked, k - 1)[k - 1]
-        better = picked < kth
+        better = np.flatnonzero(picked < kth)
     else:
         kth = np.partition(picked, picked.size - k)[picked.size - k]
-        better = picked > kth
-    chosen = pool[better]
-    tied = pool[picked == kth]
-    return np.concatenate((chosen, tied[: k - chosen.size]))
+        better = np.flatnonzero(picked > kth)
+    tied = np.flatnonzero(picked == kth)
+    return np.concatenate((better, tied[: k - better.size]))
 
 
 def fusion_weights(alpha: float) -> tuple[np.float32, np.float32]:
