@@ -3,9 +3,9 @@
 Layout: ``<path>/store.sqlite3`` (WAL mode) holds a catalogue of collection schemas and, per
 collection, an object table ``o_<Name>`` (id, user, JSON properties, float32 vector, and the
 term counts of the searchable properties, tokenised once at write time). Searches run over an
-in-memory index per (collection, user): a unit-vector matrix for cosine similarity and per-property BM25
-postings, both rebuilt when the partition's generation token (replaced by every write
-transaction, from this or any other process) changes.
+in-memory index per (collection, user): a unit-vector matrix for cosine similarity and
+per-property BM25 postings, both rebuilt when the partition's generation token (replaced by
+every write transaction, from this or any other process) changes.
 
 Ranking follows Weaviate v1.32.9 (BlockMax-WAND BM25 per property, ``relativeScoreFusion``,
 its candidate limits and tie order): the rules live in ``memstore.ranking``; ``docs/storage.md``
