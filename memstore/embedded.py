@@ -1022,25 +1022,52 @@ def _bm25_top(
             continue
         # bincount adds each row's contributions in input order, i.e. query-term order, in
         # float64: the same sums as the server's per-document loop over the terms.
-        scores = np.bincount(
-            np.concatenate([pp.docs[a:b] for _, a, b in spans]),
-            weights=np.concatenate([idf * pp.weight[a:b] for idf, a, b in spans]),
-            minlength=n,
+        scores: FloatArray64 = np.asarray(
+            np.bincount(
+                np.concatenate([pp.docs[a:b] for _, a, b in spans]),
+                weights=np.concatenate([idf * pp.weight[a:b] for idf, a, b in spans]),
+                minlength=n,
+            ),
+            dtype=np.float64,
         )
-        # Every posting scores above zero: idf and the term weight are both positive.
-        pool = np.flatnonzero(scores)
-        if allowed is not None:
-            pool = pool[allowed[pool]]
-        narrow = scores[pool].astype(np.float32)
-        kept = top_positions(narrow, keep_each)
+        best, narrow = _best_rows(scores, allowed, keep_each)
         # float32 sums in property order, as combineResults adds the kept scores.
-        total[pool[kept]] += narrow[kept]
-        kept_rows.append(pool[kept])
+        total[best] += narrow
+        kept_rows.append(best)
     if not kept_rows:
         return _NO_HITS
     rows = np.unique(np.concatenate(kept_rows))
     best = rows[top_positions(total[rows], candidates)]
     return best, total[best]
+
+
+def _best_rows(
+    scores: FloatArray64, allowed: npt.NDArray[np.bool_] | None, k: int
+) -> tuple[IntArray, FloatArray]:
+    """Return the ``k`` allowed rows with the best float32 scores (ties: lowest rows).
+
+    Every posting scores above zero (idf and term weights are positive), so the matches are
+    the rows with a score. On a large partition a strided sample first gives a lower bound:
+    its k-th best value cannot exceed the whole partition's, so every row of the exact top k
+    scores above the float32 just below it, and only those rows are narrowed and ranked.
+    """
+    bound = 0.0
+    step = scores.size // (32 * k)
+    if step > 1:
+        sample = scores[::step]
+        if allowed is not None:
+            sample = sample[allowed[::step]]
+        sample = sample[sample > 0].astype(np.float32)
+        if sample.size >= k:
+            kth = np.partition(sample, sample.size - k)[sample.size - k]
+            bound = float(np.nextafter(kth, np.float32(-np.inf)))
+    mask = scores > bound
+    if allowed is not None:
+        mask &= allowed
+    pool = np.flatnonzero(mask)
+    narrow = scores[pool].astype(np.float32)
+    kept = top_positions(narrow, k)
+    return pool[kept], narrow[kept]
 
 
 def _cosine_top(

@@ -86,3 +86,63 @@ def test_the_model_reproduces_the_v1_32_9_memtable_pruning() -> None:
     shard.memtable = True
     unflushed = ref.hybrid(shard, "common rare", [1.0, 0.0], 0.0, 5)
     assert late not in {r.uuid for r in unflushed}
+
+
+def test_best_rows_on_large_partitions_equals_an_exact_top_k() -> None:
+    # Above 64 k rows a sampled lower bound prunes the rows to rank; the chosen rows (ties:
+    # lowest rows) must be exactly those of a full sort by (float32 score desc, row asc).
+    import numpy as np
+
+    from memstore.embedded import _best_rows
+
+    rng = np.random.default_rng(3)
+    for case in range(60):
+        n = int(rng.integers(7_000, 40_000))
+        k = int(rng.choice([100, 110, 220]))
+        levels = rng.choice([3, 50, 10_000])  # few levels: many exact ties at the cut
+        scores = rng.integers(0, levels, size=n).astype(np.float64) * 0.37
+        scores[rng.random(n) < rng.choice([0.0, 0.5, 0.95])] = 0.0
+        allowed = None if case % 3 else rng.random(n) < 0.4
+        rows, values = _best_rows(scores, allowed, k)
+        narrow = scores.astype(np.float32)
+        candidates = [i for i in range(n) if scores[i] > 0 and (allowed is None or allowed[i])]
+        expected = sorted(candidates, key=lambda i: (-narrow[i], i))[:k]
+        assert sorted(rows.tolist()) == sorted(expected), case
+        assert values.tolist() == narrow[rows].tolist()
+
+
+def test_a_large_partition_ranks_like_the_model(tmp_path: Path) -> None:
+    # 8,000 objects with few distinct words: every property holds thousands of matches, so
+    # the sampled bound, the per-property cut (110) and the 100-candidate cut all decide.
+    import random
+
+    from memstore import MemoryObject, Where, make_id
+
+    rng = random.Random(11)
+    words = "zebra lion tiger bear wolf otter heron crane apple pear plum fig".split()
+    store = EmbeddedStore(tmp_path, dims=diff.DIMS)
+    spec = diff.specs("Large")[2]
+    store.ensure_collection(spec)
+    shard = ref.Shard(searchable=["title", "body"])
+    objects = []
+    for i in range(8_000):
+        props = {
+            "title": " ".join(rng.choices(words, k=rng.randint(1, 4))),
+            "body": " ".join(rng.choices(words, k=rng.randint(0, 12))),
+            "rank": rng.randint(0, 9),
+        }
+        vector = diff._vector(rng)
+        objects.append(MemoryObject(make_id("large", str(i)), props, vector))
+        shard.put(objects[-1].id, props, vector)
+    store.upsert(spec.name, objects, user="big").raise_for_failures()
+    for n in range(12):
+        query = diff.Query(
+            " ".join(rng.choices(words, k=rng.randint(1, 3))),
+            diff._vector(rng),
+            rng.choice([0.0, 0.3, 0.7]),
+            rng.choice([5, 10, 100]),
+            [Where("rank", "gt", 4)] if n % 4 == 0 else [],
+        )
+        got, want = diff.compare(store, spec, "big", shard, query)
+        assert got == want, (n, query)
+    store.close()
