@@ -112,7 +112,7 @@ def test_best_rows_on_large_partitions_equals_an_exact_top_k() -> None:
 
 
 def test_a_large_partition_ranks_like_the_model(tmp_path: Path) -> None:
-    # 8,000 objects with few distinct words: every property holds thousands of matches, so
+    # 7,200 objects with few distinct words: every property holds thousands of matches, so
     # the sampled bound, the per-property cut (110) and the 100-candidate cut all decide.
     import random
 
@@ -125,7 +125,7 @@ def test_a_large_partition_ranks_like_the_model(tmp_path: Path) -> None:
     store.ensure_collection(spec)
     shard = ref.Shard(searchable=["title", "body"])
     objects = []
-    for i in range(8_000):
+    for i in range(7_200):
         props = {
             "title": " ".join(rng.choices(words, k=rng.randint(1, 4))),
             "body": " ".join(rng.choices(words, k=rng.randint(0, 12))),
@@ -135,7 +135,7 @@ def test_a_large_partition_ranks_like_the_model(tmp_path: Path) -> None:
         objects.append(MemoryObject(make_id("large", str(i)), props, vector))
         shard.put(objects[-1].id, props, vector)
     store.upsert(spec.name, objects, user="big").raise_for_failures()
-    for n in range(12):
+    for n in range(10):
         query = diff.Query(
             " ".join(rng.choices(words, k=rng.randint(1, 3))),
             diff._vector(rng),
