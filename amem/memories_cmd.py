@@ -43,7 +43,6 @@ from memory.transfer import TransferSummary, export_to_file, import_memories, re
 from memstore import (
     GLOBAL_SCOPE,
     MemoryStore,
-    StoredObject,
     StoreError,
     UnknownCollectionError,
     check_user_id,
@@ -256,12 +255,7 @@ def episodes_show(
 def _all_facts(store: MemoryStore, user: str) -> list[Fact]:
     if not _has(store, FACTS.name):
         return []
-    out: list[StoredObject] = []
-    while True:
-        page = store.list_objects(FACTS.name, user=user, limit=500, offset=len(out))
-        out.extend(page)
-        if len(page) < 500:
-            break
+    out = list(store.iterate(FACTS.name, user=user, page_size=500))
     facts = [
         Fact(
             id=o.id,

@@ -8,17 +8,24 @@ Query embedding time is reported apart from search time.
 Run:
     python bench/store_bench.py                      # 1k, 10k, 100k; 200 queries each
     python bench/store_bench.py --sizes 1000,10000 --queries 100
+
+``--baseline FILE`` also times another version of the embedded store on the same file, query
+by query, interleaved with this one, and prints the ratios (timings on a shared machine are
+noisy; ratios from one interleaved run are not). FILE is an ``embedded.py`` of another
+revision, for example ``git show <rev>:memstore/embedded.py > /tmp/embedded_old.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import os
 import platform
 import re
 import sqlite3
 import statistics
+import sys
 import sysconfig
 import tempfile
 import time
@@ -69,8 +76,8 @@ def vector_recall(store: EmbeddedStore, qvecs: list[list[float]]) -> float:
         part = store._partition(conn, EPISODES, USER)
     found = []
     for v in qvecs:
-        fast = set(_cosine_top(part, v, None, 100))
-        exact = set(_cosine_top(part, v, None, 100, exact=True))
+        fast = set(_cosine_top(part, v, None, 100)[0].tolist())
+        exact = set(_cosine_top(part, v, None, 100, exact=True)[0].tolist())
         found.append(len(fast & exact) / len(exact))
     return statistics.fmean(found)
 
@@ -95,7 +102,63 @@ def time_searches(
     return out
 
 
-def run(sizes: list[int], queries: int, path: Path, seed: int) -> list[dict[str, float]]:
+def load_baseline(path: Path) -> type[EmbeddedStore]:
+    """Import an ``embedded.py`` of another revision and return its store class."""
+    spec = importlib.util.spec_from_file_location("embedded_baseline", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["embedded_baseline"] = module
+    spec.loader.exec_module(module)
+    cls: type[EmbeddedStore] = module.EmbeddedStore
+    # An older class may lack hooks added to the interface since; only searches are timed.
+    cls.__abstractmethods__ = frozenset()
+    return cls
+
+
+def compare(
+    baseline: type[EmbeddedStore],
+    path: Path,
+    dims: int,
+    size: int,
+    texts: list[str],
+    vectors: list[list[float]],
+    where: list[Where],
+) -> str:
+    """Time the baseline and this store on the same queries, interleaved; return a line."""
+    old, new = baseline(path, dims=dims), EmbeddedStore(path, dims=dims)
+    first = {}
+    for name, store in (("baseline", old), ("current", new)):
+        t0 = time.perf_counter()
+        store.hybrid(EPISODES.name, query=texts[0], vector=vectors[0], user=USER, where=where)
+        first[name] = (time.perf_counter() - t0) * 1000
+    times: dict[str, list[float]] = {"baseline": [], "current": []}
+    for q, v in zip(texts, vectors, strict=True):
+        for name, store in (("baseline", old), ("current", new)):
+            t0 = time.perf_counter()
+            store.hybrid(
+                EPISODES.name, query=q, vector=v, alpha=0.5, limit=10, user=USER, where=where
+            )
+            times[name].append((time.perf_counter() - t0) * 1000)
+    old.close()
+    new.close()
+    b, c = times["baseline"], times["current"]
+    label = "filtered" if where else "plain"
+    return (
+        f"{size:>7} {label:8} baseline p50 {percentile(b, 50):.2f} p95 {percentile(b, 95):.2f} "
+        f"(first {first['baseline']:.0f}) | current p50 {percentile(c, 50):.2f} "
+        f"p95 {percentile(c, 95):.2f} (first {first['current']:.0f}) | current/baseline "
+        f"p50 x{percentile(c, 50) / percentile(b, 50):.2f} p95 x{percentile(c, 95) / percentile(b, 95):.2f}"
+    )
+
+
+def run(
+    sizes: list[int],
+    queries: int,
+    path: Path,
+    seed: int,
+    baseline: type[EmbeddedStore] | None = None,
+) -> list[dict[str, float]]:
     """Grow the store through ``sizes``, measuring writes and searches at each size."""
     rng = np.random.default_rng(seed)
     words, p = vocabulary()
@@ -153,6 +216,9 @@ def run(sizes: list[int], queries: int, path: Path, seed: int) -> list[dict[str,
         recall = vector_recall(store, qvecs) if size > EXACT_VECTOR_ROWS else 1.0
         cutoff = (base_time + timedelta(minutes=size // 2)).isoformat()
         filtered = time_searches(store, query_texts, qvecs, [Where("created_at", "gt", cutoff)])
+        if baseline is not None:
+            for where in ([], [Where("created_at", "gt", cutoff)]):
+                print(compare(baseline, path, dims, size, query_texts, qvecs, where), flush=True)
         row = {
             "size": size,
             "embed_docs_per_s": new / embed_s,
@@ -248,12 +314,16 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=RESULTS, help="markdown results file")
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="an embedded.py to compare with (see above)"
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     if not sizes or sizes[0] <= 0 or args.queries <= 0:
         parser.error("sizes and queries must be positive")
     with tempfile.TemporaryDirectory(prefix="amem-bench-") as tmp:
-        rows = run(sizes, args.queries, args.path or Path(tmp) / "store", args.seed)
+        baseline = load_baseline(args.baseline) if args.baseline else None
+        rows = run(sizes, args.queries, args.path or Path(tmp) / "store", args.seed, baseline)
     report = render(rows, args.queries)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report, encoding="utf-8")

@@ -277,14 +277,7 @@ class FactStore(CollectionBound):
         return _derive(user, subject, self._all(user, where, page=_HISTORY_PAGE))
 
     def _all(self, user: str, where: list[Where], page: int = _PAGE) -> list[StoredObject]:
-        out: list[StoredObject] = []
-        while True:
-            rows = self.store.list_objects(
-                FACTS.name, user=user, where=where, limit=page, offset=len(out)
-            )
-            out.extend(rows)
-            if len(rows) < page:
-                return out
+        return list(self.store.iterate(FACTS.name, user=user, where=where, page_size=page))
 
     # -- async twins ----------------------------------------------------------------------
 

@@ -112,16 +112,8 @@ def _has(store: MemoryStore, spec: CollectionSpec) -> bool:
 async def _all(
     store: MemoryStore, spec: CollectionSpec, user: str, where: Sequence[Where] = ()
 ) -> list[StoredObject]:
-    out: list[StoredObject] = []
-    offset = 0
-    while True:
-        page = await store.alist_objects(
-            spec.name, user=user, where=list(where), limit=_PAGE, offset=offset
-        )
-        out.extend(page)
-        if len(page) < _PAGE:
-            return out
-        offset += len(page)
+    # Keyset pages by id: no result-window cap (Weaviate's QUERY_MAXIMUM_RESULTS).
+    return [o async for o in store.aiterate(spec.name, user=user, where=where, page_size=_PAGE)]
 
 
 async def _rewrite(

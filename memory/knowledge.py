@@ -227,21 +227,11 @@ def _generation(store: MemoryStore, manifest: str) -> str | None:
 
 def _read_sources(store: MemoryStore, manifest: str) -> dict[str, SourceInfo]:
     sources: dict[str, SourceInfo] = {}
-    offset = 0
-    while True:
-        page = store.list_objects(
-            manifest,
-            where=[Where("entry", "eq", _ENTRY_SOURCE)],
-            limit=_MANIFEST_PAGE,
-            offset=offset,
-            sort_by="source",
-        )
-        for obj in page:
-            info = SourceInfo.from_properties(obj.properties)
-            sources[info.source] = info
-        if len(page) < _MANIFEST_PAGE:
-            return sources
-        offset += len(page)
+    where = [Where("entry", "eq", _ENTRY_SOURCE)]
+    for obj in store.iterate(manifest, where=where, page_size=_MANIFEST_PAGE):
+        info = SourceInfo.from_properties(obj.properties)
+        sources[info.source] = info
+    return sources
 
 
 # The active revisions of a manifest, cached per store and generation: a search then costs
@@ -423,14 +413,8 @@ def list_chunks(store: MemoryStore, kb: str, source: str) -> list[StoredObject]:
         return []
     chunks = knowledge_collection(kb).name
     where = [Where("source", "eq", source), Where("revision", "eq", info.revision)]
-    out: list[StoredObject] = []
-    while True:
-        page = store.list_objects(
-            chunks, where=where, limit=_MANIFEST_PAGE, offset=len(out), sort_by="chunk_index"
-        )
-        out.extend(page)
-        if len(page) < _MANIFEST_PAGE:
-            return out
+    found = store.iterate(chunks, where=where, page_size=_MANIFEST_PAGE)
+    return sorted(found, key=lambda o: (int(o.properties.get("chunk_index") or 0), o.id))
 
 
 def revision_of(

@@ -388,31 +388,21 @@ class MessageLog(CollectionBound):
         """Return the ids of the user's threads that have logged turns, sorted."""
         check_user_id(user)
         self._ensure()
-        seen: set[str] = set()
-        offset = 0
-        while True:
-            page = self.store.list_objects(
-                MESSAGES.name, user=user, limit=_PAGE, offset=offset, sort_by="thread_id"
-            )
-            seen.update(str(o.properties.get("thread_id", "")) for o in page)
-            if len(page) < _PAGE:
-                return sorted(seen)
-            offset += _PAGE
+        seen = {
+            str(o.properties.get("thread_id", ""))
+            for o in self.store.iterate(MESSAGES.name, user=user, page_size=_PAGE)
+        }
+        return sorted(seen)
 
     async def athreads(self, user: str) -> builtins.list[str]:
         """Async :meth:`threads`."""
         check_user_id(user)
         await self._aensure()
-        seen: set[str] = set()
-        offset = 0
-        while True:
-            page = await self.store.alist_objects(
-                MESSAGES.name, user=user, limit=_PAGE, offset=offset, sort_by="thread_id"
-            )
-            seen.update(str(o.properties.get("thread_id", "")) for o in page)
-            if len(page) < _PAGE:
-                return sorted(seen)
-            offset += _PAGE
+        seen = {
+            str(o.properties.get("thread_id", ""))
+            async for o in self.store.aiterate(MESSAGES.name, user=user, page_size=_PAGE)
+        }
+        return sorted(seen)
 
     # -- forget ---------------------------------------------------------------------------
 

@@ -181,14 +181,15 @@ class RuleBook(CollectionBound):
         """Every version of a scope, oldest first (just the starting set if never rewritten)."""
         check_user_id(scope)
         self._ensure()
-        objs: list[StoredObject] = []
-        while True:
-            page = self.store.list_objects(
-                RULES.name, user=scope, limit=_PAGE, offset=len(objs), sort_by="version"
-            )
-            objs.extend(page)
-            if len(page) < _PAGE:
-                break
+        # Every version, then ordered like list_objects(sort_by="version"): version, then id.
+        objs = sorted(
+            self.store.iterate(RULES.name, user=scope, page_size=_PAGE),
+            key=lambda o: (
+                o.properties.get("version") is not None,
+                o.properties.get("version"),
+                o.id,
+            ),
+        )
         if not objs:
             return [self._starting(scope)]
         return [_from_stored(scope, o) for o in objs]

@@ -34,7 +34,7 @@ from langchain_core.embeddings import Embeddings
 
 from memory.collections import EPISODES, FACTS, KNOWLEDGE_PROPERTIES, MESSAGES, RULES
 from memory.knowledge import CHUNKS_PREFIX, MANIFEST_PREFIX, MANIFEST_PROPERTIES
-from memstore.base import MemoryStore, check_user_id
+from memstore.base import PAGE_LIMIT, MemoryStore, check_user_id
 from memstore.types import (
     CollectionSpec,
     InvalidInputError,
@@ -165,15 +165,10 @@ def spec_from_dict(data: object) -> CollectionSpec:
 
 
 def _page(
-    store: MemoryStore, collection: str, user: str | None, page_size: int
+    store: MemoryStore, collection: str, user: str | None, page_size: int, vectors: bool
 ) -> Iterator[StoredObject]:
-    offset = 0
-    while True:
-        batch = store.list_objects(collection, user=user, limit=page_size, offset=offset)
-        yield from batch
-        if len(batch) < page_size:
-            return
-        offset += len(batch)
+    # Keyset pages by id: no result-window cap (Weaviate's QUERY_MAXIMUM_RESULTS).
+    return store.iterate(collection, user=user, page_size=page_size, include_vector=vectors)
 
 
 def _json_value(value: Any) -> Any:
@@ -222,8 +217,8 @@ def export_memories(
             raise InvalidInputError("users must be a sequence of user ids, not one string")
         for u in users:
             check_user_id(u)
-    if page_size <= 0:
-        raise InvalidInputError(f"page_size must be positive, got {page_size!r}")
+    if not 0 < page_size <= PAGE_LIMIT:
+        raise InvalidInputError(f"page_size must be in 1..{PAGE_LIMIT}, got {page_size!r}")
     summary = TransferSummary()
     specs: list[CollectionSpec] = []
     for name in sorted(store.collections()):
@@ -267,14 +262,8 @@ def export_memories(
         kind = kind_of(spec.name)
         assert kind is not None
         n = 0
-        for obj in _page(store, spec.name, user, page_size):
-            vector: list[float] | None = None
-            if include_vectors:
-                # list_objects does not return vectors; one get per object fetches them.
-                full = store.get(spec.name, obj.id, user=user, include_vector=True)
-                vector = None if full is None else full.vector
-                if full is None:
-                    continue  # deleted while we were reading
+        for obj in _page(store, spec.name, user, page_size, include_vectors):
+            vector = obj.vector if include_vectors else None
             line = {
                 "kind": kind,
                 "collection": spec.name,

@@ -12,7 +12,7 @@ import asyncio
 import math
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,6 +36,21 @@ from memstore.types import (
 )
 
 _NUMBER_TYPES: frozenset[type] = frozenset({int, float})
+
+MAX_SAFE_INT = 2**53
+"""Integers are refused beyond ±2^53: weaviate-client sends scalar properties in a protobuf
+``Struct``, whose numbers are 64-bit floats, so larger ones would be rounded silently (and the
+server sorts ints as float64)."""
+
+PAGE_LIMIT = 10_000
+"""The largest page ``iterate`` asks for: Weaviate's default ``QUERY_MAXIMUM_RESULTS``."""
+
+RESERVED_PROPERTY_NAMES = frozenset(
+    {"id", "vector", "_id", "_additional", "_creationTimeUnix", "_lastUpdateTimeUnix"}
+)
+"""Names Weaviate refuses (``entities/schema/validation.go`` reservedPropertyNames) or reads as
+its own internal properties in filters and sorting, plus the store's own ``id`` and
+``vector``."""
 
 _SCALAR_CHECKS: dict[str, tuple[type, ...]] = {
     "text": (str,),
@@ -212,9 +227,44 @@ class MemoryStore(ABC):
         _check_positive("limit", limit)
         if not isinstance(offset, int) or offset < 0:
             raise InvalidInputError(f"offset must be a non-negative integer, got {offset!r}")
-        if sort_by is not None:
-            spec.prop(sort_by)
+        if sort_by is not None and spec.prop(sort_by).type == "text[]":
+            # Weaviate compares lists element by element, SQLite compares their JSON text.
+            raise InvalidInputError(f"cannot sort by the text[] property {sort_by!r}")
         return self._list(spec, user, list(where), limit, offset, sort_by, descending)
+
+    def iterate(
+        self,
+        collection: str,
+        *,
+        user: str | None = None,
+        where: Filters = (),
+        page_size: int = 1000,
+        include_vector: bool = False,
+    ) -> Iterator[StoredObject]:
+        """Yield every object matching ``where`` once, in id order, fetched page by page.
+
+        Pages are keyset pages on the id (Weaviate: its ``after`` cursor, or ``_id >`` filters
+        when there are conditions), so there is no result-window cap such as Weaviate's
+        ``QUERY_MAXIMUM_RESULTS`` and deleting the objects already seen while iterating
+        (as forgetting does) skips nothing. Objects written meanwhile are seen when their id
+        comes after the current page. Arguments are checked before the first page is read.
+        """
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        _check_filters(spec, where)
+        _check_page_size(page_size)
+        conditions = list(where)
+
+        def pages() -> Iterator[StoredObject]:
+            after: str | None = None
+            while True:
+                page = self._page_after(spec, user, conditions, after, page_size, include_vector)
+                yield from page
+                if len(page) < page_size:
+                    return
+                after = page[-1].id
+
+        return pages()
 
     def count(self, collection: str, *, user: str | None = None, where: Filters = ()) -> int:
         """Count objects, optionally filtered."""
@@ -247,6 +297,9 @@ class MemoryStore(ABC):
         if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
             raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
         _check_positive("limit", limit)
+        if limit > PAGE_LIMIT:
+            # Weaviate refuses more than QUERY_MAXIMUM_RESULTS hits (db/search.go).
+            raise InvalidInputError(f"limit must be at most {PAGE_LIMIT}, got {limit}")
         _check_filters(spec, where)
         return self._hybrid(spec, query, list(vector), float(alpha), limit, user, list(where))
 
@@ -311,6 +364,36 @@ class MemoryStore(ABC):
     async def alist_objects(self, collection: str, **kwargs: Any) -> list[StoredObject]:
         """Async ``list_objects``; takes the same keyword arguments."""
         return await asyncio.to_thread(lambda: self.list_objects(collection, **kwargs))
+
+    def aiterate(
+        self,
+        collection: str,
+        *,
+        user: str | None = None,
+        where: Filters = (),
+        page_size: int = 1000,
+        include_vector: bool = False,
+    ) -> AsyncIterator[StoredObject]:
+        """Async ``iterate``: each page is read in a worker thread; arguments are checked now."""
+        spec = self.spec(collection)
+        checked = self._check_user(spec, user)
+        _check_filters(spec, where)
+        _check_page_size(page_size)
+        conditions = list(where)
+
+        async def pages() -> AsyncIterator[StoredObject]:
+            after: str | None = None
+            while True:
+                page = await asyncio.to_thread(
+                    self._page_after, spec, checked, conditions, after, page_size, include_vector
+                )
+                for obj in page:
+                    yield obj
+                if len(page) < page_size:
+                    return
+                after = page[-1].id
+
+        return pages()
 
     async def acount(self, collection: str, *, user: str | None = None, where: Filters = ()) -> int:
         """Async ``count``."""
@@ -422,6 +505,18 @@ class MemoryStore(ABC):
     ) -> list[StoredObject]: ...
 
     @abstractmethod
+    def _page_after(
+        self,
+        spec: CollectionSpec,
+        user: str | None,
+        where: list[Where],
+        after: str | None,
+        limit: int,
+        include_vector: bool,
+    ) -> list[StoredObject]:
+        """Return up to ``limit`` matching objects with ids after ``after``, in id order."""
+
+    @abstractmethod
     def _count(self, spec: CollectionSpec, user: str | None, where: list[Where]) -> int: ...
 
     @abstractmethod
@@ -473,11 +568,17 @@ def _validate_spec(spec: CollectionSpec) -> None:
         )
     names: set[str] = set()
     for prop in spec.properties:
-        if not PROPERTY_NAME_RE.match(prop.name) or prop.name in {"id", "vector"}:
+        if not PROPERTY_NAME_RE.match(prop.name):
             raise InvalidInputError(f"invalid property name {prop.name!r} in {spec.name!r}")
-        if prop.name in names:
+        if prop.name in RESERVED_PROPERTY_NAMES:
+            raise InvalidInputError(
+                f"property name {prop.name!r} in {spec.name!r} is reserved "
+                f"({', '.join(sorted(RESERVED_PROPERTY_NAMES))})"
+            )
+        # Weaviate refuses two names that differ only in case (class.go validateProperty).
+        if prop.name.lower() in names:
             raise InvalidInputError(f"property {prop.name!r} appears twice in {spec.name!r}")
-        names.add(prop.name)
+        names.add(prop.name.lower())
         if prop.searchable and prop.type not in ("text", "text[]"):
             raise InvalidInputError(f"only text properties can be searchable ({prop.name!r})")
     _validate_indexes(spec)
@@ -528,6 +629,11 @@ def _check_finite(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]
     return values
 
 
+def _check_page_size(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= PAGE_LIMIT:
+        raise InvalidInputError(f"page_size must be an integer in 1..{PAGE_LIMIT}, got {value!r}")
+
+
 def _check_positive(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
@@ -558,9 +664,11 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
             ) from None
         if parsed.tzinfo is None:
             raise InvalidInputError(f"{spec.name}.{prop_name} must carry a timezone: {value!r}")
-    if ptype == "int" and not -(2**63) <= value < 2**63:  # type: ignore[operator]
-        # Weaviate's int and SQLite's INTEGER are both 64-bit.
-        raise InvalidInputError(f"{spec.name}.{prop_name} must fit in 64 bits, got {value!r}")
+    if ptype == "int" and not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:  # type: ignore[operator]
+        raise InvalidInputError(
+            f"{spec.name}.{prop_name} must be within ±2^53 (Weaviate's client sends integers "
+            f"as 64-bit floats), got {value!r}"
+        )
     if ptype == "number":
         try:
             finite = math.isfinite(float(value))  # type: ignore[arg-type]

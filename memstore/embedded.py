@@ -3,12 +3,13 @@
 Layout: ``<path>/store.sqlite3`` (WAL mode) holds a catalogue of collection schemas and, per
 collection, an object table ``o_<Name>`` (id, user, JSON properties, float32 vector, and the
 term counts of the searchable properties, tokenised once at write time). Searches run over an
-in-memory index per (collection, user): a unit-vector matrix for cosine similarity and BM25F
-postings, both rebuilt when the partition's generation token (replaced by every write
-transaction, from this or any other process) changes.
+in-memory index per (collection, user): a unit-vector matrix for cosine similarity and
+per-property BM25 postings, both rebuilt when the partition's generation token (replaced by
+every write transaction, from this or any other process) changes.
 
-Hybrid ranking is Weaviate's ``relativeScoreFusion``; see ``docs/storage.md`` for the source
-and for why BM25 is computed in numpy rather than by SQLite FTS5.
+Ranking follows Weaviate v1.32.9 (BlockMax-WAND BM25 per property, ``relativeScoreFusion``,
+its candidate limits and tie order): the rules live in ``memstore.ranking``; ``docs/storage.md``
+cites the server source and says why BM25 is computed in numpy rather than by SQLite FTS5.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ import functools
 import hashlib
 import itertools
 import json
-import re
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,7 +33,27 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from memstore import ranking
 from memstore.base import MemoryStore
+from memstore.ranking import (
+    BM25_B,
+    BM25_K1,
+    HYBRID_CANDIDATES,
+    WEAVIATE_EN_STOPWORDS,
+    bm25_idf,
+    fuse_arrays,
+    fusion_weights,
+    keyword_candidates,
+    order_fused,
+    per_property_limit,
+    query_term_counts,
+    query_terms,
+    text_sort_key,
+    tokenize,
+    top_positions,
+    top_rows,
+    vector_candidates,
+)
 from memstore.types import (
     CollectionSpec,
     ConflictError,
@@ -52,17 +72,9 @@ from memstore.types import (
 DB_FILENAME = "store.sqlite3"
 SCHEMA_VERSION = 2
 
-HYBRID_MIN_CANDIDATES = 100
-"""Weaviate's ``hybrid.DefaultLimit``: each side retrieves ``max(limit, 100)`` candidates."""
+HYBRID_MIN_CANDIDATES = HYBRID_CANDIDATES
+"""Kept for existing imports; see ``memstore.ranking.HYBRID_CANDIDATES``."""
 
-WEAVIATE_EN_STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with".split()
-)
-"""Weaviate's default ``en`` stopword preset, dropped from keyword queries as Weaviate does."""
-
-_TOKEN_RE = re.compile(r"[^\W_]+")
-_ASCII_WORDS = bytes(c if chr(c).isalnum() and c < 128 else 32 for c in bytes(range(256)).lower())
 _BUSY_RETRIES = 8
 _BUSY_TIMEOUT_MS = 30_000
 _CACHE_ENTRIES = 16
@@ -71,23 +83,25 @@ EXACT_VECTOR_ROWS = 20_000
 COARSE_DIMS = 64
 COARSE_RERANK = 20
 """The coarse pass keeps ``COARSE_RERANK * candidates`` rows (at least 2000) for exact cosine."""
-BM25_K1 = 1.2
-BM25_B = 0.75
-"""Weaviate's default BM25 parameters (``invertedIndexConfig.bm25``)."""
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 T = TypeVar("T")
 FloatArray = npt.NDArray[np.float32]
 FloatArray64 = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+_NO_HITS: tuple[IntArray, FloatArray] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
 
-
-def tokenize(text: str) -> list[str]:
-    """Split text like Weaviate's ``word`` tokenisation: lower-cased runs of letters and digits."""
-    if text.isascii():
-        # Same result as the regex for ASCII, several times faster on large partitions.
-        return text.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
-    return _TOKEN_RE.findall(text.lower())
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "HYBRID_MIN_CANDIDATES",
+    "WEAVIATE_EN_STOPWORDS",
+    "EmbeddedStore",
+    "fuse_relative_score",
+    "normalise_date",
+    "query_terms",
+    "tokenize",
+]
 
 
 _TERM_ENTRY = np.dtype([("hash", "<i8"), ("tf", "<u4"), ("prop", "<u2")])
@@ -140,35 +154,32 @@ def encode_terms(
     )
 
 
-def query_terms(query: str) -> list[str]:
-    """Return a query's distinct tokens in order, without Weaviate's ``en`` stopwords.
-
-    Tokens are plain words: operators or punctuation in user text mean nothing special.
-    """
-    seen: dict[str, None] = {}
-    for token in tokenize(query):
-        if token not in WEAVIATE_EN_STOPWORDS:
-            seen.setdefault(token, None)
-    return list(seen)
-
-
 @dataclass
-class _KeywordIndex:
-    """Postings of one partition, built from the term counts stored with every row."""
+class _PropertyPostings:
+    """One searchable property's postings: (term, row) pairs sorted by term hash, then row."""
 
     hashes: IntArray
-    """Sorted term hashes (see ``term_hash``); term i's postings are ``indptr[i]:indptr[i+1]``."""
+    """Sorted hashes of the terms the property holds (see ``term_hash``); term i's postings
+    are ``indptr[i]:indptr[i+1]``, so a term's document frequency is their number."""
     indptr: IntArray
     docs: IntArray
     """Row index of each posting; within a term, in row order."""
     tf: FloatArray
-    """(postings, searchable properties): the term's count in each property of the row."""
+    """The term's count in the property of the row."""
+    weight: FloatArray64
+    """``tf / (tf + k1 (1 - b + b len / avg_len))``, Weaviate's BlockMax term weight without a
+    (k1 + 1) factor; a query multiplies it by each term's idf."""
+
+
+@dataclass
+class _KeywordIndex:
+    """BM25 postings of one partition, per searchable property (as Weaviate keeps them)."""
+
+    props: list[_PropertyPostings]
     lengths: FloatArray
     """(rows, searchable properties): token counts, for the length normalisation."""
-    weight: FloatArray
-    """``tf (k1 + 1) / (tf + k1)`` per posting, where tf is the BM25F pseudo-frequency
-    (the sum over properties of tf / (1 - b + b * len / avg_len)); a query only multiplies
-    it by each term's idf."""
+    average: FloatArray64
+    """Per property: the mean token count of the rows that have at least one token in it."""
 
 
 @dataclass
@@ -223,6 +234,8 @@ class EmbeddedStore(MemoryStore):
         )
         self._conn: sqlite3.Connection | None = conn
         try:
+            # Text sorts like Weaviate's: case-insensitively (memstore.ranking.text_sort_key).
+            conn.create_function("amem_text_key", 1, _sql_text_key, deterministic=True)
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -326,6 +339,7 @@ class EmbeddedStore(MemoryStore):
             "collection TEXT NOT NULL, scope TEXT NOT NULL, token TEXT NOT NULL, "
             "lineage TEXT NOT NULL DEFAULT '', PRIMARY KEY (collection, scope))"
         )
+        _retokenize(conn)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -622,7 +636,12 @@ class EmbeddedStore(MemoryStore):
         order = "id ASC"
         if sort_by is not None:
             direction = "DESC" if descending else "ASC"
-            order = f"{_prop_sql(spec, sort_by)} {direction}, id ASC"
+            key = _prop_sql(spec, sort_by)
+            if spec.prop(sort_by).type == "text":
+                key = f"amem_text_key({key})"
+            # NULLs (objects without the property) come first ascending, last descending,
+            # as Weaviate's comparator puts them.
+            order = f"{key} {direction}, id ASC"
         with self._read() as conn:
             rows = conn.execute(
                 f"SELECT id, props, NULL FROM {obj_t} WHERE user IS ?{cond} "
@@ -630,6 +649,27 @@ class EmbeddedStore(MemoryStore):
                 (user, *params, limit, offset),
             ).fetchall()
         return [_stored(row, False) for row in rows]
+
+    def _page_after(
+        self,
+        spec: CollectionSpec,
+        user: str | None,
+        where: list[Where],
+        after: str | None,
+        limit: int,
+        include_vector: bool,
+    ) -> list[StoredObject]:
+        obj_t = _table(spec.name)
+        cond, params = _filter_sql(spec, where)
+        keyset = "" if after is None else " AND id > ?"
+        vector = "vector" if include_vector else "NULL"
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT id, props, {vector} FROM {obj_t} WHERE user IS ?{keyset}{cond} "
+                "ORDER BY id LIMIT ?",
+                (user, *([] if after is None else [after]), *params, limit),
+            ).fetchall()
+        return [_stored(row, include_vector) for row in rows]
 
     def _count(self, spec: CollectionSpec, user: str | None, where: list[Where]) -> int:
         obj_t = _table(spec.name)
@@ -662,7 +702,7 @@ class EmbeddedStore(MemoryStore):
         user: str | None,
         where: list[Where],
     ) -> list[SearchHit]:
-        candidates = max(limit, HYBRID_MIN_CANDIDATES)
+        vector_weight, keyword_weight = fusion_weights(alpha)
         obj_t = _table(spec.name)
         with self._read() as conn:
             part = self._partition(conn, spec, user)
@@ -680,18 +720,26 @@ class EmbeddedStore(MemoryStore):
                 # part.rowids is sorted (loaded ORDER BY rid) and holds every matching rid.
                 allowed = np.zeros(part.rowids.size, dtype=bool)
                 allowed[np.searchsorted(part.rowids, rids)] = True
-            keyword: dict[int, float] = {}
-            terms = query_terms(query) if alpha < 1 else []
-            if terms and spec.searchable:
+            # A side runs when its float32 weight is not zero, as on the server (alpha is
+            # sent as a float32, so a tiny alpha is a pure keyword search there too).
+            keyword = _NO_HITS
+            counts = query_term_counts(query) if keyword_weight > 0 else {}
+            if counts and spec.searchable:
                 if part.keyword is None:
                     part.keyword = self._build_keyword_index(conn, spec, user, part)
-                keyword = _bm25_top(part, part.keyword, terms, allowed, candidates)
-            dense: dict[int, float] = {}
-            if alpha > 0:
-                dense = _cosine_top(part, vector, allowed, candidates)
-            fused = fuse_relative_score([(alpha, dense), (1 - alpha, keyword)])
-            # Scores equal to 1e-9 are ties (float noise); ties are broken by object id.
-            top = sorted(fused, key=lambda i: (-round(fused[i], 9), part.ids[i]))[:limit]
+                keyword = _bm25_top(part, part.keyword, counts, allowed, keyword_candidates(limit))
+            dense = _NO_HITS
+            if vector_weight > 0:
+                dense = _cosine_top(part, vector, allowed, vector_candidates(limit))
+            sides: list[tuple[float, IntArray, FloatArray]] = []
+            if vector_weight > 0:
+                sides.append((float(vector_weight), *dense))
+            if keyword_weight > 0:
+                sides.append((float(keyword_weight), *keyword))
+            keys, fused, secondary = fuse_arrays(sides)
+            chosen = order_fused(fused, secondary, [part.ids[k] for k in keys.tolist()], limit)
+            top = keys[chosen].tolist()
+            scores = fused[chosen].tolist()
             if not top:
                 return []
             rows = conn.execute(
@@ -701,15 +749,17 @@ class EmbeddedStore(MemoryStore):
                 (json.dumps([int(part.rowids[i]) for i in top]), user),
             ).fetchall()
         props = dict(rows)
+        keyword_of = dict(zip(keyword[0].tolist(), keyword[1].tolist(), strict=True))
+        vector_of = dict(zip(dense[0].tolist(), dense[1].tolist(), strict=True))
         return [
             SearchHit(
                 id=part.ids[i],
                 properties=json.loads(props[int(part.rowids[i])]),
-                score=fused[i],
-                keyword_score=keyword.get(i),
-                vector_score=dense.get(i),
+                score=score,
+                keyword_score=keyword_of.get(i),
+                vector_score=vector_of.get(i),
             )
-            for i in top
+            for i, score in zip(top, scores, strict=True)
         ]
 
     def _partition(
@@ -813,7 +863,7 @@ class EmbeddedStore(MemoryStore):
         if cached.keyword is not None:
             postings = _drop_rows(_as_postings(cached.keyword), keep)
             added = _postings(length_blobs, term_blobs, len(spec.searchable), len(kept_ids))
-            keyword = _finish(_merge_postings(postings, added))
+            keyword = _finish(_merge_all(postings, added))
         # The PCA shortlist is rebuilt on demand: its sample would differ from a fresh load's.
         return _Partition(
             token=token,
@@ -827,7 +877,7 @@ class EmbeddedStore(MemoryStore):
     def _build_keyword_index(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, part: _Partition
     ) -> _KeywordIndex:
-        """Assemble BM25F postings from the term counts stored with each row (numpy only)."""
+        """Assemble per-property BM25 postings from the term counts stored with each row."""
         length_blobs: list[bytes] = []
         term_blobs: list[bytes] = []
         for lengths_blob, terms_blob in conn.execute(
@@ -843,12 +893,19 @@ class EmbeddedStore(MemoryStore):
 
 
 @dataclass
-class _Postings:
-    """(term, row) pairs sorted by term hash, then row: the raw material of a keyword index."""
+class _Pairs:
+    """One property's (term, row) pairs sorted by term hash, then row."""
 
     pair_hash: IntArray
     docs: IntArray
     tf: FloatArray
+
+
+@dataclass
+class _Postings:
+    """Every searchable property's pairs and the rows' lengths: a keyword index's raw material."""
+
+    props: list[_Pairs]
     lengths: FloatArray
 
 
@@ -863,52 +920,58 @@ def _postings(
     doc = np.repeat(
         np.arange(first_row, first_row + n, dtype=np.int64), per_row // _TERM_ENTRY.itemsize
     )
-    hashes = np.ascontiguousarray(entries["hash"])
-    # A stable sort by term keeps each term's rows in row order, so the entries of one
-    # (term, row) pair (one per property) are adjacent.
-    order = np.argsort(hashes, kind="stable")
-    hashes = hashes[order]
-    doc = doc[order]
-    new_pair = np.ones(hashes.size, dtype=bool)
-    new_pair[1:] = (hashes[1:] != hashes[:-1]) | (doc[1:] != doc[:-1])
-    pair_of_entry = np.cumsum(new_pair) - 1
-    tf = np.zeros((int(new_pair.sum()), width), dtype=np.float32)
-    tf[pair_of_entry, entries["prop"][order].astype(np.intp)] = entries["tf"][order]
-    return _Postings(
-        pair_hash=hashes[new_pair],
-        docs=doc[new_pair],
-        tf=tf,
-        lengths=lengths.astype(np.float32),
-    )
+    prop = entries["prop"]
+    props: list[_Pairs] = []
+    for p in range(width):
+        mine = prop == p
+        hashes = np.ascontiguousarray(entries["hash"][mine])
+        # A row stores one entry per distinct term and property; a stable sort by term keeps
+        # each term's rows in row order.
+        order = np.argsort(hashes, kind="stable")
+        props.append(
+            _Pairs(
+                pair_hash=hashes[order].astype(np.int64),
+                docs=doc[mine][order],
+                tf=entries["tf"][mine][order].astype(np.float32),
+            )
+        )
+    return _Postings(props=props, lengths=lengths.astype(np.float32))
 
 
 def _finish(postings: _Postings) -> _KeywordIndex:
-    """Group sorted pairs by term and weigh them with the partition's average lengths."""
-    pair_hash = postings.pair_hash
-    term_start = _term_starts(pair_hash)
+    """Group each property's pairs by term and weigh them with its average length.
+
+    A property's average counts only the rows that have at least one token in it, as the
+    server's ``GetAveragePropertyLength`` counts only documents with postings.
+    """
     lengths = postings.lengths
-    avg = lengths.mean(axis=0, dtype=np.float64) if lengths.size else np.zeros(lengths.shape[1])
-    norm = 1 - BM25_B + BM25_B * lengths / np.where(avg > 0, avg, 1.0)
-    tfn = np.zeros(postings.docs.size, dtype=np.float64)
-    # Property by property, in order: the same sums, in the same order, as a fresh build.
-    for prop in range(lengths.shape[1]):
-        tfn += postings.tf[:, prop] / norm[postings.docs, prop]
-    return _KeywordIndex(
-        hashes=pair_hash[term_start].astype(np.int64),
-        indptr=np.concatenate((term_start, [pair_hash.size])).astype(np.int64),
-        docs=postings.docs,
-        tf=postings.tf,
-        lengths=lengths,
-        weight=(tfn * (BM25_K1 + 1) / (tfn + BM25_K1)).astype(np.float32),
-    )
+    present = (lengths > 0).sum(axis=0)
+    total = lengths.sum(axis=0, dtype=np.float64)
+    average = np.divide(total, present, out=np.zeros(lengths.shape[1]), where=present > 0)
+    props: list[_PropertyPostings] = []
+    for p, pairs in enumerate(postings.props):
+        term_start = _term_starts(pairs.pair_hash)
+        tf = pairs.tf.astype(np.float64)
+        # Rows with postings in p have a positive length, so the average is positive here.
+        norm = BM25_K1 * ((1 - BM25_B) + BM25_B * (lengths[pairs.docs, p] / average[p]))
+        props.append(
+            _PropertyPostings(
+                hashes=pairs.pair_hash[term_start],
+                indptr=np.append(term_start, pairs.pair_hash.size).astype(np.int64),
+                docs=pairs.docs,
+                tf=pairs.tf,
+                weight=tf / (tf + norm),
+            )
+        )
+    return _KeywordIndex(props=props, lengths=lengths, average=average)
 
 
 def _as_postings(index: _KeywordIndex) -> _Postings:
     """Return the pairs of an index, one term hash per pair."""
     return _Postings(
-        pair_hash=np.repeat(index.hashes, np.diff(index.indptr)),
-        docs=index.docs,
-        tf=index.tf,
+        props=[
+            _Pairs(np.repeat(pp.hashes, np.diff(pp.indptr)), pp.docs, pp.tf) for pp in index.props
+        ],
         lengths=index.lengths,
     )
 
@@ -917,27 +980,32 @@ def _drop_rows(postings: _Postings, keep: npt.NDArray[np.bool_]) -> _Postings:
     """Remove the rows not kept and renumber the others, order unchanged."""
     if keep.all():
         return postings
-    pair_keep = keep[postings.docs]
     number = np.cumsum(keep) - 1
+    props = []
+    for pairs in postings.props:
+        pair_keep = keep[pairs.docs]
+        props.append(
+            _Pairs(pairs.pair_hash[pair_keep], number[pairs.docs[pair_keep]], pairs.tf[pair_keep])
+        )
+    return _Postings(props=props, lengths=postings.lengths[keep])
+
+
+def _merge_all(old: _Postings, added: _Postings) -> _Postings:
+    """Return the pairs of the rows of ``old`` followed by the rows of ``added``."""
     return _Postings(
-        pair_hash=postings.pair_hash[pair_keep],
-        docs=number[postings.docs[pair_keep]],
-        tf=postings.tf[pair_keep],
-        lengths=postings.lengths[keep],
+        props=[_merge_pairs(a, b) for a, b in zip(old.props, added.props, strict=True)],
+        lengths=np.concatenate((old.lengths, added.lengths)),
     )
 
 
-def _merge_postings(old: _Postings, added: _Postings) -> _Postings:
-    """Return the pairs of the rows of ``old`` followed by the rows of ``added``.
+def _merge_pairs(old: _Pairs, added: _Pairs) -> _Pairs:
+    """Merge two property's pair lists whose rows all come after the old ones.
 
-    Every added row comes after every old row, so within a term the old pairs come first:
-    each pair's place in the merged order is its own place plus the number of pairs of the
-    other side that sort before it.
+    Within a term the old pairs come first: each pair's place in the merged order is its own
+    place plus the number of pairs of the other side that sort before it.
     """
     if added.pair_hash.size == 0:
-        return _Postings(
-            old.pair_hash, old.docs, old.tf, np.concatenate((old.lengths, added.lengths))
-        )
+        return old
     term_start = _term_starts(old.pair_hash)
     terms = old.pair_hash[term_start]
     bounds = np.append(term_start, old.pair_hash.size)
@@ -952,11 +1020,11 @@ def _merge_postings(old: _Postings, added: _Postings) -> _Postings:
     total = old.pair_hash.size + added.pair_hash.size
     pair_hash = np.empty(total, dtype=np.int64)
     docs = np.empty(total, dtype=np.int64)
-    tf = np.empty((total, old.tf.shape[1]), dtype=np.float32)
+    tf = np.empty(total, dtype=np.float32)
     pair_hash[old_place], pair_hash[new_place] = old.pair_hash, added.pair_hash
     docs[old_place], docs[new_place] = old.docs, added.docs
     tf[old_place], tf[new_place] = old.tf, added.tf
-    return _Postings(pair_hash, docs, tf, np.concatenate((old.lengths, added.lengths)))
+    return _Pairs(pair_hash, docs, tf)
 
 
 def _term_starts(pair_hash: IntArray) -> IntArray:
@@ -969,31 +1037,91 @@ def _term_starts(pair_hash: IntArray) -> IntArray:
 def _bm25_top(
     part: _Partition,
     index: _KeywordIndex,
-    terms: list[str],
+    counts: dict[str, int],
     allowed: npt.NDArray[np.bool_] | None,
     candidates: int,
-) -> dict[int, float]:
-    """Score the partition by BM25F (Weaviate's idf, k1, b); map row index to raw BM25."""
+) -> tuple[IntArray, FloatArray]:
+    """Rank the partition like Weaviate's BlockMax-WAND BM25; return rows and raw scores.
+
+    Each property is scored on its own (idf shared, ``memstore.ranking.bm25_idf``; summed
+    over the query terms in float64, kept as float32) and keeps its best
+    ``per_property_limit`` rows; a row's score is the float32 sum of the properties that kept
+    it, and the best ``candidates`` rows are returned. Ties at every cut keep the lowest
+    rows, which stand in for the server's docIDs (write order). See ``docs/storage.md``.
+    """
     n = part.rowids.size
-    scores = np.zeros(n, dtype=np.float32)
-    for term in terms:
-        h = term_hash(term)
-        t = int(np.searchsorted(index.hashes, h))
-        if t >= index.hashes.size or index.hashes[t] != h:
+    hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=len(counts))
+    # (terms, properties): where each term's postings start and end in each property.
+    lo = np.zeros((hashes.size, len(index.props)), dtype=np.int64)
+    hi = np.zeros_like(lo)
+    for p, pp in enumerate(index.props):
+        if pp.hashes.size == 0:
             continue
-        lo, hi = int(index.indptr[t]), int(index.indptr[t + 1])
-        df = hi - lo
-        idf = np.float32(np.log(1 + (n - df + 0.5) / (df + 0.5)))
-        # A term's postings hold each document once, so fancy-index += is exact here.
-        scores[index.docs[lo:hi]] += idf * index.weight[lo:hi]
-    # Every matching document scores above zero: idf and the tf weight are both positive.
-    matched = scores > 0
+        at = np.searchsorted(pp.hashes, hashes)
+        found = (at < pp.hashes.size) & (pp.hashes[np.minimum(at, pp.hashes.size - 1)] == hashes)
+        lo[found, p] = pp.indptr[at[found]]
+        hi[found, p] = pp.indptr[at[found] + 1]
+    doc_freqs = (hi - lo).tolist()
+    idfs = [bm25_idf(n, freqs, r) for freqs, r in zip(doc_freqs, counts.values(), strict=True)]
+    if not any(idfs):
+        return _NO_HITS
+    keep_each = per_property_limit(candidates, len(index.props))
+    total = np.zeros(n, dtype=np.float32)
+    kept_rows: list[IntArray] = []
+    for p, pp in enumerate(index.props):
+        spans = [
+            (idf, int(lo[t, p]), int(hi[t, p])) for t, idf in enumerate(idfs) if hi[t, p] > lo[t, p]
+        ]
+        if not spans:
+            continue
+        # bincount adds each row's contributions in input order, i.e. query-term order, in
+        # float64: the same sums as the server's per-document loop over the terms.
+        scores: FloatArray64 = np.asarray(
+            np.bincount(
+                np.concatenate([pp.docs[a:b] for _, a, b in spans]),
+                weights=np.concatenate([idf * pp.weight[a:b] for idf, a, b in spans]),
+                minlength=n,
+            ),
+            dtype=np.float64,
+        )
+        best, narrow = _best_rows(scores, allowed, keep_each)
+        # float32 sums in property order, as combineResults adds the kept scores.
+        total[best] += narrow
+        kept_rows.append(best)
+    if not kept_rows:
+        return _NO_HITS
+    rows = np.unique(np.concatenate(kept_rows))
+    best = rows[top_positions(total[rows], candidates)]
+    return best, total[best]
+
+
+def _best_rows(
+    scores: FloatArray64, allowed: npt.NDArray[np.bool_] | None, k: int
+) -> tuple[IntArray, FloatArray]:
+    """Return the ``k`` allowed rows with the best float32 scores (ties: lowest rows).
+
+    Every posting scores above zero (idf and term weights are positive), so the matches are
+    the rows with a score. On a large partition a strided sample first gives a lower bound:
+    its k-th best value cannot exceed the whole partition's, so every row of the exact top k
+    scores above the float32 just below it, and only those rows are narrowed and ranked.
+    """
+    bound = 0.0
+    step = scores.size // (32 * k)
+    if step > 1:
+        sample = scores[::step]
+        if allowed is not None:
+            sample = sample[allowed[::step]]
+        sample = sample[sample > 0].astype(np.float32)
+        if sample.size >= k:
+            kth = np.partition(sample, sample.size - k)[sample.size - k]
+            bound = float(np.nextafter(kth, np.float32(-np.inf)))
+    mask = scores > bound
     if allowed is not None:
-        matched &= allowed
-    pool = np.flatnonzero(matched)
-    if pool.size > candidates:
-        pool = pool[np.argpartition(-scores[pool], candidates - 1)[:candidates]]
-    return {int(i): float(scores[i]) for i in pool}
+        mask &= allowed
+    pool = np.flatnonzero(mask)
+    narrow = scores[pool].astype(np.float32)
+    kept = top_positions(narrow, k)
+    return pool[kept], narrow[kept]
 
 
 def _cosine_top(
@@ -1003,8 +1131,8 @@ def _cosine_top(
     candidates: int,
     *,
     exact: bool = False,
-) -> dict[int, float]:
-    """Rank the partition by cosine similarity; map row index to cosine for the candidates.
+) -> tuple[IntArray, FloatArray]:
+    """Rank the partition by cosine similarity; return the candidate rows and their cosines.
 
     Large partitions are first ranked on a PCA projection (a quarter of the memory traffic)
     and only the best ``COARSE_RERANK * candidates`` rows get an exact cosine, the way an ANN
@@ -1023,16 +1151,17 @@ def _cosine_top(
         coarse = part.coarse
         # The mean's contribution is the same for every row, so it cannot change the order.
         approx = np.einsum("ij,j->i", coarse.projected, np.einsum("ij,j->i", coarse.basis, query))
-        pool = pool[np.argpartition(-approx[pool], shortlist - 1)[:shortlist]]
+        pool = np.sort(pool[np.argpartition(-approx[pool], shortlist - 1)[:shortlist]])
         sims = np.einsum("ij,j->i", part.unit[pool], query)
     else:
         # einsum runs numpy's own single-threaded loop: a multi-threaded BLAS matvec stalls
         # for tens of milliseconds when other processes share the cores.
         sims = np.einsum("ij,j->i", part.unit[pool] if allowed is not None else part.unit, query)
-    if pool.size > candidates:
-        keep = np.argpartition(-sims, candidates - 1)[:candidates]
-        return {int(pool[k]): float(sims[k]) for k in keep}
-    return {int(pool[k]): float(sims[k]) for k in range(pool.size)}
+    # The server ranks by the float32 cosine distance 1 - dot (ties: lowest docID) and
+    # reports 1 - distance as the raw vector score.
+    distance = np.float32(1) - sims
+    keep = top_rows(distance, np.arange(pool.size), candidates, smallest=True)
+    return pool[keep], np.float32(1) - distance[keep]
 
 
 def _coarse_index(unit: FloatArray) -> _CoarseIndex:
@@ -1045,23 +1174,9 @@ def _coarse_index(unit: FloatArray) -> _CoarseIndex:
     return _CoarseIndex(mean=mean.astype(np.float32), basis=basis, projected=projected)
 
 
-def fuse_relative_score(sides: list[tuple[float, dict[T, float]]]) -> dict[T, float]:
-    """Fuse scored candidate sets the way Weaviate's ``FusionRelativeScore`` does.
-
-    Each side's scores are min-max normalised over that side's candidates (all equal: each
-    gets 1.0), multiplied by the side's weight and summed per object; an object missing from
-    a side gets nothing from it.
-    """
-    fused: dict[T, float] = {}
-    for weight, scores in sides:
-        if not scores:
-            continue
-        low = min(scores.values())
-        high = max(scores.values())
-        for key, value in scores.items():
-            norm = (value - low) / (high - low) if high != low else 1.0
-            fused[key] = fused.get(key, 0.0) + weight * norm
-    return fused
+def fuse_relative_score(sides: Sequence[tuple[float, Mapping[T, float]]]) -> dict[T, float]:
+    """Return the fused scores of ``memstore.ranking.fuse_relative_score`` (kept for callers)."""
+    return ranking.fuse_relative_score(sides)[0]
 
 
 def normalise_date(value: str) -> str:
@@ -1092,6 +1207,10 @@ def _bump(
         "lineage = CASE WHEN ? THEN lineage ELSE excluded.lineage END",
         (collection, user or "", uuid.uuid4().hex, uuid.uuid4().hex, keeps_lineage),
     )
+
+
+def _sql_text_key(value: str | None) -> str | None:
+    return text_sort_key(value) if isinstance(value, str) else value
 
 
 def _json_path(prop: str) -> str:
@@ -1145,6 +1264,49 @@ def _prop_sql(spec: CollectionSpec, prop: str, alias: str = "") -> str:
     if any(p.name == prop for p in _columns(spec)):
         return f"{alias}{_column(prop)}"
     return f"json_extract({alias}props, '{_json_path(prop)}')"
+
+
+TOKENIZER_VERSION = "2"
+"""Version 2 splits text before lower-casing it, letter by letter (Go's order): version 1
+lower-cased first, which split words at U+0130 ("İ" becomes "i" plus a combining dot) and
+gave a word-final capital sigma the final form ("ς" instead of Go's "σ")."""
+
+_RETOKENIZE_CHARS = ("\u0130", "\u03a3")
+
+
+def _retokenize(conn: sqlite3.Connection) -> None:
+    """Re-tokenise the few rows whose terms tokenizer version 1 got wrong; once per store.
+
+    Runs in the opening transaction. Only rows holding U+0130 or a capital sigma can differ;
+    their partitions get a new lineage, so caches reload them.
+    """
+    row = conn.execute("SELECT value FROM amem_meta WHERE key = 'tokenizer'").fetchone()
+    if row is not None and row[0] == TOKENIZER_VERSION:
+        return
+    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+        spec = _spec_from_json(spec_json)
+        if not spec.searchable:
+            continue
+        table = _table(spec.name)
+        like = " OR ".join("props LIKE ?" for _ in _RETOKENIZE_CHARS)
+        rows = conn.execute(
+            f"SELECT rid, user, props FROM {table} WHERE {like}",
+            [f"%{c}%" for c in _RETOKENIZE_CHARS],
+        ).fetchall()
+        if not rows:
+            continue
+        lengths, terms = encode_terms(spec, [json.loads(r[2]) for r in rows])
+        conn.executemany(
+            f"UPDATE {table} SET lengths = ?, terms = ? WHERE rid = ?",
+            [(a, b, r[0]) for a, b, r in zip(lengths, terms, rows, strict=True)],
+        )
+        for user in {r[1] for r in rows}:
+            _bump(conn, spec.name, user, keeps_lineage=False)
+    conn.execute(
+        "INSERT INTO amem_meta (key, value) VALUES ('tokenizer', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (TOKENIZER_VERSION,),
+    )
 
 
 def _migrate_from_v1(conn: sqlite3.Connection) -> None:

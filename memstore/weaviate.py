@@ -7,9 +7,11 @@ explanations) lives in pure functions so it can be tested without a server.
 Layout inside Weaviate:
 
 - every ``CollectionSpec`` becomes a collection with exactly its properties (auto-schema is
-  never relied on), one self-provided named vector ``default`` (HNSW, cosine) and BM25
-  (k1 1.2, b 0.75); the collection description carries the vector size and a marker, so the
-  spec can be rebuilt from the server's config;
+  never relied on), one self-provided named vector ``default`` (HNSW, cosine) and no
+  inverted-index config, so the server gives it its current BM25 (BlockMax WAND, k1 1.2,
+  b 0.75, ``en`` stopwords), the ranking the embedded store reproduces; the collection
+  description carries the vector size and a marker, so the spec can be rebuilt from the
+  server's config;
 - a text property that is both searchable and filterable is stored twice: word-tokenized
   for BM25 and, as ``<name>__exact``, field-tokenized for filters, because Weaviate filters
   on a word-tokenized property match tokens, not the whole value;
@@ -37,6 +39,7 @@ import numpy.typing as npt
 import weaviate
 from weaviate.classes.config import (
     Configure,
+    ConsistencyLevel,
     DataType,
     Tokenization,
     VectorDistances,
@@ -49,9 +52,20 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
 
-from memstore.base import GLOBAL_SCOPE, MemoryStore
+from memstore.base import GLOBAL_SCOPE, PAGE_LIMIT, MemoryStore
 from memstore.locks import KeyLocks
 from memstore.open import amem_home
+from memstore.ranking import (
+    BM25_B,
+    BM25_K1,
+    HYBRID_CANDIDATES,
+    QUERY_MAXIMUM_RESULTS,
+    fuse_relative_score,
+    fusion_weights,
+    order_hybrid,
+    text_sort_key,
+    vector_candidates,
+)
 from memstore.types import (
     CollectionSpec,
     ConflictError,
@@ -76,12 +90,17 @@ USER_PROPERTY = "amem_user"
 EXACT_SUFFIX = "__exact"
 """Suffix of the field-tokenized copy of a searchable *and* filterable text property."""
 
-BM25_K1 = 1.2
-BM25_B = 0.75
+ID_PROPERTY = "_id"
+"""The server's name for the object id in filters and sorting."""
+
 BATCH_SIZE = 100
-HYBRID_MIN_CANDIDATES = 100
-"""Weaviate's hybrid ``DefaultLimit``: each side of a hybrid search takes ``max(limit, 100)``."""
+HYBRID_MIN_CANDIDATES = HYBRID_CANDIDATES
+"""``QUERY_HYBRID_MAXIMUM_RESULTS``: each side of a hybrid search takes ``max(limit, 100)``."""
 DEFAULT_GRPC_PORT = 50051
+DEEP_PAGE = 5000
+"""Page size of the id-ordered reads behind a listing that goes past the result window."""
+
+__all__ = ["BM25_B", "BM25_K1", "ScaleSettings", "WeaviateStore", "scale_settings"]
 
 _MARKER_RE = re.compile(r"\n*\[amem schema=1 dims=(\d+)\]\s*$")
 _TENANT_RE = re.compile(r"^[A-Za-z0-9-][A-Za-z0-9_-]{0,63}$")
@@ -181,6 +200,74 @@ def connection_settings(
         grpc_port=grpc_port,
         grpc_secure=secure,
         api_key=api_key or os.environ.get("WEAVIATE_API_KEY") or None,
+    )
+
+
+_CONSISTENCY = {
+    "ONE": ConsistencyLevel.ONE,
+    "QUORUM": ConsistencyLevel.QUORUM,
+    "ALL": ConsistencyLevel.ALL,
+}
+
+
+@dataclass(frozen=True)
+class ScaleSettings:
+    """How collections are spread over a cluster, and how many replicas must answer.
+
+    ``replication_factor`` ``None`` leaves it to the server (its ``REPLICATION_MINIMUM_FACTOR``,
+    1 unless set). ``shards`` applies to shared (not per-user) collections; per-user ones have
+    one shard per tenant. One shard keeps BM25 statistics global, so rankings do not depend on
+    the cluster size (``docs/weaviate.md``). ``consistency`` ``None`` is the server's default
+    (QUORUM). ``query_maximum_results`` must equal the server's ``QUERY_MAXIMUM_RESULTS``:
+    listings that page beyond it are served from id-ordered reads instead.
+    """
+
+    replication_factor: int | None = None
+    shards: int = 1
+    consistency: str | None = None
+    query_maximum_results: int = QUERY_MAXIMUM_RESULTS
+
+
+def _positive_setting(name: str, value: int | str | None, default: int | None) -> int | None:
+    raw: int | str | None = value if value is not None else (os.environ.get(name) or None)
+    if raw is None:
+        return default
+    try:
+        number = int(raw)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name}={raw!r} is not a positive integer") from None
+    if isinstance(raw, bool) or number < 1:
+        raise InvalidInputError(f"{name}={raw!r} is not a positive integer")
+    return number
+
+
+def scale_settings(
+    replication_factor: int | None = None,
+    shards: int | None = None,
+    consistency: str | None = None,
+    query_maximum_results: int | None = None,
+) -> ScaleSettings:
+    """Resolve the scale-out settings; an argument always wins over the environment.
+
+    Reads ``WEAVIATE_REPLICATION_FACTOR`` (default: the server's), ``WEAVIATE_SHARDS``
+    (default 1), ``WEAVIATE_CONSISTENCY_LEVEL`` (``ONE``, ``QUORUM`` or ``ALL``; default: the
+    server's, QUORUM) and ``WEAVIATE_QUERY_MAXIMUM_RESULTS`` (default 10,000).
+    """
+    level = consistency if consistency is not None else os.environ.get("WEAVIATE_CONSISTENCY_LEVEL")
+    level = (level or "").strip().upper() or None
+    if level is not None and level not in _CONSISTENCY:
+        raise InvalidInputError(
+            f"WEAVIATE_CONSISTENCY_LEVEL={level!r} must be one of {', '.join(_CONSISTENCY)}"
+        )
+    shard_count = _positive_setting("WEAVIATE_SHARDS", shards, 1)
+    window = _positive_setting("WEAVIATE_QUERY_MAXIMUM_RESULTS", query_maximum_results, None)
+    return ScaleSettings(
+        replication_factor=_positive_setting(
+            "WEAVIATE_REPLICATION_FACTOR", replication_factor, None
+        ),
+        shards=shard_count if shard_count is not None else 1,
+        consistency=level,
+        query_maximum_results=window if window is not None else QUERY_MAXIMUM_RESULTS,
     )
 
 
@@ -483,15 +570,25 @@ class WeaviateStore(MemoryStore):
 
     backend = "weaviate"
 
-    def __init__(self, client: Any, *, dims: int, lock_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        dims: int,
+        scale: ScaleSettings | None = None,
+        lock_dir: str | Path | None = None,
+    ) -> None:
         """Wrap a connected ``weaviate.WeaviateClient``; the store closes it on ``close()``.
 
-        ``lock_dir`` holds the lock files that serialise ``insert`` between processes of this
-        machine (default ``$AMEM_HOME/locks/weaviate``): processes that should exclude each
-        other must use the same one.
+        ``scale`` defaults to ``ScaleSettings()`` (one shard per shared collection, the
+        server's replication factor and consistency level). ``lock_dir`` holds the lock files
+        that serialise ``insert`` between processes of this machine (default
+        ``$AMEM_HOME/locks/weaviate``): processes that should exclude each other must use the
+        same one.
         """
         super().__init__(dims=dims)
         self._client = client
+        self.scale = scale or ScaleSettings()
         self._closed = False
         self._lock = threading.Lock()
         # Tenants known to exist, per collection: saves a round trip on every call.
@@ -509,15 +606,19 @@ class WeaviateStore(MemoryStore):
         grpc_port: int | None = None,
         *,
         headers: Mapping[str, str] | None = None,
+        scale: ScaleSettings | None = None,
     ) -> WeaviateStore:
         """Connect to Weaviate and return a store using vectors of size ``dims``.
 
         Arguments win over ``WEAVIATE_URL``, ``WEAVIATE_API_KEY``, ``WEAVIATE_GRPC_PORT``
-        and ``WEAVIATE_GRPC_HOST``.
+        and ``WEAVIATE_GRPC_HOST``; ``scale`` over ``scale_settings()`` (the
+        ``WEAVIATE_REPLICATION_FACTOR``, ``WEAVIATE_SHARDS``, ``WEAVIATE_CONSISTENCY_LEVEL`` and
+        ``WEAVIATE_QUERY_MAXIMUM_RESULTS`` variables).
         """
         if not isinstance(dims, int) or isinstance(dims, bool) or dims <= 0:
             raise InvalidInputError(f"dims must be a positive integer, got {dims!r}")
         settings = connection_settings(url, api_key, grpc_port)
+        scale = scale or scale_settings()
         try:
             client = weaviate.connect_to_custom(
                 http_host=settings.http_host,
@@ -536,7 +637,7 @@ class WeaviateStore(MemoryStore):
                 f"(gRPC {settings.grpc_host}:{settings.grpc_port}); is it running "
                 f"(`docker compose up -d`)? {exc}"
             ) from exc
-        return cls(client, dims=dims)
+        return cls(client, dims=dims, scale=scale)
 
     def close(self) -> None:
         """Close the client's HTTP and gRPC connections; later calls raise ``StoreError``."""
@@ -566,7 +667,23 @@ class WeaviateStore(MemoryStore):
                             distance_metric=VectorDistances.COSINE
                         ),
                     ),
-                    inverted_index_config=Configure.inverted_index(bm25_k1=BM25_K1, bm25_b=BM25_B),
+                    # No inverted-index config: only then does the server turn on BlockMax
+                    # WAND (usecases/schema/class.go setInvertedConfigDefaults), and the
+                    # client cannot ask for it. Its defaults are k1 1.2, b 0.75, "en"
+                    # stopwords; no filter of ours needs null-state, length or timestamp
+                    # indexes (NotEqual is "all minus equal" on the filterable index).
+                    replication_config=(
+                        Configure.replication(factor=self.scale.replication_factor)
+                        if self.scale.replication_factor is not None
+                        else None
+                    ),
+                    # Shared collections get one shard unless configured: the server's
+                    # default is one per node, which makes BM25 statistics per shard.
+                    sharding_config=(
+                        None
+                        if spec.per_user
+                        else Configure.sharding(desired_count=self.scale.shards)
+                    ),
                     multi_tenancy_config=(
                         Configure.multi_tenancy(
                             enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
@@ -639,8 +756,14 @@ class WeaviateStore(MemoryStore):
         with self._lock:
             return bool(self._tenants.pop(collection, None))
 
+    def _collection(self, name: str) -> Any:
+        collection = self._client.collections.get(name)
+        if self.scale.consistency is not None:
+            collection = collection.with_consistency_level(_CONSISTENCY[self.scale.consistency])
+        return collection
+
     def _for_write(self, spec: CollectionSpec, user: str | None) -> Any:
-        collection = self._client.collections.get(spec.name)
+        collection = self._collection(spec.name)
         if not spec.per_user:
             return collection
         assert user is not None
@@ -659,7 +782,7 @@ class WeaviateStore(MemoryStore):
 
     def _for_read(self, spec: CollectionSpec, user: str | None) -> Any | None:
         """Return the collection bound to the user's tenant, or ``None`` if it has none yet."""
-        collection = self._client.collections.get(spec.name)
+        collection = self._collection(spec.name)
         if not spec.per_user:
             return collection
         assert user is not None
@@ -842,6 +965,11 @@ class WeaviateStore(MemoryStore):
         collection = self._for_read(spec, user)
         if collection is None:
             return []
+        if offset + limit > self.scale.query_maximum_results:
+            # The server refuses offset + limit beyond QUERY_MAXIMUM_RESULTS (db/search.go
+            # getTotalLimit): read every match in id order and sort here the way it would.
+            matches = list(self._all_after(spec, collection, where))
+            return sort_like_weaviate(spec, matches, sort_by, descending)[offset : offset + limit]
         # Weaviate does not order ties itself: the id is always the last sort key.
         sort = Sort.by_id(ascending=True)
         if sort_by:
@@ -853,6 +981,69 @@ class WeaviateStore(MemoryStore):
             limit=limit, offset=offset, filters=build_filter(spec, where), sort=sort
         )
         return [self._stored(spec, obj, False) for obj in result.objects]
+
+    def _all_after(
+        self, spec: CollectionSpec, collection: Any, where: list[Where]
+    ) -> list[StoredObject]:
+        out: list[StoredObject] = []
+        after: str | None = None
+        while True:
+            page = self._fetch_after(spec, collection, where, after, DEEP_PAGE, False)
+            out.extend(page)
+            if len(page) < DEEP_PAGE:
+                return out
+            after = page[-1].id
+
+    @_guarded
+    def _page_after(
+        self,
+        spec: CollectionSpec,
+        user: str | None,
+        where: list[Where],
+        after: str | None,
+        limit: int,
+        include_vector: bool,
+    ) -> list[StoredObject]:
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return []
+        return self._fetch_after(spec, collection, where, after, limit, include_vector)
+
+    def _fetch_after(
+        self,
+        spec: CollectionSpec,
+        collection: Any,
+        where: list[Where],
+        after: str | None,
+        limit: int,
+        include_vector: bool,
+    ) -> list[StoredObject]:
+        """One keyset page: the ``after`` cursor, or ``_id > after`` with the conditions.
+
+        The cursor is refused together with filters (``entities/filters/cursor_validator.go``),
+        so filtered pages are sorted by id and start past the last id with a ``GreaterThan``
+        on ``_id``, which the server evaluates on its id index (``row_reader_roaring_set.go``).
+        """
+        vectors: list[str] | bool = [VECTOR_NAME] if include_vector else False
+        limit = min(limit, PAGE_LIMIT)
+        if not where:
+            result = collection.query.fetch_objects(
+                limit=limit, after=after, include_vector=vectors
+            )
+        else:
+            filters = build_filter(spec, where)
+            assert filters is not None  # where is not empty
+            if after is not None:
+                filters = Filter.all_of(
+                    [filters, Filter.by_property(ID_PROPERTY).greater_than(after)]
+                )
+            result = collection.query.fetch_objects(
+                limit=limit,
+                filters=filters,
+                sort=Sort.by_id(ascending=True),
+                include_vector=vectors,
+            )
+        return [self._stored(spec, obj, include_vector) for obj in result.objects]
 
     @_guarded
     def _count(self, spec: CollectionSpec, user: str | None, where: list[Where]) -> int:
@@ -877,6 +1068,8 @@ class WeaviateStore(MemoryStore):
         if collection is None:
             return []
         filters = build_filter(spec, where)
+        # The server searches only the sides whose float32 weight is not zero.
+        vector_weight, keyword_weight = fusion_weights(alpha)
         if not query.strip():
             hits = self._vector_side_only(spec, collection, vector, alpha, limit, filters)
         else:
@@ -900,12 +1093,11 @@ class WeaviateStore(MemoryStore):
                         properties=from_weaviate_properties(spec, obj.properties),
                         score=float(obj.metadata.score or 0.0),
                         # A side with no weight is not searched (as on the embedded store).
-                        keyword_score=None if alpha == 1 else keyword,
-                        vector_score=None if alpha == 0 else vec,
+                        keyword_score=None if keyword_weight == 0 else keyword,
+                        vector_score=None if vector_weight == 0 else vec,
                     )
                 )
-        # Weaviate leaves the order of equal scores open; break ties by id like the embedded store.
-        hits.sort(key=lambda h: (-round(h.score, 9), h.id))
+        # The server's order stands: it broke near ties (raw score, then UUID) before cutting.
         return hits[:limit]
 
     def _vector_side_only(
@@ -919,43 +1111,56 @@ class WeaviateStore(MemoryStore):
     ) -> list[SearchHit]:
         """Rank a blank query: relativeScoreFusion of the vector side alone, weighted by alpha.
 
-        On the wire a blank hybrid query is ``""``, which Weaviate answers as a plain
-        near-vector search whose scores are not fusion scores. So the vector side is fetched
-        with ``near_vector`` (``max(limit, 100)`` candidates, as a hybrid search takes) and
-        fused here exactly like the embedded store: min-max normalised cosine similarity
-        (all equal: 1.0) times alpha.
+        A blank query has no keyword candidates on the server; the vector side is fetched with
+        ``near_vector`` (``max(limit, 100)`` candidates, as a hybrid search takes) and fused
+        and ordered here with the server's rules (``memstore.ranking``), exactly as the
+        embedded store does. Older servers answered ``hybrid(query="")`` as a plain
+        near-vector search (weaviate/weaviate#4048), whose scores are not fusion scores.
         """
-        if alpha == 0:
-            # Pure keyword search for nothing: no candidates, as on the embedded store.
+        vector_weight, _ = fusion_weights(alpha)
+        if vector_weight == 0:
+            # Pure keyword search for nothing: no candidates, as on the server.
             return []
         result = collection.query.near_vector(
             near_vector=[float(x) for x in vector],
-            limit=max(limit, HYBRID_MIN_CANDIDATES),
+            limit=vector_candidates(limit),
             target_vector=VECTOR_NAME,
             filters=filters,
             return_metadata=MetadataQuery(distance=True),
         )
-        sims = {str(obj.uuid): 1.0 - float(obj.metadata.distance or 0.0) for obj in result.objects}
-        if not sims:
-            return []
-        low, high = min(sims.values()), max(sims.values())
+        # explorer_hybrid.go denseSearch: the raw score is 1 - distance, in float32.
+        sims = {
+            str(obj.uuid): float(np.float32(1) - np.float32(obj.metadata.distance or 0.0))
+            for obj in result.objects
+        }
+        objects = {str(obj.uuid): obj for obj in result.objects}
+        fused, secondary = fuse_relative_score([(float(vector_weight), sims)])
+        order = order_hybrid(fused, fused, secondary, {k: k for k in fused}, limit)
         return [
             SearchHit(
-                id=str(obj.uuid),
-                properties=from_weaviate_properties(spec, obj.properties),
-                score=alpha * ((sims[str(obj.uuid)] - low) / (high - low) if high != low else 1.0),
+                id=key,
+                properties=from_weaviate_properties(spec, objects[key].properties),
+                score=fused[key],
                 keyword_score=None,
-                vector_score=sims[str(obj.uuid)],
+                vector_score=sims[key],
             )
-            for obj in result.objects
+            for key in order
         ]
 
     @_guarded
     def _users(self, spec: CollectionSpec) -> list[str]:
-        collection = self._client.collections.get(spec.name)
+        collection = self._collection(spec.name)
         users: list[str] = []
-        for name in collection.tenants.get():
-            # A tenant can be empty (everything deleted); it has no user then.
+        for name, tenant in collection.tenants.get().items():
+            status = getattr(tenant, "activity_status", None)
+            active = status is None or str(getattr(status, "value", status)) in _ACTIVE
+            if not active and not _is_hashed_tenant(str(name)):
+                # A plain tenant name is the user id itself: reported without reading the
+                # tenant, which would wake a cold one (auto tenant activation is on).
+                users.append(str(name))
+                continue
+            # An active tenant is read to skip it when empty; a hashed name must be read
+            # to recover the raw user id, even when that wakes the tenant (docs/weaviate.md).
             result = collection.with_tenant(name).query.fetch_objects(
                 limit=1, return_properties=[USER_PROPERTY]
             )
@@ -964,6 +1169,41 @@ class WeaviateStore(MemoryStore):
             raw = result.objects[0].properties.get(USER_PROPERTY)
             users.append(str(raw) if raw else str(name))
         return sorted(users)
+
+
+_ACTIVE = frozenset({"ACTIVE", "HOT"})
+
+
+def _is_hashed_tenant(name: str) -> bool:
+    return name.startswith(_HASHED_TENANT_PREFIX) and name != GLOBAL_SCOPE
+
+
+def sort_like_weaviate(
+    spec: CollectionSpec, objects: list[StoredObject], sort_by: str | None, descending: bool
+) -> list[StoredObject]:
+    """Sort objects as the server's objects-bucket sorter does (``sorter/basic_comparators.go``).
+
+    The id (ascending) breaks ties. Missing values come first ascending and last descending;
+    text compares case-insensitively, numbers and ints as float64, dates as instants.
+    """
+    ordered = sorted(objects, key=lambda o: o.id)
+    if sort_by is None:
+        return ordered
+    ptype = spec.prop(sort_by).type
+
+    def key(obj: StoredObject) -> tuple[Any, ...]:
+        value = obj.properties.get(sort_by)
+        if value is None:
+            return (0,)
+        if ptype == "text":
+            return (1, text_sort_key(str(value)))
+        if ptype == "date":
+            return (1, _parse_date(str(value)))
+        if ptype in ("int", "number"):
+            return (1, float(value))
+        return (1, value)
+
+    return sorted(ordered, key=key, reverse=descending)
 
 
 def _check_deleted(result: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -27,11 +28,11 @@ from memstore import (
 from memstore.embedded import (
     DB_FILENAME,
     EmbeddedStore,
-    fuse_relative_score,
     normalise_date,
     query_terms,
     tokenize,
 )
+from memstore.ranking import fuse_relative_score
 from tests.storage.conftest import DIMS, count_extensions, make_spec, vec
 
 WRITER = textwrap.dedent(
@@ -192,11 +193,19 @@ def test_query_terms_are_plain_distinct_words_without_stopwords() -> None:
 
 
 def test_fusion_arithmetic() -> None:
-    fused = fuse_relative_score(
+    # Sides in the server's order: vector first, keyword last.
+    fused, secondary = fuse_relative_score(
         [(0.7, {"a": 0.9, "b": 0.5, "c": 0.1}), (0.3, {"a": 2.0, "d": 8.0})]
     )
     assert fused == pytest.approx({"a": 0.7 * 1.0 + 0.0, "b": 0.7 * 0.5, "c": 0.0, "d": 0.3})
-    assert fuse_relative_score([(0.5, {"x": 3.0}), (0.5, {})]) == {"x": 0.5}
+    # The secondary sort value is the raw score in the last set that holds the object.
+    assert secondary == pytest.approx({"a": 2.0, "b": 0.5, "c": 0.1, "d": 8.0})
+    # Everything is float32 arithmetic, as in Go.
+    assert fused["b"] == float(
+        np.float32(0.7)
+        * ((np.float32(0.5) - np.float32(0.1)) / (np.float32(0.9) - np.float32(0.1)))
+    )
+    assert fuse_relative_score([(0.5, {"x": 3.0}), (0.5, {})]) == ({"x": 0.5}, {"x": 3.0})
 
 
 def test_dates_normalise_to_sortable_utc() -> None:
@@ -298,13 +307,14 @@ def test_bm25_uses_weaviates_idf_and_per_user_statistics(tmp_path: Path) -> None
     )
     hits = store.hybrid(spec.name, query="zebra", vector=vec(1, 0), alpha=0.0, user="u")
     idf = math.log(1 + (4 - 2 + 0.5) / (2 + 0.5))  # N = 4 documents, n = 2 hold "zebra"
-    # All bodies have the average length, so tf is not length-normalised: k1 = 1.2.
+    # All bodies have the average length, so tf is not length-normalised; BlockMax WAND has
+    # no (k1 + 1) factor.
     assert [h.id for h in hits] == [make_id(texts[0]), make_id(texts[1])]
-    assert hits[0].keyword_score == pytest.approx(idf * 2 * 2.2 / (2 + 1.2))
-    assert hits[1].keyword_score == pytest.approx(idf * 1 * 2.2 / (1 + 1.2))
+    assert hits[0].keyword_score == float(np.float32(idf * (2 / (2 + 1.2))))
+    assert hits[1].keyword_score == float(np.float32(idf * (1 / (1 + 1.2))))
     # A term in more than half the documents still counts (FTS5's idf would floor it at 1e-6).
     hits = store.hybrid(spec.name, query="lion", vector=vec(1, 0), alpha=0.0, user="u")
-    assert hits[0].keyword_score == pytest.approx(math.log(1 + 1.5 / 3.5) * 1.0)
+    assert hits[0].keyword_score == pytest.approx(math.log(1 + 1.5 / 3.5) / 2.2)
     store.close()
 
 
@@ -516,11 +526,56 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
         np.testing.assert_array_equal(mine.rowids, theirs.rowids)
         np.testing.assert_array_equal(mine.unit, theirs.unit)
         assert mine.keyword is not None and theirs.keyword is not None
-        for field in ("hashes", "indptr", "docs", "tf", "lengths", "weight"):
-            np.testing.assert_array_equal(
-                getattr(mine.keyword, field), getattr(theirs.keyword, field), err_msg=field
-            )
+        np.testing.assert_array_equal(mine.keyword.lengths, theirs.keyword.lengths)
+        np.testing.assert_array_equal(mine.keyword.average, theirs.keyword.average)
+        assert len(mine.keyword.props) == len(theirs.keyword.props) == len(spec.searchable)
+        for p, (a, b) in enumerate(zip(mine.keyword.props, theirs.keyword.props, strict=True)):
+            for field in ("hashes", "indptr", "docs", "tf", "weight"):
+                np.testing.assert_array_equal(
+                    getattr(a, field), getattr(b, field), err_msg=f"{field} of property {p}"
+                )
         fresh.close()
     assert len(extended) == expected_extensions > 10
     reader.close()
     writer.close()
+
+
+def test_terms_of_tokenizer_1_are_rewritten_once_on_open(tmp_path: Path) -> None:
+    # Tokenizer 1 lower-cased before splitting: "İstanbul" became "i" + "stanbul" and a final
+    # capital sigma "ς"; Weaviate (Go) splits first and maps letter by letter.
+    import re
+
+    spec = make_spec("Old")
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    store.ensure_collection(spec)
+    texts = {"a": "İstanbul ΟΔΟΣ", "b": "plain words", "c": "Σ alone"}
+    store.upsert(
+        spec.name,
+        [MemoryObject(make_id(k), {"body": v}, vec(1, 0)) for k, v in texts.items()],
+        user="u",
+    )
+    store.close()
+    conn = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
+    old_tokenize = lambda text: re.findall(r"[^\W_]+", text.lower())  # noqa: E731
+    monkey = embedded.tokenize
+    try:
+        embedded.tokenize = old_tokenize  # type: ignore[assignment]
+        for key in ("a", "c"):
+            props = {"body": texts[key]}
+            lengths, terms = embedded.encode_terms(spec, [props])
+            conn.execute(
+                f'UPDATE "o_{spec.name}" SET lengths = ?, terms = ? WHERE id = ?',
+                (lengths[0], terms[0], make_id(key)),
+            )
+    finally:
+        embedded.tokenize = monkey
+    conn.execute("DELETE FROM amem_meta WHERE key = 'tokenizer'")
+    conn.close()
+    reopened = EmbeddedStore(tmp_path, dims=DIMS)
+    for query, expected in (("istanbul", "a"), ("οδοσ", "a"), ("σ", "c")):
+        hits = reopened.hybrid(spec.name, query=query, vector=vec(1, 0), alpha=0.0, user="u")
+        assert [h.id for h in hits] == [make_id(expected)], query
+    with reopened._read() as conn2:
+        (version,) = conn2.execute("SELECT value FROM amem_meta WHERE key = 'tokenizer'").fetchone()
+    assert version == embedded.TOKENIZER_VERSION
+    reopened.close()

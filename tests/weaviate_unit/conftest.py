@@ -226,6 +226,7 @@ class Wire:
         self.batch_errors: dict[int, str] = {}
         self.delete_replies: list[Any] = []
         self.counts: list[int] = []
+        self.cold: set[str] = set()
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else None
@@ -270,8 +271,12 @@ class Wire:
         self.grpc.append(("tenants_get", request))
         names = sorted(self.tenants.get(request.collection, set()))
         hot = tenants_pb2.TENANT_ACTIVITY_STATUS_HOT
+        cold = tenants_pb2.TENANT_ACTIVITY_STATUS_COLD
         return tenants_pb2.TenantsGetReply(
-            tenants=[tenants_pb2.Tenant(name=n, activity_status=hot) for n in names]
+            tenants=[
+                tenants_pb2.Tenant(name=n, activity_status=cold if n in self.cold else hot)
+                for n in names
+            ]
         )
 
     def batch_objects(self, request: Any, timeout: float, max_retries: float) -> dict[int, str]:
@@ -298,7 +303,9 @@ def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
             prop["indexFilterable"] = True
         if prop.get("indexSearchable") is None:
             prop["indexSearchable"] = prop["dataType"][0] in ("text", "text[]")
-    inverted = schema.setdefault("invertedIndexConfig", {})
+    # usecases/schema/class.go setInvertedConfigDefaults: BlockMax WAND only when none was sent.
+    inverted = schema.setdefault("invertedIndexConfig", {"usingBlockMaxWAND": True})
+    inverted.setdefault("bm25", {"b": 0.75, "k1": 1.2})
     inverted.setdefault("cleanupIntervalSeconds", 60)
     inverted["stopwords"] = {"preset": "en", "additions": None, "removals": None}
     schema.setdefault("replicationConfig", {"factor": 1})
@@ -314,9 +321,18 @@ def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
 def wire() -> Iterator[tuple[Wire, Any]]:
     """A real, unconnected ``WeaviateClient`` (server 1.32.9) whose transport is a ``Wire``."""
     w = Wire()
+    with client_over(w) as client:
+        yield w, client
+
+
+@contextmanager
+def client_over(w: Wire) -> Iterator[Any]:
+    """A real, unconnected ``WeaviateClient`` (server 1.32.9) whose transport is ``w``."""
     client = scripted_client(w)
-    yield w, client
-    disconnect(client)
+    try:
+        yield client
+    finally:
+        disconnect(client)
 
 
 def scripted_client(w: Wire) -> Any:

@@ -1,4 +1,5 @@
-"""docker-compose.yml: parses, pins Weaviate, publishes REST and gRPC, persists, health-checks."""
+"""The compose files: parse, pin Weaviate, publish REST and gRPC on loopback, persist,
+health-check, and pin the settings the store's ranking and paging assume."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from typing import Any
 
 import yaml
 
-COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
+from memstore.ranking import HYBRID_CANDIDATES, QUERY_MAXIMUM_RESULTS
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+CLUSTER = ROOT / "docker-compose.cluster.yml"
 
 
 def _weaviate() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -21,9 +26,18 @@ def test_image_is_pinned_to_a_1_32_release() -> None:
     assert re.fullmatch(r"cr\.weaviate\.io/semitechnologies/weaviate:1\.3\d\.\d+", svc["image"])
 
 
-def test_rest_and_grpc_ports_are_published() -> None:
+def test_rest_and_grpc_ports_are_published_on_loopback_only() -> None:
     _, svc = _weaviate()
-    assert {"8080:8080", "50051:50051"} <= {str(p) for p in svc["ports"]}
+    # Anonymous access is on: publishing on every interface would open the server to the LAN.
+    assert {str(p) for p in svc["ports"]} == {"127.0.0.1:8080:8080", "127.0.0.1:50051:50051"}
+
+
+def test_ranking_and_paging_settings_are_pinned() -> None:
+    _, svc = _weaviate()
+    env = svc["environment"]
+    assert int(env["QUERY_HYBRID_MAXIMUM_RESULTS"]) == HYBRID_CANDIDATES
+    assert int(env["QUERY_MAXIMUM_RESULTS"]) == QUERY_MAXIMUM_RESULTS
+    assert env["DISABLE_TELEMETRY"] == "true"
 
 
 def test_data_lives_in_a_named_volume() -> None:
@@ -52,3 +66,58 @@ def test_healthcheck_waits_for_readiness() -> None:
     assert "/v1/.well-known/ready" in check["test"][1]
     assert check["test"][1].startswith("wget ")  # the Alpine image has busybox wget, no curl
     assert check["retries"] >= 1
+
+
+# -- three nodes ------------------------------------------------------------------------------
+
+
+def _nodes() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    doc = yaml.safe_load(CLUSTER.read_text())
+    return doc, [doc["services"][f"weaviate-node-{i}"] for i in (1, 2, 3)]
+
+
+def test_cluster_has_three_nodes_of_the_single_node_image_and_settings() -> None:
+    doc, nodes = _nodes()
+    _, single = _weaviate()
+    assert set(doc["services"]) == {"weaviate-node-1", "weaviate-node-2", "weaviate-node-3"}
+    for node in nodes:
+        assert node["image"] == single["image"]
+        env = node["environment"]
+        for key in (
+            "QUERY_HYBRID_MAXIMUM_RESULTS",
+            "QUERY_MAXIMUM_RESULTS",
+            "DISABLE_TELEMETRY",
+            "DEFAULT_VECTORIZER_MODULE",
+            "ENABLE_MODULES",
+            "AUTOSCHEMA_ENABLED",
+            "PERSISTENCE_DATA_PATH",
+        ):
+            assert str(env[key]) == str(single["environment"][key]), key
+        assert "/v1/.well-known/ready" in node["healthcheck"]["test"][1]
+
+
+def test_cluster_nodes_join_one_raft_group_with_three_replicas() -> None:
+    _, nodes = _nodes()
+    names = [n["environment"]["CLUSTER_HOSTNAME"] for n in nodes]
+    assert names == ["node1", "node2", "node3"]
+    for node in nodes:
+        env = node["environment"]
+        assert env["RAFT_JOIN"].split(",") == names
+        assert int(env["RAFT_BOOTSTRAP_EXPECT"]) == 3
+        assert int(env["REPLICATION_MINIMUM_FACTOR"]) == 3
+    gossip = nodes[0]["environment"]["CLUSTER_GOSSIP_BIND_PORT"]
+    assert "CLUSTER_JOIN" not in nodes[0]["environment"]
+    for node in nodes[1:]:
+        assert node["environment"]["CLUSTER_JOIN"] == f"weaviate-node-1:{gossip}"
+
+
+def test_cluster_ports_volumes_are_distinct_and_on_loopback() -> None:
+    doc, nodes = _nodes()
+    published = [str(p) for n in nodes for p in n["ports"]]
+    assert all(p.startswith("127.0.0.1:") for p in published)
+    host_ports = [p.split(":")[1] for p in published]
+    assert len(set(host_ports)) == len(host_ports) == 6
+    assert {"127.0.0.1:8080:8080", "127.0.0.1:50051:50051"} <= set(published)
+    mounts = [n["volumes"][0].split(":", 1) for n in nodes]
+    assert len({m[0] for m in mounts}) == 3 and all(m[1] == "/var/lib/weaviate" for m in mounts)
+    assert {m[0] for m in mounts} <= set(doc["volumes"])

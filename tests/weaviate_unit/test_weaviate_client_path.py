@@ -109,7 +109,11 @@ def test_create_sends_the_explicit_schema(wire: tuple[Wire, Any], store: wv.Weav
             "vectorIndexConfig": {"distance": "cosine"},
         }
     }
-    assert body["invertedIndexConfig"]["bm25"] == {"b": 0.75, "k1": 1.2}
+    # No inverted-index config: the server then creates BlockMax-WAND buckets (BM25 defaults
+    # k1 1.2, b 0.75, "en" stopwords); the client cannot ask for them explicitly.
+    assert "invertedIndexConfig" not in body
+    assert "shardingConfig" not in body  # per-user: one shard per tenant
+    assert "replicationConfig" not in body  # the server's REPLICATION_MINIMUM_FACTOR
     assert body["multiTenancyConfig"] == {
         "enabled": True,
         "autoTenantCreation": True,
@@ -304,6 +308,22 @@ def test_delete_user_drops_the_tenant_and_users_report_raw_ids(
     assert store.delete_user(MESSAGES.name, ALICE) == 2
     assert ("DELETE", "/v1/schema/MessageLog/tenants", [TENANT]) in w.rest
     assert TENANT not in w.tenants["MessageLog"]
+
+
+def test_users_do_not_wake_cold_tenants_named_after_the_user(
+    wire: tuple[Wire, Any], store: wv.WeaviateStore
+) -> None:
+    w, _ = wire
+    w.tenants["MessageLog"] = {TENANT, "bob", "carol"}
+    w.cold = {TENANT, "bob"}
+    w.search_replies = [
+        _reply(_result(make_id("1"), {wv.USER_PROPERTY: ALICE})),
+        _reply(_result(make_id("3"), {wv.USER_PROPERTY: "carol"})),
+    ]
+    assert store.users(MESSAGES.name) == ["alice@example.com", "bob", "carol"]
+    # bob's tenant is cold and its name is the user id: it is not read (reading wakes it).
+    # alice's name is a hash: only the tenant's objects hold her id.
+    assert sorted(s.tenant for s in w.requests("search")) == sorted([TENANT, "carol"])
 
 
 def test_filters_on_searchable_text_use_the_exact_copy(wire: tuple[Wire, Any]) -> None:

@@ -55,11 +55,15 @@ def test_collections_are_created_with_explicit_schema(client: FakeClient) -> Non
     assert vector.name == wv.VECTOR_NAME
     assert vector.vectorizer.vectorizer.value == "none"
     assert vector.vectorIndexConfig.distance == VectorDistances.COSINE
-    assert kwargs["inverted_index_config"].bm25.k1 == 1.2
-    assert kwargs["inverted_index_config"].bm25.b == 0.75
+    # No inverted-index config, so the server uses BlockMax WAND (see memstore/weaviate.py).
+    assert "inverted_index_config" not in kwargs
     mt = kwargs["multi_tenancy_config"]
     assert (mt.enabled, mt.autoTenantCreation, mt.autoTenantActivation) == (True, True, True)
     assert kb_kwargs["multi_tenancy_config"] is None
+    # A shared collection gets one shard (global BM25 statistics); per-user ones none.
+    assert kwargs["sharding_config"] is None
+    assert kb_kwargs["sharding_config"].desiredCount == 1
+    assert kwargs["replication_config"] is None and kb_kwargs["replication_config"] is None
     assert {p.name for p in kwargs["properties"]} == {p.name for p in MESSAGES.properties} | {
         wv.USER_PROPERTY
     }
@@ -159,10 +163,11 @@ def test_hybrid_query_arguments_and_scores(client: FakeClient) -> None:
     assert kwargs["target_vector"] == wv.VECTOR_NAME
     assert kwargs["query_properties"] == ["subject", "value"]
     assert kwargs["return_metadata"].score and kwargs["return_metadata"].explain_score
-    # score order, ties by id; internal properties never leak out
-    assert [h.id for h in hits] == [a, b, c]
-    assert hits[0].properties == {"subject": "x"}
-    assert (hits[0].keyword_score, hits[0].vector_score) == (2.5, 0.8)
+    # The server's order stands (it breaks near ties before cutting, hybrid_fusion.go);
+    # internal properties never leak out.
+    assert [h.id for h in hits] == [c, b, a]
+    assert hits[2].properties == {"subject": "x"}
+    assert (hits[2].keyword_score, hits[2].vector_score) == (2.5, 0.8)
     assert (hits[1].keyword_score, hits[1].vector_score) == (None, None)
 
 
@@ -186,7 +191,8 @@ def test_blank_query_is_the_vector_side_weighted_by_alpha(client: FakeClient) ->
     assert kwargs["target_vector"] == wv.VECTOR_NAME and kwargs["near_vector"] == VEC
     assert kwargs["return_metadata"].distance
     assert not _calls(client, "hybrid")
-    assert [h.id for h in hits] == [a, b, d]
+    # Equal fused scores and equal cosines: UUID descending, as the server orders them.
+    assert [h.id for h in hits] == [a, d, b]
     assert [h.score for h in hits] == pytest.approx([0.4, 0.2, 0.2])
     assert [h.vector_score for h in hits] == pytest.approx([0.8, 0.2, 0.2])
     assert all(h.keyword_score is None for h in hits)

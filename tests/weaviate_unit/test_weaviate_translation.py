@@ -411,3 +411,31 @@ def test_explain_score_parsing(
     text: str | None, expected: tuple[float | None, float | None]
 ) -> None:
     assert wv.parse_explain_score(text) == expected
+
+
+def test_deep_listings_sort_like_the_server() -> None:
+    from memstore import CollectionSpec, Property, StoredObject
+
+    spec = CollectionSpec(
+        name="S",
+        per_user=True,
+        properties=(Property("name", "text"), Property("at", "date"), Property("n", "int")),
+    )
+    objs = [
+        StoredObject("00000000-0000-0000-0000-00000000000" + k, props)
+        for k, props in [
+            ("1", {"name": "banana", "at": "2026-01-01T10:00:00+02:00", "n": 2}),
+            ("2", {"name": "Apple", "at": "2026-01-01T09:00:00+00:00", "n": 10}),
+            ("3", {"name": "apple"}),
+            ("4", {}),
+        ]
+    ]
+    order = lambda key, desc=False: [  # noqa: E731
+        o.id[-1] for o in wv.sort_like_weaviate(spec, objs, key, desc)
+    ]
+    # Missing values first ascending and last descending; EqualFold-equal text ties by id.
+    assert order("name") == ["4", "2", "3", "1"]
+    assert order("name", True) == ["1", "2", "3", "4"]
+    assert order("at") == ["3", "4", "1", "2"]  # 08:00 UTC before 09:00 UTC
+    assert order("n", True) == ["2", "1", "3", "4"]
+    assert order(None) == ["1", "2", "3", "4"]
