@@ -9,27 +9,54 @@ blocks keeps its text blocks.
 Ids are deterministic: ``make_id("msg", user, thread_id, message_id)``, where the message id
 is the message's own ``id`` (LangGraph gives every message one) or, without it, ``#<turn>``.
 Remembering a message with an id again changes nothing (same turn, same timestamp); a
-message without an id is new every time it is given.
+message without an id is new every time it is given. A message's ``name`` (LangChain's
+field, or a dict's ``"name"``) is kept as its ``speaker``.
+
+Recall searches a keyword text the log prepares for every message (``search_text``, see
+:mod:`memory.recall_text`: stems without stop words, of the message, its speaker, its date
+and the turn before it) and the vector of ``"<speaker>: <content>"``. The hybrid hits are
+then re-ranked with their context (see :meth:`MessageLog.recall`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
 from memory._bound import CollectionBound
-from memory.collections import MESSAGES
-from memstore import InvalidInputError, MemoryObject, StoredObject, Where, make_id
+from memory.collections import MESSAGES, MESSAGES_V1
+from memory.recall_text import embedding_text, keyword_query, search_text
+from memstore import (
+    CollectionSpec,
+    InvalidInputError,
+    MemoryObject,
+    MemoryStore,
+    SearchHit,
+    StoredObject,
+    UnknownCollectionError,
+    Where,
+    make_id,
+)
 from memstore.base import check_user_id
 
-__all__ = ["LoggedMessage", "MessageLog", "RecalledMessage", "Role"]
+__all__ = [
+    "NEIGHBOUR_WEIGHT",
+    "RERANK_POOL",
+    "THREAD_WEIGHT",
+    "LoggedMessage",
+    "MessageLog",
+    "RecalledMessage",
+    "Role",
+]
 
 Role = Literal["human", "ai"]
 
@@ -44,6 +71,16 @@ _ROLES: dict[str, Role | None] = {
     "function": None,
 }
 _PAGE = 1000
+_UPGRADE_COLLECTION = "MessageLogUpgrade"
+
+RERANK_POOL = 50
+"""How many hybrid hits recall re-ranks (at least; more when ``k`` is larger)."""
+THREAD_WEIGHT = 0.25
+"""Weight of the best hit of a turn's thread: a turn in a conversation that was about the
+query outranks an equally good match in one that was not."""
+NEIGHBOUR_WEIGHT = 0.25
+"""Weight of the better of the turns just before and after it: the answer to a question
+sits next to the turn that asked it."""
 
 
 @dataclass(frozen=True)
@@ -57,12 +94,15 @@ class LoggedMessage:
     turn: int
     created_at: str
     metadata: dict[str, Any]
+    speaker: str = field(default="", kw_only=True)
+    """The message's ``name`` when it had one, else ""."""
 
     def to_message(self) -> BaseMessage:
         """Return it as a LangChain message (``HumanMessage`` or ``AIMessage``)."""
+        name = self.speaker or None
         if self.role == "human":
-            return HumanMessage(content=self.content, id=self.id)
-        return AIMessage(content=self.content, id=self.id)
+            return HumanMessage(content=self.content, id=self.id, name=name)
+        return AIMessage(content=self.content, id=self.id, name=name)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict."""
@@ -80,6 +120,7 @@ class LoggedMessage:
             "turn": int(p.get("turn", 0)),
             "created_at": p.get("created_at", ""),
             "metadata": json.loads(raw_meta) if raw_meta else {},
+            "speaker": p.get("speaker") or "",
         }
 
     @classmethod
@@ -89,7 +130,7 @@ class LoggedMessage:
 
 @dataclass(frozen=True)
 class RecalledMessage(LoggedMessage):
-    """A logged turn found by :meth:`MessageLog.recall`, with its hybrid-search score in [0, 1]."""
+    """A logged turn found by :meth:`MessageLog.recall`, with its recall score in [0, 1]."""
 
     score: float
 
@@ -99,6 +140,7 @@ class _Turn:
     role: Role
     text: str
     message_id: str | None
+    name: str = ""
 
 
 class MessageLog(CollectionBound):
@@ -140,7 +182,7 @@ class MessageLog(CollectionBound):
         plan = _plan(user, thread_id, turns, existing, meta_json, created_at)
         todo = [item for item in plan if item.write]
         if todo:
-            vectors = self.embeddings.embed_documents([item.props["content"] for item in todo])
+            vectors = self.embeddings.embed_documents([_embedding_text(i.props) for i in todo])
             objects = [MemoryObject(i.id, i.props, v) for i, v in zip(todo, vectors, strict=True)]
             self.store.upsert(MESSAGES.name, objects, user=user).raise_for_failures()
         return [item.id for item in plan]
@@ -164,7 +206,7 @@ class MessageLog(CollectionBound):
         todo = [item for item in plan if item.write]
         if todo:
             vectors = await self.embeddings.aembed_documents(
-                [item.props["content"] for item in todo]
+                [_embedding_text(i.props) for i in todo]
             )
             objects = [MemoryObject(i.id, i.props, v) for i, v in zip(todo, vectors, strict=True)]
             result = await self.store.aupsert(MESSAGES.name, objects, user=user)
@@ -211,7 +253,17 @@ class MessageLog(CollectionBound):
         thread_id: str | None = None,
         exclude_thread: str | None = None,
     ) -> list[RecalledMessage]:
-        """Return the user's ``k`` logged turns best matching ``query`` (hybrid search).
+        """Return the user's ``k`` logged turns best matching ``query``.
+
+        The store's hybrid search (``alpha`` 0 = keywords only, 1 = vectors only) runs the
+        prepared keyword query (:func:`memory.recall_text.keyword_query`) against each turn's
+        ``search_text`` and the query's vector against each turn's; its best
+        :data:`RERANK_POOL` hits are then re-ranked with their context::
+
+            score = (hybrid + THREAD_WEIGHT * best hit of the same thread
+                     + NEIGHBOUR_WEIGHT * better of the adjacent turns' hits) / 1.5
+
+        (a missing neighbour counts 0), so the score stays in [0, 1].
 
         ``thread_id`` restricts the search to one thread; ``exclude_thread`` leaves one out
         (typically the current conversation, whose turns are already in the context).
@@ -223,14 +275,15 @@ class MessageLog(CollectionBound):
         self._ensure()
         vector = self.embeddings.embed_query(query)
         hits = self.store.hybrid(
-            MESSAGES.name, query=query, vector=vector, alpha=alpha, limit=k, user=user, where=where
+            MESSAGES.name,
+            query=keyword_query(query),
+            vector=vector,
+            alpha=alpha,
+            limit=max(k, RERANK_POOL),
+            user=user,
+            where=where,
         )
-        return [
-            RecalledMessage(
-                **LoggedMessage._fields(StoredObject(h.id, h.properties)), score=h.score
-            )
-            for h in hits
-        ]
+        return _rerank(hits, k)
 
     async def arecall(
         self,
@@ -247,14 +300,27 @@ class MessageLog(CollectionBound):
         await self._aensure()
         vector = await self.embeddings.aembed_query(query)
         hits = await self.store.ahybrid(
-            MESSAGES.name, query=query, vector=vector, alpha=alpha, limit=k, user=user, where=where
+            MESSAGES.name,
+            query=keyword_query(query),
+            vector=vector,
+            alpha=alpha,
+            limit=max(k, RERANK_POOL),
+            user=user,
+            where=where,
         )
-        return [
-            RecalledMessage(
-                **LoggedMessage._fields(StoredObject(h.id, h.properties)), score=h.score
-            )
-            for h in hits
-        ]
+        return _rerank(hits, k)
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def _ensure(self) -> None:
+        if not self._ready:
+            upgrade_message_log(self.store, self.embeddings)
+            self.store.ensure_collection(MESSAGES)
+            self._ready = True
+
+    async def _aensure(self) -> None:
+        if not self._ready:
+            await asyncio.to_thread(self._ensure)
 
     # -- browse ---------------------------------------------------------------------------
 
@@ -461,12 +527,14 @@ def _turn_of(message: object, index: int) -> _Turn | None:
             kind = "system"  # system, tool, function and remove messages are not logged
         content: object = message.content
         message_id = message.id
+        name: object = message.name
     elif isinstance(message, Mapping):
         if "role" not in message or "content" not in message:
             raise InvalidInputError(f"{where}: a dict message needs 'role' and 'content'")
         kind = message["role"]
         content = message["content"]
         message_id = message.get("id")
+        name = message.get("name")
         if not isinstance(kind, str):
             raise InvalidInputError(f"{where}: role must be a string, got {kind!r}")
     else:
@@ -480,10 +548,12 @@ def _turn_of(message: object, index: int) -> _Turn | None:
     text = _text_of(content, where)
     if message_id is not None and (not isinstance(message_id, str) or not message_id):
         raise InvalidInputError(f"{where}: id must be a non-empty string, got {message_id!r}")
+    if name is not None and not isinstance(name, str):
+        raise InvalidInputError(f"{where}: name must be a string, got {type(name).__name__}")
     role = _ROLES[kind]
     if role is None or not text.strip():
         return None
-    return _Turn(role, text, message_id)
+    return _Turn(role, text, message_id, " ".join((name or "").split()))
 
 
 def _prepare(
@@ -532,6 +602,11 @@ def _plan(
 ) -> list[_Planned]:
     """Give each turn its id, turn number and properties; skip writes that change nothing."""
     next_turn = 1 + max((int(o.properties.get("turn", -1)) for o in existing.values()), default=-1)
+    # The text of each turn of the thread, for the "turn before" part of the keyword text.
+    texts = {
+        int(o.properties.get("turn", 0)): str(o.properties.get("content", ""))
+        for o in existing.values()
+    }
     plan: list[_Planned] = []
     for t in turns:
         key = t.message_id
@@ -547,23 +622,165 @@ def _plan(
             turn, stamp = next_turn, created_at
             next_turn += 1
         oid = MessageLog.message_id(user, thread_id, key or f"#{turn}")
-        props: dict[str, Any] = {
-            "content": t.text,
-            "role": t.role,
-            "thread_id": thread_id,
-            "turn": turn,
-            "created_at": stamp,
-        }
-        if meta is not None:
-            props["metadata_json"] = meta
-        unchanged = (
-            old is not None
-            and old.properties.get("content") == t.text
-            and old.properties.get("role") == t.role
-            and old.properties.get("metadata_json") == meta
+        texts[turn] = t.text
+        props = _message_properties(
+            t.text, t.role, thread_id, turn, stamp, t.name, meta, texts.get(turn - 1, "")
+        )
+        unchanged = old is not None and all(
+            old.properties.get(name) == props.get(name)
+            for name in ("content", "role", "speaker", "metadata_json", "search_text")
         )
         plan.append(_Planned(oid, props, not unchanged))
     return plan
+
+
+def _message_properties(
+    content: str,
+    role: str,
+    thread_id: str,
+    turn: int,
+    created_at: str,
+    speaker: str,
+    meta_json: str | None,
+    previous: str,
+) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "content": content,
+        "role": role,
+        "thread_id": thread_id,
+        "turn": turn,
+        "created_at": created_at,
+        "search_text": search_text(
+            content, speaker=speaker, created_at=created_at, previous=previous
+        ),
+    }
+    if speaker:
+        props["speaker"] = speaker
+    if meta_json is not None:
+        props["metadata_json"] = meta_json
+    return props
+
+
+def _embedding_text(props: Mapping[str, Any]) -> str:
+    return embedding_text(str(props["content"]), speaker=str(props.get("speaker") or ""))
+
+
+def _rerank(hits: Sequence[SearchHit], k: int) -> list[RecalledMessage]:
+    """Re-rank hybrid hits with their thread's best hit and their adjacent turns' hits."""
+    best: dict[str, float] = {}
+    at: dict[tuple[str, int], float] = {}
+    for h in hits:
+        thread = str(h.properties.get("thread_id", ""))
+        turn = int(h.properties.get("turn", 0))
+        best[thread] = max(best.get(thread, 0.0), h.score)
+        at[(thread, turn)] = h.score
+    scale = 1.0 + THREAD_WEIGHT + NEIGHBOUR_WEIGHT
+    scored: list[tuple[float, SearchHit]] = []
+    for h in hits:
+        thread = str(h.properties.get("thread_id", ""))
+        turn = int(h.properties.get("turn", 0))
+        neighbour = max(at.get((thread, turn - 1), 0.0), at.get((thread, turn + 1), 0.0))
+        score = (h.score + THREAD_WEIGHT * best[thread] + NEIGHBOUR_WEIGHT * neighbour) / scale
+        scored.append((min(1.0, max(0.0, score)), h))
+    scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+    return [
+        RecalledMessage(**LoggedMessage._fields(StoredObject(h.id, h.properties)), score=score)
+        for score, h in scored[:k]
+    ]
+
+
+# -- upgrading a log written before the prepared keyword text ------------------------------
+
+
+def _shape(spec: CollectionSpec) -> tuple[Any, ...]:
+    return (
+        spec.per_user,
+        tuple((p.name, p.type, p.searchable, p.filterable) for p in spec.properties),
+    )
+
+
+def upgrade_message_log(store: MemoryStore, embeddings: Embeddings) -> bool:
+    """Bring a ``MessageLog`` of the earlier schema (:data:`MESSAGES_V1`) to the current one.
+
+    Every message is copied, with its keyword text and vector computed as :meth:`MessageLog.
+    remember` computes them, into a staging collection; only once the copy is complete is the
+    old collection dropped, recreated with the new schema and filled from the staging copy,
+    which is then dropped. Each step can be repeated, so a process killed at any point leaves
+    the messages in the old log or in the staging copy, and the next first use finishes the
+    job. Returns whether anything was upgraded.
+    """
+    staging = dataclasses.replace(MESSAGES, name=_UPGRADE_COLLECTION)
+    names = set(store.collections())
+    if MESSAGES.name in names:
+        current = _shape(store.spec(MESSAGES.name))
+        if current == _shape(MESSAGES_V1):
+            store.ensure_collection(staging)
+            for user in store.users(MESSAGES.name):
+                _copy_upgraded(store, embeddings, user, staging.name)
+            store.drop_collection(MESSAGES.name)
+        elif current != _shape(MESSAGES) or _UPGRADE_COLLECTION not in names:
+            return False  # current already, or unknown (ensure_collection then says so)
+    elif _UPGRADE_COLLECTION not in names:
+        return False
+    store.ensure_collection(MESSAGES)
+    for user in store.users(staging.name):
+        offset = 0
+        while True:
+            page = store.list_objects(staging.name, user=user, limit=_PAGE, offset=offset)
+            objects = []
+            for obj in page:
+                full = store.get(staging.name, obj.id, user=user, include_vector=True)
+                if full is not None and full.vector is not None:
+                    objects.append(MemoryObject(full.id, full.properties, full.vector))
+            store.upsert(MESSAGES.name, objects, user=user).raise_for_failures()
+            if len(page) < _PAGE:
+                break
+            offset += len(page)
+    try:
+        store.drop_collection(staging.name)
+    except UnknownCollectionError:
+        pass  # another process finished the same upgrade
+    return True
+
+
+def _copy_upgraded(store: MemoryStore, embeddings: Embeddings, user: str, target: str) -> None:
+    old: list[StoredObject] = []
+    offset = 0
+    while True:
+        page = store.list_objects(
+            MESSAGES.name, user=user, limit=_PAGE, offset=offset, sort_by="thread_id"
+        )
+        old.extend(page)
+        if len(page) < _PAGE:
+            break
+        offset += len(page)
+    texts = {
+        (str(o.properties.get("thread_id", "")), int(o.properties.get("turn", 0))): str(
+            o.properties.get("content", "")
+        )
+        for o in old
+    }
+    for start in range(0, len(old), _PAGE):
+        batch = old[start : start + _PAGE]
+        props = []
+        for o in batch:
+            p = o.properties
+            thread, turn = str(p.get("thread_id", "")), int(p.get("turn", 0))
+            props.append(
+                _message_properties(
+                    str(p.get("content", "")),
+                    str(p.get("role", "human")),
+                    thread,
+                    turn,
+                    str(p.get("created_at", "")),
+                    "",
+                    p.get("metadata_json"),
+                    texts.get((thread, turn - 1), ""),
+                )
+            )
+        vectors = embeddings.embed_documents([_embedding_text(p) for p in props])
+        objects = [MemoryObject(o.id, p, v) for o, p, v in zip(batch, props, vectors, strict=True)]
+        store.upsert(target, objects, user=user).raise_for_failures()
 
 
 def _recall_filters(

@@ -32,6 +32,7 @@ from typing import Any, Literal, TextIO
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from memory import recall_text
 from memory.collections import EPISODES, FACTS, KNOWLEDGE_PROPERTIES, MESSAGES, RULES
 from memory.knowledge import CHUNKS_PREFIX, MANIFEST_PREFIX, MANIFEST_PROPERTIES
 from memstore.base import MemoryStore, check_user_id
@@ -133,7 +134,10 @@ def _fact_text(p: Mapping[str, Any]) -> str:
 _TEXT_BY_KIND: dict[Kind, Callable[[Mapping[str, Any]], str]] = {
     "episode": _episode_text,
     "fact": _fact_text,
-    "message": lambda p: str(p.get("content") or ""),
+    # As memory.messages embeds a logged turn.
+    "message": lambda p: recall_text.embedding_text(
+        str(p.get("content") or ""), speaker=str(p.get("speaker") or "")
+    ),
     "rule": lambda p: str(p.get("rules_text") or ""),
     "chunk": lambda p: str(p.get("text") or ""),
     "source": lambda p: str(p.get("title") or p.get("source") or ""),
