@@ -15,7 +15,7 @@ every question the way the agent recalls:
   (what ``recall_episodic`` calls for past turns), k = 20.
 
 Systems, in one run:
-  amem             the project's recall with the agent's default alpha (0.5)
+  amem             the project's recall with the agent's default alpha (past_turns_alpha)
   amem-keyword     the same index, alpha 0 (BM25 only)
   amem-vector      the same index, alpha 1 (vectors only)
   langgraph        LangGraph's ``InMemoryStore`` with semantic search over the same
@@ -23,8 +23,9 @@ Systems, in one run:
   lancedb-hybrid   LanceDB's hybrid search (native full-text index + vectors, RRF), the
                    same embeddings
   lancedb-fts      LanceDB's full-text search alone (a lexical reference)
-The peers index each turn's text as the agent logs it (speaker name and caption included,
-see above) and no more.
+The peers index each turn as ``"<speaker>: <text>"`` (the usual way to index a transcript
+turn, and the text the project embeds), with the same vectors; what the project adds on
+top (its prepared keyword text and context re-ranking) is the project's own.
 
 Scores: evidence recall@k (the fraction of a question's evidence turns among the top k),
 hit@k (at least one among the top k) and MRR (the reciprocal rank of the first evidence
@@ -71,6 +72,7 @@ from typing import Any, Protocol
 
 from langchain_core.embeddings import Embeddings
 
+from graph.context import Context
 from llm.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
 from memory.api import Memory
 from memory.messages import MessageLog
@@ -86,8 +88,8 @@ CATEGORY_NAMES = {
     4: "single-hop",
     5: "adversarial",
 }
-DEFAULT_ALPHA = 0.5
-"""The agent's default ``episodic_alpha`` (``graph.context.Context``)."""
+DEFAULT_ALPHA = Context().past_turns_alpha
+"""The agent's default weight for past messages (``graph.context.Context``)."""
 SYSTEMS = ("amem", "amem-keyword", "amem-vector", "langgraph", "lancedb-hybrid", "lancedb-fts")
 _EVIDENCE_RE = re.compile(r"D\d+:\d+")
 _SESSION_RE = re.compile(r"^session_(\d+)$")
@@ -426,6 +428,10 @@ def _messages(conversation: Conversation, session: Session) -> list[dict[str, An
     ]
 
 
+def _peer_text(turn: Turn) -> str:
+    return f"{turn.speaker}: {turn.text}" if turn.speaker else turn.text
+
+
 def _user(conversation: Conversation) -> str:
     return f"locomo-{conversation.sample_id}"
 
@@ -510,7 +516,7 @@ class LangGraphStore:
             for start in range(0, len(turns), 2):
                 self.store.batch(
                     [
-                        PutOp((user, _thread(session)), t.dia_id, {"text": t.text})
+                        PutOp((user, _thread(session)), t.dia_id, {"text": _peer_text(t)})
                         for t in turns[start : start + 2]
                     ]
                 )
@@ -543,9 +549,9 @@ class LanceTables:
         table = None
         for start in range(0, len(rows), 2):
             chunk = rows[start : start + 2]
-            vectors = self.embeddings.embed_documents([t.text for t, _ in chunk])
+            vectors = self.embeddings.embed_documents([_peer_text(t) for t, _ in chunk])
             data = [
-                {"dia_id": t.dia_id, "thread": _thread(s), "text": t.text, "vector": v}
+                {"dia_id": t.dia_id, "thread": _thread(s), "text": _peer_text(t), "vector": v}
                 for (t, s), v in zip(chunk, vectors, strict=True)
             ]
             if table is None:
@@ -766,8 +772,7 @@ def run(
                         name=system.name,
                         overall=summarise(headline),
                         per_category={
-                            c: summarise([s for s in scores if s.category == c])
-                            for c in categories
+                            c: summarise([s for s in scores if s.category == c]) for c in categories
                         },
                         index_seconds=engine + embed_took,
                         index_embed_seconds=embed_took,
