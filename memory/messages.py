@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,7 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMe
 
 from memory._bound import CollectionBound
 from memory.collections import MESSAGES, MESSAGES_V1
-from memory.recall_text import embedding_text, keyword_query, search_text
+from memory.recall_text import embedding_text, keyword_query, keywords, search_text
 from memstore import (
     CollectionSpec,
     InvalidInputError,
@@ -50,6 +51,7 @@ from memstore.base import check_user_id
 
 __all__ = [
     "NEIGHBOUR_WEIGHT",
+    "OWN_WORDS_WEIGHT",
     "RERANK_POOL",
     "THREAD_WEIGHT",
     "LoggedMessage",
@@ -81,6 +83,11 @@ query outranks an equally good match in one that was not."""
 NEIGHBOUR_WEIGHT = 0.25
 """Weight of the better of the turns just before and after it: the answer to a question
 sits next to the turn that asked it."""
+OWN_WORDS_WEIGHT = 1.0
+"""Weight of the share of the query's keywords the turn itself says (its speaker and text,
+not the turn before it that its keyword text also holds): a classic coordination factor,
+counted like the hybrid relevance, so a turn that says the words outranks the reply that
+only follows them."""
 
 
 @dataclass(frozen=True)
@@ -261,7 +268,8 @@ class MessageLog(CollectionBound):
         :data:`RERANK_POOL` hits are then re-ranked with their context::
 
             score = (hybrid + THREAD_WEIGHT * best hit of the same thread
-                     + NEIGHBOUR_WEIGHT * better of the adjacent turns' hits) / 1.5
+                     + NEIGHBOUR_WEIGHT * better of the adjacent turns' hits
+                     + OWN_WORDS_WEIGHT * share of the query's keywords in the turn) / 2.5
 
         (a missing neighbour counts 0), so the score stays in [0, 1].
 
@@ -283,7 +291,7 @@ class MessageLog(CollectionBound):
             user=user,
             where=where,
         )
-        return _rerank(hits, k)
+        return _rerank(hits, k, query)
 
     async def arecall(
         self,
@@ -308,7 +316,7 @@ class MessageLog(CollectionBound):
             user=user,
             where=where,
         )
-        return _rerank(hits, k)
+        return _rerank(hits, k, query)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -665,8 +673,15 @@ def _embedding_text(props: Mapping[str, Any]) -> str:
     return embedding_text(str(props["content"]), speaker=str(props.get("speaker") or ""))
 
 
-def _rerank(hits: Sequence[SearchHit], k: int) -> list[RecalledMessage]:
-    """Re-rank hybrid hits with their thread's best hit and their adjacent turns' hits."""
+@functools.lru_cache(maxsize=1 << 14)
+def _own_keywords(speaker: str, content: str) -> frozenset[str]:
+    # The same turns come back query after query: their keywords are worth keeping.
+    return frozenset(keywords(f"{speaker} {content}"))
+
+
+def _rerank(hits: Sequence[SearchHit], k: int, query: str) -> list[RecalledMessage]:
+    """Re-rank hybrid hits with their context and the query keywords they say themselves."""
+    wanted = set(keywords(query))
     best: dict[str, float] = {}
     at: dict[tuple[str, int], float] = {}
     for h in hits:
@@ -674,13 +689,24 @@ def _rerank(hits: Sequence[SearchHit], k: int) -> list[RecalledMessage]:
         turn = int(h.properties.get("turn", 0))
         best[thread] = max(best.get(thread, 0.0), h.score)
         at[(thread, turn)] = h.score
-    scale = 1.0 + THREAD_WEIGHT + NEIGHBOUR_WEIGHT
+    scale = 1.0 + THREAD_WEIGHT + NEIGHBOUR_WEIGHT + OWN_WORDS_WEIGHT
     scored: list[tuple[float, SearchHit]] = []
     for h in hits:
         thread = str(h.properties.get("thread_id", ""))
         turn = int(h.properties.get("turn", 0))
         neighbour = max(at.get((thread, turn - 1), 0.0), at.get((thread, turn + 1), 0.0))
-        score = (h.score + THREAD_WEIGHT * best[thread] + NEIGHBOUR_WEIGHT * neighbour) / scale
+        own = 0.0
+        if wanted:
+            said = _own_keywords(
+                str(h.properties.get("speaker") or ""), str(h.properties.get("content", ""))
+            )
+            own = len(wanted & said) / len(wanted)
+        score = (
+            h.score
+            + THREAD_WEIGHT * best[thread]
+            + NEIGHBOUR_WEIGHT * neighbour
+            + OWN_WORDS_WEIGHT * own
+        ) / scale
         scored.append((min(1.0, max(0.0, score)), h))
     scored.sort(key=lambda pair: (-pair[0], pair[1].id))
     return [

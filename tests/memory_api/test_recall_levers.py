@@ -10,6 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from llm.embeddings import LocalEmbeddings
+from memory import messages as messages_module
 from memory.api import Memory
 from memory.collections import MESSAGES, MESSAGES_V1
 from memory.messages import MessageLog, upgrade_message_log
@@ -283,3 +284,25 @@ def test_an_upgrade_killed_after_the_old_log_was_dropped_is_finished(
     assert sorted(reopened.collections()) == ["MessageLog"]
     assert reopened.count(MESSAGES.name, user="alice") == 3
     reopened.close()
+
+
+def test_the_turn_that_says_the_words_outranks_the_reply_that_only_follows_them(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reply's keyword text holds the turn before it and is shorter, so BM25 alone ranks
+    # the reply first; the share of the query's words a turn says itself reverses that.
+    messages = [
+        {
+            "role": "assistant",
+            "content": "Tell me everything about your weekend plans, the weather and the trip",
+            "id": "0",
+        },
+        {"role": "user", "content": "I visited the pottery studio", "id": "1"},
+        {"role": "assistant", "content": "Nice!", "id": "2"},
+    ]
+    mem.remember("alice", "t1", messages)
+    hits = mem.recall("alice", "pottery studio", k=2, alpha=0.0)
+    assert [h.content for h in hits] == ["I visited the pottery studio", "Nice!"]
+    monkeypatch.setattr(messages_module, "OWN_WORDS_WEIGHT", 0.0)
+    without = mem.recall("alice", "pottery studio", k=2, alpha=0.0)
+    assert [h.content for h in without] == ["Nice!", "I visited the pottery studio"]
