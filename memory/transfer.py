@@ -33,7 +33,14 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from memory import recall_text
-from memory.collections import EPISODES, FACTS, KNOWLEDGE_PROPERTIES, MESSAGES, RULES
+from memory.collections import (
+    EPISODES,
+    FACTS,
+    KNOWLEDGE_PROPERTIES,
+    MESSAGES,
+    MESSAGES_V1,
+    RULES,
+)
 from memory.knowledge import CHUNKS_PREFIX, MANIFEST_PREFIX, MANIFEST_PROPERTIES
 from memstore.base import MemoryStore, check_user_id
 from memstore.types import (
@@ -390,6 +397,11 @@ def _check_known_schema(spec: CollectionSpec) -> None:
         expected = (shared[str(kind)], False)
     else:
         raise TransferError(f"collection {spec.name!r} is not an agent memory collection")
+    if spec.name == MESSAGES.name and (spec.properties, spec.per_user) == (
+        MESSAGES_V1.properties,
+        MESSAGES_V1.per_user,
+    ):
+        return  # an earlier version's log: memory.messages upgrades it on first use
     if (spec.properties, spec.per_user) != expected:
         raise TransferError(
             f"collection {spec.name!r} in the file has a different schema than this build's "

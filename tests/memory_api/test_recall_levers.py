@@ -306,3 +306,22 @@ def test_the_turn_that_says_the_words_outranks_the_reply_that_only_follows_them(
     monkeypatch.setattr(messages_module, "OWN_WORDS_WEIGHT", 0.0)
     without = mem.recall("alice", "pottery studio", k=2, alpha=0.0)
     assert [h.content for h in without] == ["Nice!", "I visited the pottery studio"]
+
+
+def test_an_export_of_an_old_log_imports_and_is_upgraded(
+    tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    from memory.transfer import export_memories, import_memories
+
+    old = _old_store(tmp_path / "old", embeddings)
+    path = tmp_path / "old.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        export_memories(old, out, embedding_model="wordllama")
+    old.close()
+    target = EmbeddedStore(tmp_path / "new", dims=embeddings.dims)
+    import_memories(target, path, embeddings=embeddings, embedding_model="wordllama")
+    log = MessageLog(target, embeddings)
+    hits = log.recall("bob", "swimming", k=1, alpha=0.0)
+    assert [h.content for h in hits] == ["Where do you go swimming?"]
+    assert target.spec(MESSAGES.name).searchable == ("search_text",)
+    target.close()
