@@ -55,6 +55,13 @@ class Context:
         default=3,
         metadata=_describe("How many messages from the user's other threads to recall (0: off)."),
     )
+    past_turns_alpha: float = field(
+        default=0.4,
+        metadata=_describe(
+            "Past-message hybrid search weight: 0 = keyword (BM25), 1 = vector. Lower than "
+            "the episodes' because messages are searched by a stemmed keyword text."
+        ),
+    )
     recency_half_life_days: float = field(
         default=30.0,
         metadata=_describe("Days after which an episode's recency weight halves."),

@@ -374,7 +374,7 @@ async def recall_episodic(state: State, runtime: Runtime[Context]) -> dict[str, 
             user,
             query,
             k=ctx.past_turns_k,
-            alpha=ctx.episodic_alpha,
+            alpha=ctx.past_turns_alpha,
             exclude_thread=_thread(_config()),
         )
         past = [

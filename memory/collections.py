@@ -66,6 +66,29 @@ MESSAGES = CollectionSpec(
     per_user=True,
     description="Every conversation turn, for recall across conversations.",
     properties=(
+        Property("content", "text", filterable=False),
+        Property("role", "text"),
+        Property("speaker", "text", description="the message's name, if it had one"),
+        Property("thread_id", "text"),
+        Property("turn", "int"),
+        Property("created_at", "date"),
+        Property("metadata_json", "text", filterable=False, description="caller metadata"),
+        Property(
+            "search_text",
+            "text",
+            searchable=True,
+            filterable=False,
+            description="prepared keyword text (memory.recall_text): stems of the content, "
+            "speaker, date and preceding turn, without stop words",
+        ),
+    ),
+)
+
+MESSAGES_V1 = CollectionSpec(
+    name="MessageLog",
+    per_user=True,
+    description="The message log as versions before the prepared keyword text stored it.",
+    properties=(
         Property("content", "text", searchable=True, filterable=False),
         Property("role", "text"),
         Property("thread_id", "text"),
@@ -77,6 +100,7 @@ MESSAGES = CollectionSpec(
     # (user, turn) index across every thread, so a write cost O(user) instead of O(thread).
     indexes=(("thread_id", "turn"),),
 )
+"""The earlier schema of ``MessageLog``; a store holding it is upgraded on first use."""
 
 KNOWLEDGE_PROPERTIES: tuple[Property, ...] = (
     Property("text", "text", searchable=True, filterable=False),

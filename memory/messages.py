@@ -16,35 +16,58 @@ are numbered after the thread's last stored turn and created with the store's cr
 ``insert``, guarded by "no message of this thread after that turn"; a writer that finds one
 reads the thread's last turn again and renumbers. A write reads only the given messages'
 ids and the thread's last turn, so its cost does not grow with the user's log.
+
+A message's ``name`` (LangChain's field, or a dict's ``"name"``) is kept as its ``speaker``.
+Recall searches a keyword text the log prepares for every message (``search_text``, see
+:mod:`memory.recall_text`: stems without stop words, of the message, its speaker, its date
+and the turn before it) and the vector of ``"<speaker>: <content>"``. The hybrid hits are
+then re-ranked with their context (see :meth:`MessageLog.recall`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
+import functools
 import json
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
 from memory._bound import CollectionBound
-from memory.collections import MESSAGES
+from memory.collections import MESSAGES, MESSAGES_V1
+from memory.recall_text import embedding_text, keyword_query, keywords, search_text
 from memstore import (
+    CollectionSpec,
     ConflictError,
     InvalidInputError,
     MemoryObject,
+    MemoryStore,
+    SearchHit,
     StoredObject,
+    UnknownCollectionError,
     Where,
     make_id,
 )
 from memstore.base import check_user_id
 
-__all__ = ["LoggedMessage", "MessageLog", "RecalledMessage", "Role"]
+__all__ = [
+    "NEIGHBOUR_WEIGHT",
+    "OWN_WORDS_WEIGHT",
+    "RERANK_POOL",
+    "THREAD_WEIGHT",
+    "LoggedMessage",
+    "MessageLog",
+    "RecalledMessage",
+    "Role",
+]
 
 Role = Literal["human", "ai"]
 
@@ -60,6 +83,21 @@ _ROLES: dict[str, Role | None] = {
 }
 _PAGE = 1000
 _MAX_ATTEMPTS = 200
+_UPGRADE_COLLECTION = "MessageLogUpgrade"
+
+RERANK_POOL = 50
+"""How many hybrid hits recall re-ranks (at least; more when ``k`` is larger)."""
+THREAD_WEIGHT = 0.25
+"""Weight of the best hit of a turn's thread: a turn in a conversation that was about the
+query outranks an equally good match in one that was not."""
+NEIGHBOUR_WEIGHT = 0.25
+"""Weight of the better of the turns just before and after it: the answer to a question
+sits next to the turn that asked it."""
+OWN_WORDS_WEIGHT = 1.0
+"""Weight of the share of the query's keywords the turn itself says (its speaker and text,
+not the turn before it that its keyword text also holds): a classic coordination factor,
+counted like the hybrid relevance, so a turn that says the words outranks the reply that
+only follows them."""
 
 MAX_MESSAGE_CHARS = 100_000
 """The longest message text accepted, in characters (about 25k tokens of English)."""
@@ -76,12 +114,15 @@ class LoggedMessage:
     turn: int
     created_at: str
     metadata: dict[str, Any]
+    speaker: str = field(default="", kw_only=True)
+    """The message's ``name`` when it had one, else ""."""
 
     def to_message(self) -> BaseMessage:
         """Return it as a LangChain message (``HumanMessage`` or ``AIMessage``)."""
+        name = self.speaker or None
         if self.role == "human":
-            return HumanMessage(content=self.content, id=self.id)
-        return AIMessage(content=self.content, id=self.id)
+            return HumanMessage(content=self.content, id=self.id, name=name)
+        return AIMessage(content=self.content, id=self.id, name=name)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict."""
@@ -99,6 +140,7 @@ class LoggedMessage:
             "turn": int(p.get("turn", 0)),
             "created_at": p.get("created_at", ""),
             "metadata": json.loads(raw_meta) if raw_meta else {},
+            "speaker": p.get("speaker") or "",
         }
 
     @classmethod
@@ -108,7 +150,7 @@ class LoggedMessage:
 
 @dataclass(frozen=True)
 class RecalledMessage(LoggedMessage):
-    """A logged turn found by :meth:`MessageLog.recall`, with its hybrid-search score in [0, 1]."""
+    """A logged turn found by :meth:`MessageLog.recall`, with its recall score in [0, 1]."""
 
     score: float
 
@@ -118,6 +160,7 @@ class _Turn:
     role: Role
     text: str
     message_id: str | None
+    name: str = ""
 
 
 class MessageLog(CollectionBound):
@@ -166,8 +209,12 @@ class MessageLog(CollectionBound):
                 for oid in _keyed_ids(user, thread_id, turns)
                 if (obj := self.store.get(MESSAGES.name, oid, user=user)) is not None
             }
-            last = self._last_turn(user, thread_id)
-            plan = _plan(user, thread_id, turns, known, last, meta_json, _stamp(now))
+            last = self._last(user, thread_id)
+            before = {
+                turn: self._turn_text(user, thread_id, turn)
+                for turn in _earlier_turns_needed(user, thread_id, turns, known, last)
+            }
+            plan = _plan(user, thread_id, turns, known, last, before, meta_json, _stamp(now))
             missing = _unembedded(plan, vectors)
             if missing:
                 vectors.update(zip(missing, self.embeddings.embed_documents(missing), strict=True))
@@ -177,7 +224,7 @@ class MessageLog(CollectionBound):
             try:
                 if new:
                     self.store.insert(
-                        MESSAGES.name, new, user=user, unless=_later(thread_id, last)
+                        MESSAGES.name, new, user=user, unless=_later(thread_id, _number(last))
                     ).raise_for_failures()
             except ConflictError:
                 continue
@@ -206,8 +253,12 @@ class MessageLog(CollectionBound):
             for oid in _keyed_ids(user, thread_id, turns):
                 if (obj := await self.store.aget(MESSAGES.name, oid, user=user)) is not None:
                     known[oid] = obj
-            last = await self._alast_turn(user, thread_id)
-            plan = _plan(user, thread_id, turns, known, last, meta_json, _stamp(now))
+            last = await self._alast(user, thread_id)
+            before = {
+                turn: await self._aturn_text(user, thread_id, turn)
+                for turn in _earlier_turns_needed(user, thread_id, turns, known, last)
+            }
+            plan = _plan(user, thread_id, turns, known, last, before, meta_json, _stamp(now))
             missing = _unembedded(plan, vectors)
             if missing:
                 embedded = await self.embeddings.aembed_documents(missing)
@@ -219,7 +270,7 @@ class MessageLog(CollectionBound):
             try:
                 if new:
                     result = await self.store.ainsert(
-                        MESSAGES.name, new, user=user, unless=_later(thread_id, last)
+                        MESSAGES.name, new, user=user, unless=_later(thread_id, _number(last))
                     )
                     result.raise_for_failures()
             except ConflictError:
@@ -227,7 +278,7 @@ class MessageLog(CollectionBound):
             return [item.id for item in plan]
         raise _gave_up(user, thread_id)
 
-    def _last_turn(self, user: str, thread_id: str) -> int | None:
+    def _last(self, user: str, thread_id: str) -> StoredObject | None:
         # One row through the (thread_id, turn) index: the cost does not grow with the
         # user's other threads, nor with this one.
         top = self.store.list_objects(
@@ -238,18 +289,23 @@ class MessageLog(CollectionBound):
             sort_by="turn",
             descending=True,
         )
-        return int(top[0].properties.get("turn", 0)) if top else None
+        return top[0] if top else None
 
-    async def _alast_turn(self, user: str, thread_id: str) -> int | None:
-        top = await self.store.alist_objects(
+    async def _alast(self, user: str, thread_id: str) -> StoredObject | None:
+        return await asyncio.to_thread(self._last, user, thread_id)
+
+    def _turn_text(self, user: str, thread_id: str, turn: int) -> str:
+        """Return the text of one turn of a thread ("" when there is none)."""
+        found = self.store.list_objects(
             MESSAGES.name,
             user=user,
-            where=[Where("thread_id", "eq", thread_id)],
+            where=[Where("thread_id", "eq", thread_id), Where("turn", "eq", turn)],
             limit=1,
-            sort_by="turn",
-            descending=True,
         )
-        return int(top[0].properties.get("turn", 0)) if top else None
+        return str(found[0].properties.get("content", "")) if found else ""
+
+    async def _aturn_text(self, user: str, thread_id: str, turn: int) -> str:
+        return await asyncio.to_thread(self._turn_text, user, thread_id, turn)
 
     # -- recall ---------------------------------------------------------------------------
 
@@ -263,7 +319,18 @@ class MessageLog(CollectionBound):
         thread_id: str | None = None,
         exclude_thread: str | None = None,
     ) -> list[RecalledMessage]:
-        """Return the user's ``k`` logged turns best matching ``query`` (hybrid search).
+        """Return the user's ``k`` logged turns best matching ``query``.
+
+        The store's hybrid search (``alpha`` 0 = keywords only, 1 = vectors only) runs the
+        prepared keyword query (:func:`memory.recall_text.keyword_query`) against each turn's
+        ``search_text`` and the query's vector against each turn's; its best
+        :data:`RERANK_POOL` hits are then re-ranked with their context::
+
+            score = (hybrid + THREAD_WEIGHT * best hit of the same thread
+                     + NEIGHBOUR_WEIGHT * better of the adjacent turns' hits
+                     + OWN_WORDS_WEIGHT * share of the query's keywords in the turn) / 2.5
+
+        (a missing neighbour counts 0), so the score stays in [0, 1].
 
         ``thread_id`` restricts the search to one thread; ``exclude_thread`` leaves one out
         (typically the current conversation, whose turns are already in the context).
@@ -275,14 +342,15 @@ class MessageLog(CollectionBound):
         self._ensure()
         vector = self.embeddings.embed_query(query)
         hits = self.store.hybrid(
-            MESSAGES.name, query=query, vector=vector, alpha=alpha, limit=k, user=user, where=where
+            MESSAGES.name,
+            query=keyword_query(query),
+            vector=vector,
+            alpha=alpha,
+            limit=max(k, RERANK_POOL),
+            user=user,
+            where=where,
         )
-        return [
-            RecalledMessage(
-                **LoggedMessage._fields(StoredObject(h.id, h.properties)), score=h.score
-            )
-            for h in hits
-        ]
+        return _rerank(hits, k, query)
 
     async def arecall(
         self,
@@ -299,14 +367,27 @@ class MessageLog(CollectionBound):
         await self._aensure()
         vector = await self.embeddings.aembed_query(query)
         hits = await self.store.ahybrid(
-            MESSAGES.name, query=query, vector=vector, alpha=alpha, limit=k, user=user, where=where
+            MESSAGES.name,
+            query=keyword_query(query),
+            vector=vector,
+            alpha=alpha,
+            limit=max(k, RERANK_POOL),
+            user=user,
+            where=where,
         )
-        return [
-            RecalledMessage(
-                **LoggedMessage._fields(StoredObject(h.id, h.properties)), score=h.score
-            )
-            for h in hits
-        ]
+        return _rerank(hits, k, query)
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def _ensure(self) -> None:
+        if not self._ready:
+            upgrade_message_log(self.store, self.embeddings)
+            self.store.ensure_collection(MESSAGES)
+            self._ready = True
+
+    async def _aensure(self) -> None:
+        if not self._ready:
+            await asyncio.to_thread(self._ensure)
 
     # -- browse ---------------------------------------------------------------------------
 
@@ -505,12 +586,14 @@ def _turn_of(message: object, index: int) -> _Turn | None:
             kind = "system"  # system, tool, function and remove messages are not logged
         content: object = message.content
         message_id = message.id
+        name: object = message.name
     elif isinstance(message, Mapping):
         if "role" not in message or "content" not in message:
             raise InvalidInputError(f"{where}: a dict message needs 'role' and 'content'")
         kind = message["role"]
         content = message["content"]
         message_id = message.get("id")
+        name = message.get("name")
         if not isinstance(kind, str):
             raise InvalidInputError(f"{where}: role must be a string, got {kind!r}")
     else:
@@ -524,10 +607,12 @@ def _turn_of(message: object, index: int) -> _Turn | None:
     text = _text_of(content, where)
     if message_id is not None and (not isinstance(message_id, str) or not message_id):
         raise InvalidInputError(f"{where}: id must be a non-empty string, got {message_id!r}")
+    if name is not None and not isinstance(name, str):
+        raise InvalidInputError(f"{where}: name must be a string, got {type(name).__name__}")
     role = _ROLES[kind]
     if role is None or not text.strip():
         return None
-    return _Turn(role, text, message_id)
+    return _Turn(role, text, message_id, " ".join((name or "").split()))
 
 
 def _prepare(
@@ -583,7 +668,7 @@ def _later(thread_id: str, last: int | None) -> list[Where]:
 
 
 def _unembedded(plan: list[_Planned], vectors: dict[str, list[float]]) -> list[str]:
-    texts = dict.fromkeys(str(item.props["content"]) for item in plan if item.write)
+    texts = dict.fromkeys(_embedding_text(item.props) for item in plan if item.write)
     return [text for text in texts if text not in vectors]
 
 
@@ -595,7 +680,7 @@ def _objects(
     new: list[MemoryObject] = []
     for item in plan:
         if item.write:
-            obj = MemoryObject(item.id, item.props, vectors[str(item.props["content"])])
+            obj = MemoryObject(item.id, item.props, vectors[_embedding_text(item.props)])
             (new if item.new else changed).append(obj)
     return changed, new
 
@@ -621,16 +706,23 @@ def _plan(
     thread_id: str,
     turns: list[_Turn],
     existing: dict[str, StoredObject],
-    last_turn: int | None,
+    last: StoredObject | None,
+    before: dict[int, str],
     meta_json: str | None,
     created_at: str,
 ) -> list[_Planned]:
     """Give each turn its id, turn number and properties; skip writes that change nothing.
 
     ``existing`` holds the stored messages among the turns' own ids; new turns are numbered
-    after ``last_turn``, the thread's largest stored turn (``None``: the thread is empty).
+    after ``last``, the thread's stored message with the largest turn (``None``: the thread
+    is empty). ``before`` holds the text of stored turns just before rewritten ones (see
+    :func:`_earlier_turns_needed`), for the "turn before" part of the keyword text.
     """
+    last_turn = _number(last)
     next_turn = 0 if last_turn is None else last_turn + 1
+    texts = dict(before)
+    if last is not None and last_turn is not None:
+        texts[last_turn] = str(last.properties.get("content", ""))
     plan: list[_Planned] = []
     for t in turns:
         key = t.message_id
@@ -646,23 +738,197 @@ def _plan(
             turn, stamp = next_turn, created_at
             next_turn += 1
         oid = MessageLog.message_id(user, thread_id, key or f"#{turn}")
-        props: dict[str, Any] = {
-            "content": t.text,
-            "role": t.role,
-            "thread_id": thread_id,
-            "turn": turn,
-            "created_at": stamp,
-        }
-        if meta is not None:
-            props["metadata_json"] = meta
-        unchanged = (
-            old is not None
-            and old.properties.get("content") == t.text
-            and old.properties.get("role") == t.role
-            and old.properties.get("metadata_json") == meta
+        texts[turn] = t.text
+        props = _message_properties(
+            t.text, t.role, thread_id, turn, stamp, t.name, meta, texts.get(turn - 1, "")
+        )
+        unchanged = old is not None and all(
+            old.properties.get(name) == props.get(name)
+            for name in ("content", "role", "speaker", "metadata_json", "search_text")
         )
         plan.append(_Planned(oid, props, not unchanged, old is None))
     return plan
+
+
+def _number(last: StoredObject | None) -> int | None:
+    return None if last is None else int(last.properties.get("turn", 0))
+
+
+def _earlier_turns_needed(
+    user: str,
+    thread_id: str,
+    turns: list[_Turn],
+    existing: dict[str, StoredObject],
+    last: StoredObject | None,
+) -> list[int]:
+    """Turn numbers whose stored text a rewrite of an already logged message needs.
+
+    A new turn follows ``last`` (or the turn before it in this call); a message logged
+    again keeps its turn number, and its keyword text holds the turn before it.
+    """
+    given = {
+        int(existing[oid].properties.get("turn", 0))
+        for t in turns
+        if t.message_id
+        and (oid := MessageLog.message_id(user, thread_id, t.message_id)) in existing
+    }
+    known = {_number(last)} | given
+    return sorted({turn - 1 for turn in given if turn > 0} - known)
+
+
+def _message_properties(
+    content: str,
+    role: str,
+    thread_id: str,
+    turn: int,
+    created_at: str,
+    speaker: str,
+    meta_json: str | None,
+    previous: str,
+) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "content": content,
+        "role": role,
+        "thread_id": thread_id,
+        "turn": turn,
+        "created_at": created_at,
+        "search_text": search_text(
+            content, speaker=speaker, created_at=created_at, previous=previous
+        ),
+    }
+    if speaker:
+        props["speaker"] = speaker
+    if meta_json is not None:
+        props["metadata_json"] = meta_json
+    return props
+
+
+def _embedding_text(props: Mapping[str, Any]) -> str:
+    return embedding_text(str(props["content"]), speaker=str(props.get("speaker") or ""))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _own_keywords(speaker: str, content: str) -> frozenset[str]:
+    # The same turns come back query after query: their keywords are worth keeping.
+    return frozenset(keywords(f"{speaker} {content}"))
+
+
+def _rerank(hits: Sequence[SearchHit], k: int, query: str) -> list[RecalledMessage]:
+    """Re-rank hybrid hits with their context and the query keywords they say themselves."""
+    wanted = set(keywords(query))
+    best: dict[str, float] = {}
+    at: dict[tuple[str, int], float] = {}
+    for h in hits:
+        thread = str(h.properties.get("thread_id", ""))
+        turn = int(h.properties.get("turn", 0))
+        best[thread] = max(best.get(thread, 0.0), h.score)
+        at[(thread, turn)] = h.score
+    scale = 1.0 + THREAD_WEIGHT + NEIGHBOUR_WEIGHT + OWN_WORDS_WEIGHT
+    scored: list[tuple[float, SearchHit]] = []
+    for h in hits:
+        thread = str(h.properties.get("thread_id", ""))
+        turn = int(h.properties.get("turn", 0))
+        neighbour = max(at.get((thread, turn - 1), 0.0), at.get((thread, turn + 1), 0.0))
+        own = 0.0
+        if wanted:
+            said = _own_keywords(
+                str(h.properties.get("speaker") or ""), str(h.properties.get("content", ""))
+            )
+            own = len(wanted & said) / len(wanted)
+        score = (
+            h.score
+            + THREAD_WEIGHT * best[thread]
+            + NEIGHBOUR_WEIGHT * neighbour
+            + OWN_WORDS_WEIGHT * own
+        ) / scale
+        scored.append((min(1.0, max(0.0, score)), h))
+    scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+    return [
+        RecalledMessage(**LoggedMessage._fields(StoredObject(h.id, h.properties)), score=score)
+        for score, h in scored[:k]
+    ]
+
+
+# -- upgrading a log written before the prepared keyword text ------------------------------
+
+
+def _shape(spec: CollectionSpec) -> tuple[Any, ...]:
+    return (
+        spec.per_user,
+        tuple((p.name, p.type, p.searchable, p.filterable) for p in spec.properties),
+    )
+
+
+def upgrade_message_log(store: MemoryStore, embeddings: Embeddings) -> bool:
+    """Bring a ``MessageLog`` of the earlier schema (:data:`MESSAGES_V1`) to the current one.
+
+    Every message is copied, with its keyword text and vector computed as :meth:`MessageLog.
+    remember` computes them, into a staging collection; only once the copy is complete is the
+    old collection dropped, recreated with the new schema and filled from the staging copy,
+    which is then dropped. Each step can be repeated, so a process killed at any point leaves
+    the messages in the old log or in the staging copy, and the next first use finishes the
+    job. Returns whether anything was upgraded.
+    """
+    staging = dataclasses.replace(MESSAGES, name=_UPGRADE_COLLECTION)
+    names = set(store.collections())
+    if MESSAGES.name in names:
+        current = _shape(store.spec(MESSAGES.name))
+        if current == _shape(MESSAGES_V1):
+            store.ensure_collection(staging)
+            for user in store.users(MESSAGES.name):
+                _copy_upgraded(store, embeddings, user, staging.name)
+            store.drop_collection(MESSAGES.name)
+        elif current != _shape(MESSAGES) or _UPGRADE_COLLECTION not in names:
+            return False  # current already, or unknown (ensure_collection then says so)
+    elif _UPGRADE_COLLECTION not in names:
+        return False
+    store.ensure_collection(MESSAGES)
+    for user in store.users(staging.name):
+        batch: list[MemoryObject] = []
+        for obj in store.iterate(staging.name, user=user, page_size=_PAGE, include_vector=True):
+            if obj.vector is not None:
+                batch.append(MemoryObject(obj.id, obj.properties, obj.vector))
+            if len(batch) >= _PAGE:
+                store.upsert(MESSAGES.name, batch, user=user).raise_for_failures()
+                batch = []
+        if batch:
+            store.upsert(MESSAGES.name, batch, user=user).raise_for_failures()
+    try:
+        store.drop_collection(staging.name)
+    except UnknownCollectionError:
+        pass  # another process finished the same upgrade
+    return True
+
+
+def _copy_upgraded(store: MemoryStore, embeddings: Embeddings, user: str, target: str) -> None:
+    old = list(store.iterate(MESSAGES.name, user=user, page_size=_PAGE))
+    texts = {
+        (str(o.properties.get("thread_id", "")), int(o.properties.get("turn", 0))): str(
+            o.properties.get("content", "")
+        )
+        for o in old
+    }
+    for start in range(0, len(old), _PAGE):
+        batch = old[start : start + _PAGE]
+        props = []
+        for o in batch:
+            p = o.properties
+            thread, turn = str(p.get("thread_id", "")), int(p.get("turn", 0))
+            props.append(
+                _message_properties(
+                    str(p.get("content", "")),
+                    str(p.get("role", "human")),
+                    thread,
+                    turn,
+                    str(p.get("created_at", "")),
+                    "",
+                    p.get("metadata_json"),
+                    texts.get((thread, turn - 1), ""),
+                )
+            )
+        vectors = embeddings.embed_documents([_embedding_text(p) for p in props])
+        objects = [MemoryObject(o.id, p, v) for o, p, v in zip(batch, props, vectors, strict=True)]
+        store.upsert(target, objects, user=user).raise_for_failures()
 
 
 def _recall_filters(

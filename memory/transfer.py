@@ -32,7 +32,15 @@ from typing import Any, Literal, TextIO
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from memory.collections import EPISODES, FACTS, KNOWLEDGE_PROPERTIES, MESSAGES, RULES
+from memory import recall_text
+from memory.collections import (
+    EPISODES,
+    FACTS,
+    KNOWLEDGE_PROPERTIES,
+    MESSAGES,
+    MESSAGES_V1,
+    RULES,
+)
 from memory.knowledge import CHUNKS_PREFIX, MANIFEST_PREFIX, MANIFEST_PROPERTIES
 from memstore.base import PAGE_LIMIT, MemoryStore, check_user_id
 from memstore.types import (
@@ -133,7 +141,10 @@ def _fact_text(p: Mapping[str, Any]) -> str:
 _TEXT_BY_KIND: dict[Kind, Callable[[Mapping[str, Any]], str]] = {
     "episode": _episode_text,
     "fact": _fact_text,
-    "message": lambda p: str(p.get("content") or ""),
+    # As memory.messages embeds a logged turn.
+    "message": lambda p: recall_text.embedding_text(
+        str(p.get("content") or ""), speaker=str(p.get("speaker") or "")
+    ),
     "rule": lambda p: str(p.get("rules_text") or ""),
     "chunk": lambda p: str(p.get("text") or ""),
     "source": lambda p: str(p.get("title") or p.get("source") or ""),
@@ -375,6 +386,11 @@ def _check_known_schema(spec: CollectionSpec) -> None:
         expected = (shared[str(kind)], False)
     else:
         raise TransferError(f"collection {spec.name!r} is not an agent memory collection")
+    if spec.name == MESSAGES.name and (spec.properties, spec.per_user) == (
+        MESSAGES_V1.properties,
+        MESSAGES_V1.per_user,
+    ):
+        return  # an earlier version's log: memory.messages upgrades it on first use
     if (spec.properties, spec.per_user) != expected:
         raise TransferError(
             f"collection {spec.name!r} in the file has a different schema than this build's "

@@ -1,8 +1,11 @@
 """A scripted OpenAI-compatible chat server for integration tests (stdlib only, no network).
 
-It serves ``GET /v1/models`` and ``POST /v1/chat/completions`` (plain JSON and SSE
-streaming) on 127.0.0.1 and a free port, from a daemon thread. How it answers depends on
-the request:
+It serves ``GET /v1/models``, ``POST /v1/chat/completions`` (plain JSON and SSE
+streaming) and ``POST /v1/embeddings`` on 127.0.0.1 and a free port, from a daemon thread.
+Embeddings are a deterministic hashed bag of words (``embedding_dims`` floats, L2-normalised,
+as JSON floats or base64 float32 as the request asks), so texts sharing words are close;
+their requests are kept in ``server.embedding_requests``. How a chat request is answered
+depends on the request:
 
 - with ``tools``: a forced tool call of the function named by ``tool_choice`` (else the
   first tool). Its arguments come from ``tool_scripts[name]`` (a dict, or a callable that
@@ -22,7 +25,12 @@ Usage::
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
+import re
+import struct
 import threading
 import time
 import uuid
@@ -113,8 +121,11 @@ class FakeOpenAIServer:
         model: str = "fake-model",
         text_script: TextScript | None = None,
         tool_scripts: Mapping[str, ToolScript] | None = None,
+        embedding_dims: int = 32,
     ) -> None:
         self.model = model
+        self.embedding_dims = embedding_dims
+        self.embedding_requests: list[Request] = []
         self._text_script = text_script
         self._tool_scripts = dict(tool_scripts or {})
         self.requests: list[Request] = []
@@ -154,6 +165,15 @@ class FakeOpenAIServer:
                     server._send_error(self, 404, f"no route GET {self.path}")
 
             def do_POST(self) -> None:
+                if self.path.rstrip("/") in ("/v1/embeddings", "/embeddings"):
+                    length = int(self.headers.get("Content-Length") or 0)
+                    try:
+                        body = json.loads(self.rfile.read(length) or b"{}")
+                    except ValueError as exc:
+                        server._send_error(self, 400, f"bad request: {exc}")
+                        return
+                    server._handle_embeddings(self, body)
+                    return
                 if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
                     server._send_error(self, 404, f"no route POST {self.path}")
                     return
@@ -250,6 +270,45 @@ class FakeOpenAIServer:
     def _send_error(self, handler: BaseHTTPRequestHandler, status: int, message: str) -> None:
         self._send_json(
             handler, status, {"error": {"message": message, "type": "invalid_request_error"}}
+        )
+
+    def embed(self, text: str) -> list[float]:
+        """The vector this server returns for ``text`` (hashed words, L2-normalised)."""
+        vector = [0.0] * self.embedding_dims
+        for word in re.findall(r"\w+", text.lower()):
+            digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+            vector[int.from_bytes(digest[:4], "little") % self.embedding_dims] += 1.0
+        norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+        return [v / norm for v in vector]
+
+    def _handle_embeddings(self, handler: BaseHTTPRequestHandler, request: Any) -> None:
+        raw = request.get("input") if isinstance(request, dict) else None
+        texts = [raw] if isinstance(raw, str) else raw
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            self._send_error(handler, 400, "'input' must be a string or a list of strings")
+            return
+        with self._lock:
+            self.embedding_requests.append(request)
+        as_base64 = request.get("encoding_format") == "base64"
+        data = []
+        for index, text in enumerate(texts):
+            vector = self.embed(text)
+            encoded: Any = (
+                base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+                if as_base64
+                else vector
+            )
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(_approx_tokens(t) for t in texts)
+        self._send_json(
+            handler,
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": request.get("model", self.model),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
         )
 
     def _handle_chat(self, handler: BaseHTTPRequestHandler, request: Request) -> None:

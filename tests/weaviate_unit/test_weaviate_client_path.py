@@ -120,10 +120,10 @@ def test_create_sends_the_explicit_schema(wire: tuple[Wire, Any], store: wv.Weav
         "autoTenantActivation": True,
     }
     props = {p["name"]: p for p in body["properties"]}
-    assert props["content"]["dataType"] == ["text"] and props["content"]["tokenization"] == "word"
-    assert (
-        props["content"]["indexSearchable"] is True and props["content"]["indexFilterable"] is False
-    )
+    searchable = props["search_text"]
+    assert searchable["dataType"] == ["text"] and searchable["tokenization"] == "word"
+    assert searchable["indexSearchable"] is True and searchable["indexFilterable"] is False
+    assert props["content"]["indexSearchable"] is False
     assert props["thread_id"]["tokenization"] == "field"
     assert props["turn"]["dataType"] == ["int"] and props["created_at"]["dataType"] == ["date"]
     assert props[wv.USER_PROPERTY]["indexFilterable"] is False
@@ -213,7 +213,7 @@ def test_hybrid_request_and_parsed_hits(wire: tuple[Wire, Any], store: wv.Weavia
     (request,) = w.requests("search")
     assert (request.collection, request.tenant, request.limit) == ("MessageLog", TENANT, 7)
     h = request.hybrid_search
-    assert (h.query, h.alpha, list(h.properties)) == ("hiking", 0.5, ["content"])
+    assert (h.query, h.alpha, list(h.properties)) == ("hiking", 0.5, ["search_text"])
     assert h.fusion_type == base_search_pb2.Hybrid.FUSION_TYPE_RELATIVE_SCORE
     assert list(h.targets.target_vectors) == [wv.VECTOR_NAME]
     assert list(struct.unpack("4f", h.vector_bytes)) == VEC
