@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pypdf import PdfReader
-from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PdfStreamError
+from pypdf.errors import (
+    DependencyError,
+    FileNotDecryptedError,
+    LimitReachedError,
+    PdfReadError,
+    PdfStreamError,
+    PyPdfError,
+)
 
 SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
 """File name endings ingestion accepts (case-insensitive)."""
@@ -171,10 +178,20 @@ def _parse_pdf(data: bytes, password: str | None) -> RawDocument:
             raise
         except (FileNotDecryptedError, DependencyError) as exc:
             raise IngestFileError(f"encrypted PDF cannot be read: {_one_line(exc)}") from None
+        except LimitReachedError:
+            # pypdf stops inflating a stream at its output limit (75 MB): a decompression
+            # bomb, or a document far larger than anything worth citing from.
+            raise IngestFileError(
+                "refused: a compressed stream inflates past the PDF reader's safety limit "
+                "(a decompression bomb?)"
+            ) from None
         except (PdfReadError, PdfStreamError, ValueError, KeyError, TypeError) as exc:
             raise IngestFileError(f"corrupt or truncated PDF: {_one_line(exc)}") from None
         except RecursionError:
             raise IngestFileError("corrupt PDF: its object structure is circular") from None
+        except PyPdfError as exc:
+            # Any other refusal of pypdf's concerns this file only, never the whole run.
+            raise IngestFileError(f"unreadable PDF: {_one_line(exc)}") from None
     return RawDocument(kind="pdf", pages=pages, metadata_title=title, warnings=captured.messages)
 
 

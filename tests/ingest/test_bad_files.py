@@ -15,6 +15,7 @@ from memory.knowledge import list_sources, search_knowledge
 from memstore.embedded import EmbeddedStore
 from tests.ingest.pdfs import (
     write_blank_pdf,
+    write_decompression_bomb_pdf,
     write_image_only_pdf,
     write_no_pages_pdf,
     write_pdf,
@@ -73,6 +74,31 @@ def test_each_bad_file_class_has_its_message_and_the_rest_continue(
     assert [s.title for s in list_sources(store, "mixed")] == ["Valve guide"]
     hits = search_knowledge(store, embeddings, "mixed", "brass valve clockwise", k=1)
     assert hits and hits[0].source == str((docs / "good.md").resolve())
+
+
+def test_a_decompression_bomb_fails_alone_and_later_files_are_ingested(
+    docs: Path, store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
+    # ~80 KB on disk, 80 MB once inflated: past pypdf's 75 MB limit (LimitReachedError).
+    bomb = write_decompression_bomb_pdf(docs / "a_bomb.pdf")
+    assert bomb.stat().st_size < 200_000
+    write_pdf(docs / "b_after.pdf", ["The copper lighthouse keeper logs every ship."])
+    (docs / "c_after.md").write_text("# Tides\n\nThe tide tables are printed weekly.\n")
+
+    report = ingest_paths([docs], kb="bombs", store=store, embeddings=embeddings)
+
+    by_name = {Path(f.path).name: f for f in report.files}
+    assert list(by_name) == ["a_bomb.pdf", "b_after.pdf", "c_after.md"]
+    failed = by_name["a_bomb.pdf"]
+    assert failed.status == "failed" and failed.chunks_written == 0
+    assert failed.error is not None and "\n" not in failed.error
+    assert failed.error.startswith("refused: a compressed stream inflates past")
+    assert by_name["b_after.pdf"].status == "written"
+    assert by_name["c_after.md"].status == "written"
+    assert {s.title for s in list_sources(store, "bombs")} == {
+        "The copper lighthouse keeper logs every ship.",
+        "Tides",
+    }
 
 
 def test_encrypted_pdf_is_read_with_the_password(
