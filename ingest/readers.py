@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import stat
 import threading
 import warnings
 from collections.abc import Iterator
@@ -115,9 +117,29 @@ def file_kind(path: Path) -> str | None:
 
 
 def read_bytes(path: Path) -> bytes:
-    """Read a whole file; raise ``IngestFileError`` with the reason when that is impossible."""
+    """Read a whole regular file; raise ``IngestFileError`` with the reason when impossible.
+
+    FIFOs, sockets and devices are refused before anything is read from them: opening a FIFO
+    for reading waits for a writer, and a device such as ``/dev/zero`` never ends. The file
+    is opened without blocking and checked on the open descriptor, so a file swapped for a
+    FIFO between a check and the read is refused too.
+    """
     try:
-        return path.read_bytes()
+        kind = _special_kind(os.stat(path).st_mode)
+        if kind is not None:
+            raise IngestFileError(f"not a regular file ({kind}); only regular files are read")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            kind = _special_kind(os.fstat(fd).st_mode)
+            if kind is not None:
+                raise IngestFileError(f"not a regular file ({kind}); only regular files are read")
+            # Back to blocking reads: O_NONBLOCK means nothing for regular files on Linux,
+            # but other systems may honour it.
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                return handle.read()
+        finally:
+            os.close(fd)
     except PermissionError:
         raise IngestFileError("unreadable: permission denied") from None
     except IsADirectoryError:
@@ -126,6 +148,24 @@ def read_bytes(path: Path) -> bytes:
         raise IngestFileError("no such file") from None
     except OSError as exc:
         raise IngestFileError(f"unreadable: {exc.strerror or exc}") from None
+
+
+def _special_kind(mode: int) -> str | None:
+    """Name the kind of a file that is not a regular one (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        # Reported as before: reading a directory fails with its own message.
+        raise IsADirectoryError(21, "Is a directory")
+    for test, name in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def require_kind(path: Path) -> str:
