@@ -18,10 +18,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from memory._bound import CollectionBound
+from memory._bound import CollectionBound, check_user_id
 from memory.collections import FACTS
-from memstore import InvalidInputError, MemoryObject, StoredObject, Where, make_id
-from memstore.base import check_user_id
+from memstore import InvalidInputError, MemoryObject, StoredObject, Where, check_text, make_id
 
 __all__ = ["Fact", "FactCategory", "FactChange", "FactStore", "normalise_subject"]
 
@@ -37,6 +36,7 @@ def normalise_subject(subject: str) -> str:
     """Return the storage key of a subject: trimmed, lower-case, single spaces, no end dot."""
     if not isinstance(subject, str):
         raise InvalidInputError(f"fact subject must be a string, got {type(subject).__name__}")
+    check_text(subject, "fact subject")
     key = _SPACES.sub(" ", subject).strip().strip(".:;,").strip().lower()
     if not key:
         raise InvalidInputError("fact subject is empty")
@@ -48,6 +48,7 @@ def normalise_subject(subject: str) -> str:
 def _normalise_value(value: object) -> str:
     if not isinstance(value, str):
         raise InvalidInputError(f"fact value must be a string, got {type(value).__name__}")
+    check_text(value, "fact value")
     text = _SPACES.sub(" ", value).strip()
     if not text:
         raise InvalidInputError("fact value is empty")
@@ -149,6 +150,8 @@ class FactStore(CollectionBound):
             InvalidInputError: a fact is malformed; nothing is written.
         """
         check_user_id(user)
+        if isinstance(source_thread, str):
+            check_text(source_thread, "source_thread")
         if isinstance(facts, str | bytes | Mapping):
             raise InvalidInputError("facts must be a sequence of facts")
         incoming: dict[str, _Incoming] = {}

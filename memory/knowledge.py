@@ -41,6 +41,7 @@ from memstore import (
     Property,
     StoredObject,
     Where,
+    check_text,
     make_id,
 )
 
@@ -354,6 +355,7 @@ def search_knowledge(
     spec = knowledge_collection(kb)
     if not isinstance(query, str):
         raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+    check_text(query, "the query")
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise InvalidInputError(f"k must be a positive integer, got {k!r}")
     manifest = manifest_collection(kb).name

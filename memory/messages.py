@@ -24,12 +24,20 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
-from memory._bound import CollectionBound
+from memory._bound import CollectionBound, check_user_id
 from memory.collections import MESSAGES
-from memstore import InvalidInputError, MemoryObject, StoredObject, Where, make_id
-from memstore.base import check_user_id
+from memstore import InvalidInputError, MemoryObject, StoredObject, Where, check_text, make_id
 
-__all__ = ["LoggedMessage", "MessageLog", "RecalledMessage", "Role"]
+__all__ = ["MAX_MESSAGE_CHARS", "LoggedMessage", "MessageLog", "RecalledMessage", "Role"]
+
+MAX_MESSAGE_CHARS = 100_000
+"""The longest message (and recall query) accepted, in characters.
+
+About 25,000 tokens of English prose: more than a whole default context window (7,900
+tokens), yet it is embedded and stored in well under a second, where a 10 MB message took
+27 s. Longer input is refused before any work with ``InvalidInputError``; the graph's
+admission uses the same limit.
+"""
 
 Role = Literal["human", "ai"]
 
@@ -421,7 +429,7 @@ class _Planned:
 def _check_thread(thread_id: object, name: str = "thread_id") -> str:
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise InvalidInputError(f"{name} must be a non-empty string, got {thread_id!r}")
-    return thread_id
+    return check_text(thread_id, name)
 
 
 def _text_of(content: object, where: str) -> str:
@@ -445,6 +453,19 @@ def _text_of(content: object, where: str) -> str:
         f"{where}: content must be a string or a list of content blocks, "
         f"got {type(content).__name__}"
     )
+
+
+def check_message_text(text: str, where: str = "message") -> str:
+    """Refuse a message longer than ``MAX_MESSAGE_CHARS`` or holding invalid Unicode.
+
+    Cheap (a length and an encoding check), so it runs before anything is embedded.
+    """
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise InvalidInputError(
+            f"{where}: {len(text):,} characters is more than the {MAX_MESSAGE_CHARS:,} a "
+            "message may have; split it or attach it as a document (amem ingest)"
+        )
+    return check_text(text, where)
 
 
 def _turn_of(message: object, index: int) -> _Turn | None:
@@ -478,8 +499,12 @@ def _turn_of(message: object, index: int) -> _Turn | None:
             f"{where}: unknown role {kind!r} (expected one of {', '.join(sorted(_ROLES))})"
         )
     text = _text_of(content, where)
+    if _ROLES[kind] is not None:
+        check_message_text(text, where)
     if message_id is not None and (not isinstance(message_id, str) or not message_id):
         raise InvalidInputError(f"{where}: id must be a non-empty string, got {message_id!r}")
+    if message_id is not None:
+        check_text(message_id, f"{where}: id")
     role = _ROLES[kind]
     if role is None or not text.strip():
         return None
@@ -516,6 +541,7 @@ def _prepare(
             meta_json = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from None
+        check_text(meta_json, "metadata")
     moment = now or datetime.now(UTC)
     if moment.tzinfo is None:
         raise InvalidInputError("now must carry a timezone")
@@ -572,6 +598,7 @@ def _recall_filters(
     check_user_id(user)
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query must be a non-empty string")
+    check_message_text(query, "query")
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise InvalidInputError(f"k must be a positive integer, got {k!r}")
     where: list[Where] = []

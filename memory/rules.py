@@ -25,7 +25,14 @@ from langchain_core.embeddings import Embeddings
 import prompts
 from memory._bound import CollectionBound
 from memory.collections import RULES
-from memstore import InvalidInputError, MemoryObject, MemoryStore, StoredObject, make_id
+from memstore import (
+    InvalidInputError,
+    MemoryObject,
+    MemoryStore,
+    StoredObject,
+    check_text,
+    make_id,
+)
 from memstore.base import check_user_id
 
 __all__ = [
@@ -365,6 +372,7 @@ class RuleBook(CollectionBound):
 def _clean(text: object, what: str) -> str:
     if not isinstance(text, str):
         raise InvalidInputError(f"rule {what} must be a string, got {type(text).__name__}")
+    check_text(text, f"rule {what}")
     cleaned = _SPACES.sub(" ", text).strip()
     if not cleaned:
         raise InvalidInputError(f"rule {what} is empty")
