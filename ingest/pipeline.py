@@ -16,6 +16,7 @@ ingestion again completes or cleans up what was left.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -48,7 +49,15 @@ from memory.knowledge import (
     revision_of,
     source_key,
 )
-from memstore import InvalidInputError, MemoryObject, MemoryStore, StoreError, Where, open_store
+from memstore import (
+    InvalidInputError,
+    MemoryObject,
+    MemoryStore,
+    StoreError,
+    Where,
+    check_text,
+    open_store,
+)
 
 PIPELINE_VERSION = "1"
 """Part of every revision: bump it when cleaning or splitting changes, so files are redone."""
@@ -222,7 +231,7 @@ def ingest_paths(
 
     report = IngestReport(kb=kb, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     expanded = expand_inputs(inputs)
-    report.skipped = expanded.skipped
+    report.skipped = [printable_path(s) for s in expanded.skipped]
     total = len(expanded.files)
     emit(IngestEvent("planned", files_total=total))
 
@@ -246,10 +255,11 @@ def ingest_paths(
                 if isinstance(entry, InputError):
                     report.files.append(_input_failure(entry))
                     continue
-                emit(IngestEvent("file_started", str(entry), index, total))
-                result = job.run(entry, _Reporter(emit, str(entry), index, total))
+                shown = printable_path(entry)
+                emit(IngestEvent("file_started", shown, index, total))
+                result = job.run(entry, _Reporter(emit, shown, index, total))
                 report.files.append(result)
-                emit(IngestEvent("file_finished", str(entry), index, total, result=result))
+                emit(IngestEvent("file_finished", shown, index, total, result=result))
                 index += 1
         finally:
             if own_store:
@@ -259,7 +269,21 @@ def ingest_paths(
 
 
 def _input_failure(error: InputError) -> FileResult:
-    return FileResult(path=error.given, status="failed", error=error.reason)
+    return FileResult(path=printable_path(error.given), status="failed", error=error.reason)
+
+
+def printable_path(path: str | Path) -> str:
+    r"""Return a path as text that can be printed and stored as JSON.
+
+    A file name that is not UTF-8 reaches Python with lone surrogates, which no terminal or
+    JSON encoder takes; its undecodable bytes are shown as ``\xNN`` escapes instead.
+    """
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    return text
 
 
 def _check_paths(paths: object) -> list[str | Path]:
@@ -321,7 +345,7 @@ class _Job:
 
     def run(self, path: Path, step: _Reporter) -> FileResult:
         started = time.perf_counter()
-        result = FileResult(path=str(path), status="failed")
+        result = FileResult(path=printable_path(path), status="failed")
         try:
             self._run(path, result, step)
         except IngestFileError as exc:
@@ -335,6 +359,15 @@ class _Job:
         # Checked before reading so that a large unrelated file is not loaded for nothing.
         require_kind(path)
         source = source_key(path)
+        try:
+            check_text(source, "the file name")
+        except InvalidInputError:
+            # A name in another encoding than UTF-8 (Linux allows any bytes): no store
+            # takes it as text, and citing it would print garbage.
+            raise IngestFileError(
+                f"the path is not valid UTF-8 ({printable_path(source)}); rename the file to "
+                "ingest it"
+            ) from None
         result.source = source
         data = read_bytes(path)
         sha256 = hashlib.sha256(data).hexdigest()
