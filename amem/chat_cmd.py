@@ -329,7 +329,9 @@ class ChatSession:
                 f"(resume later with --thread {self.thread_id}). /help for commands."
             )
         known = await alist_knowledge_bases(self.store)
-        missing = [kb for kb in self.context.knowledge_bases if kb not in known]
+        # Names compare case-insensitively, as everywhere (memory.knowledge.resolve_kb).
+        folded = {name.lower() for name in known}
+        missing = [kb for kb in self.context.knowledge_bases if kb.lower() not in folded]
         if missing:
             available = ", ".join(known) or "none yet: add documents with `amem ingest`"
             render.note(

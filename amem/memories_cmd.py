@@ -36,7 +36,13 @@ from memory.forget import (
     forget_thread,
     forget_user,
 )
-from memory.knowledge import delete_source, list_knowledge_bases, list_sources
+from memory.knowledge import (
+    delete_source,
+    find_knowledge_base,
+    list_knowledge_bases,
+    list_sources,
+    resolve_kb,
+)
 from memory.messages import MessageLog
 from memory.rules import RuleBook, RuleVersion
 from memory.transfer import TransferSummary, export_to_file, import_memories, read_header
@@ -552,8 +558,10 @@ def kb_sources(
 ) -> None:
     """List the documents of a knowledge base."""
     with cli_errors(), opened() as o:
-        if name not in list_knowledge_bases(o.store):
+        found = find_knowledge_base(o.store, name)
+        if found is None:
             raise CliError(f"no knowledge base {name!r}")
+        name = found
         items = [
             {
                 "source": s.source,
@@ -589,6 +597,7 @@ def kb_delete_source(
 ) -> None:
     """Remove one document and its chunks from a knowledge base."""
     with cli_errors(), opened() as o:
+        name = resolve_kb(o.store, name)
         removed = delete_source(o.store, name, source)
         if json_out:
             render.emit_json({"kb": name, "source": source, "chunks_deleted": removed})
