@@ -712,6 +712,8 @@ def print_forget_report(report: ForgetReport, *, json_out: bool) -> None:
             "kept the checkpoints of threads another user owns: "
             + ", ".join(sorted(report.kept_threads))
         )
+    for note in report.notes:
+        render.note(note)
 
 
 async def _reachable(server: LangGraphClient, url: str) -> None:
@@ -729,6 +731,7 @@ async def _forget(
     store: MemoryStore,
     uid: str,
     *,
+    embeddings: Embeddings | None = None,
     episode: str | None,
     fact: str | None,
     subject: str | None,
@@ -737,7 +740,7 @@ async def _forget(
     server_url: str | None = None,
 ) -> ForgetReport:
     if episode:
-        return await forget_episode(store, uid, episode)
+        return await forget_episode(store, uid, episode, embeddings=embeddings)
     if fact:
         return await forget_fact(store, uid, fact)
     if subject:
@@ -753,10 +756,17 @@ async def _forget(
         async with open_checkpointer() as checkpointer:
             if thread:
                 return await forget_thread(
-                    store, uid, thread, checkpointer=checkpointer, server=server
+                    store,
+                    uid,
+                    thread,
+                    checkpointer=checkpointer,
+                    server=server,
+                    embeddings=embeddings,
                 )
             assert everything
-            return await forget_user(store, uid, checkpointer=checkpointer, server=server)
+            return await forget_user(
+                store, uid, checkpointer=checkpointer, server=server, embeddings=embeddings
+            )
     except CheckpointerError as exc:
         raise CliError(f"{exc} (nothing was deleted)") from None
     except (LangGraphError, httpx.HTTPError) as exc:
@@ -817,6 +827,7 @@ def forget_cmd(
                 _forget(
                     o.store,
                     uid,
+                    embeddings=o.embeddings,
                     episode=episode,
                     fact=fact,
                     subject=subject,

@@ -216,6 +216,19 @@ class MemoryStore(ABC):
             raise InvalidInputError(f"collection {collection!r} is not per-user")
         return self._users(spec)
 
+    def erase_deleted(self) -> bool:
+        """Make deleted data unrecoverable from the store's own files, where it can.
+
+        The embedded store empties its write-ahead log (and vacuums an old file once); a
+        server backend such as Weaviate manages its own storage, so this does nothing there.
+        Returns False when the work could not be completed now (see the backend).
+        """
+        return True
+
+    async def aerase_deleted(self) -> bool:
+        """Async ``erase_deleted``."""
+        return await asyncio.to_thread(self.erase_deleted)
+
     @abstractmethod
     def close(self) -> None:
         """Release connections; the store cannot be used afterwards."""

@@ -258,7 +258,9 @@ def test_forget_thread_and_episode_through_the_cli(store: EmbeddedStore, seeded:
     report = ok_json(
         "memories", "forget", "--user", "alice", "--episode", seeded.episodes["alice"][0]
     )
-    assert report["total_deleted"] == 1
+    # The episode, and alice's rule version learned only from it (its one rule is gone).
+    deleted = {row["collection"]: row["deleted"] for row in report["deleted"]}
+    assert deleted == {"EpisodicMemory": 1, "ProceduralRules": 1}
     assert ok_json("memories", "episodes", "list", "--user", "alice") == []
 
 
