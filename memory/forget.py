@@ -575,7 +575,7 @@ async def forget_episode(
         report=report,
         embeddings=embeddings,
     )
-    return report
+    return await _erase(store, report)
 
 
 async def forget_fact(store: MemoryStore, user: str, fact_id: str) -> ForgetReport:
@@ -591,7 +591,7 @@ async def forget_fact(store: MemoryStore, user: str, fact_id: str) -> ForgetRepo
         raise InvalidInputError(f"user {user!r} has no fact {fact_id!r}")
     report.add_deleted(FACTS.name, await store.adelete(FACTS.name, [fact_id], user=user))
     await _repair_fact_history(store, user, [str(fact.properties.get("subject", ""))], report)
-    return report
+    return await _erase(store, report)
 
 
 async def forget_subject(store: MemoryStore, user: str, subject: str) -> ForgetReport:
@@ -609,7 +609,7 @@ async def forget_subject(store: MemoryStore, user: str, subject: str) -> ForgetR
     if n == 0:
         raise InvalidInputError(f"user {user!r} has no fact about {subject!r}")
     report.add_deleted(FACTS.name, n)
-    return report
+    return await _erase(store, report)
 
 
 async def forget_thread(
@@ -686,6 +686,7 @@ async def forget_thread(
         report=report,
         embeddings=embeddings,
     )
+    await _erase(store, report)
     if checkpointer is not None:
         await _delete_checkpoints(checkpointer, [thread_id], report)
     return report
@@ -762,13 +763,19 @@ async def forget_user(
     )
     for spec in await _per_user_collections(store):
         report.add_deleted(spec.name, await _adelete_user(store, spec, user))
+    await _erase(store, report)
+    if checkpointer is not None:
+        await _delete_checkpoints(checkpointer, threads, report)
+    return report
+
+
+async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:
+    """Empty the store's write-ahead log after a forget (see ``MemoryStore.erase_deleted``)."""
     if not await store.aerase_deleted():
         report.notes.append(
             "the store's write-ahead log could not be emptied now (another process is "
             "reading it); it still holds old pages until its next checkpoint"
         )
-    if checkpointer is not None:
-        await _delete_checkpoints(checkpointer, threads, report)
     return report
 
 
