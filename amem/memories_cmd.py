@@ -772,7 +772,8 @@ async def _forget(
     except (LangGraphError, httpx.HTTPError) as exc:
         # Past the reachability check: the store may already have been changed.
         raise CliError(
-            f"the LangGraph server at {server_url} failed while deleting threads: {exc}; "
+            f"the LangGraph server at {server_url} failed while deleting threads: "
+            f"{str(exc) or type(exc).__name__}; "
             "run the same command again to finish"
         ) from None
     finally:

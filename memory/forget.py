@@ -36,11 +36,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from langchain_core.embeddings import Embeddings
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import (
+    BadRequestError,
+    InternalServerError,
+    NotFoundError,
+    UnprocessableEntityError,
+)
 
 from memory.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
 from memory.facts import normalise_subject
@@ -330,23 +336,41 @@ async def server_user_threads(server: LangGraphClient, user: str) -> list[str]:
     records ``owner`` in every thread's state values, which finds the threads created
     without metadata too.
     """
-    found: dict[str, None] = {}
-    for by_values in (False, True):
+    found = dict.fromkeys(await _search_all(server, metadata={"user_id": user}))
+    try:
+        found.update(dict.fromkeys(await _search_all(server, values={OWNER_KEY: user})))
+    except (InternalServerError, BadRequestError, UnprocessableEntityError):
+        # langgraph dev's in-memory runtime (0.36) answers a values search with a 500 as
+        # soon as one thread has no state yet (it compares None); read the values here.
         offset = 0
         while True:
-            if by_values:
-                page = await server.threads.search(
-                    values={OWNER_KEY: user}, limit=_PAGE, offset=offset
-                )
-            else:
-                page = await server.threads.search(
-                    metadata={"user_id": user}, limit=_PAGE, offset=offset
-                )
-            found.update((t["thread_id"], None) for t in page)
+            try:
+                page = await server.threads.search(limit=_PAGE, offset=offset)
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                # The server closed the connection after its error; the next one is fresh.
+                page = await server.threads.search(limit=_PAGE, offset=offset)
+            found.update(
+                (t["thread_id"], None) for t in page if _owner_of(t.get("values"), None) == user
+            )
             if len(page) < _PAGE:
                 break
             offset += len(page)
     return list(found)
+
+
+async def _search_all(server: LangGraphClient, **filters: dict[str, str]) -> list[str]:
+    """Page through a thread search; return the ids found."""
+    found: list[str] = []
+    while True:
+        page = await server.threads.search(
+            metadata=filters.get("metadata"),
+            values=filters.get("values"),
+            limit=_PAGE,
+            offset=len(found),
+        )
+        found.extend(t["thread_id"] for t in page)
+        if len(page) < _PAGE:
+            return found
 
 
 # -- rule provenance ---------------------------------------------------------------------------

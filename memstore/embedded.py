@@ -213,8 +213,11 @@ class EmbeddedStore(MemoryStore):
         if self.path.exists() and not self.path.is_dir():
             raise InvalidInputError(f"store path {self.path} exists and is not a directory")
         # Memories are private: the folder 0700, the database and its WAL files 0600.
-        private_dir(self.path)
-        private_file(self.path / DB_FILENAME)
+        try:
+            private_dir(self.path)
+            private_file(self.path / DB_FILENAME)
+        except OSError as exc:
+            raise StoreError(f"cannot create the embedded store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
         self._cache: collections.OrderedDict[tuple[str, str], _Partition] = (
             collections.OrderedDict()

@@ -8,7 +8,7 @@ from typing import Any, cast
 import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import InternalServerError, NotFoundError
 
 from graph.persistence import sqlite_checkpointer
 from llm.embeddings import LocalEmbeddings
@@ -222,12 +222,13 @@ class _FakeThreads:
     ) -> None:
         self.threads = threads
         self.values = values
+        self.dropped = False
 
     def _thread(self, thread_id: str) -> dict[str, Any]:
         return {
             "thread_id": thread_id,
             "metadata": self.threads[thread_id],
-            "values": self.values.get(thread_id, {}),
+            "values": self.values.get(thread_id, {}),  # None: a thread that never ran
         }
 
     async def get(self, thread_id: str) -> dict[str, Any]:
@@ -250,11 +251,24 @@ class _FakeThreads:
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
+        request = httpx.Request("POST", "http://server/threads/search")
+        if self.dropped:
+            # After its 500 the server closes the connection: the next request fails once.
+            self.dropped = False
+            raise httpx.ReadError("", request=request)
+        if values and any(self.values.get(t, {}) is None for t in self.threads):
+            # langgraph_runtime_inmem 0.36 compares a state-less thread's None values: a 500.
+            self.dropped = True
+            raise InternalServerError(
+                "Internal Server Error",
+                response=httpx.Response(500, request=request),
+                body=None,
+            )
         found = [
             self._thread(t)
             for t in sorted(self.threads)
             if all(self.threads[t].get(k) == v for k, v in (metadata or {}).items())
-            and all(self.values.get(t, {}).get(k) == v for k, v in (values or {}).items())
+            and all((self.values.get(t) or {}).get(k) == v for k, v in (values or {}).items())
         ]
         return found[offset : offset + limit]
 

@@ -20,7 +20,7 @@ import pytest
 import llm.local_server as local_server
 from graph.persistence import sqlite_checkpointer
 from llm.local_server import LocalModelServer, LocalServerError, local_model_path
-from memstore import MemoryObject, amem_home, make_id
+from memstore import MemoryObject, StoreError, amem_home, make_id
 from memstore.embedded import DB_FILENAME, EmbeddedStore
 from memstore.private import private_dir, private_file
 from tests.storage.conftest import DIMS, make_spec, vec
@@ -158,3 +158,10 @@ def test_private_helpers_create_exact_modes_and_leave_foreign_folders_alone(
     made.chmod(0o664)
     private_file(made)
     assert mode(made) == 0o600 and made.read_bytes() == b"kept"
+
+
+def test_a_store_that_cannot_be_created_is_a_store_error(tmp_path: Path) -> None:
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("x")
+    with pytest.raises(StoreError, match="cannot create the embedded store"):
+        EmbeddedStore(blocked / "store", dims=DIMS)
