@@ -104,6 +104,7 @@ class ChatSession:
         context: Context,
         thread_id: str,
         stream: bool = True,
+        kbs_chosen: bool = False,
     ) -> None:
         self.graph = graph
         self.store = store
@@ -112,6 +113,8 @@ class ChatSession:
         self.user = context.user_id
         self.thread_id = thread_id
         self.stream = stream
+        self.kbs_chosen = kbs_chosen
+        """Whether the knowledge bases were named with --kb (else the default is searched)."""
         self.config: RunnableConfig = {
             "configurable": {"thread_id": thread_id},
             # Copied into every checkpoint: how a user's threads are found to forget them.
@@ -299,6 +302,7 @@ class ChatSession:
             return "end"
         if command == "/help":
             render.out().print(HELP, markup=False)
+            render.out().print(await self.knowledge_status(), markup=False)
         elif command == "/facts":
             await self.show_facts()
         elif command == "/rules":
@@ -314,7 +318,7 @@ class ChatSession:
     async def greet(self) -> None:
         """Say which thread this is, and whether it resumes an earlier conversation."""
         snapshot = await self.graph.aget_state(self.config)
-        owner = (snapshot.metadata or {}).get("user_id")
+        owner = (snapshot.values or {}).get("owner") or (snapshot.metadata or {}).get("user_id")
         if owner and owner != self.user:
             # Thread ids are not secret; the conversation they hold belongs to one user.
             raise CliError(f"thread {self.thread_id!r} belongs to another user")
@@ -328,16 +332,33 @@ class ChatSession:
                 f"New conversation on thread {self.thread_id} "
                 f"(resume later with --thread {self.thread_id}). /help for commands."
             )
+        if self.kbs_chosen:
+            # Only a base the user named is worth a warning; the default one not existing
+            # yet is the normal state of a fresh machine (/help says how to add one).
+            known = await alist_knowledge_bases(self.store)
+            # Names compare case-insensitively, as everywhere (memory.knowledge.resolve_kb).
+            folded = {name.lower() for name in known}
+            missing = [kb for kb in self.context.knowledge_bases if kb.lower() not in folded]
+            if missing:
+                available = ", ".join(known) or "none yet: add documents with `amem ingest`"
+                render.note(
+                    f"no knowledge base {', '.join(map(repr, missing))} to search "
+                    f"(available: {available}; choose with --kb NAME)"
+                )
+
+    async def knowledge_status(self) -> str:
+        """Say which knowledge bases this chat searches, and how to add documents."""
         known = await alist_knowledge_bases(self.store)
-        # Names compare case-insensitively, as everywhere (memory.knowledge.resolve_kb).
-        folded = {name.lower() for name in known}
-        missing = [kb for kb in self.context.knowledge_bases if kb.lower() not in folded]
-        if missing:
-            available = ", ".join(known) or "none yet: add documents with `amem ingest`"
-            render.note(
-                f"no knowledge base {', '.join(map(repr, missing))} to search "
-                f"(available: {available}; choose with --kb NAME)"
-            )
+        chosen = {kb.lower() for kb in self.context.knowledge_bases}
+        searched = [kb for kb in known if kb.lower() in chosen]
+        if searched:
+            line = f"Documents: searching {', '.join(searched)}"
+        else:
+            line = "Documents: no knowledge base to search yet"
+        others = [kb for kb in known if kb not in searched]
+        if others:
+            line += f" (also available: {', '.join(others)}; choose with --kb NAME)"
+        return f"{line}. Add documents with `amem ingest FILES --collection NAME`."
 
 
 async def _read_line() -> str | None:
@@ -369,6 +390,8 @@ async def _read_line() -> str | None:
 
 async def repl(session: ChatSession) -> Outcome:
     """Read lines until ``/end``, ``/quit`` or end of input."""
+    from llm.local_server import LocalServerError  # noqa: PLC0415  (model clients: chat only)
+
     await session.greet()
     if sys.stdin.isatty():
         try:
@@ -384,6 +407,10 @@ async def repl(session: ChatSession) -> Outcome:
             outcome = await session.handle(line)
         except (StoreError, ValueError) as exc:
             render.error(str(exc))
+            continue
+        except LocalServerError as exc:
+            # Its message already says what died, why, where the log is, and what to do.
+            render.error(f"this turn failed: {exc}")
             continue
         except Exception as exc:
             # A model server that is down or a reply that never validates fails this turn
@@ -455,6 +482,7 @@ async def open_session(options: ChatOptions) -> AsyncIterator[ChatSession]:
                 context=context,
                 thread_id=options.thread or f"t-{uuid.uuid4().hex[:12]}",
                 stream=options.stream,
+                kbs_chosen=bool(options.kbs),
             )
     finally:
         store.close()

@@ -49,8 +49,8 @@ def say(message: str) -> None:
 
 
 def error(message: str) -> None:
-    """Print an error message to stderr (no traceback)."""
-    err().print(Text("Error: ", style="bold red") + Text(message))
+    """Print an error message to stderr (no traceback), unwrapped: one line stays one line."""
+    err().print(Text("Error: ", style="bold red") + Text(message), soft_wrap=True)
 
 
 def note(message: str) -> None:

@@ -372,8 +372,9 @@ def plan_compaction(
     that, the oldest whole turns are summarised so that what is kept fits in about half
     the threshold (``threshold * budget / 2``); that hysteresis means compaction runs
     once every several turns, not on every turn. The cut is always just before a human
-    message, never between an AI tool call and its tool results, and the last exchange
-    is always kept, even when it alone is above the target.
+    message (or before the new message), never between an AI tool call and its tool
+    results; the last exchange is kept even when it alone is above the target, unless it
+    alone is over the whole budget: then everything is summarised.
 
     Args:
         history: The recent turns, oldest first (without the summary).
@@ -382,7 +383,7 @@ def plan_compaction(
 
     Returns:
         A plan with ``summarise + keep == history``, or ``None`` when the history is
-        under the threshold or has no turn boundary to cut at.
+        under the threshold, or is a single exchange that still fits the budget.
 
     Raises:
         ValueError: ``budget`` is not positive or ``threshold`` is outside (0, 1].
@@ -396,11 +397,16 @@ def plan_compaction(
     if total <= threshold * budget:
         return None
     cuts = _valid_cuts(history)
-    if not cuts:
-        return None
     target = threshold * budget / 2
     suffix = [0] * (len(history) + 1)
     for index in range(len(history) - 1, -1, -1):
         suffix[index] = suffix[index + 1] + per_message[index]
-    chosen = next((cut for cut in cuts if suffix[cut] <= target), cuts[-1])
+    chosen = next((cut for cut in cuts if suffix[cut] <= target), cuts[-1] if cuts else None)
+    if chosen is None and total <= budget:
+        return None  # one exchange, above the threshold but within the budget: keep it
+    if chosen is None or suffix[chosen] > budget:
+        # What would be kept is over the budget by itself (a long message and a long
+        # answer): summarise all of it. Cutting before the new message is always a turn
+        # boundary, so a thread can never be left with history no cut can shrink.
+        chosen = len(history)
     return CompactionPlan(summarise=list(history[:chosen]), keep=list(history[chosen:]))

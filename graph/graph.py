@@ -16,6 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graph.context import Context
 from graph.nodes import (
     FAN_OUT,
+    admit,
     compact,
     generate,
     load_procedural,
@@ -23,6 +24,7 @@ from graph.nodes import (
     recall_episodic,
     recall_semantic,
     reflect,
+    refuse,
     remember_facts,
     route_after_turn,
     route_turn,
@@ -38,6 +40,8 @@ __all__ = ["GRAPH_NAME", "builder", "compile_graph", "graph"]
 GRAPH_NAME = "Agentic Memory"
 
 builder = StateGraph(State, input_schema=InputState, context_schema=Context)
+builder.add_node(admit)
+builder.add_node(refuse)
 builder.add_node(recall_episodic)
 builder.add_node(recall_semantic)
 builder.add_node(load_procedural)
@@ -47,7 +51,9 @@ builder.add_node(generate)
 builder.add_node(log_turn)
 builder.add_node(reflect)
 builder.add_node(update_procedural)
-builder.add_conditional_edges(START, route_turn, [*FAN_OUT, "reflect"])
+builder.add_edge(START, "admit")
+builder.add_conditional_edges("admit", route_turn, [*FAN_OUT, "reflect", "refuse"])
+builder.add_edge("refuse", END)
 builder.add_edge(list(FAN_OUT), "compact")
 builder.add_edge("compact", "generate")
 builder.add_edge("generate", "log_turn")

@@ -1,6 +1,8 @@
 """The graph's nodes and routers.
 
-One run is one user turn. A new user message fans out to ``recall_episodic``,
+One run is one user turn. ``admit`` checks the run first: the thread belongs to the user of
+its first run, and the new input must fit; a refused input is removed from the thread again
+and the run fails in ``refuse`` with the reason. An admitted user message fans out to ``recall_episodic``,
 ``recall_semantic``, ``load_procedural`` and ``remember_facts`` (in parallel, each writing
 its own state keys), joins at ``compact`` and continues to ``generate`` and ``log_turn``.
 When the input ends the conversation, ``reflect`` stores an episode and
@@ -12,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -33,21 +38,30 @@ import prompts
 from graph.context import Context
 from graph.context_window import (
     assemble_context,
+    count_message_tokens,
     count_tokens,
     load_tokenizer,
     pack_items,
     plan_compaction,
 )
 from graph.resources import Resources, aget_resources
-from graph.schemas import MAX_RULES, ExtractedFacts, Reflection, RuleSet, Summary
+from graph.schemas import MAX_RULES, ExtractedFact, ExtractedFacts, Reflection, RuleSet, Summary
 from graph.state import State, replace_calls
 from llm.calls import StructuredOutputError, ainvoke_structured, ainvoke_text
+from memory.collections import MESSAGES
+from memory.facts import normalise_subject
 from memory.knowledge import asearch_knowledge
-from memstore import GLOBAL_SCOPE, InvalidInputError, check_user_id
+from memory.messages import MAX_MESSAGE_CHARS
+from memory.rule_guard import screen_rules
+from memory.rules import RuleConflictError
+from memstore import GLOBAL_SCOPE, InvalidInputError, Where, check_user_id
 
 __all__ = [
     "FAN_OUT",
+    "InputRefusedError",
     "MissingUserIdError",
+    "ThreadOwnershipError",
+    "admit",
     "compact",
     "generate",
     "load_procedural",
@@ -55,6 +69,7 @@ __all__ = [
     "recall_episodic",
     "recall_semantic",
     "reflect",
+    "refuse",
     "remember_facts",
     "route_after_turn",
     "route_turn",
@@ -62,6 +77,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_RULES_ATTEMPTS = 5
+"""Rewrites of the rules when other conversations keep creating versions meanwhile."""
 
 FAN_OUT = ("recall_episodic", "recall_semantic", "load_procedural", "remember_facts")
 """The nodes a new user message starts, in parallel."""
@@ -74,6 +91,25 @@ _NONE = "(none)"
 
 class MissingUserIdError(InvalidInputError):
     """A run was started without ``context.user_id``."""
+
+
+class ThreadOwnershipError(InvalidInputError):
+    """A run's user is not the user the thread belongs to."""
+
+
+class InputRefusedError(InvalidInputError):
+    """A run's new input cannot be taken (too long, invalid text, nothing to do)."""
+
+
+_REFUSALS: dict[str, type[InvalidInputError]] = {
+    "user": MissingUserIdError,
+    "owner": ThreadOwnershipError,
+    "input": InputRefusedError,
+}
+
+GLOBAL_RULES_ENV = "AMEM_GLOBAL_RULES"
+"""Operator setting: ``learn`` lets conversation ends rewrite the rules shared by every user;
+anything else (the default) keeps them read-only for runs."""
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -91,7 +127,11 @@ def _context(runtime: Runtime[Context] | None) -> Context:
 
 
 def _user(ctx: Context) -> str:
+    """Return the run's user: ``context.user_id``, else the server-authenticated user."""
     if not ctx.user_id or not ctx.user_id.strip():
+        authenticated = (_config().get("configurable") or {}).get("langgraph_auth_user_id")
+        if authenticated:
+            return _user(replace(ctx, user_id=str(authenticated)))
         raise MissingUserIdError(
             "context.user_id is required: pass context={'user_id': ...} with the run "
             "(memory is kept per user); nothing was written"
@@ -164,24 +204,144 @@ async def _setup(runtime: Runtime[Context]) -> tuple[Context, str, Resources]:
     return ctx, user, await aget_resources(_config(), ctx)
 
 
+# -- admission ------------------------------------------------------------------------------
+
+
+def _new_input(state: State) -> list[AnyMessage]:
+    """Return the messages this run's input added: those after the last settled one.
+
+    A thread from before ``settled_through`` existed (or whose settled message was removed
+    from the state) counts the trailing user messages as new.
+    """
+    messages = list(state.messages)
+    ids = [m.id for m in messages]
+    if state.settled_through is not None and state.settled_through in ids:
+        return messages[ids.index(state.settled_through) + 1 :]
+    start = len(messages)
+    while start > 0 and isinstance(messages[start - 1], HumanMessage):
+        start -= 1
+    return messages[start:]
+
+
+async def _legacy_owner(res: Resources, user: str, thread: str) -> str | None:
+    """Whose thread an ownerless thread with history is, from the message logs.
+
+    Threads written before owners were recorded name no owner: the user whose log holds the
+    thread is its owner; a thread nobody logged goes to whoever uses it first.
+    """
+    store, name = res.memory_store, MESSAGES.name
+    if name not in await asyncio.to_thread(store.collections):
+        return None
+    where = [Where("thread_id", "eq", thread)]
+    if await store.acount(name, user=user, where=where):
+        return user
+    for other in await asyncio.to_thread(store.users, name):
+        if other != user and await store.acount(name, user=other, where=where):
+            return other
+    return None
+
+
+def _check_text(message: BaseMessage, budget: int) -> str | None:
+    """Say why a new message cannot be taken, or None when it can."""
+    text = _text(message)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the message contains invalid Unicode (a lone surrogate): nothing was kept"
+    if len(text) > MAX_MESSAGE_CHARS:
+        return (
+            f"the message has {len(text):,} characters; at most {MAX_MESSAGE_CHARS:,} are "
+            "accepted: nothing was kept (ingest long documents with `amem ingest` instead)"
+        )
+    tokens = count_message_tokens([message])
+    if tokens > budget:
+        return (
+            f"the message needs {tokens:,} tokens but this conversation takes at most "
+            f"{budget:,} per message (budget_recent): shorten it, raise budget_recent, or "
+            "ingest it as a document with `amem ingest`; nothing was kept"
+        )
+    return None
+
+
+async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Check the run before anything is read or written: its user, the thread's owner, the input.
+
+    A thread belongs to the user of its first run. A run by anyone else, a run without a
+    user, and input that cannot be taken (invalid text, longer than ``MAX_MESSAGE_CHARS``
+    or than ``budget_recent`` tokens, or no message and no end of conversation) are refused:
+    the new input is removed from the thread again, so it never reaches a prompt, a memory
+    or a later turn, and ``refuse`` fails the run with the reason.
+    """
+    new = _new_input(state)
+    removal: list[BaseMessage] = [RemoveMessage(id=m.id) for m in new if m.id]
+
+    def refused(kind: str, message: str, **extra: Any) -> dict[str, Any]:
+        return {"messages": removal, "refusal": {"kind": kind, "message": message}, **extra}
+
+    try:
+        ctx = _context(runtime)
+        user = _user(ctx)
+    except (InvalidInputError, TypeError, ValueError) as exc:
+        return refused("user", str(exc))
+    configurable = _config().get("configurable") or {}
+    authenticated = configurable.get("langgraph_auth_user_id")
+    if authenticated and str(authenticated) != user:
+        return refused(
+            "owner",
+            f"context.user_id {user!r} is not the authenticated user: runs act for the "
+            "user the server authenticated; nothing was read or written",
+        )
+    owner = state.owner
+    if owner is None and len(state.messages) > 1:
+        # History without an owner: a thread from before owners were recorded (or a first
+        # input of several messages, which no log names: then it is claimed below).
+        res = await aget_resources(_config(), ctx)
+        owner = await _legacy_owner(res, user, _thread(_config()))
+    if owner is not None and owner != user:
+        return refused(
+            "owner",
+            f"thread {_thread(_config())!r} belongs to another user: start a new thread; "
+            "nothing was read or written",
+        )
+    claimed = {"owner": user}
+    if not any(isinstance(m, HumanMessage) for m in new) and not state.end_conversation:
+        return refused(
+            "input",
+            "nothing to do: send a new user message, or end_conversation=true to end the "
+            "conversation",
+            **claimed,
+        )
+    await asyncio.to_thread(load_tokenizer)
+    for message in new:
+        problem = _check_text(message, ctx.budget_recent)
+        if problem is not None:
+            return refused("input", problem, **claimed)
+    settled = new[-1].id if new else state.settled_through
+    return {**claimed, "settled_through": settled, "refusal": None}
+
+
+async def refuse(state: State) -> dict[str, Any]:
+    """Fail the run with the reason ``admit`` gave (the input is already removed).
+
+    Raises:
+        MissingUserIdError: the run has no ``context.user_id``.
+        ThreadOwnershipError: the thread belongs to another user.
+        InputRefusedError: the input cannot be taken.
+    """
+    refusal = state.refusal or {"kind": "input", "message": "the run was refused"}
+    raise _REFUSALS.get(refusal.get("kind", ""), InputRefusedError)(refusal.get("message", ""))
+
+
 # -- routers --------------------------------------------------------------------------------
 
 
-def route_turn(state: State, runtime: Runtime[Context]) -> list[str] | Literal["reflect"]:
-    """Start a turn: fan out on a new user message, or go straight to ``reflect``.
-
-    Raises:
-        MissingUserIdError: the run has no ``context.user_id`` (nothing is written).
-        InvalidInputError: there is neither a new message nor ``end_conversation``.
-    """
-    _user(_context(runtime))
+def route_turn(state: State) -> list[str] | Literal["reflect", "refuse"]:
+    """After admission: fan out on a new user message, go to ``reflect``, or to ``refuse``."""
+    if state.refusal is not None:
+        return "refuse"
     if _new_message(state) is not None:
         return list(FAN_OUT)
-    if state.end_conversation:
-        return "reflect"
-    raise InvalidInputError(
-        "nothing to do: send a new user message, or end_conversation=true to end the conversation"
-    )
+    return "reflect"
 
 
 def route_after_turn(state: State) -> Literal["reflect", "__end__"]:
@@ -307,10 +467,9 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
             calls = [c.to_dict() for c in exc.calls]
         else:
             calls = [c.to_dict() for c in records]
-            if extracted.facts:
-                stored = await res.facts.aremember(
-                    user, extracted.facts, source_thread=_thread(_config())
-                )
+            usable = _usable_facts(extracted.facts)
+            if usable:
+                stored = await res.facts.aremember(user, usable, source_thread=_thread(_config()))
                 changes = [c.to_dict() for c in stored]
                 known = await res.facts.acurrent(user)
     return {
@@ -321,6 +480,21 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
         "rules_version_created": None,
         "conversation_ended": False,
     }
+
+
+def _usable_facts(facts: Sequence[ExtractedFact]) -> list[ExtractedFact]:
+    """Keep the extracted facts the store accepts; a bad one is logged, never fails the turn."""
+    usable = []
+    for fact in facts:
+        try:
+            normalise_subject(fact.subject)
+            if not fact.value.strip():
+                raise InvalidInputError("fact value is empty")
+        except InvalidInputError as exc:
+            logger.warning("skipped an extracted fact (%s): %r", exc, fact.subject)
+            continue
+        usable.append(fact)
+    return usable
 
 
 # -- the turn -------------------------------------------------------------------------------
@@ -457,13 +631,20 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     model = await res.achat_model(ctx)
     answer, call = await ainvoke_text(model, assembled.messages, purpose="answer")
+    if not answer.id:
+        answer.id = str(uuid.uuid4())
     report = {
         "layers": dict(assembled.tokens),
         "left_out": dict(assembled.left_out),
         "prompt_tokens": assembled.total,
         "budget_total": budgets.total,
     }
-    return {"messages": [answer], "token_report": report, "model_calls": [call.to_dict()]}
+    return {
+        "messages": [answer],
+        "settled_through": answer.id,
+        "token_report": report,
+        "model_calls": [call.to_dict()],
+    }
 
 
 async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -491,7 +672,9 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
     The reflection must validate against :class:`graph.schemas.Reflection`; the model
     gets a repair and one retry, then the run fails with ``StructuredOutputError`` and
-    nothing is stored. An empty conversation ends without an episode.
+    nothing is stored. An empty conversation ends without an episode. The episode stays
+    pending until ``update_procedural`` has learned from it, so an end that failed (or a
+    process that died) between the two is completed by the next end.
     """
     ctx, user, res = await _setup(runtime)
     fresh_run = not state.turn_answered
@@ -508,6 +691,8 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if fresh_run:
         update["facts_remembered"] = []
     if not transcript.strip():
+        # Nothing new to reflect on; an episode still waiting for its rules update (in
+        # pending_reflection) goes on to update_procedural.
         update["reflection"] = None
         if fresh_run:
             update["model_calls"] = replace_calls([])
@@ -523,13 +708,17 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         user, thread, reflection, transcript, conversation=number
     )
     calls = [c.to_dict() for c in records]
+    stored = {
+        "id": episode_id,
+        "thread_id": thread,
+        "conversation": number,
+        **reflection.model_dump(),
+    }
+    earlier = state.pending_reflection
     update.update(
-        reflection={
-            "id": episode_id,
-            "thread_id": thread,
-            "conversation": number,
-            **reflection.model_dump(),
-        },
+        reflection=stored,
+        # An earlier episode whose update never ran is learned from together with this one.
+        pending_reflection={**stored, "earlier": [*_pending_chain(earlier)]} if earlier else stored,
         conversations=number,
         reflected_through=state.messages[-1].id if state.messages else None,
         model_calls=replace_calls(calls) if fresh_run else calls,
@@ -537,43 +726,107 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return update
 
 
-async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Rewrite the rules from the new reflection; a change is stored as a new version.
+def _pending_chain(pending: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Flatten pending episodes, oldest first (each may carry the ones before it)."""
+    if not pending:
+        return []
+    own = {k: v for k, v in pending.items() if k != "earlier"}
+    return [*pending.get("earlier", []), own]
 
-    Only the reflection's tags, what worked and what to avoid reach the prompt, never
-    the user's or a document's text. The new version records the episode and the user.
-    """
-    done = {"end_conversation": False, "turn_answered": False}
-    ctx, user, res = await _setup(runtime)
-    reflection = state.reflection
-    if not reflection:
-        return {**done, "rules_version_created": None}
-    scope = _scope(ctx, user)
-    current = await res.rules.alatest(scope)
-    lesson = (
+
+def _lesson(reflection: dict[str, Any]) -> str:
+    return (
         f"- tags: {', '.join(reflection.get('context_tags') or []) or _NONE}\n"
         f"  what worked: {reflection['what_worked']}\n"
         f"  what to avoid: {reflection['what_to_avoid']}"
     )
-    prompt = (await prompts.aload("procedural_update")).format(
-        current_rules=current.render(), reflections=lesson, max_rules=MAX_RULES
-    )
-    model = await res.abackground_model(ctx)
-    ruleset, records = await ainvoke_structured(
-        model, RuleSet, [HumanMessage(prompt)], purpose="rules"
-    )
-    created = await res.rules.apropose(
-        scope,
-        ruleset.rules,
-        source_episodes=[str(reflection["id"])],
-        source_users=[user],
-        note=(
-            f"rewritten after conversation {reflection.get('conversation')} "
-            f"of thread {reflection.get('thread_id')}"
-        ),
-    )
-    return {
-        **done,
-        "rules_version_created": created.version if created else None,
-        "model_calls": [c.to_dict() for c in records],
+
+
+def _clean_rules(rules: Sequence[Any]) -> list[dict[str, str]]:
+    """Normalise the model's rules; one whose instruction or rationale is blank is dropped."""
+    cleaned = []
+    for rule in rules:
+        instruction = " ".join(str(getattr(rule, "instruction", "")).split())
+        rationale = " ".join(str(getattr(rule, "rationale", "")).split())
+        if instruction and rationale:
+            cleaned.append({"instruction": instruction, "rationale": rationale})
+    return cleaned
+
+
+async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Rewrite the rules from the new reflection; a change is stored as a new version.
+
+    Only the reflection's tags, what worked and what to avoid reach the prompt, never
+    the user's or a document's text. Rules the model wrote are screened before they are
+    stored (:func:`memory.rule_guard.screen_rules`: nothing about other users, no data
+    disclosure, and no personal data in the shared rules); the new version records the
+    episode and the user. The rules shared by every user are rewritten only when the
+    operator allows it (``AMEM_GLOBAL_RULES=learn`` where the graph runs); a run cannot.
+    """
+    done: dict[str, Any] = {
+        "end_conversation": False,
+        "turn_answered": False,
+        "pending_reflection": None,
+        "rules_rejected": [],
+        "rules_note": None,
+        "rules_version_created": None,
     }
+    ctx, user, res = await _setup(runtime)
+    pending = _pending_chain(state.pending_reflection)
+    if not pending and state.reflection:
+        pending = [state.reflection]
+    if not pending:
+        return done
+    scope = _scope(ctx, user)
+    if scope == GLOBAL_SCOPE and os.environ.get(GLOBAL_RULES_ENV, "").strip() != "learn":
+        return {
+            **done,
+            "rules_note": (
+                "the rules shared by every user are read-only for runs; an operator lets "
+                f"conversations rewrite them with {GLOBAL_RULES_ENV}=learn"
+            ),
+        }
+    model = await res.abackground_model(ctx)
+    personal = [str(f.get("value", "")) for f in state.facts] + [user]
+    last = pending[-1]
+    calls: list[dict[str, Any]] = []
+    for attempt in range(1, _RULES_ATTEMPTS + 1):
+        current = await res.rules.alatest(scope)
+        prompt = (await prompts.aload("procedural_update")).format(
+            current_rules=current.render(),
+            reflections="\n".join(_lesson(r) for r in pending),
+            max_rules=MAX_RULES,
+        )
+        ruleset, records = await ainvoke_structured(
+            model, RuleSet, [HumanMessage(prompt)], purpose="rules"
+        )
+        calls += [c.to_dict() for c in records]
+        kept, rejected = screen_rules(
+            _clean_rules(ruleset.rules), shared=scope == GLOBAL_SCOPE, personal_values=personal
+        )
+        for item in rejected:
+            logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
+        result = {**done, "rules_rejected": [r.to_dict() for r in rejected], "model_calls": calls}
+        if not kept:
+            return {**result, "rules_note": "no rule of the rewrite could be stored"}
+        try:
+            # Based on the version the model rewrote: another conversation's new version
+            # is never replaced by a rewrite that did not see it.
+            created = await res.rules.apropose(
+                scope,
+                kept,
+                base_version=current.version,
+                source_episodes=[str(r["id"]) for r in pending],
+                source_users=[user],
+                note=(
+                    f"rewritten after conversation {last.get('conversation')} "
+                    f"of thread {last.get('thread_id')}"
+                ),
+            )
+        except RuleConflictError:
+            if attempt == _RULES_ATTEMPTS:
+                raise
+            logger.info("rules of %r changed during the rewrite: rewriting from the latest", scope)
+            continue
+        return {**result, "rules_version_created": created.version if created else None}
+    raise AssertionError("unreachable: the last attempt returns or raises")

@@ -55,6 +55,27 @@ class InputState:
 class State(InputState):
     """The full state of a thread."""
 
+    owner: str | None = None
+    """The user this thread belongs to: the user of its first run. Another user's run is
+    refused before it reads or writes anything."""
+
+    settled_through: str | None = None
+    """Id of the newest message the graph admitted or wrote; what follows it is a run's new
+    input, which ``admit`` checks (and removes again when it refuses it)."""
+
+    refusal: dict[str, str] | None = None
+    """Why ``admit`` refused this run's input (kind, message); the run then fails with it."""
+
+    pending_reflection: dict[str, Any] | None = None
+    """An episode stored at a conversation end whose rules update has not completed yet;
+    the next end (or a re-sent one) runs that update."""
+
+    rules_rejected: list[dict[str, str]] = field(default_factory=list)
+    """Rules of this run's rewrite that were not stored, with the reason (this run only)."""
+
+    rules_note: str | None = None
+    """Why the rules were not rewritten at this conversation end, if they could not be."""
+
     episodes: list[dict[str, Any]] = field(default_factory=list)
     """Episodes recalled for this turn: id, thread_id, context_tags, conversation_summary,
     what_worked, what_to_avoid, importance, created_at, relevance, recency, score."""

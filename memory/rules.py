@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import random
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,6 +28,7 @@ import prompts
 from memory._bound import CollectionBound
 from memory.collections import RULES
 from memstore import (
+    ConflictError,
     InvalidInputError,
     MemoryObject,
     MemoryStore,
@@ -38,6 +41,7 @@ from memstore.base import check_user_id
 __all__ = [
     "MAX_RULES",
     "RuleBook",
+    "RuleConflictError",
     "RuleDiff",
     "RuleItem",
     "RuleVersion",
@@ -50,6 +54,7 @@ _SEPARATORS = (" – ", " — ", " - ")
 _SPACES = re.compile(r"\s+")
 _MAX_TEXT = 200
 _PAGE = 100
+_MAX_ATTEMPTS = 200
 
 
 @dataclass(frozen=True)
@@ -191,7 +196,12 @@ class RuleBook(CollectionBound):
 
     def latest(self, scope: str) -> RuleVersion:
         """Return the current rule set of a scope."""
-        return self.versions(scope)[-1]
+        check_user_id(scope)
+        self._ensure()
+        top = self.store.list_objects(
+            RULES.name, user=scope, limit=1, sort_by="version", descending=True
+        )
+        return _from_stored(scope, top[0]) if top else self._starting(scope)
 
     def get(self, scope: str, version: int) -> RuleVersion:
         """One version of a scope.
@@ -232,6 +242,7 @@ class RuleBook(CollectionBound):
         scope: str,
         rules: Sequence[Any],
         *,
+        base_version: int | None = None,
         source_episodes: Sequence[str] = (),
         source_users: Sequence[str] = (),
         note: str = "",
@@ -239,9 +250,18 @@ class RuleBook(CollectionBound):
     ) -> RuleVersion | None:
         """Store ``rules`` as the scope's next version; ``None`` when they equal the latest.
 
+        Every call that returns a version created that version itself: a version number is
+        created with the store's create-only ``insert``, so when several writers propose at
+        once each gets its own number (the losers of a race read the latest again and take
+        the next one).
+
         Args:
             scope: A user id or ``memstore.GLOBAL_SCOPE``.
             rules: 1 to 10 objects with ``instruction`` and ``rationale`` (attributes or keys).
+            base_version: The version these rules were rewritten from. When given, the new
+                version is stored only if that version is still the latest; otherwise
+                ``RuleConflictError`` says which version another writer created meanwhile,
+                so that a rewrite never silently drops another writer's rules.
             source_episodes: Ids of the episodes the rewrite learned from.
             source_users: Users whose episodes those are.
             note: Why this version exists.
@@ -249,43 +269,61 @@ class RuleBook(CollectionBound):
 
         Raises:
             InvalidInputError: the rules are malformed or more than 10; nothing is written.
+            RuleConflictError: ``base_version`` is no longer the latest version; nothing is
+                written.
         """
         check_user_id(scope)
         items = _check_rules([_coerce(r) for r in rules])
         for name, values in (("source_episodes", source_episodes), ("source_users", source_users)):
             if isinstance(values, str) or not all(isinstance(v, str) for v in values):
                 raise InvalidInputError(f"{name} must be a list of strings")
-        history = self.versions(scope)
-        latest = history[-1]
-        if tuple(items) == latest.rules:
-            return None
-        stamp = _rfc3339(now)
-        pending: list[RuleVersion] = []
-        if not latest.stored:
-            # The starting set is stored with the first rewrite so every version is listed.
-            latest = RuleVersion(
-                scope, 1, latest.rules, note=latest.note, created_at=stamp, stored=True
+        if base_version is not None and (
+            isinstance(base_version, bool) or not isinstance(base_version, int) or base_version < 1
+        ):
+            raise InvalidInputError(
+                f"base_version must be a positive integer, got {base_version!r}"
             )
-            pending.append(latest)
-        new = RuleVersion(
-            scope=scope,
-            version=latest.version + 1,
-            rules=tuple(items),
-            source_episodes=tuple(source_episodes),
-            source_users=tuple(dict.fromkeys(source_users)),
-            parent_version=latest.version,
-            note=note,
-            created_at=stamp,
-        )
-        pending.append(new)
-        self._write(scope, pending)
-        return new
+        _rfc3339(now)  # a naive ``now`` is refused before anything is read
+        for attempt in range(_MAX_ATTEMPTS):
+            if attempt:
+                _backoff(attempt)
+            latest = self.latest(scope)
+            if base_version is not None and latest.version != base_version:
+                raise RuleConflictError(scope, base_version, latest.version)
+            if tuple(items) == latest.rules:
+                return None
+            stamp = _rfc3339(now)
+            pending: list[RuleVersion] = []
+            if not latest.stored:
+                # The starting set is stored with the first rewrite so every version is listed.
+                latest = RuleVersion(
+                    scope, 1, latest.rules, note=latest.note, created_at=stamp, stored=True
+                )
+                pending.append(latest)
+            new = RuleVersion(
+                scope=scope,
+                version=latest.version + 1,
+                rules=tuple(items),
+                source_episodes=tuple(source_episodes),
+                source_users=tuple(dict.fromkeys(source_users)),
+                parent_version=latest.version,
+                note=note,
+                created_at=stamp,
+            )
+            pending.append(new)
+            try:
+                self._write(scope, pending)
+            except ConflictError:
+                continue  # another writer took this number: read the latest again
+            return new
+        raise RuleConflictError(scope, base_version, self.latest(scope).version)
 
     def rollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
         """Write a new version equal to ``version``; return it.
 
         Raises:
             InvalidInputError: the version does not exist or is already the latest.
+            RuleConflictError: another writer created a version while this one rolled back.
         """
         target = self.get(scope, version)
         latest = self.latest(scope)
@@ -296,6 +334,7 @@ class RuleBook(CollectionBound):
         created = self.propose(
             scope,
             target.rules,
+            base_version=latest.version,
             source_episodes=target.source_episodes,
             source_users=target.source_users,
             note=note or f"rollback to version {version}",
@@ -330,7 +369,8 @@ class RuleBook(CollectionBound):
             for v, text, vector in zip(versions, texts, vectors, strict=True)
         ]
         self._ensure()
-        self.store.upsert(RULES.name, objects, user=scope).raise_for_failures()
+        # Create-only: a version number is never overwritten, whoever else is writing.
+        self.store.insert(RULES.name, objects, user=scope).raise_for_failures()
 
     # -- async twins ----------------------------------------------------------------------
 
@@ -347,6 +387,7 @@ class RuleBook(CollectionBound):
         scope: str,
         rules: Sequence[Any],
         *,
+        base_version: int | None = None,
         source_episodes: Sequence[str] = (),
         source_users: Sequence[str] = (),
         note: str = "",
@@ -357,6 +398,7 @@ class RuleBook(CollectionBound):
             lambda: self.propose(
                 scope,
                 rules,
+                base_version=base_version,
                 source_episodes=source_episodes,
                 source_users=source_users,
                 note=note,
@@ -367,6 +409,31 @@ class RuleBook(CollectionBound):
     async def arollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
         """Async :meth:`rollback`."""
         return await asyncio.to_thread(lambda: self.rollback(scope, version, note=note))
+
+
+class RuleConflictError(ConflictError):
+    """Another writer created a rule version after the one a proposal was based on."""
+
+    def __init__(self, scope: str, base_version: int | None, latest_version: int) -> None:
+        self.scope = scope
+        self.base_version = base_version
+        self.latest_version = latest_version
+        if base_version is None:
+            message = (
+                f"rules of {scope!r} kept changing during {_MAX_ATTEMPTS} attempts to write "
+                f"a new version (latest: {latest_version})"
+            )
+        else:
+            message = (
+                f"rules of {scope!r} are at version {latest_version}, not {base_version}: "
+                "another writer changed them; rewrite from the latest version and propose again"
+            )
+        super().__init__(message)
+
+
+def _backoff(attempt: int) -> None:
+    # Writers that collided retry at slightly different moments instead of in lockstep.
+    time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
 
 
 def _clean(text: object, what: str) -> str:

@@ -4,6 +4,7 @@ from memstore.base import GLOBAL_SCOPE, MemoryStore, check_user_id
 from memstore.open import amem_home, open_store
 from memstore.types import (
     CollectionSpec,
+    ConflictError,
     InvalidInputError,
     MemoryObject,
     MissingUserError,
@@ -24,6 +25,7 @@ from memstore.types import (
 __all__ = [
     "GLOBAL_SCOPE",
     "CollectionSpec",
+    "ConflictError",
     "InvalidInputError",
     "MemoryObject",
     "MemoryStore",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -95,23 +96,65 @@ class MemoryStore(ABC):
         """Insert or replace objects by id; the whole batch is validated before any write."""
         spec = self.spec(collection)
         user = self._check_user(spec, user)
-        if isinstance(objects, MemoryObject):
-            raise InvalidInputError("upsert takes a sequence of MemoryObject, not one object")
-        seen: set[str] = set()
-        for obj in objects:
-            if not isinstance(obj, MemoryObject):
-                raise InvalidInputError(f"expected MemoryObject, got {type(obj).__name__}")
-            _check_id(obj.id)
-            if obj.id in seen:
-                raise InvalidInputError(f"id {obj.id} appears twice in one batch")
-            seen.add(obj.id)
-            self._check_vector_form(obj.vector)
-            _check_properties(spec, obj.properties)
+        self._check_batch(spec, objects, "upsert")
         if not objects:
             return UpsertResult()
         # After the per-object checks, so that the batch converts to one array.
         vectors = _check_finite([obj.vector for obj in objects])
         return self._upsert(spec, list(objects), user, vectors)
+
+    def insert(
+        self,
+        collection: str,
+        objects: Sequence[MemoryObject],
+        *,
+        user: str | None = None,
+        unless: Filters = (),
+    ) -> UpsertResult:
+        """Create objects that must not exist yet: all of them, or none.
+
+        The building block for writers that race: derive the id of what you are about to
+        create from what you read (the next version, the successor of the current fact),
+        insert it, and on ``ConflictError`` read again. ``unless`` adds a guard: the write is
+        refused when any object of the partition matches every one of its conditions (for
+        example "a message of this thread with a turn above the one I read").
+
+        What is atomic depends on the backend (see ``docs/storage.md``, "Concurrent
+        writers"): on the embedded store the checks and the write are one SQLite
+        transaction, so they hold across threads and processes; on Weaviate they are
+        serialised per partition by locks within one machine.
+
+        Raises:
+            ConflictError: an id exists in the partition, or an object matches ``unless``;
+                nothing was written.
+            InvalidInputError: the batch is malformed; nothing was written.
+        """
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        self._check_batch(spec, objects, "insert")
+        _check_filters(spec, unless)
+        if not objects:
+            return UpsertResult()
+        vectors = _check_finite([obj.vector for obj in objects])
+        return self._insert(spec, list(objects), user, vectors, list(unless))
+
+    def _check_batch(
+        self, spec: CollectionSpec, objects: Sequence[MemoryObject], verb: str
+    ) -> None:
+        if isinstance(objects, MemoryObject):
+            raise InvalidInputError(f"{verb} takes a sequence of MemoryObject, not one object")
+        seen: set[str] = set()
+        for obj in objects:
+            if not isinstance(obj, MemoryObject):
+                raise InvalidInputError(f"expected MemoryObject, got {type(obj).__name__}")
+            _check_id(obj.id)
+            # Canonical form: "ABC…" and "abc…" are one object on both backends.
+            key = str(uuid.UUID(obj.id))
+            if key in seen:
+                raise InvalidInputError(f"id {obj.id} appears twice in one batch")
+            seen.add(key)
+            self._check_vector_form(obj.vector)
+            _check_properties(spec, obj.properties)
 
     def delete(self, collection: str, ids: Sequence[str], *, user: str | None = None) -> int:
         """Delete objects by id; return how many existed."""
@@ -251,6 +294,17 @@ class MemoryStore(ABC):
         """Async ``upsert``."""
         return await asyncio.to_thread(self.upsert, collection, objects, user=user)
 
+    async def ainsert(
+        self,
+        collection: str,
+        objects: Sequence[MemoryObject],
+        *,
+        user: str | None = None,
+        unless: Filters = (),
+    ) -> UpsertResult:
+        """Async ``insert``."""
+        return await asyncio.to_thread(self.insert, collection, objects, user=user, unless=unless)
+
     async def adelete(self, collection: str, ids: Sequence[str], *, user: str | None = None) -> int:
         """Async ``delete``."""
         return await asyncio.to_thread(self.delete, collection, ids, user=user)
@@ -346,6 +400,17 @@ class MemoryStore(ABC):
         """Write a checked batch; ``vectors[i]`` is ``objects[i].vector`` as checked float64."""
 
     @abstractmethod
+    def _insert(
+        self,
+        spec: CollectionSpec,
+        objects: list[MemoryObject],
+        user: str | None,
+        vectors: npt.NDArray[np.float64],
+        unless: list[Where],
+    ) -> UpsertResult:
+        """Create a checked batch, or raise ``ConflictError`` and write nothing."""
+
+    @abstractmethod
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int: ...
 
     @abstractmethod
@@ -430,6 +495,27 @@ def _validate_spec(spec: CollectionSpec) -> None:
         names.add(prop.name)
         if prop.searchable and prop.type not in ("text", "text[]"):
             raise InvalidInputError(f"only text properties can be searchable ({prop.name!r})")
+    _validate_indexes(spec)
+
+
+def _validate_indexes(spec: CollectionSpec) -> None:
+    if not isinstance(spec.indexes, tuple):
+        raise InvalidInputError(f"indexes of {spec.name!r} must be a tuple of tuples")
+    known = {p.name: p for p in spec.properties}
+    seen: set[tuple[str, ...]] = set()
+    for index in spec.indexes:
+        if not isinstance(index, tuple) or not index:
+            raise InvalidInputError(f"an index of {spec.name!r} must be a non-empty tuple")
+        if index in seen or len(set(index)) != len(index):
+            raise InvalidInputError(f"index {index!r} of {spec.name!r} repeats itself")
+        seen.add(index)
+        for name in index:
+            prop = known.get(name) if isinstance(name, str) else None
+            if prop is None or not prop.filterable or prop.type == "text[]":
+                raise InvalidInputError(
+                    f"index {index!r} of {spec.name!r}: {name!r} is not a filterable "
+                    "scalar property"
+                )
 
 
 def _check_id(value: object) -> None:

@@ -37,6 +37,7 @@ from memstore.base import MemoryStore
 from memstore.private import private_dir, private_file, tighten
 from memstore.types import (
     CollectionSpec,
+    ConflictError,
     InvalidInputError,
     MemoryObject,
     Property,
@@ -350,6 +351,7 @@ class EmbeddedStore(MemoryStore):
             ).fetchone()
             if row is not None:
                 self._check_compatible(spec, _spec_from_json(row[0]), int(row[1]))
+                _compound_indexes(conn, spec)
                 return
             obj = _table(spec.name)
             columns = "".join(f", {_column(p.name)}" for p in _columns(spec))
@@ -360,6 +362,7 @@ class EmbeddedStore(MemoryStore):
             )
             conn.execute(f'CREATE INDEX "ix_{spec.name}_user_id" ON {obj} (user, id)')
             _index_columns(conn, spec)
+            _compound_indexes(conn, spec)
             conn.execute(
                 "INSERT INTO amem_collections (name, spec, dims, created_at) VALUES (?, ?, ?, ?)",
                 (spec.name, _spec_to_json(spec), self.dims, datetime.now(UTC).isoformat()),
@@ -444,6 +447,57 @@ class EmbeddedStore(MemoryStore):
             )
             # Replaced rows change in place (same rid): a cache cannot be extended past that.
             _bump(conn, spec.name, user, keeps_lineage=not existing)
+
+        self._write(write)
+        return UpsertResult(ids=[obj.id for obj in objects])
+
+    def _insert(
+        self,
+        spec: CollectionSpec,
+        objects: list[MemoryObject],
+        user: str | None,
+        vectors: FloatArray64,
+        unless: list[Where],
+    ) -> UpsertResult:
+        rows = self._prepare(spec, objects, vectors)
+        obj_t = _table(spec.name)
+        columns = [_column(p.name) for p in _columns(spec)]
+        names = "".join(f", {c}" for c in columns)
+        marks = ", ?" * len(columns)
+        guard, guard_params = _filter_sql(spec, unless)
+
+        def write(conn: sqlite3.Connection) -> None:
+            # Checks and rows in one IMMEDIATE transaction: no other writer, in this process
+            # or another, can come between them.
+            existing = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT id FROM {obj_t} WHERE user IS ? "
+                    "AND id IN (SELECT value FROM json_each(?))",
+                    (user, json.dumps([row[0] for row in rows])),
+                )
+            ]
+            if existing:
+                raise ConflictError(
+                    f"{len(existing)} object(s) already exist in {spec.name!r}: "
+                    f"{', '.join(sorted(existing)[:3])}",
+                    existing=existing,
+                )
+            if unless:
+                found = conn.execute(
+                    f"SELECT id FROM {obj_t} WHERE user IS ?{guard} LIMIT 1", (user, *guard_params)
+                ).fetchone()
+                if found is not None:
+                    raise ConflictError(
+                        f"object {found[0]} of {spec.name!r} matches the insert's guard",
+                        guarded=True,
+                    )
+            conn.executemany(
+                f"INSERT INTO {obj_t} (id, user, props, vector, lengths, terms{names}) "
+                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
+                [(oid, user, *rest) for oid, *rest in rows],
+            )
+            _bump(conn, spec.name, user, keeps_lineage=True)
 
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
@@ -1138,6 +1192,21 @@ def _index_columns(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
         conn.execute(
             f'CREATE INDEX "ix_{spec.name}_{prop.name}" '
             f"ON {_table(spec.name)} (user, {_column(prop.name)})"
+        )
+
+
+def _compound_indexes(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
+    """Create the spec's compound indexes that are missing (also on stores made before them).
+
+    Each ends with ``id``, the tie-breaker of every sorted listing, so a filtered, sorted page
+    is read in index order without a sort.
+    """
+    for index in spec.indexes:
+        # '-' cannot occur in a property name, so names of different indexes differ.
+        name = f"cx_{spec.name}_{'-'.join(index)}"
+        columns = ", ".join(_column(prop) for prop in index)
+        conn.execute(
+            f'CREATE INDEX IF NOT EXISTS "{name}" ON {_table(spec.name)} (user, {columns}, id)'
         )
 
 

@@ -91,6 +91,12 @@ class CollectionSpec:
     per_user: bool
     """Per-user collections keep one partition (a Weaviate tenant) per user; every call needs a user."""
     description: str = ""
+    indexes: tuple[tuple[str, ...], ...] = field(default=(), compare=False)
+    """Compound indexes, each a tuple of filterable scalar properties: a hint for queries that
+    filter on the leading properties with ``eq`` and sort by (or range over) the next one.
+    The embedded store keeps each as one SQLite index (creating missing ones when the
+    collection is ensured); Weaviate has no use for it. Not part of a schema's identity (nor
+    of ``==``): two specs that differ only here share a collection."""
 
     def prop(self, name: str) -> Property:
         """Return the property called ``name`` or raise ``InvalidInputError``."""
@@ -101,7 +107,7 @@ class CollectionSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the schema as plain JSON-ready data (the inverse of ``from_dict``)."""
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "per_user": self.per_user,
             "description": self.description,
@@ -116,6 +122,9 @@ class CollectionSpec:
                 for p in self.properties
             ],
         }
+        if self.indexes:
+            data["indexes"] = [list(index) for index in self.indexes]
+        return data
 
     @classmethod
     def from_dict(cls, data: object) -> CollectionSpec:
@@ -133,11 +142,13 @@ class CollectionSpec:
                 )
                 for p in data["properties"]
             )
+            indexes = tuple(tuple(str(n) for n in index) for index in data.get("indexes", ()))
             return cls(
                 name=str(data["name"]),
                 properties=props,
                 per_user=bool(data["per_user"]),
                 description=str(data.get("description", "")),
+                indexes=indexes,
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise InvalidInputError(f"malformed collection schema: {exc!r}") from None
@@ -235,6 +246,19 @@ class UnknownCollectionError(StoreError, KeyError):
 
 class SchemaConflictError(StoreError):
     """A collection exists with a different schema or vector size."""
+
+
+class ConflictError(StoreError):
+    """A create-only write (``MemoryStore.insert``) found what it must not; nothing was written.
+
+    ``existing`` holds the ids that already exist; ``guarded`` is true when an object matched
+    the write's ``unless`` conditions. Callers re-read and retry, or report the conflict.
+    """
+
+    def __init__(self, message: str, *, existing: Sequence[str] = (), guarded: bool = False):
+        super().__init__(message)
+        self.existing = tuple(existing)
+        self.guarded = guarded
 
 
 class PartialWriteError(StoreError):

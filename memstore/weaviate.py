@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
@@ -49,8 +50,11 @@ from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
 
 from memstore.base import GLOBAL_SCOPE, MemoryStore
+from memstore.locks import KeyLocks
+from memstore.open import amem_home
 from memstore.types import (
     CollectionSpec,
+    ConflictError,
     InvalidInputError,
     MemoryObject,
     Property,
@@ -479,14 +483,22 @@ class WeaviateStore(MemoryStore):
 
     backend = "weaviate"
 
-    def __init__(self, client: Any, *, dims: int) -> None:
-        """Wrap a connected ``weaviate.WeaviateClient``; the store closes it on ``close()``."""
+    def __init__(self, client: Any, *, dims: int, lock_dir: str | Path | None = None) -> None:
+        """Wrap a connected ``weaviate.WeaviateClient``; the store closes it on ``close()``.
+
+        ``lock_dir`` holds the lock files that serialise ``insert`` between processes of this
+        machine (default ``$AMEM_HOME/locks/weaviate``): processes that should exclude each
+        other must use the same one.
+        """
         super().__init__(dims=dims)
         self._client = client
         self._closed = False
         self._lock = threading.Lock()
         # Tenants known to exist, per collection: saves a round trip on every call.
         self._tenants: dict[str, set[str]] = {}
+        self._inserts = KeyLocks(
+            Path(lock_dir) if lock_dir is not None else amem_home() / "locks" / "weaviate"
+        )
 
     @classmethod
     def connect(
@@ -682,6 +694,71 @@ class WeaviateStore(MemoryStore):
             raw_id = str(error.object_.uuid) if error.object_.uuid is not None else ""
             failed[by_canonical.get(_canonical_id(raw_id), raw_id)] = error.message
         return UpsertResult(ids=[o.id for o in objects if o.id not in failed], failed=failed)
+
+    @_guarded
+    def _insert(
+        self,
+        spec: CollectionSpec,
+        objects: list[MemoryObject],
+        user: str | None,
+        vectors: npt.NDArray[np.float64],
+        unless: list[Where],
+    ) -> UpsertResult:
+        # Weaviate has no transaction and no conditional write: its own create (POST
+        # /v1/objects) checks that the id is free and then writes, with nothing held in
+        # between (usecases/objects/add.go), and a batch simply overwrites. So the checks
+        # and the creates run under a lock per partition that every insert of this machine
+        # takes (threads: a mutex; processes: a lock file); see docs/storage.md.
+        collection = self._for_write(spec, user)
+        key = (spec.name, tenant_name(user) if user is not None else "")
+        with self._inserts.hold(*key):
+            ids = [_canonical_id(o.id) for o in objects]
+            found = collection.query.fetch_objects(
+                filters=Filter.by_id().contains_any(ids), limit=len(ids)
+            )
+            existing = sorted(str(o.uuid) for o in found.objects)
+            if existing:
+                raise ConflictError(
+                    f"{len(existing)} object(s) already exist in {spec.name!r}: "
+                    f"{', '.join(existing[:3])}",
+                    existing=existing,
+                )
+            if unless:
+                hit = collection.query.fetch_objects(filters=build_filter(spec, unless), limit=1)
+                if hit.objects:
+                    raise ConflictError(
+                        f"object {hit.objects[0].uuid} of {spec.name!r} matches the insert's guard",
+                        guarded=True,
+                    )
+            created: list[str] = []
+            try:
+                for obj, vector in zip(objects, vectors.tolist(), strict=True):
+                    # The server's create refuses an id that exists when it checks: a last
+                    # line of defence against a writer on another machine.
+                    collection.data.insert(
+                        properties=to_weaviate_properties(spec, obj.properties, user),
+                        uuid=obj.id,
+                        vector={VECTOR_NAME: vector},
+                    )
+                    created.append(_canonical_id(obj.id))
+            except weaviate.exceptions.UnexpectedStatusCodeError as exc:
+                self._undo_inserts(collection, created)
+                if "already exists" in str(exc):
+                    raise ConflictError(
+                        f"an object of {spec.name!r} was created by another writer: {exc}",
+                        existing=[i for i in ids if i not in created][:1],
+                    ) from exc
+                raise
+            except BaseException:
+                self._undo_inserts(collection, created)
+                raise
+        return UpsertResult(ids=[o.id for o in objects])
+
+    @staticmethod
+    def _undo_inserts(collection: Any, ids: list[str]) -> None:
+        """Delete what a failed insert created, so that it writes all or nothing."""
+        if ids:
+            collection.data.delete_many(where=Filter.by_id().contains_any(ids))
 
     @_guarded
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int:

@@ -182,8 +182,10 @@ def test_a_stdin_script_resumes_a_thread(env: dict[str, str], server: FakeOpenAI
     )
     assert second.returncode == 0, second.stderr
     assert "Resuming thread b1 (4 messages)" in second.stdout
-    assert "no knowledge base 'default' to search (available: none yet" in second.stderr
+    # No knowledge base yet is a fresh machine's normal state: a hint in /help, no warning.
+    assert "knowledge base" not in second.stderr
     assert "/recall QUERY" in second.stdout  # the help
+    assert "Documents: no knowledge base to search yet." in second.stdout
     assert "Rules, version 1" in second.stdout
     assert "I am vegetarian" in second.stdout  # found by /recall in the message log
     assert "Forgotten: diet (1 value(s) deleted)." in second.stdout
@@ -201,6 +203,67 @@ def test_a_stdin_script_resumes_a_thread(env: dict[str, str], server: FakeOpenAI
     assert other.returncode == 1
     assert "thread 'b1' belongs to another user" in other.stderr
     assert "vegetarian" not in other.stdout
+
+
+def test_a_knowledge_base_named_with_kb_that_does_not_exist_is_warned_about(
+    env: dict[str, str], server: FakeOpenAIServer
+) -> None:
+    done = subprocess.run(
+        [AMEM, "chat", "--user", "erin", "--kb", "nope", "--no-stream"],
+        input="/help\n/quit\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no knowledge base 'nope' to search (available: none yet" in done.stderr
+
+
+_STANDIN_CHAT = """
+import sys
+import llm.local_server as local_server
+local_server._SINGLETON = local_server.LocalModelServer(sys.argv[1], server=sys.argv[2])
+import llm.chat
+llm.chat.local_model_available = lambda: True
+from amem.main import app
+sys.argv = ["amem", *sys.argv[3:]]
+app()
+"""
+
+
+def test_a_local_server_that_dies_is_told_in_one_line_and_restarted(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The real CLI with llama.cpp's place taken by a stand-in that dies by SIGILL on its
+    # first request, as llama.cpp does on a CPU that refuses its instructions.
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+    config = tmp_path / "standin.json"
+    config.write_text(
+        '{"die_signal": "SIGILL", "die_on_starts": [1], "starts_file": "%s"}'
+        % (tmp_path / "starts")
+    )
+    standin = Path(__file__).resolve().parents[1] / "llm" / "standin_server.py"
+    env = {k: v for k, v in env.items() if k not in ("AMEM_BASE_URL", "AMEM_MODEL_NAME")}
+    done = subprocess.run(
+        [sys.executable, "-c", _STANDIN_CHAT, str(model), str(standin)]
+        + ["chat", "--user", "fay", "--model", "local", "--no-stream"],
+        input="Hello\nHello again\n/quit\n",
+        env={**env, "STANDIN_CONFIG": str(config)},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    failed = [line for line in done.stderr.splitlines() if "this turn failed" in line]
+    assert len(failed) == 1, done.stderr
+    line = failed[0]
+    assert "local model server" in line and "died: killed by SIGILL" in line
+    assert "llama.cpp was built for another CPU: rebuild it with" in line
+    assert "local-model-" in line and ".log" in line
+    assert "Traceback" not in done.stderr
+    assert "assistant> hello from start 2" in done.stdout  # the next turn restarted it
 
 
 def test_without_a_model_it_says_how_to_configure_one(env: dict[str, str]) -> None:

@@ -11,14 +11,18 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph_sdk.client import LangGraphClient
 
+from graph.graph import compile_graph
 from graph.persistence import sqlite_checkpointer
 from llm.embeddings import LocalEmbeddings
-from memory.collections import RULES
+from memory.collections import MESSAGES, RULES
 from memory.episodes import EpisodicMemory
 from memory.forget import (
     FORGOTTEN_NOTE,
@@ -346,3 +350,48 @@ async def test_files_written_before_secure_deletion_are_vacuumed_once(
         await _failed_turn(cp, "alice-again", "alice")
         await forget_user(store, "alice", checkpointer=cp)
         assert _traces(files, ALICE_TRACES) == []
+
+
+class _UnreachableModel(BaseChatModel):
+    """A chat model whose server is down: every call fails."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "unreachable"
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        raise RuntimeError("the model server is unreachable")
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+async def test_a_real_graph_turn_that_failed_before_it_was_logged_is_forgotten(
+    store: EmbeddedStore, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    cp_path = tmp_path / "checkpoints.sqlite"
+    async with sqlite_checkpointer(cp_path) as cp:
+        app = compile_graph(
+            checkpointer=cp, store=store, embeddings=embeddings, chat_model=_UnreachableModel()
+        )
+        # No run metadata: only the owner the graph records in the state names the user.
+        with pytest.raises(Exception, match="unreachable"):
+            await app.ainvoke(
+                {"messages": [HumanMessage(f"hi, my ssn is {SSN}")]},
+                {"configurable": {"thread_id": "t-failed"}},
+                context={"user_id": "alice"},
+            )
+        state = await app.aget_state({"configurable": {"thread_id": "t-failed"}})
+        assert state.values.get("owner") == "alice"
+        assert SSN in str(state.values.get("messages"))
+        assert (
+            MESSAGES.name not in store.collections()
+            or store.count(MESSAGES.name, user="alice") == 0
+        )
+
+        report = await forget_user(store, "alice", checkpointer=cp)
+
+        assert report.threads == ["t-failed"]
+        assert await checkpoint_count(cp, "t-failed") == 0
+        files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
+        assert _traces(files, [SSN, "alice"]) == []

@@ -245,17 +245,22 @@ def test_compaction_properties_on_random_histories(make_history: MakeHistory, se
     plan = plan_compaction(history, budget=budget, threshold=threshold)
     if plan is None:
         humans = sum(isinstance(m, HumanMessage) for m in history)
-        assert total <= threshold * budget or humans == 1
+        assert total <= threshold * budget or (humans == 1 and total <= budget)
         return
     assert total > threshold * budget
     assert plan.summarise + plan.keep == history
     assert plan.summarise, "a plan always summarises something"
-    assert isinstance(plan.keep[0], HumanMessage)
     assert _tool_pairs_intact(plan.summarise)
     assert _tool_pairs_intact(plan.keep)
     last_human = max(i for i, m in enumerate(history) if isinstance(m, HumanMessage))
-    assert len(plan.keep) >= len(history) - last_human, "the last exchange is always kept"
     kept = count_message_tokens(plan.keep)
+    assert kept <= budget, "what is kept always fits the budget"
+    if not plan.keep:
+        # Everything summarised: only when the last exchange alone is over the budget.
+        assert count_message_tokens(history[last_human:]) > budget or last_human == 0
+        return
+    assert isinstance(plan.keep[0], HumanMessage)
+    assert len(plan.keep) >= len(history) - last_human, "the last exchange is kept if it fits"
     target = threshold * budget / 2
     if kept > target:
         # Only allowed when no later boundary exists: the keep is exactly the last exchange.
@@ -268,17 +273,30 @@ def test_compaction_properties_on_random_histories(make_history: MakeHistory, se
             assert count_message_tokens(history[earlier[-1] :]) > target
 
 
-def test_compaction_keeps_an_oversized_last_exchange() -> None:
+def test_compaction_keeps_a_last_exchange_over_the_target_that_fits() -> None:
     history: list[BaseMessage] = [
         HumanMessage("short"),
         AIMessage("short"),
-        HumanMessage("huge " * 400),
-        AIMessage("huge " * 400),
+        HumanMessage("big " * 60),
+        AIMessage("big " * 60),
     ]
     plan = plan_compaction(history, budget=200)
     assert plan is not None
     assert plan.summarise == history[:2]
     assert plan.keep == history[2:]
+
+
+@pytest.mark.parametrize("before", [0, 2])
+def test_a_last_exchange_over_the_whole_budget_is_summarised(before: int) -> None:
+    # Kept verbatim, it could never fit again: the thread would fail on every turn.
+    history: list[BaseMessage] = [HumanMessage("short"), AIMessage("short")][:before] + [
+        HumanMessage("huge " * 400),
+        AIMessage("huge " * 400),
+    ]
+    plan = plan_compaction(history, budget=200)
+    assert plan is not None
+    assert plan.summarise == history
+    assert plan.keep == []
 
 
 def test_compaction_never_cuts_inside_a_tool_exchange() -> None:
@@ -298,9 +316,11 @@ def test_compaction_never_cuts_inside_a_tool_exchange() -> None:
     assert plan.summarise == history[:2]
 
 
-def test_compaction_without_a_boundary_returns_none() -> None:
-    history: list[BaseMessage] = [HumanMessage("only " * 300), AIMessage("reply " * 300)]
-    assert plan_compaction(history, budget=50) is None
+def test_one_exchange_without_a_boundary_is_kept_while_it_fits() -> None:
+    history: list[BaseMessage] = [HumanMessage("only " * 30), AIMessage("reply " * 30)]
+    assert plan_compaction(history, budget=100) is None  # above 65 %, within the budget
+    plan = plan_compaction(history, budget=50)  # over the budget: summarised whole
+    assert plan is not None and plan.keep == []
 
 
 @pytest.mark.parametrize(

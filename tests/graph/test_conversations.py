@@ -199,6 +199,7 @@ async def test_state_is_checkpointed_and_json_serialisable(app) -> None:
     ]
     nodes = [name for chunk in chunks for name in chunk]
     assert set(nodes) == {
+        "admit",
         "recall_episodic",
         "recall_semantic",
         "load_procedural",
@@ -210,7 +211,11 @@ async def test_state_is_checkpointed_and_json_serialisable(app) -> None:
     assert nodes[-3:] == ["compact", "generate", "log_turn"]
 
 
-async def test_global_rules_are_shared_and_record_their_source_users(app, model, resources) -> None:
+async def test_global_rules_are_shared_and_record_their_source_users(
+    app, model, resources, monkeypatch
+) -> None:
+    # Rewriting the shared rules is the operator's decision, made where the graph runs.
+    monkeypatch.setenv("AMEM_GLOBAL_RULES", "learn")
     res, _ = resources
     shared = {"user_id": "alice", "rules_scope": "global"}
     await app.ainvoke({"messages": [HumanMessage("Hello.")]}, cfg("t1"), context=shared)

@@ -12,15 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,20 +27,12 @@ from memory.episodes import EpisodicMemory
 from memory.facts import FactStore
 from memory.rules import RuleBook
 from memstore import open_store
-from tests.fake_openai import FakeOpenAIServer, last_user_text
+from tests.fake_openai import last_user_text
+from tests.server.conftest import DevServer, run_dev_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-REPO = Path(__file__).resolve().parents[2]
-LANGGRAPH = Path(sys.executable).with_name("langgraph")
-STARTUP_TIMEOUT_S = 120.0
 USER = "alice"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _facts_reply(request: dict[str, Any]) -> dict[str, Any]:
@@ -83,100 +69,10 @@ SCRIPTS: dict[str, Any] = {
 }
 
 
-@dataclass
-class DevServer:
-    url: str
-    log: Path
-    home: Path
-    fake: FakeOpenAIServer
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else "(no log)"
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    # The CLI spawns workers; signal the whole session it leads.
-    for sig, wait_s in ((signal.SIGINT, 15), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @pytest.fixture
 def dev_server(tmp_path: Path) -> Iterator[DevServer]:
-    if not LANGGRAPH.exists():
-        pytest.skip(f"langgraph CLI not found next to {sys.executable}")
-    workdir = tmp_path / "server"
-    workdir.mkdir()
-    shutil.copy(REPO / "langgraph.json", workdir / "langgraph.json")
-    graphs = json.loads((REPO / "langgraph.json").read_text())["graphs"]
-    for package in {Path(path.partition(":")[0]).parts[0] for path in graphs.values()}:
-        (workdir / package).symlink_to(REPO / package, target_is_directory=True)
-    home = tmp_path / "amem-home"
-    log = tmp_path / "langgraph-dev.log"
-    port = _free_port()
-    with FakeOpenAIServer(tool_scripts=SCRIPTS) as fake:
-        env = dict(os.environ)
-        env.update(
-            AMEM_HOME=str(home),
-            AMEM_STORE="embedded",
-            AMEM_BASE_URL=fake.base_url,
-            AMEM_MODEL_NAME="fake-model",
-            LANGGRAPH_NO_VERSION_CHECK="true",
-            LANGSMITH_TRACING="false",
-            HF_HUB_OFFLINE="1",
-            PYTHONUNBUFFERED="1",
-        )
-        with log.open("wb") as sink:
-            process = subprocess.Popen(
-                [
-                    str(LANGGRAPH),
-                    "dev",
-                    "--no-browser",
-                    "--no-reload",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                ],
-                cwd=workdir,
-                env=env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        server = DevServer(url=f"http://127.0.0.1:{port}", log=log, home=home, fake=fake)
-        try:
-            deadline = time.monotonic() + STARTUP_TIMEOUT_S
-            while True:
-                if process.poll() is not None:
-                    pytest.fail(
-                        f"langgraph dev exited with {process.returncode}:\n{server.log_text()}"
-                    )
-                try:
-                    with urllib.request.urlopen(f"{server.url}/ok", timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(
-                        f"langgraph dev not ready in {STARTUP_TIMEOUT_S}s:\n{server.log_text()}"
-                    )
-                time.sleep(0.5)
-            yield server
-        finally:
-            _stop(process)
-            # Captured output: pytest shows it only when the test fails.
-            print(f"\n----- langgraph dev log ({log}) -----\n{server.log_text()[-20000:]}")
+    with run_dev_server(tmp_path, tool_scripts=SCRIPTS) as server:
+        yield server
 
 
 def _ai_text(values: dict[str, Any]) -> str:
@@ -242,6 +138,19 @@ async def test_full_conversation_through_langgraph_dev(dev_server: DevServer) ->
     assert ended["conversation_ended"] is True
     assert ended["reflection"]["conversation_summary"].startswith("Planned a vegetarian dinner")
     assert ended["rules_version_created"] == 2
+
+    # Another user's run on her thread fails before reading or writing anything.
+    before = (await client.threads.get_state(thread_id))["values"]["messages"]
+    with pytest.raises(Exception, match="belongs to another user"):
+        await client.runs.wait(
+            thread_id,
+            "agent",
+            input={"messages": [{"role": "user", "content": "What did she tell you?"}]},
+            context={"user_id": "mallory"},
+            raise_error=True,
+        )
+    after = (await client.threads.get_state(thread_id))["values"]["messages"]
+    assert [m["content"] for m in after] == [m["content"] for m in before]
 
     # A run without a user id fails clearly and writes nothing.
     other = await client.threads.create()

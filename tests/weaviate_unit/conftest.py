@@ -314,6 +314,13 @@ def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
 def wire() -> Iterator[tuple[Wire, Any]]:
     """A real, unconnected ``WeaviateClient`` (server 1.32.9) whose transport is a ``Wire``."""
     w = Wire()
+    client = scripted_client(w)
+    yield w, client
+    disconnect(client)
+
+
+def scripted_client(w: Wire) -> Any:
+    """Return a real ``WeaviateClient`` (believing it talks to 1.32.9) wired to ``w``."""
     params = ConnectionParams.from_params(
         http_host="weaviate.test",
         http_port=8080,
@@ -332,6 +339,11 @@ def wire() -> Iterator[tuple[Wire, Any]]:
     conn.grpc_batch_objects = w.batch_objects
     conn.grpc_batch_delete = w.batch_delete
     conn.grpc_aggregate = w.aggregate
-    yield w, client
+    return client
+
+
+def disconnect(client: Any) -> None:
+    """Release a ``scripted_client``."""
+    conn = client._connection
     conn._client.close()
     conn._connected = False

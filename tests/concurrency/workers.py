@@ -1,0 +1,177 @@
+"""Writers for the concurrency stress tests: each runs in a thread or in a spawned process.
+
+Every worker opens its own store handle (as a separate program would), performs its share of
+writes and returns what each call reported, so the test can check every acknowledged write.
+Workers are plain module-level functions so ``multiprocessing`` can start them by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from memory.facts import FactStore
+from memory.messages import MessageLog
+from memory.rules import RuleBook
+from memstore import MemoryStore
+from memstore.embedded import EmbeddedStore
+
+DIMS = 8
+
+
+class HashEmbeddings(Embeddings):
+    """Deterministic 8-d vectors from a hash: no model weights, identical in every process."""
+
+    dims = DIMS
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            digest = hashlib.sha256(text.encode("utf-8")).digest()
+            out.append([(b - 127.5) / 127.5 for b in digest[:DIMS]])
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+Opener = Callable[[], MemoryStore]
+
+
+def embedded_opener(path: str) -> Opener:
+    return lambda: EmbeddedStore(Path(path), dims=DIMS)
+
+
+def fact_value(worker: str, i: int) -> str:
+    return f"value {worker} {i}"
+
+
+def rule_text(worker: str, i: int) -> list[dict[str, str]]:
+    return [{"instruction": f"Rule of {worker} number {i}", "rationale": "stress"}]
+
+
+def message_text(worker: str, i: int) -> str:
+    return f"message {worker} {i}"
+
+
+# -- one writer -------------------------------------------------------------------------------
+
+
+def write_facts(store: MemoryStore, worker: str, n: int, user: str, subject: str) -> list[str]:
+    """Give ``subject`` n new values; return the ids of the facts each call reported."""
+    facts = FactStore(store, HashEmbeddings())
+    ids: list[str] = []
+    for i in range(n):
+        changes = facts.remember(user, [{"subject": subject, "value": fact_value(worker, i)}])
+        ids += [c.fact.id for c in changes]
+    return ids
+
+
+def write_rules(store: MemoryStore, worker: str, n: int, scope: str) -> list[int]:
+    """Propose n distinct rule sets; return the version each call said it created."""
+    book = RuleBook(store, HashEmbeddings())
+    created: list[int] = []
+    for i in range(n):
+        version = book.propose(scope, rule_text(worker, i), note=f"{worker}/{i}")
+        if version is not None:
+            created.append(version.version)
+    return created
+
+
+def write_messages(store: MemoryStore, worker: str, n: int, user: str, thread: str) -> list[str]:
+    """Log n messages without ids to one thread; return the ids each call reported."""
+    log = MessageLog(store, HashEmbeddings())
+    ids: list[str] = []
+    for i in range(n):
+        ids += log.remember(user, thread, [{"role": "user", "content": message_text(worker, i)}])
+    return ids
+
+
+WRITERS: dict[str, Callable[..., list[Any]]] = {
+    "facts": write_facts,
+    "rules": write_rules,
+    "messages": write_messages,
+}
+
+
+def run_threads(
+    open_store: Opener,
+    kind: str,
+    prefix: str,
+    threads: int,
+    n: int,
+    *args: Any,
+    shared: MemoryStore | None = None,
+) -> list[Any]:
+    """Run ``threads`` writers of ``kind`` at once, each with its own store handle.
+
+    With ``shared``, every thread uses that one handle instead. They start together (a
+    barrier), so their first reads race too.
+    """
+    barrier = threading.Barrier(threads)
+    writer = WRITERS[kind]
+
+    def one(t: int) -> list[Any]:
+        store = shared or open_store()
+        try:
+            barrier.wait()
+            return writer(store, f"{prefix}t{t}", n, *args)
+        finally:
+            if shared is None:
+                store.close()
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(one, range(threads)))
+    return [x for r in results for x in r]
+
+
+def process_main(
+    start: Any, path: str, kind: str, prefix: str, threads: int, n: int, *args: Any
+) -> list[Any]:
+    """Entry point of a spawned writer process on the embedded store in ``path``.
+
+    ``start`` is a barrier shared by the processes, so they begin writing together.
+    """
+    start.wait()
+    return run_threads(embedded_opener(path), kind, prefix, threads, n, *args)
+
+
+# -- asyncio ----------------------------------------------------------------------------------
+
+
+async def async_writers(store: MemoryStore, tasks: int, n: int) -> dict[str, list[Any]]:
+    """Facts, rules and messages from ``tasks`` asyncio tasks sharing one store handle."""
+    emb = HashEmbeddings()
+    facts, book, log = FactStore(store, emb), RuleBook(store, emb), MessageLog(store, emb)
+
+    async def one(t: int) -> tuple[list[str], list[int], list[str]]:
+        fids: list[str] = []
+        versions: list[int] = []
+        mids: list[str] = []
+        for i in range(n):
+            w = f"a{t}"
+            changes = await facts.aremember(
+                "alice", [{"subject": "city", "value": fact_value(w, i)}]
+            )
+            fids += [c.fact.id for c in changes]
+            created = await book.apropose("alice", rule_text(w, i))
+            if created is not None:
+                versions.append(created.version)
+            mids += await log.aremember(
+                "alice", "t", [{"role": "user", "content": message_text(w, i)}]
+            )
+        return fids, versions, mids
+
+    results = await asyncio.gather(*(one(t) for t in range(tasks)))
+    return {
+        "facts": [x for r in results for x in r[0]],
+        "rules": [x for r in results for x in r[1]],
+        "messages": [x for r in results for x in r[2]],
+    }

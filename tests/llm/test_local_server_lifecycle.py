@@ -1,0 +1,253 @@
+"""The local server's life: a death told in one line and recovered, and no orphans.
+
+These run everywhere: a stand-in server (``standin_server.py``) takes llama.cpp's place under
+the real launcher, so a crash can be chosen (SIGILL as on a CPU that refuses AMX, SIGSEGV
+mid-stream). The same lifecycle with the real llama.cpp server runs when the ``[local]``
+extra is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+import llm.chat as chat
+import llm.local_server as local_server
+from llm.calls import ainvoke_text
+from llm.chat import resolve_chat_model
+from llm.local_server import LocalModelServer, LocalServerDied, describe_exit
+from tests.llm.conftest import requires_local
+
+STANDIN = str(Path(__file__).with_name("standin_server.py"))
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _process_gone(pid: int) -> bool:
+    """True when the process no longer runs (a zombie waiting for init counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if _process_gone(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A config file for the stand-in; the process-wide server becomes the stand-in."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"stand-in")
+    config = tmp_path / "standin.json"
+    config.write_text(json.dumps({"starts_file": str(tmp_path / "starts")}))
+    monkeypatch.setenv("STANDIN_CONFIG", str(config))
+    server = LocalModelServer(model, server=STANDIN, ready_timeout=30)
+    monkeypatch.setattr(local_server, "_SINGLETON", server)
+    # The local model is "installed" as far as model selection is concerned.
+    monkeypatch.setattr(chat, "local_model_available", lambda: True)
+    yield config
+    server.stop()
+
+
+def _configure(config: Path, **settings: object) -> None:
+    data = json.loads(config.read_text())
+    data.update(settings)
+    config.write_text(json.dumps(data))
+
+
+async def test_a_server_killed_by_sigill_is_reported_in_one_line_and_restarted(
+    standin: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _configure(standin, die_signal="SIGILL", die_on_starts=[1])
+    model = resolve_chat_model("local", max_tokens=16)
+    server = local_server.get_local_server()
+
+    with caplog.at_level(logging.ERROR, logger="llm.local_server"):
+        with pytest.raises(LocalServerDied) as died:
+            await ainvoke_text(model, [HumanMessage("hi")], purpose="answer")
+    message = str(died.value)
+    assert "\n" not in message
+    assert "killed by SIGILL" in message
+    assert "llama.cpp was built for another CPU" in message
+    assert "llama_build.py ensure --force" in message  # the command that fixes it
+    assert server.log_path is not None and str(server.log_path) in message
+    assert died.value.returncode == -signal.SIGILL
+    first_pid = died.value.pid
+    assert _process_gone(first_pid)
+    # The same line is in the Python log (the langgraph dev server's log) and the server's.
+    assert [r.getMessage() for r in caplog.records] == [message]
+    assert message in server.log_path.read_text()
+
+    # The next call starts it again, once, and is answered.
+    reply, _ = await ainvoke_text(model, [HumanMessage("hi again")], purpose="answer")
+    assert reply.content == "hello from start 2"
+    assert server.pid is not None and server.pid != first_pid
+    log = server.log_path.read_text()
+    assert log.count("starting") == 2 and "standin: start 2" in log
+
+
+async def test_a_crash_in_the_middle_of_a_stream_is_reported(standin: Path) -> None:
+    _configure(standin, die_signal="SIGSEGV", die_on_starts=[1])
+    model = resolve_chat_model("local", max_tokens=16)
+    with pytest.raises(LocalServerDied, match=r"killed by SIGSEGV: a crash inside llama\.cpp"):
+        async for _ in model.astream([HumanMessage("hi")]):
+            pass
+    chunks = [c.content async for c in model.astream([HumanMessage("hi")])]
+    assert "".join(str(c) for c in chunks) == "hello from start 2"
+
+
+def test_the_sync_path_reports_the_death_too(standin: Path) -> None:
+    _configure(standin, die_signal="SIGKILL", die_on_starts=[1])
+    model = resolve_chat_model("local", max_tokens=16)
+    with pytest.raises(LocalServerDied, match="killed by SIGKILL: out of memory"):
+        model.invoke([HumanMessage("hi")])
+    assert model.invoke([HumanMessage("hi")]).content == "hello from start 2"
+
+
+def test_other_failures_are_not_blamed_on_the_server(standin: Path) -> None:
+    # A request the client refuses before sending leaves a healthy server: its own error
+    # comes through unchanged.
+    model = resolve_chat_model("local", max_tokens=16)
+    assert model.invoke([HumanMessage("hi")]).content == "hello from start 1"
+    with pytest.raises(TypeError) as raised:  # the stop list cannot be serialised
+        model.invoke("hi", stop=object())  # type: ignore[arg-type]
+    assert not isinstance(raised.value, LocalServerDied)
+    assert local_server.get_local_server().running
+
+
+def test_exit_descriptions() -> None:
+    assert describe_exit(1) == "exited with code 1"
+    assert describe_exit(-signal.SIGTERM) == "killed by SIGTERM"
+    assert describe_exit(-signal.SIGILL).startswith("killed by SIGILL: llama.cpp was built")
+    assert describe_exit(-200) == "killed by signal 200"
+    assert "was gone" in describe_exit(75)
+
+
+def test_a_server_that_dies_during_start_says_how(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "dies.py"
+    script.write_text(
+        "import os, signal, resource\n"
+        "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+        "os.kill(os.getpid(), signal.SIGILL)\n"
+    )
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+    server = LocalModelServer(model, server=str(script), ready_timeout=30)
+    with pytest.raises(
+        local_server.LocalServerError, match=r"exited during start \(killed by SIGILL"
+    ):
+        server.start()
+    assert not server.running
+
+
+# -- no orphans -----------------------------------------------------------------------------
+
+_PARENT = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from llm.local_server import LocalModelServer
+
+    model, target = Path(sys.argv[1]), sys.argv[2]
+    server = LocalModelServer(model, server=target, ready_timeout=120, n_ctx=512)
+    server.start()
+    print(server.pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def _start_parent(model: Path, target: str) -> tuple[subprocess.Popen[str], int]:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, str(model), target],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert parent.stdout is not None
+    line = parent.stdout.readline().strip()
+    if not line:
+        parent.kill()
+        parent.wait()
+        pytest.fail("the parent did not start its server")
+    return parent, int(line)
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_the_server_exits_when_its_parent_dies(
+    tmp_path: Path, standin: Path, how: signal.Signals
+) -> None:
+    model = tmp_path / "model.gguf"
+    parent, server_pid = _start_parent(model, STANDIN)
+    try:
+        assert not _process_gone(server_pid)
+        os.kill(parent.pid, how)
+        parent.wait(timeout=10)
+        assert _wait_gone(server_pid, 5.0), f"the server {server_pid} outlived its parent"
+    finally:
+        if not _process_gone(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
+
+
+@pytest.mark.integration
+@requires_local
+def test_the_real_llama_server_exits_when_its_parent_is_killed(local_model_file: Path) -> None:
+    parent, server_pid = _start_parent(local_model_file, "llama_cpp.server")
+    try:
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        assert _wait_gone(server_pid, 5.0), f"llama.cpp's server {server_pid} outlived its parent"
+    finally:
+        if not _process_gone(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
+
+
+async def test_a_graph_turn_fails_with_the_line_and_the_next_turn_works(
+    standin: Path, tmp_path: Path
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph.graph import compile_graph
+    from llm.embeddings import LocalEmbeddings
+    from memstore.embedded import EmbeddedStore
+    from tests.fakes import ScriptedChatModel
+
+    _configure(standin, die_signal="SIGILL", die_on_starts=[1])
+    embeddings = LocalEmbeddings()
+    memory = ScriptedChatModel(structured_defaults={"ExtractedFacts": {"facts": []}})
+    with EmbeddedStore(tmp_path / "store", dims=embeddings.dims) as store:
+        app = compile_graph(
+            checkpointer=InMemorySaver(),
+            store=store,
+            embeddings=embeddings,
+            chat_model=resolve_chat_model("local", max_tokens=16),
+            memory_model=memory,
+        )
+        config = {"configurable": {"thread_id": "t1"}}
+        context = {"user_id": "alice"}
+        with pytest.raises(LocalServerDied, match=r"died: killed by SIGILL: llama\.cpp was built"):
+            await app.ainvoke({"messages": [HumanMessage("hi")]}, config, context=context)
+        out = await app.ainvoke({"messages": [HumanMessage("hi again")]}, config, context=context)
+    assert out["messages"][-1].content == "hello from start 2"
