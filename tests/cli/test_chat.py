@@ -326,7 +326,7 @@ def test_knowledge_base_names_given_in_another_case_are_found(
     # Ingested as "manuals": "--kb MANUALS" names the same base and its passages are cited.
     result = subprocess.run(
         [AMEM, "chat", "--user", "carol", "--no-stream", "--kb", "MANUALS"],
-        input="How often does the pump need oil?\n/quit\n",
+        input="How often does the pump need oil?\n/help\n/quit\n",
         env=env,
         capture_output=True,
         text=True,
@@ -335,3 +335,4 @@ def test_knowledge_base_names_given_in_another_case_are_found(
     assert result.returncode == 0, result.stderr
     assert "no knowledge base" not in result.stderr
     assert "Oil it every 200 hours [pump.md p.1]." in result.stdout
+    assert "Documents: searching manuals." in result.stdout
