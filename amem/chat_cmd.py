@@ -336,7 +336,9 @@ class ChatSession:
             # Only a base the user named is worth a warning; the default one not existing
             # yet is the normal state of a fresh machine (/help says how to add one).
             known = await alist_knowledge_bases(self.store)
-            missing = [kb for kb in self.context.knowledge_bases if kb not in known]
+            # Names compare case-insensitively, as everywhere (memory.knowledge.resolve_kb).
+            folded = {name.lower() for name in known}
+            missing = [kb for kb in self.context.knowledge_bases if kb.lower() not in folded]
             if missing:
                 available = ", ".join(known) or "none yet: add documents with `amem ingest`"
                 render.note(
@@ -347,7 +349,8 @@ class ChatSession:
     async def knowledge_status(self) -> str:
         """Say which knowledge bases this chat searches, and how to add documents."""
         known = await alist_knowledge_bases(self.store)
-        searched = [kb for kb in self.context.knowledge_bases if kb in known]
+        chosen = {kb.lower() for kb in self.context.knowledge_bases}
+        searched = [kb for kb in known if kb.lower() in chosen]
         if searched:
             line = f"Documents: searching {', '.join(searched)}"
         else:

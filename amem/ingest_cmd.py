@@ -19,11 +19,17 @@ from rich.table import Table
 from rich.text import Text
 
 from amem import render
-from ingest.pipeline import IngestEvent, IngestReport, ingest_paths
+from ingest.pipeline import IngestEvent, IngestReport, ingest_paths, printable_path
 from ingest.text import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from llm.embeddings import embedding_dims, get_embeddings
 from memory.collections import knowledge_collection
-from memory.knowledge import list_knowledge_bases, list_sources
+from memory.knowledge import (
+    PruneReport,
+    list_knowledge_bases,
+    list_sources,
+    prune_knowledge_base,
+    resolve_kb,
+)
 from memstore import InvalidInputError, MemoryStore, StoreError, open_store
 
 # Above this many files the summary lists only the failed ones, then the totals.
@@ -70,10 +76,19 @@ def ingest(
             help="Ingest nothing: list the knowledge bases, or with --collection its sources.",
         ),
     ] = False,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Afterwards, remove the sources whose files no longer exist (and what "
+            "interrupted runs left for them); with no PATHS, only prune.",
+        ),
+    ] = False,
 ) -> None:
     """Ingest PDF, .txt and .md files into a knowledge base the agent cites from.
 
-    Unchanged files are skipped; changed files replace their old chunks.
+    Unchanged files are skipped; changed files replace their old chunks. Knowledge base
+    names compare case-insensitively (docs = Docs); the first spelling is kept.
 
     The exit code is 1 when any file could not be ingested.
     """
@@ -86,8 +101,13 @@ def ingest(
     if list_only:
         _list(collection, as_json)
         return
+    if not paths and prune:
+        _prune_only(kb, as_json)
+        return
     if not paths:
-        render.error("give at least one file, directory or pattern to ingest (or --list)")
+        render.error(
+            "give at least one file, directory or pattern to ingest (or --list, or --prune)"
+        )
         raise typer.Exit(2)
     if chunk_overlap >= chunk_size:
         render.error(
@@ -107,6 +127,7 @@ def ingest(
                 chunk_overlap=chunk_overlap,
                 password=password,
                 progress=bar.update,
+                prune=prune,
             )
     except InvalidInputError as exc:
         render.error(str(exc))
@@ -225,6 +246,37 @@ def _print_report(report: IngestReport) -> None:
         )
     if report.skipped:
         render.note(f"Skipped {len(report.skipped)} file(s) of other types (not .pdf/.txt/.md).")
+    if report.pruned is not None:
+        _print_pruned(report.pruned)
+
+
+def _print_pruned(pruned: PruneReport) -> None:
+    if not pruned.sources:
+        render.note(f"Nothing to prune in {pruned.kb!r}: every source's file still exists.")
+        return
+    for source in pruned.sources:
+        render.out().print(
+            Text.assemble(("- ", "bold yellow"), _short(printable_path(source))), soft_wrap=True
+        )
+    render.note(
+        f"Pruned {len(pruned.sources)} source(s) whose files no longer exist from "
+        f"{pruned.kb!r} ({pruned.chunks} chunks)."
+    )
+
+
+def _prune_only(kb: str, as_json: bool) -> None:
+    _, store = _open_store()
+    try:
+        pruned = prune_knowledge_base(store, kb)
+    except StoreError as exc:
+        render.error(f"knowledge base {kb!r}: {exc}")
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+    if as_json:
+        render.emit_json(pruned.to_dict())
+    else:
+        _print_pruned(pruned)
 
 
 def _short(path: str) -> str:
@@ -251,6 +303,9 @@ def _list(collection: str | None, as_json: bool) -> None:
             _list_bases(store, as_json)
         else:
             _list_sources(store, collection, as_json)
+    except StoreError as exc:
+        render.error(str(exc))
+        raise typer.Exit(1) from None
     finally:
         store.close()
 
@@ -273,6 +328,7 @@ def _list_bases(store: MemoryStore, as_json: bool) -> None:
 
 
 def _list_sources(store: MemoryStore, kb: str, as_json: bool) -> None:
+    kb = resolve_kb(store, kb)
     sources = list_sources(store, kb)
     records = [
         {

@@ -36,7 +36,13 @@ from memory.forget import (
     forget_thread,
     forget_user,
 )
-from memory.knowledge import delete_source, list_knowledge_bases, list_sources
+from memory.knowledge import (
+    delete_source,
+    find_knowledge_base,
+    list_knowledge_bases,
+    list_sources,
+    resolve_kb,
+)
 from memory.messages import MessageLog
 from memory.rules import RuleBook, RuleVersion
 from memory.transfer import TransferSummary, export_to_file, import_memories, read_header
@@ -546,8 +552,10 @@ def kb_sources(
 ) -> None:
     """List the documents of a knowledge base."""
     with cli_errors(), opened() as o:
-        if name not in list_knowledge_bases(o.store):
+        found = find_knowledge_base(o.store, name)
+        if found is None:
             raise CliError(f"no knowledge base {name!r}")
+        name = found
         items = [
             {
                 "source": s.source,
@@ -583,6 +591,7 @@ def kb_delete_source(
 ) -> None:
     """Remove one document and its chunks from a knowledge base."""
     with cli_errors(), opened() as o:
+        name = resolve_kb(o.store, name)
         removed = delete_source(o.store, name, source)
         if json_out:
             render.emit_json({"kb": name, "source": source, "chunks_deleted": removed})
@@ -697,6 +706,8 @@ def print_forget_report(report: ForgetReport, *, json_out: bool) -> None:
             "kept the checkpoints of threads another user owns: "
             + ", ".join(sorted(report.kept_threads))
         )
+    for note in report.notes:
+        render.note(note)
 
 
 async def _reachable(server: LangGraphClient, url: str) -> None:
@@ -714,6 +725,7 @@ async def _forget(
     store: MemoryStore,
     uid: str,
     *,
+    embeddings: Embeddings | None = None,
     episode: str | None,
     fact: str | None,
     subject: str | None,
@@ -722,7 +734,7 @@ async def _forget(
     server_url: str | None = None,
 ) -> ForgetReport:
     if episode:
-        return await forget_episode(store, uid, episode)
+        return await forget_episode(store, uid, episode, embeddings=embeddings)
     if fact:
         return await forget_fact(store, uid, fact)
     if subject:
@@ -738,16 +750,24 @@ async def _forget(
         async with open_checkpointer() as checkpointer:
             if thread:
                 return await forget_thread(
-                    store, uid, thread, checkpointer=checkpointer, server=server
+                    store,
+                    uid,
+                    thread,
+                    checkpointer=checkpointer,
+                    server=server,
+                    embeddings=embeddings,
                 )
             assert everything
-            return await forget_user(store, uid, checkpointer=checkpointer, server=server)
+            return await forget_user(
+                store, uid, checkpointer=checkpointer, server=server, embeddings=embeddings
+            )
     except CheckpointerError as exc:
         raise CliError(f"{exc} (nothing was deleted)") from None
     except (LangGraphError, httpx.HTTPError) as exc:
         # Past the reachability check: the store may already have been changed.
         raise CliError(
-            f"the LangGraph server at {server_url} failed while deleting threads: {exc}; "
+            f"the LangGraph server at {server_url} failed while deleting threads: "
+            f"{str(exc) or type(exc).__name__}; "
             "run the same command again to finish"
         ) from None
     finally:
@@ -802,6 +822,7 @@ def forget_cmd(
                 _forget(
                     o.store,
                     uid,
+                    embeddings=o.embeddings,
                     episode=episode,
                     fact=fact,
                     subject=subject,

@@ -28,6 +28,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from memory.forget import SQLITE_META_TABLE, ZEROED_KEY
+from memstore.private import private_dir, private_file, tighten
+
 __all__ = [
     "POSTGRES_URI_ENV",
     "CheckpointerError",
@@ -61,20 +64,58 @@ def default_sqlite_path() -> Path:
     return Path(home).expanduser() / SQLITE_FILE_NAME
 
 
-def _prepare_sqlite_path(target: Path) -> None:
+def _prepare_sqlite_path(target: Path) -> bool:
+    """Create the file's folders (0700) and the file itself (0600); return whether it is new."""
     if target.is_dir():
         raise CheckpointerError(f"checkpoint path {str(target)!r} is a directory, not a file")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(target.parent)
     except OSError as exc:
         raise CheckpointerError(
             f"cannot create the checkpoint directory {str(target.parent)!r}: {exc}"
         ) from exc
+    new = not target.exists() or target.stat().st_size == 0
+    try:
+        # Created private before SQLite opens it: its -wal and -shm files get the same mode.
+        private_file(target)
+    except OSError as exc:
+        raise CheckpointerError(
+            f"cannot create the checkpoint file {str(target)!r}: {exc}"
+        ) from exc
+    return new
+
+
+async def _secure(saver: AsyncSqliteSaver, target: Path | None, *, new: bool) -> None:
+    """Overwrite deleted data with zeros on this connection; mark a new file as such.
+
+    Conversations are personal data: a deleted thread must not stay readable in the file's
+    free pages, whatever the SQLite build's default. A file created with this setting is
+    marked, so forgetting never needs to vacuum it (see ``memory.forget``).
+    """
+    async with saver.lock:
+        await saver.conn.execute("PRAGMA secure_delete = ON")
+        if target is None:
+            return
+        if new:
+            await saver.conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {SQLITE_META_TABLE} "
+                "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            await saver.conn.execute(
+                f"INSERT OR IGNORE INTO {SQLITE_META_TABLE} (key, value) VALUES (?, '1')",
+                (ZEROED_KEY,),
+            )
+            await saver.conn.commit()
+    # Files of an older version, created world-readable.
+    tighten(target.with_name(target.name + suffix) for suffix in ("", "-wal", "-shm"))
 
 
 @asynccontextmanager
 async def sqlite_checkpointer(path: str | Path | None = None) -> AsyncIterator[AsyncSqliteSaver]:
     """Open the SQLite checkpointer, creating the file, its directory and tables.
+
+    The folder is created 0700 and the file 0600 (its ``-wal`` and ``-shm`` files follow),
+    and the connection overwrites deleted data with zeros (``PRAGMA secure_delete``).
 
     Args:
         path: The database file; default :func:`default_sqlite_path`. ``":memory:"``
@@ -90,14 +131,17 @@ async def sqlite_checkpointer(path: str | Path | None = None) -> AsyncIterator[A
         raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
     if isinstance(path, str) and not path.strip():
         raise CheckpointerError("checkpoint path is empty")
+    target: Path | None = None
+    new = False
     if path == ":memory:":
         conn_string = ":memory:"
     else:
         target = Path(path).expanduser() if path is not None else default_sqlite_path()
-        await asyncio.to_thread(_prepare_sqlite_path, target)
+        new = await asyncio.to_thread(_prepare_sqlite_path, target)
         conn_string = str(target)
     async with AsyncSqliteSaver.from_conn_string(conn_string) as saver:
         await saver.setup()
+        await _secure(saver, target, new=new)
         yield saver
 
 

@@ -4,18 +4,22 @@ Each file goes through the replace protocol described in ``memory.knowledge``:
 
 1. Hash the file. If the manifest's active revision for this path is the same (same content,
    same splitter settings) and all its chunks are there, nothing is written.
-2. Otherwise write all new chunks, tagged with the new revision (invisible to searches).
+2. Otherwise record a pending entry for the path, then write all new chunks, tagged with the
+   new revision (invisible to searches).
 3. Commit: upsert the path's manifest object naming the new revision (one object).
 4. Renew the knowledge base's generation token, then delete the path's chunks of any
-   other revision (the old ones, and leftovers of a killed run).
+   other revision (the old ones, and leftovers of a killed run), then the pending entry.
 
 A process killed anywhere leaves the store searchable and consistent; running the same
-ingestion again completes or cleans up what was left.
+ingestion again completes or cleans up what was left. When the file was renamed or deleted
+in the meantime, ``prune=True`` (``amem ingest --prune``) removes what is left of it, and
+the sources of any other deleted files.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -37,18 +41,32 @@ from ingest.text import (
 from llm.embeddings import embedding_dims, get_embeddings
 from memory.collections import knowledge_collection
 from memory.knowledge import (
+    PruneReport,
     SourceInfo,
     chunk_id,
+    clear_pending,
     commit_source,
     ensure_knowledge_base,
     get_source,
+    manifest_collection,
+    mark_pending,
     now_rfc3339,
+    pending_entry_id,
+    prune_knowledge_base,
     remove_stale_chunks,
     renew_generation,
     revision_of,
     source_key,
 )
-from memstore import InvalidInputError, MemoryObject, MemoryStore, StoreError, Where, open_store
+from memstore import (
+    InvalidInputError,
+    MemoryObject,
+    MemoryStore,
+    StoreError,
+    Where,
+    check_text,
+    open_store,
+)
 
 PIPELINE_VERSION = "1"
 """Part of every revision: bump it when cleaning or splitting changes, so files are redone."""
@@ -97,6 +115,8 @@ class IngestReport:
     files: list[FileResult] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     """Files in the given directories or globs that are not of a supported type."""
+    pruned: PruneReport | None = None
+    """With ``prune=True``: the sources removed because their files no longer exist."""
     seconds: float = 0.0
 
     @property
@@ -156,6 +176,7 @@ class IngestReport:
             },
             "files": [asdict(f) for f in self.files],
             "skipped": list(self.skipped),
+            "pruned": self.pruned.to_dict() if self.pruned is not None else None,
         }
 
 
@@ -186,11 +207,13 @@ def ingest_paths(
     password: str | None = None,
     progress: ProgressCallback | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    prune: bool = False,
 ) -> IngestReport:
     """Ingest files, directories (recursively) and glob patterns into knowledge base ``kb``.
 
     A file that cannot be ingested gets a one-line ``error`` in its ``FileResult`` and the
     others go on; check ``report.ok``. Invalid arguments raise before anything is read.
+    Knowledge base names compare case-insensitively; the report names the kept spelling.
 
     Args:
         paths: One path or pattern, or several.
@@ -202,6 +225,9 @@ def ingest_paths(
         password: Password for encrypted PDFs.
         progress: Called with an ``IngestEvent`` at each step.
         batch_size: Chunks embedded and written per call.
+        prune: Afterwards, remove the sources of ``kb`` whose files no longer exist, with
+            their chunks and what killed runs left for them (see
+            ``memory.knowledge.prune_knowledge_base``).
 
     Returns:
         The per-file results and totals.
@@ -218,15 +244,17 @@ def ingest_paths(
         raise InvalidInputError(f"batch size must be a positive integer, got {batch_size!r}")
     if password is not None and not isinstance(password, str):
         raise InvalidInputError("password must be a string")
+    if not isinstance(prune, bool):
+        raise InvalidInputError(f"prune must be True or False, got {prune!r}")
     emit = progress or (lambda _event: None)
 
     report = IngestReport(kb=kb, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     expanded = expand_inputs(inputs)
-    report.skipped = expanded.skipped
+    report.skipped = [printable_path(s) for s in expanded.skipped]
     total = len(expanded.files)
     emit(IngestEvent("planned", files_total=total))
 
-    if not expanded.files:
+    if not expanded.files and not prune:
         report.files = [_input_failure(e) for e in expanded.errors]
     else:
         embedder = embeddings if embeddings is not None else get_embeddings()
@@ -239,18 +267,21 @@ def ingest_paths(
                     f"the store holds {active_store.dims}-d vectors but the embeddings make "
                     f"{dims}-d ones"
                 )
-            ensure_knowledge_base(active_store, kb)
+            kb = report.kb = ensure_knowledge_base(active_store, kb)
             job = _Job(active_store, embedder, kb, chunk_size, chunk_overlap, password, batch_size)
             index = 0
             for entry in expanded.entries:
                 if isinstance(entry, InputError):
                     report.files.append(_input_failure(entry))
                     continue
-                emit(IngestEvent("file_started", str(entry), index, total))
-                result = job.run(entry, _Reporter(emit, str(entry), index, total))
+                shown = printable_path(entry)
+                emit(IngestEvent("file_started", shown, index, total))
+                result = job.run(entry, _Reporter(emit, shown, index, total))
                 report.files.append(result)
-                emit(IngestEvent("file_finished", str(entry), index, total, result=result))
+                emit(IngestEvent("file_finished", shown, index, total, result=result))
                 index += 1
+            if prune:
+                report.pruned = prune_knowledge_base(active_store, kb)
         finally:
             if own_store:
                 active_store.close()
@@ -259,7 +290,21 @@ def ingest_paths(
 
 
 def _input_failure(error: InputError) -> FileResult:
-    return FileResult(path=error.given, status="failed", error=error.reason)
+    return FileResult(path=printable_path(error.given), status="failed", error=error.reason)
+
+
+def printable_path(path: str | Path) -> str:
+    r"""Return a path as text that can be printed and stored as JSON.
+
+    A file name that is not UTF-8 reaches Python with lone surrogates, which no terminal or
+    JSON encoder takes; its undecodable bytes are shown as ``\xNN`` escapes instead.
+    """
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    return text
 
 
 def _check_paths(paths: object) -> list[str | Path]:
@@ -314,6 +359,7 @@ class _Job:
         self.embeddings = embeddings
         self.kb = kb
         self.collection = knowledge_collection(kb).name
+        self.manifest = manifest_collection(kb).name
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.password = password
@@ -321,7 +367,7 @@ class _Job:
 
     def run(self, path: Path, step: _Reporter) -> FileResult:
         started = time.perf_counter()
-        result = FileResult(path=str(path), status="failed")
+        result = FileResult(path=printable_path(path), status="failed")
         try:
             self._run(path, result, step)
         except IngestFileError as exc:
@@ -335,6 +381,15 @@ class _Job:
         # Checked before reading so that a large unrelated file is not loaded for nothing.
         require_kind(path)
         source = source_key(path)
+        try:
+            check_text(source, "the file name")
+        except InvalidInputError:
+            # A name in another encoding than UTF-8 (Linux allows any bytes): no store
+            # takes it as text, and citing it would print garbage.
+            raise IngestFileError(
+                f"the path is not valid UTF-8 ({printable_path(source)}); rename the file to "
+                "ingest it"
+            ) from None
         result.source = source
         data = read_bytes(path)
         sha256 = hashlib.sha256(data).hexdigest()
@@ -346,6 +401,9 @@ class _Job:
             result.status, result.title, result.pages = "unchanged", current.title, current.pages
             result.chunks_unchanged = current.chunks
             result.chunks_removed = remove_stale_chunks(self.store, self.kb, source, revision)
+            # A read first: an up-to-date file costs no write unless a killed run left a mark.
+            if self.store.get(self.manifest, pending_entry_id(source)) is not None:
+                clear_pending(self.store, self.kb, source)
             return
 
         raw = parse(path, data, password=self.password)
@@ -360,6 +418,8 @@ class _Job:
         title = derive_title(raw, document.text, path)
         result.title, result.pages = title, document.page_count
 
+        # Before the first chunk: a run killed from here on stays known (see prune).
+        mark_pending(self.store, self.kb, source, revision)
         for start in range(0, len(chunks), self.batch_size):
             batch = chunks[start : start + self.batch_size]
             self._write(batch, source=source, sha256=sha256, title=title, revision=revision)
@@ -384,6 +444,7 @@ class _Job:
         result.chunks_removed = remove_stale_chunks(
             self.store, self.kb, source, revision, renew=False
         )
+        clear_pending(self.store, self.kb, source)
         step("old_removed")
         result.status = "written"
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import stat
 import threading
 import warnings
 from collections.abc import Iterator
@@ -17,7 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pypdf import PdfReader
-from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PdfStreamError
+from pypdf.errors import (
+    DependencyError,
+    FileNotDecryptedError,
+    LimitReachedError,
+    PdfReadError,
+    PdfStreamError,
+    PyPdfError,
+)
 
 SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
 """File name endings ingestion accepts (case-insensitive)."""
@@ -108,9 +117,29 @@ def file_kind(path: Path) -> str | None:
 
 
 def read_bytes(path: Path) -> bytes:
-    """Read a whole file; raise ``IngestFileError`` with the reason when that is impossible."""
+    """Read a whole regular file; raise ``IngestFileError`` with the reason when impossible.
+
+    FIFOs, sockets and devices are refused before anything is read from them: opening a FIFO
+    for reading waits for a writer, and a device such as ``/dev/zero`` never ends. The file
+    is opened without blocking and checked on the open descriptor, so a file swapped for a
+    FIFO between a check and the read is refused too.
+    """
     try:
-        return path.read_bytes()
+        kind = _special_kind(os.stat(path).st_mode)
+        if kind is not None:
+            raise IngestFileError(f"not a regular file ({kind}); only regular files are read")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            kind = _special_kind(os.fstat(fd).st_mode)
+            if kind is not None:
+                raise IngestFileError(f"not a regular file ({kind}); only regular files are read")
+            # Back to blocking reads: O_NONBLOCK means nothing for regular files on Linux,
+            # but other systems may honour it.
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                return handle.read()
+        finally:
+            os.close(fd)
     except PermissionError:
         raise IngestFileError("unreadable: permission denied") from None
     except IsADirectoryError:
@@ -119,6 +148,24 @@ def read_bytes(path: Path) -> bytes:
         raise IngestFileError("no such file") from None
     except OSError as exc:
         raise IngestFileError(f"unreadable: {exc.strerror or exc}") from None
+
+
+def _special_kind(mode: int) -> str | None:
+    """Name the kind of a file that is not a regular one (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        # Reported as before: reading a directory fails with its own message.
+        raise IsADirectoryError(21, "Is a directory")
+    for test, name in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def require_kind(path: Path) -> str:
@@ -171,10 +218,20 @@ def _parse_pdf(data: bytes, password: str | None) -> RawDocument:
             raise
         except (FileNotDecryptedError, DependencyError) as exc:
             raise IngestFileError(f"encrypted PDF cannot be read: {_one_line(exc)}") from None
+        except LimitReachedError:
+            # pypdf stops inflating a stream at its output limit (75 MB): a decompression
+            # bomb, or a document far larger than anything worth citing from.
+            raise IngestFileError(
+                "refused: a compressed stream inflates past the PDF reader's safety limit "
+                "(a decompression bomb?)"
+            ) from None
         except (PdfReadError, PdfStreamError, ValueError, KeyError, TypeError) as exc:
             raise IngestFileError(f"corrupt or truncated PDF: {_one_line(exc)}") from None
         except RecursionError:
             raise IngestFileError("corrupt PDF: its object structure is circular") from None
+        except PyPdfError as exc:
+            # Any other refusal of pypdf's concerns this file only, never the whole run.
+            raise IngestFileError(f"unreadable PDF: {_one_line(exc)}") from None
     return RawDocument(kind="pdf", pages=pages, metadata_title=title, warnings=captured.messages)
 
 

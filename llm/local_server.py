@@ -38,6 +38,7 @@ from llm._server_main import PARENT_GONE_EXIT
 from llm.chat import LOCAL_GGUF_PACKAGE, LOCAL_MODEL_NAME, ModelNotConfiguredError
 from llm.llama_build import rebuild_command
 from memstore.open import amem_home
+from memstore.private import private_dir, private_file
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ def local_model_path(models_dir: str | Path | None = None) -> Path:
     target = folder / str(package.MODEL_NAME)
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(target.parent)
     # Assemble beside the target and rename, so a concurrent or interrupted start never
     # leaves a half-written model where the next start would find it.
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
@@ -349,9 +350,9 @@ class LocalModelServer:
             model = self.model_path or local_model_path()
             if not model.is_file():
                 raise ModelNotConfiguredError(f"the local model file {model} does not exist.")
-            logs = amem_home() / "logs"
-            logs.mkdir(parents=True, exist_ok=True)
-            self._log_path = logs / f"local-model-{os.getpid()}.log"
+            # The server's log may hold prompts: the folder and the file are the user's only.
+            logs = private_dir(amem_home() / "logs")
+            self._log_path = private_file(logs / f"local-model-{os.getpid()}.log")
             # llama_cpp.server reads its settings from the environment too (pydantic-settings),
             # and an inherited PORT or HOST (`make run PORT=…`, container platforms) beats the
             # command line: drop every variable named like one of its settings.

@@ -6,7 +6,22 @@ from typing import ClassVar
 
 from langchain_core.embeddings import Embeddings
 
-from memstore import CollectionSpec, MemoryStore
+from memstore import GLOBAL_SCOPE, CollectionSpec, InvalidInputError, MemoryStore
+from memstore.base import check_user_id as check_scope_id
+
+
+def check_user_id(user: object) -> str:
+    """Validate the id of a person: the store's rules, and not the global rules scope.
+
+    Messages, episodes and facts always belong to a person; only rule versions may live
+    under :data:`memstore.GLOBAL_SCOPE`.
+    """
+    checked = check_scope_id(user)
+    if checked == GLOBAL_SCOPE:
+        raise InvalidInputError(
+            f"user id {GLOBAL_SCOPE!r} is reserved for the rules shared by everyone"
+        )
+    return checked
 
 
 class CollectionBound:

@@ -20,10 +20,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from memory._bound import CollectionBound
+from memory._bound import CollectionBound, check_user_id
 from memory.collections import EPISODES
-from memstore import InvalidInputError, MemoryObject, StoredObject, Where, make_id
-from memstore.base import check_user_id
+from memstore import InvalidInputError, MemoryObject, StoredObject, Where, check_text, make_id
 
 __all__ = [
     "IMPORTANCE_WEIGHT",
@@ -151,6 +150,14 @@ class EpisodicMemory(CollectionBound):
                 f"conversation must be a positive integer, got {conversation!r}"
             )
         tags = [str(t).strip().lower() for t in reflection.context_tags if str(t).strip()]
+        check_text(thread_id, "thread_id")
+        check_text(conversation_text, "conversation_text")
+        for name in ("conversation_summary", "what_worked", "what_to_avoid"):
+            value = getattr(reflection, name)
+            if isinstance(value, str):
+                check_text(value, name)
+        for tag in tags:
+            check_text(tag, "context tag")
         self._ensure()
         if conversation is None:
             conversation = (
@@ -194,6 +201,7 @@ class EpisodicMemory(CollectionBound):
         check_user_id(user)
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
+        check_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise InvalidInputError(f"k must be a positive integer, got {k!r}")
         if not half_life_days > 0:

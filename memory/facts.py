@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from memory._bound import CollectionBound
+from memory._bound import CollectionBound, check_user_id
 from memory.collections import FACTS
 from memstore import (
     ConflictError,
@@ -28,9 +28,9 @@ from memstore import (
     MemoryObject,
     StoredObject,
     Where,
+    check_text,
     make_id,
 )
-from memstore.base import check_user_id
 
 __all__ = [
     "Fact",
@@ -56,6 +56,7 @@ def normalise_subject(subject: str) -> str:
     """Return the storage key of a subject: trimmed, lower-case, single spaces, no end dot."""
     if not isinstance(subject, str):
         raise InvalidInputError(f"fact subject must be a string, got {type(subject).__name__}")
+    check_text(subject, "fact subject")
     key = _SPACES.sub(" ", subject).strip().strip(".:;,").strip().lower()
     if not key:
         raise InvalidInputError("fact subject is empty")
@@ -67,6 +68,7 @@ def normalise_subject(subject: str) -> str:
 def _normalise_value(value: object) -> str:
     if not isinstance(value, str):
         raise InvalidInputError(f"fact value must be a string, got {type(value).__name__}")
+    check_text(value, "fact value")
     text = _SPACES.sub(" ", value).strip()
     if not text:
         raise InvalidInputError("fact value is empty")
@@ -179,6 +181,8 @@ class FactStore(CollectionBound):
                 attempt; nothing of this call was written.
         """
         check_user_id(user)
+        if isinstance(source_thread, str):
+            check_text(source_thread, "source_thread")
         if isinstance(facts, str | bytes | Mapping):
             raise InvalidInputError("facts must be a sequence of facts")
         incoming: dict[str, _Incoming] = {}

@@ -5,29 +5,52 @@ and what was rewritten to stop naming the forgotten memories:
 
 * rule versions (the user's and the global ones) list the episodes they were learned from in
   ``source_episodes`` and the users in ``source_users``; forgotten episodes and users are
-  scrubbed from them, the rules themselves stay;
+  scrubbed from them. A rule whose text came only from what is forgotten goes too: a rule
+  is traced to the versions that introduced it (it is in the version, not in the one
+  before); when every such version was learned only from forgotten episodes (or, when a
+  user is forgotten, only from that user), the rule is removed from every version that
+  holds it, the version is re-embedded, and a version left without rules is deleted. The
+  other rules (including those learned from other users too) and the version numbers stay;
 * when forgotten facts had superseded older values of the same subject, the history is
   re-linked so that each subject keeps one current value;
 * forgetting a thread or a user also deletes the thread's checkpoints (working memory) through
-  the checkpointer's ``adelete_thread``; a user's threads are known from their message log and
-  episodes;
+  the checkpointer's ``adelete_thread``; a user's threads are known from their message log,
+  episodes and facts, from run metadata (``user_id``) and from the ``owner`` the graph records
+  in every thread's state (which also finds a thread whose only turn failed before anything
+  was logged);
 * given a LangGraph SDK client (``server=``), the same threads are deleted on that server too
-  (``langgraph dev``, LangGraph Platform), whose checkpoints live in the server's own storage.
+  (``langgraph dev``, LangGraph Platform), whose checkpoints live in the server's own storage;
+  threads are found there by metadata and by the ``owner`` in their state values;
+* forgetting a user also removes the store's bookkeeping rows that name them, and on SQLite
+  files (the embedded store, the SQLite checkpointer) the deleted data is made unreadable:
+  deletions overwrite with zeros (``secure_delete``), and the write-ahead logs, which keep
+  older copies of changed pages, are checkpointed and truncated (see ``ForgetReport.notes``
+  when another process prevents that).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+from langchain_core.embeddings import Embeddings
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import (
+    BadRequestError,
+    InternalServerError,
+    NotFoundError,
+    UnprocessableEntityError,
+)
 
 from memory.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
 from memory.facts import normalise_subject
+from memory.rules import RuleItem, RuleVersion
 from memstore.base import GLOBAL_SCOPE, MemoryStore, check_user_id
 from memstore.types import (
     CollectionSpec,
@@ -41,7 +64,14 @@ from memstore.types import (
 CHECKPOINTER = "checkpointer"
 SERVER = "server"
 """The store column of the report's row for threads deleted on a LangGraph server."""
+OWNER_KEY = "owner"
+"""The state value in which the graph records the user a thread belongs to."""
+SQLITE_META_TABLE = "amem_meta"
+"""A table of this package's own in a SQLite checkpoint file (LangGraph ignores it)."""
+ZEROED_KEY = "free_space_zeroed"
+"""Key of ``SQLITE_META_TABLE``: the file's deleted data has been overwritten since then."""
 _PAGE = 500
+_ERASE_ATTEMPTS = 8
 
 
 @dataclass
@@ -61,6 +91,8 @@ class ForgetReport:
     """Threads named in the user's memories whose checkpoints belong to another user (kept)."""
     server_threads: list[str] = field(default_factory=list)
     """Threads deleted on the LangGraph server."""
+    notes: list[str] = field(default_factory=list)
+    """Anything the caller should know, e.g. a write-ahead log that could not be emptied."""
 
     def add_deleted(self, collection: str, n: int, *, store: str | None = None) -> None:
         """Count ``n`` deleted objects of ``collection`` (zero counts are kept, for the table)."""
@@ -98,6 +130,7 @@ class ForgetReport:
             "threads": sorted(self.threads),
             "kept_threads": sorted(self.kept_threads),
             "server_threads": sorted(self.server_threads),
+            "notes": list(self.notes),
         }
 
 
@@ -129,13 +162,49 @@ async def _rewrite(
     result.raise_for_failures()
 
 
+def _owner_of(values: object, metadata: object) -> str:
+    """Return the thread owner in a state's values, else the run's ``user_id`` ("" if none)."""
+    owner = values.get(OWNER_KEY) if isinstance(values, Mapping) else None
+    if isinstance(owner, str) and owner:
+        return owner
+    user = metadata.get("user_id") if isinstance(metadata, Mapping) else None
+    return user if isinstance(user, str) else ""
+
+
 async def _thread_owner(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
-    """Return the user recorded in the thread's latest checkpoint ("" when there is none)."""
+    """Return the owner recorded in the thread's latest checkpoint ("" if none; None: no thread).
+
+    The ``owner`` the graph keeps in the thread's state wins over the run metadata.
+    """
     latest = await checkpointer.aget_tuple({"configurable": {"thread_id": thread_id}})
     if latest is None:
         return None
-    owner = (latest.metadata or {}).get("user_id")
-    return owner if isinstance(owner, str) else ""
+    return _owner_of(latest.checkpoint.get("channel_values"), latest.metadata)
+
+
+async def checkpoint_user_threads(checkpointer: BaseCheckpointSaver[Any], user: str) -> list[str]:
+    """Return the threads whose checkpoints belong to ``user``.
+
+    A thread belongs to the user when its latest state records them as ``owner``, or when a
+    run of it carried ``metadata={"user_id": user}``. Every checkpoint is read once (there
+    is no index on state values), which is acceptable for this rare operation.
+    """
+    latest: dict[str, tuple[str, str]] = {}
+    by_metadata: set[str] = set()
+    async for item in checkpointer.alist(None):
+        configurable = item.config.get("configurable", {})
+        thread_id = configurable.get("thread_id")
+        if not isinstance(thread_id, str) or configurable.get("checkpoint_ns", ""):
+            continue
+        if (item.metadata or {}).get("user_id") == user:
+            by_metadata.add(thread_id)
+        checkpoint_id = str(item.checkpoint.get("id", ""))
+        values = item.checkpoint.get("channel_values")
+        owner = values.get(OWNER_KEY) if isinstance(values, Mapping) else None
+        if thread_id not in latest or checkpoint_id > latest[thread_id][0]:
+            latest[thread_id] = (checkpoint_id, owner if isinstance(owner, str) else "")
+    owned = {t for t, (_, owner) in latest.items() if owner == user}
+    return sorted(owned | by_metadata)
 
 
 async def _delete_checkpoints(
@@ -143,6 +212,7 @@ async def _delete_checkpoints(
     threads: Iterable[str],
     report: ForgetReport,
 ) -> None:
+    await _sqlite_secure_delete(checkpointer)
     total = 0
     for thread_id in sorted(set(threads)):
         owner = await _thread_owner(checkpointer, thread_id)
@@ -158,16 +228,76 @@ async def _delete_checkpoints(
         if n:
             report.threads.append(thread_id)
     report.add_deleted("checkpoints", total, store=CHECKPOINTER)
+    if total and not await _sqlite_erase(checkpointer):
+        report.notes.append(
+            "the checkpoint file's write-ahead log could not be emptied now (another process "
+            "is reading it); it still holds old pages until its next checkpoint"
+        )
+
+
+def _sqlite_connection(checkpointer: BaseCheckpointSaver[Any]) -> Any | None:
+    """Return the aiosqlite connection of a SQLite checkpointer, else ``None``."""
+    if isinstance(checkpointer, AsyncSqliteSaver):
+        return checkpointer.conn
+    return None
+
+
+async def _sqlite_secure_delete(checkpointer: BaseCheckpointSaver[Any]) -> None:
+    """Make the checkpointer's SQLite connection overwrite what it deletes with zeros."""
+    conn = _sqlite_connection(checkpointer)
+    if conn is not None:
+        async with checkpointer.lock:  # type: ignore[attr-defined]
+            await conn.execute("PRAGMA secure_delete = ON")
+
+
+async def _sqlite_erase(checkpointer: BaseCheckpointSaver[Any]) -> bool:
+    """Empty a SQLite checkpointer's write-ahead log (vacuum an old file once first).
+
+    Returns False when another connection kept the log from being emptied.
+    """
+    conn = _sqlite_connection(checkpointer)
+    if conn is None:
+        return True
+    async with checkpointer.lock:  # type: ignore[attr-defined]
+        await conn.commit()
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {SQLITE_META_TABLE} "
+            "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        )
+        async with conn.execute(
+            f"SELECT value FROM {SQLITE_META_TABLE} WHERE key = ?", (ZEROED_KEY,)
+        ) as cursor:
+            zeroed = await cursor.fetchone()
+        await conn.commit()
+        if zeroed is None:
+            # Written before secure deletion was on: its free space may hold old text.
+            await conn.execute("VACUUM")
+            await conn.execute(
+                f"INSERT OR REPLACE INTO {SQLITE_META_TABLE} (key, value) VALUES (?, '1')",
+                (ZEROED_KEY,),
+            )
+            await conn.commit()
+        busy = 1
+        for _ in range(_ERASE_ATTEMPTS):
+            async with conn.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cursor:
+                row = await cursor.fetchone()
+            busy = int(row[0]) if row else 0
+            if not busy:
+                break
+            await asyncio.sleep(0.1)
+    return not busy
 
 
 async def _server_thread_owner(server: LangGraphClient, thread_id: str) -> str | None:
-    """Return the user named in the server thread's metadata ("" if none; None: no thread)."""
+    """Return the server thread's owner: its state's, else its metadata's ("" if none).
+
+    ``None`` when the server has no such thread.
+    """
     try:
         thread = await server.threads.get(thread_id)
     except NotFoundError:
         return None
-    owner = (thread.get("metadata") or {}).get("user_id")
-    return owner if isinstance(owner, str) else ""
+    return _owner_of(thread.get("values"), thread.get("metadata"))
 
 
 async def _delete_server_threads(
@@ -192,11 +322,43 @@ async def _delete_server_threads(
 
 
 async def server_user_threads(server: LangGraphClient, user: str) -> list[str]:
-    """Return the server's threads whose metadata names ``user`` (``metadata={"user_id": …}``)."""
+    """Return the server's threads of ``user``: by metadata, and by the owner in their state.
+
+    ``metadata={"user_id": …}`` is what clients set when they create a thread; the graph
+    records ``owner`` in every thread's state values, which finds the threads created
+    without metadata too.
+    """
+    found = dict.fromkeys(await _search_all(server, metadata={"user_id": user}))
+    try:
+        found.update(dict.fromkeys(await _search_all(server, values={OWNER_KEY: user})))
+    except (InternalServerError, BadRequestError, UnprocessableEntityError):
+        # langgraph dev's in-memory runtime (0.36) answers a values search with a 500 as
+        # soon as one thread has no state yet (it compares None); read the values here.
+        offset = 0
+        while True:
+            try:
+                page = await server.threads.search(limit=_PAGE, offset=offset)
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                # The server closed the connection after its error; the next one is fresh.
+                page = await server.threads.search(limit=_PAGE, offset=offset)
+            found.update(
+                (t["thread_id"], None) for t in page if _owner_of(t.get("values"), None) == user
+            )
+            if len(page) < _PAGE:
+                break
+            offset += len(page)
+    return list(found)
+
+
+async def _search_all(server: LangGraphClient, **filters: dict[str, str]) -> list[str]:
+    """Page through a thread search; return the ids found."""
     found: list[str] = []
     while True:
         page = await server.threads.search(
-            metadata={"user_id": user}, limit=_PAGE, offset=len(found)
+            metadata=filters.get("metadata"),
+            values=filters.get("values"),
+            limit=_PAGE,
+            offset=len(found),
         )
         found.extend(t["thread_id"] for t in page)
         if len(page) < _PAGE:
@@ -214,17 +376,26 @@ async def scrub_rule_provenance(
     drop_user: bool,
     scopes: Sequence[str],
     report: ForgetReport,
+    embeddings: Embeddings | None = None,
 ) -> None:
-    """Rewrite rule versions in ``scopes`` so they no longer name the forgotten episodes.
+    """Rewrite rule versions in ``scopes`` so they no longer name or hold what is forgotten.
 
     ``source_users`` loses ``user`` when ``drop_user`` is set, or when none of the version's
-    remaining source episodes belongs to ``user`` any more.
+    remaining source episodes belongs to ``user`` any more. Rules that came only from the
+    forgotten episodes (or, with ``drop_user``, only from versions naming ``user``) are
+    removed from every version; rewritten rule texts are embedded again with ``embeddings``
+    (default: the configured embeddings), and a version left without rules is deleted.
     """
     if not _has(store, RULES):
         return
     removed = set(episode_ids)
+    embedder = _LazyEmbeddings(embeddings, store.dims)
     for scope in scopes:
-        for version in await _all(store, RULES, scope):
+        versions = sorted(
+            await _all(store, RULES, scope), key=lambda v: int(v.properties.get("version") or 0)
+        )
+        tainted = _rules_only_from(versions, removed, user if drop_user else None)
+        for version in versions:
             props = dict(version.properties)
             episodes = list(props.get("source_episodes") or [])
             users = list(props.get("source_users") or [])
@@ -242,12 +413,106 @@ async def scrub_rule_provenance(
                                 break
                     if not still:
                         new_users = [u for u in users if u != user]
-            if kept == episodes and new_users == users:
+            rules = _version_rules(props)
+            new_rules = [r for r in rules if r not in tainted]
+            forgotten_source = len(kept) != len(episodes) or (drop_user and user in users)
+            if kept == episodes and new_users == users and new_rules == rules:
+                continue
+            if not new_rules:
+                await store.adelete(RULES.name, [version.id], user=scope)
+                report.add_deleted(RULES.name, 1)
                 continue
             props["source_episodes"] = kept
             props["source_users"] = new_users
-            await _rewrite(store, RULES, scope, version.id, props)
+            if forgotten_source:
+                # The note names the conversation (thread id) it was learned from.
+                props["note"] = FORGOTTEN_NOTE
+            if new_rules == rules:
+                await _rewrite(store, RULES, scope, version.id, props)
+            else:
+                text = _render_rules(new_rules)
+                props["rules_json"] = json.dumps(
+                    [{"instruction": i, "rationale": r} for i, r in new_rules], ensure_ascii=False
+                )
+                props["rules_text"] = text
+                vector = await embedder.embed(text)
+                result = await store.aupsert(
+                    RULES.name,
+                    [MemoryObject(id=version.id, properties=props, vector=vector)],
+                    user=scope,
+                )
+                result.raise_for_failures()
             report.add_scrubbed(RULES.name, 1)
+
+
+FORGOTTEN_NOTE = "learned from a conversation that was forgotten"
+"""The note of a rule version whose source was forgotten (its old note named the thread)."""
+
+_Rule = tuple[str, str]
+
+
+def _version_rules(props: Mapping[str, Any]) -> list[_Rule]:
+    """Return a stored version's rules as (instruction, rationale) pairs, in order."""
+    try:
+        raw = json.loads(str(props.get("rules_json") or "[]"))
+        return [(str(r["instruction"]), str(r["rationale"])) for r in raw]
+    except (ValueError, TypeError, KeyError):
+        return []
+
+
+def _render_rules(rules: Sequence[_Rule]) -> str:
+    """Return the rules the way ``RuleVersion.render`` stores them in ``rules_text``."""
+    return RuleVersion(scope="", version=0, rules=tuple(RuleItem(i, r) for i, r in rules)).render()
+
+
+def _rules_only_from(
+    versions: Sequence[StoredObject], episodes: set[str], user: str | None
+) -> set[_Rule]:
+    """Return the rules every introduction of which came from what is being forgotten.
+
+    A rule is introduced by a version that holds it when the version before does not (a
+    rollback re-introduces it with the provenance of the version it restores). An
+    introduction comes from what is forgotten when ``user`` is its version's only source
+    user, or when all of its source episodes (at least one) are forgotten. A rule that was
+    also learned from someone else, or that the starting set or an operator introduced,
+    stays (its provenance no longer names what is forgotten).
+    """
+    introductions: dict[_Rule, list[bool]] = {}
+    previous: set[_Rule] = set()
+    for version in versions:
+        props = version.properties
+        rules = _version_rules(props)
+        sources = set(props.get("source_episodes") or [])
+        users = set(props.get("source_users") or [])
+        from_forgotten = (user is not None and bool(users) and users <= {user}) or (
+            bool(sources) and sources <= episodes
+        )
+        for rule in rules:
+            if rule not in previous:
+                introductions.setdefault(rule, []).append(from_forgotten)
+        previous = set(rules)
+    return {rule for rule, flags in introductions.items() if all(flags)}
+
+
+class _LazyEmbeddings:
+    """The embeddings to re-embed rewritten rule texts with, created only when needed."""
+
+    def __init__(self, embeddings: Embeddings | None, dims: int) -> None:
+        self._embeddings = embeddings
+        self._dims = dims
+
+    async def embed(self, text: str) -> list[float]:
+        if self._embeddings is None:
+            from llm.embeddings import get_embeddings  # noqa: PLC0415  (heavy, rarely needed)
+
+            self._embeddings = get_embeddings()
+        vector = await self._embeddings.aembed_query(text)
+        if len(vector) != self._dims:
+            raise InvalidInputError(
+                f"the embeddings make {len(vector)}-d vectors but the store holds {self._dims}-d "
+                "ones: pass the store's embedding model to forget"
+            )
+        return list(vector)
 
 
 # -- facts history -----------------------------------------------------------------------------
@@ -302,8 +567,12 @@ def _report(store: MemoryStore, user: str) -> ForgetReport:
     return ForgetReport(user=user, store=getattr(store, "backend", "memory"))
 
 
-async def forget_episode(store: MemoryStore, user: str, episode_id: str) -> ForgetReport:
-    """Forget one episode of ``user`` and scrub it from rule provenance.
+async def forget_episode(
+    store: MemoryStore, user: str, episode_id: str, *, embeddings: Embeddings | None = None
+) -> ForgetReport:
+    """Forget one episode of ``user``; scrub it from rule versions (see the module doc).
+
+    ``embeddings`` re-embed rule texts that lose a rule (default: the configured model).
 
     Raises:
         InvalidInputError: The user has no such episode.
@@ -320,8 +589,9 @@ async def forget_episode(store: MemoryStore, user: str, episode_id: str) -> Forg
         drop_user=False,
         scopes=[user, GLOBAL_SCOPE],
         report=report,
+        embeddings=embeddings,
     )
-    return report
+    return await _erase(store, report)
 
 
 async def forget_fact(store: MemoryStore, user: str, fact_id: str) -> ForgetReport:
@@ -337,7 +607,7 @@ async def forget_fact(store: MemoryStore, user: str, fact_id: str) -> ForgetRepo
         raise InvalidInputError(f"user {user!r} has no fact {fact_id!r}")
     report.add_deleted(FACTS.name, await store.adelete(FACTS.name, [fact_id], user=user))
     await _repair_fact_history(store, user, [str(fact.properties.get("subject", ""))], report)
-    return report
+    return await _erase(store, report)
 
 
 async def forget_subject(store: MemoryStore, user: str, subject: str) -> ForgetReport:
@@ -355,7 +625,7 @@ async def forget_subject(store: MemoryStore, user: str, subject: str) -> ForgetR
     if n == 0:
         raise InvalidInputError(f"user {user!r} has no fact about {subject!r}")
     report.add_deleted(FACTS.name, n)
-    return report
+    return await _erase(store, report)
 
 
 async def forget_thread(
@@ -365,12 +635,14 @@ async def forget_thread(
     *,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     server: LangGraphClient | None = None,
+    embeddings: Embeddings | None = None,
 ) -> ForgetReport:
     """Forget one conversation: its messages, its episodes, facts learned in it and its checkpoints.
 
     Facts learned in the thread are deleted and the subject's history re-linked, so an older
-    value becomes current again when the thread had replaced it. With ``server``, the thread is
-    deleted on that LangGraph server too, unless its metadata names another user.
+    value becomes current again when the thread had replaced it. Rules learned only from its
+    episodes are removed (see the module doc). With ``server``, the thread is deleted on that
+    LangGraph server too, unless its state or metadata names another user.
 
     Raises:
         InvalidInputError: Neither the store, the checkpointer nor the server knows the thread.
@@ -428,7 +700,9 @@ async def forget_thread(
         drop_user=False,
         scopes=[user, GLOBAL_SCOPE],
         report=report,
+        embeddings=embeddings,
     )
+    await _erase(store, report)
     if checkpointer is not None:
         await _delete_checkpoints(checkpointer, [thread_id], report)
     return report
@@ -459,14 +733,22 @@ async def forget_user(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     server: LangGraphClient | None = None,
     extra_threads: Iterable[str] = (),
+    embeddings: Embeddings | None = None,
 ) -> ForgetReport:
     """Erase everything derived from ``user``.
 
-    Deletes their episodes, facts (with history), message log and rule versions in their scope;
-    scrubs their episodes and their name from the provenance of global rule versions; deletes
-    the checkpoints of their threads (from the message log and episodes, plus
-    ``extra_threads``). With ``server``, deletes those threads on that LangGraph server too, and
-    the server's threads whose metadata names the user.
+    Deletes their objects in every per-user collection (episodes, facts with history,
+    message log, rule versions in their scope) and the store's bookkeeping rows that name
+    them; removes from the global rule versions the rules learned only from them (see the
+    module doc) and scrubs their episodes and name from the provenance; deletes the
+    checkpoints of their threads: those named in their memories, ``extra_threads``, and the
+    threads whose runs carried their ``user_id`` or whose state records them as ``owner``.
+    With ``server``, deletes those threads on that LangGraph server too, and the server's
+    threads whose metadata or state names the user. Finally the embedded store and a SQLite
+    checkpointer empty their write-ahead logs, so no copy of a deleted page stays behind.
+
+    ``embeddings`` re-embed global rule texts that lose a rule (default: the configured
+    embedding model).
     """
     check_user_id(user)
     if user == GLOBAL_SCOPE:
@@ -474,11 +756,8 @@ async def forget_user(
     report = _report(store, user)
     threads = set(await user_threads(store, user)) | set(extra_threads)
     if checkpointer is not None:
-        # Runs carry the user in their metadata, which finds threads that left no memory yet.
-        async for item in checkpointer.alist(None, filter={"user_id": user}):
-            thread_id = item.config["configurable"].get("thread_id")
-            if isinstance(thread_id, str):
-                threads.add(thread_id)
+        # Finds threads that left no memory yet (a turn that failed before it was logged).
+        threads.update(await checkpoint_user_threads(checkpointer, user))
     if server is not None:
         # First, while the memories still name the threads: if the server fails halfway,
         # running the same call again finds the rest.
@@ -487,9 +766,8 @@ async def forget_user(
     episode_ids: list[str] = []
     if _has(store, EPISODES):
         episode_ids = [e.id for e in await _all(store, EPISODES, user)]
-    for spec in PER_USER_COLLECTIONS:
-        if _has(store, spec):
-            report.add_deleted(spec.name, await _adelete_user(store, spec, user))
+    # The global rules are rewritten before the user's episodes go: if this is interrupted,
+    # running it again still finds which versions came from them.
     await scrub_rule_provenance(
         store,
         episode_ids=episode_ids,
@@ -497,10 +775,36 @@ async def forget_user(
         drop_user=True,
         scopes=[GLOBAL_SCOPE],
         report=report,
+        embeddings=embeddings,
     )
+    for spec in await _per_user_collections(store):
+        report.add_deleted(spec.name, await _adelete_user(store, spec, user))
+    await _erase(store, report)
     if checkpointer is not None:
         await _delete_checkpoints(checkpointer, threads, report)
     return report
+
+
+async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:
+    """Empty the store's write-ahead log after a forget (see ``MemoryStore.erase_deleted``)."""
+    if not await store.aerase_deleted():
+        report.notes.append(
+            "the store's write-ahead log could not be emptied now (another process is "
+            "reading it); it still holds old pages until its next checkpoint"
+        )
+    return report
+
+
+async def _per_user_collections(store: MemoryStore) -> list[CollectionSpec]:
+    """Return the per-user collections of the store: the memory kinds and any other ones."""
+    names = await asyncio.to_thread(store.collections)
+    specs = [spec for spec in PER_USER_COLLECTIONS if spec.name in names]
+    known = {spec.name for spec in specs}
+    for name in sorted(set(names) - known):
+        spec = await asyncio.to_thread(store.spec, name)
+        if spec.per_user:
+            specs.append(spec)
+    return specs
 
 
 async def _adelete_user(store: MemoryStore, spec: CollectionSpec, user: str) -> int:

@@ -8,23 +8,33 @@ A knowledge base ``kb`` lives in two collections of the store:
   revision, plus one *generation* object whose token changes before any chunk is deleted.
 
 Searches only return chunks of active revisions, so the manifest decides what is visible.
-Replacing a changed file (see ``ingest.pipeline``) writes the new chunks first (invisible),
-then upserts the source's manifest object (one single-object write: the commit point), then
-renews the generation token, then deletes the old chunks. A search reads the generation,
+Replacing a changed file (see ``ingest.pipeline``) first records a *pending* entry for the
+source (so that a run killed half-way is known even if the file then disappears), writes the
+new chunks (invisible), upserts the source's manifest object (one single-object write: the
+commit point), renews the generation token, deletes the old chunks and drops the pending
+entry. A search reads the generation,
 searches among the active revisions and reads the generation again; if it changed, chunks
 may have been deleted under it and it searches again. So a search sees either the complete
 old set or the complete new set of a source, never a mix and never both, even when an
 ingestion process is killed at any point; the next ingestion of that file removes what a
-killed run left behind. Both backends give read-your-writes for single objects, which is
-all this needs.
+killed run left behind, and :func:`prune_knowledge_base` (``amem ingest --prune``) removes the
+sources whose files are gone, with whatever a killed run left for them. Both backends give
+read-your-writes for single objects, which is all this needs.
+
+Knowledge base names compare case-insensitively: ``docs``, ``Docs`` and ``DOCS`` are one base
+(as Weaviate, which refuses two collections whose names differ only in case, would have it).
+The spelling of its first ingestion is kept and shown; :func:`resolve_kb` maps any spelling to
+it, and every function here resolves the name it is given.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import uuid
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +51,7 @@ from memstore import (
     Property,
     StoredObject,
     Where,
+    check_text,
     make_id,
 )
 
@@ -49,15 +60,17 @@ CHUNKS_PREFIX = "Knowledge_"
 
 _ENTRY_SOURCE = "source"
 _ENTRY_GENERATION = "generation"
+_ENTRY_PENDING = "pending"
 
 # Up to this many active revisions are passed to the store as one ``in`` filter; above it
 # the search over-fetches and filters the hits itself (see docs/ingestion.md for the numbers).
 IN_FILTER_MAX_REVISIONS = 32
 _SEARCH_ATTEMPTS = 4
 _MANIFEST_PAGE = 500
+_PRUNE_BATCH = 100
 
 MANIFEST_PROPERTIES: tuple[Property, ...] = (
-    Property("entry", "text", description="'source' or 'generation'"),
+    Property("entry", "text", description="'source', 'generation' or 'pending'"),
     Property("kb", "text", description="the knowledge base name as given"),
     Property("source", "text", description="absolute path of the file"),
     Property("title", "text", searchable=True),
@@ -87,10 +100,74 @@ def manifest_collection(kb: str) -> CollectionSpec:
     )
 
 
-def ensure_knowledge_base(store: MemoryStore, kb: str) -> None:
-    """Create the chunk and manifest collections of ``kb`` if they are missing."""
-    store.ensure_collection(knowledge_collection(kb))
-    store.ensure_collection(manifest_collection(kb))
+def _collection_spelling(kb: str, existing: set[str]) -> str:
+    """Return a spelling of ``kb`` whose collections are the existing ones (no store reads).
+
+    ``kb`` itself when its collection exists or no spelling of it does; otherwise the one
+    existing spelling that equals it case-insensitively.
+
+    Raises:
+        InvalidInputError: The name is invalid, or the store holds several collections that
+            differ from it only in case (left by an older version) and none is exactly it.
+    """
+    own = knowledge_collection(kb).name
+    if own in existing:
+        return kb
+    folded = kb.lower()
+    matches = sorted(
+        name.removeprefix(CHUNKS_PREFIX)
+        for name in existing
+        if name.startswith(CHUNKS_PREFIX) and name.removeprefix(CHUNKS_PREFIX).lower() == folded
+    )
+    if not matches:
+        return kb
+    if len(matches) > 1:
+        raise InvalidInputError(
+            f"knowledge base names compare case-insensitively, and this store holds "
+            f"{len(matches)} spellings of {kb!r} ({', '.join(matches)}, from an older "
+            "version): give one of them exactly"
+        )
+    return matches[0]
+
+
+def resolve_kb(store: MemoryStore, kb: str) -> str:
+    """Return the kept spelling of knowledge base ``kb``, whatever the case of ``kb``.
+
+    For a base that does not exist yet, ``kb`` itself (its first ingestion keeps it).
+
+    Raises:
+        InvalidInputError: The name is invalid or ambiguous (see ``_collection_spelling``).
+    """
+    existing = set(store.collections())
+    spelling = _collection_spelling(kb, existing)
+    manifest = manifest_collection(spelling).name
+    if manifest in existing:
+        first = store.list_objects(manifest, limit=1)
+        kept = first[0].properties.get("kb") if first else None
+        if isinstance(kept, str) and kept.lower() == kb.lower():
+            try:
+                if knowledge_collection(kept).name == knowledge_collection(spelling).name:
+                    return kept
+            except InvalidInputError:
+                pass
+    return spelling
+
+
+def find_knowledge_base(store: MemoryStore, kb: str) -> str | None:
+    """Return the kept spelling of ``kb`` if that knowledge base exists, else ``None``."""
+    resolved = resolve_kb(store, kb)
+    existing = set(store.collections())
+    if knowledge_collection(resolved).name not in existing:
+        return None
+    return resolved
+
+
+def ensure_knowledge_base(store: MemoryStore, kb: str) -> str:
+    """Create the chunk and manifest collections of ``kb`` if missing; return its kept spelling."""
+    kept = resolve_kb(store, kb)
+    store.ensure_collection(knowledge_collection(kept))
+    store.ensure_collection(manifest_collection(kept))
+    return kept
 
 
 def source_key(path: str | Path) -> str:
@@ -185,8 +262,9 @@ class KnowledgeHit:
 
 def get_source(store: MemoryStore, kb: str, source: str) -> SourceInfo | None:
     """Return the committed manifest entry of ``source`` (a key from ``source_key``), or None."""
-    manifest = manifest_collection(kb).name
-    if manifest not in store.collections():
+    existing = set(store.collections())
+    manifest = manifest_collection(_collection_spelling(kb, existing)).name
+    if manifest not in existing:
         return None
     obj = store.get(manifest, source_entry_id(source))
     if obj is None or obj.properties.get("entry") != _ENTRY_SOURCE:
@@ -211,6 +289,27 @@ def commit_source(store: MemoryStore, kb: str, info: SourceInfo) -> None:
     }
     obj = MemoryObject(source_entry_id(info.source), props, _marker_vector(store.dims))
     store.upsert(manifest_collection(kb).name, [obj]).raise_for_failures()
+
+
+def pending_entry_id(source: str) -> str:
+    """Return the manifest object id of a source's pending ingestion."""
+    return make_id("knowledge-pending", source)
+
+
+def mark_pending(store: MemoryStore, kb: str, source: str, revision: str) -> None:
+    """Record that ``revision`` of ``source`` is being written (before its first chunk).
+
+    A run killed before it finishes leaves this entry, so its chunks can be found and removed
+    even when the file is renamed or deleted afterwards (:func:`prune_knowledge_base`).
+    """
+    props = {"entry": _ENTRY_PENDING, "kb": kb, "source": source, "revision": revision}
+    obj = MemoryObject(pending_entry_id(source), props, _marker_vector(store.dims))
+    store.upsert(manifest_collection(kb).name, [obj]).raise_for_failures()
+
+
+def clear_pending(store: MemoryStore, kb: str, source: str) -> None:
+    """Drop a source's pending entry once its ingestion is complete (or cleaned up)."""
+    store.delete(manifest_collection(kb).name, [pending_entry_id(source)])
 
 
 def renew_generation(store: MemoryStore, kb: str) -> None:
@@ -252,8 +351,9 @@ def _active_revisions(store: MemoryStore, manifest: str, generation: str | None)
 
 def list_sources(store: MemoryStore, kb: str) -> list[SourceInfo]:
     """Return the committed sources of a knowledge base, sorted by path (none if it is missing)."""
-    manifest = manifest_collection(kb).name
-    if manifest not in store.collections():
+    existing = set(store.collections())
+    manifest = manifest_collection(_collection_spelling(kb, existing)).name
+    if manifest not in existing:
         return []
     return sorted(_read_sources(store, manifest).values(), key=lambda s: s.source)
 
@@ -301,23 +401,115 @@ def delete_source(store: MemoryStore, kb: str, source: str | Path) -> int:
     killed before the chunks are gone leaves invisible chunks that the next ``delete_source``
     or ingestion of that path removes.
     """
+    existing = set(store.collections())
+    kb = _collection_spelling(kb, existing)
     spec = knowledge_collection(kb)
     manifest = manifest_collection(kb).name
-    existing = set(store.collections())
     if spec.name not in existing or manifest not in existing:
         raise UnknownSourceError(f"knowledge base {kb!r} does not exist")
     key = str(source) if get_source(store, kb, str(source)) else source_key(source)
     of_source = [Where("source", "eq", key)]
-    if get_source(store, kb, key) is None and store.count(spec.name, where=of_source) == 0:
+    pending = store.get(manifest, pending_entry_id(key))
+    if (
+        get_source(store, kb, key) is None
+        and pending is None
+        and store.count(spec.name, where=of_source) == 0
+    ):
         raise UnknownSourceError(f"knowledge base {kb!r} has no source {key!r}")
     store.delete(manifest, [source_entry_id(key)])
     renew_generation(store, kb)
-    return store.delete_where(spec.name, of_source)
+    removed = store.delete_where(spec.name, of_source)
+    # Last: while it exists, a prune still knows the source's leftovers.
+    clear_pending(store, kb, key)
+    return removed
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    """What :func:`prune_knowledge_base` removed."""
+
+    kb: str
+    sources: list[str]
+    """Sources whose files no longer exist: committed ones and those of killed runs."""
+    chunks: int
+    """Chunks removed with them."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready view."""
+        return {"kb": self.kb, "sources": list(self.sources), "chunks": self.chunks}
+
+
+def file_is_gone(path: str) -> bool:
+    """Whether ``path`` certainly no longer exists (an unreadable parent is not proof)."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def prune_knowledge_base(
+    store: MemoryStore, kb: str, *, gone: Callable[[str], bool] = file_is_gone
+) -> PruneReport:
+    """Remove the sources of ``kb`` whose files no longer exist, with all their chunks.
+
+    The candidates are the committed sources and the sources of ingestions that never
+    finished (their pending entries): a run killed half-way leaves chunks nobody searches,
+    and when its file was renamed or deleted since, no later ingestion of that path will
+    clean them. Sources whose files still exist are left alone (their next ingestion removes
+    any leftovers), so an ingestion running meanwhile is never disturbed.
+
+    Existence is judged on this machine: prune from the machine (and mounts) the files were
+    ingested from. The manifest entries go first, so searches stop citing a removed source
+    at once; a prune killed half-way is finished by the next one.
+
+    Args:
+        store: The store.
+        kb: The knowledge base (any case).
+        gone: Decides whether a source path no longer exists (default: ``file_is_gone``).
+    """
+    spelling = resolve_kb(store, kb)
+    existing = set(store.collections())
+    chunks = knowledge_collection(spelling).name
+    manifest = manifest_collection(spelling).name
+    if chunks not in existing or manifest not in existing:
+        return PruneReport(kb=spelling, sources=[], chunks=0)
+    candidates: set[str] = set()
+    offset = 0
+    while True:
+        page = store.list_objects(
+            manifest,
+            where=[Where("entry", "in", [_ENTRY_SOURCE, _ENTRY_PENDING])],
+            limit=_MANIFEST_PAGE,
+            offset=offset,
+            sort_by="source",
+        )
+        candidates.update(str(o.properties.get("source") or "") for o in page)
+        if len(page) < _MANIFEST_PAGE:
+            break
+        offset += len(page)
+    missing = sorted(source for source in candidates if source and gone(source))
+    removed = 0
+    for start in range(0, len(missing), _PRUNE_BATCH):
+        batch = missing[start : start + _PRUNE_BATCH]
+        store.delete(manifest, [source_entry_id(source) for source in batch])
+        renew_generation(store, spelling)
+        removed += store.delete_where(chunks, [Where("source", "in", batch)])
+        store.delete(manifest, [pending_entry_id(source) for source in batch])
+    return PruneReport(kb=spelling, sources=missing, chunks=removed)
+
+
+async def aprune_knowledge_base(store: MemoryStore, kb: str) -> PruneReport:
+    """Async :func:`prune_knowledge_base`."""
+    return await asyncio.to_thread(prune_knowledge_base, store, kb)
 
 
 def drop_knowledge_base(store: MemoryStore, kb: str) -> None:
     """Delete a knowledge base (its chunks and its manifest); a missing one is not an error."""
     existing = set(store.collections())
+    kb = _collection_spelling(kb, existing)
     # The manifest goes first: without it, no chunk is visible any more.
     for name in (manifest_collection(kb).name, knowledge_collection(kb).name):
         if name in existing:
@@ -341,13 +533,16 @@ def search_knowledge(
     A knowledge base that does not exist, or a blank query, gives no hits. ``alpha`` weighs
     vector against keyword similarity (0 is pure BM25, 1 pure vector).
     """
-    spec = knowledge_collection(kb)
+    knowledge_collection(kb)
     if not isinstance(query, str):
         raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+    check_text(query, "the query")
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise InvalidInputError(f"k must be a positive integer, got {k!r}")
-    manifest = manifest_collection(kb).name
     existing = set(store.collections())
+    kb = _collection_spelling(kb, existing)
+    spec = knowledge_collection(kb)
+    manifest = manifest_collection(kb).name
     if not query.strip() or spec.name not in existing or manifest not in existing:
         return []
     vector = embeddings.embed_query(query)
@@ -408,6 +603,7 @@ def _hit(id: str, props: dict[str, Any], score: float) -> KnowledgeHit:
 
 def list_chunks(store: MemoryStore, kb: str, source: str) -> list[StoredObject]:
     """Return the visible chunks of one source in order (for inspection and tests)."""
+    kb = _collection_spelling(kb, set(store.collections()))
     info = get_source(store, kb, source)
     if info is None:
         return []

@@ -41,7 +41,7 @@ from typing import Any, Literal
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
-from memory._bound import CollectionBound
+from memory._bound import CollectionBound, check_user_id
 from memory.collections import MESSAGES, MESSAGES_V1
 from memory.recall_text import embedding_text, keyword_query, keywords, search_text
 from memstore import (
@@ -54,11 +54,12 @@ from memstore import (
     StoredObject,
     UnknownCollectionError,
     Where,
+    check_text,
     make_id,
 )
-from memstore.base import check_user_id
 
 __all__ = [
+    "MAX_MESSAGE_CHARS",
     "NEIGHBOUR_WEIGHT",
     "OWN_WORDS_WEIGHT",
     "RERANK_POOL",
@@ -68,6 +69,15 @@ __all__ = [
     "RecalledMessage",
     "Role",
 ]
+
+MAX_MESSAGE_CHARS = 100_000
+"""The longest message (and recall query) accepted, in characters.
+
+About 25,000 tokens of English prose: more than a whole default context window (7,900
+tokens), yet it is embedded and stored in well under a second, where a 10 MB message took
+27 s. Longer input is refused before any work with ``InvalidInputError``; the graph's
+admission uses the same limit.
+"""
 
 Role = Literal["human", "ai"]
 
@@ -98,9 +108,6 @@ OWN_WORDS_WEIGHT = 1.0
 not the turn before it that its keyword text also holds): a classic coordination factor,
 counted like the hybrid relevance, so a turn that says the words outranks the reply that
 only follows them."""
-
-MAX_MESSAGE_CHARS = 100_000
-"""The longest message text accepted, in characters (about 25k tokens of English)."""
 
 
 @dataclass(frozen=True)
@@ -546,7 +553,7 @@ class _Planned:
 def _check_thread(thread_id: object, name: str = "thread_id") -> str:
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise InvalidInputError(f"{name} must be a non-empty string, got {thread_id!r}")
-    return thread_id
+    return check_text(thread_id, name)
 
 
 def _text_of(content: object, where: str) -> str:
@@ -570,6 +577,19 @@ def _text_of(content: object, where: str) -> str:
         f"{where}: content must be a string or a list of content blocks, "
         f"got {type(content).__name__}"
     )
+
+
+def check_message_text(text: str, where: str = "message") -> str:
+    """Refuse a message longer than ``MAX_MESSAGE_CHARS`` or holding invalid Unicode.
+
+    Cheap (a length and an encoding check), so it runs before anything is embedded.
+    """
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise InvalidInputError(
+            f"{where}: {len(text):,} characters is more than the {MAX_MESSAGE_CHARS:,} a "
+            "message may have; split it or attach it as a document (amem ingest)"
+        )
+    return check_text(text, where)
 
 
 def _turn_of(message: object, index: int) -> _Turn | None:
@@ -605,10 +625,14 @@ def _turn_of(message: object, index: int) -> _Turn | None:
             f"{where}: unknown role {kind!r} (expected one of {', '.join(sorted(_ROLES))})"
         )
     text = _text_of(content, where)
+    if _ROLES[kind] is not None:
+        check_message_text(text, where)
     if message_id is not None and (not isinstance(message_id, str) or not message_id):
         raise InvalidInputError(f"{where}: id must be a non-empty string, got {message_id!r}")
     if name is not None and not isinstance(name, str):
         raise InvalidInputError(f"{where}: name must be a string, got {type(name).__name__}")
+    if message_id is not None:
+        check_text(message_id, f"{where}: id")
     role = _ROLES[kind]
     if role is None or not text.strip():
         return None
@@ -645,6 +669,7 @@ def _prepare(
             meta_json = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from None
+        check_text(meta_json, "metadata")
     _stamp(now)  # a naive ``now`` is refused before anything is read
     return turns, meta_json
 
@@ -937,6 +962,7 @@ def _recall_filters(
     check_user_id(user)
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query must be a non-empty string")
+    check_message_text(query, "query")
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise InvalidInputError(f"k must be a positive integer, got {k!r}")
     where: list[Where] = []

@@ -33,6 +33,7 @@ from memstore import (
     MemoryObject,
     MemoryStore,
     StoredObject,
+    check_text,
     make_id,
 )
 from memstore.base import check_user_id
@@ -439,6 +440,7 @@ def _backoff(attempt: int) -> None:
 def _clean(text: object, what: str) -> str:
     if not isinstance(text, str):
         raise InvalidInputError(f"rule {what} must be a string, got {type(text).__name__}")
+    check_text(text, f"rule {what}")
     cleaned = _SPACES.sub(" ", text).strip()
     if not cleaned:
         raise InvalidInputError(f"rule {what} is empty")

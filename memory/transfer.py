@@ -47,8 +47,10 @@ from memstore.types import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
+    Property,
     StoredObject,
     UnknownCollectionError,
+    check_text,
 )
 
 FORMAT_NAME = "agentic-memory-export"
@@ -375,6 +377,10 @@ def _parse_header(text: str) -> ExportHeader:
     return ExportHeader(FORMAT_VERSION, model, dims, collections, [str(u) for u in users])
 
 
+def _structure(properties: Sequence[Property]) -> list[tuple[str, str, bool, bool]]:
+    return [(p.name, p.type, p.searchable, p.filterable) for p in properties]
+
+
 def _check_known_schema(spec: CollectionSpec) -> None:
     """Refuse a file whose schema differs from this build's schema for that collection."""
     known = {c.name: (c.properties, c.per_user) for c in (EPISODES, FACTS, RULES, MESSAGES)}
@@ -386,21 +392,33 @@ def _check_known_schema(spec: CollectionSpec) -> None:
         expected = (shared[str(kind)], False)
     else:
         raise TransferError(f"collection {spec.name!r} is not an agent memory collection")
-    if spec.name == MESSAGES.name and (spec.properties, spec.per_user) == (
-        MESSAGES_V1.properties,
-        MESSAGES_V1.per_user,
-    ):
+    if spec.name == MESSAGES.name and (
+        _structure(spec.properties),
+        spec.per_user,
+    ) == (_structure(MESSAGES_V1.properties), MESSAGES_V1.per_user):
         return  # an earlier version's log: memory.messages upgrades it on first use
-    if (spec.properties, spec.per_user) != expected:
+    # Descriptions may change between versions; names, types and indexing may not.
+    if (_structure(spec.properties), spec.per_user) != (_structure(expected[0]), expected[1]):
         raise TransferError(
             f"collection {spec.name!r} in the file has a different schema than this build's "
             "(exported by another version of agentic-memory?)"
         )
 
 
+def _is_text(value: object) -> bool:
+    """Say whether a value is a string of valid Unicode (JSON escapes can make lone surrogates)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        check_text(value, "text")
+    except InvalidInputError:
+        return False
+    return True
+
+
 _PROPERTY_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "text": lambda v: isinstance(v, str),
-    "text[]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "text": _is_text,
+    "text[]": lambda v: isinstance(v, list) and all(_is_text(x) for x in v),
     "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "number": lambda v: (
         isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))

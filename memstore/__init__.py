@@ -18,6 +18,7 @@ from memstore.types import (
     UpsertResult,
     VectorSizeError,
     Where,
+    check_text,
     make_id,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "VectorSizeError",
     "Where",
     "amem_home",
+    "check_text",
     "check_user_id",
     "make_id",
     "open_store",

@@ -33,6 +33,7 @@ from memstore.types import (
     UpsertResult,
     VectorSizeError,
     Where,
+    check_text,
 )
 
 _NUMBER_TYPES: frozenset[type] = frozenset({int, float})
@@ -293,6 +294,7 @@ class MemoryStore(ABC):
         user = self._check_user(spec, user)
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+        check_text(query, "the query")
         self._check_vector(vector)
         if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
             raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
@@ -309,6 +311,19 @@ class MemoryStore(ABC):
         if not spec.per_user:
             raise InvalidInputError(f"collection {collection!r} is not per-user")
         return self._users(spec)
+
+    def erase_deleted(self) -> bool:
+        """Make deleted data unrecoverable from the store's own files, where it can.
+
+        The embedded store empties its write-ahead log (and vacuums an old file once); a
+        server backend such as Weaviate manages its own storage, so this does nothing there.
+        Returns False when the work could not be completed now (see the backend).
+        """
+        return True
+
+    async def aerase_deleted(self) -> bool:
+        """Async ``erase_deleted``."""
+        return await asyncio.to_thread(self.erase_deleted)
 
     @abstractmethod
     def close(self) -> None:
@@ -551,7 +566,7 @@ def check_user_id(user: object) -> str:
         raise InvalidInputError("user ids starting with '_' are reserved")
     if any(ord(c) < 32 for c in user):
         raise InvalidInputError("user id contains control characters")
-    return user
+    return check_text(user, "the user id")
 
 
 GLOBAL_SCOPE = "_global"
@@ -645,6 +660,8 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
             raise InvalidInputError(
                 f"{spec.name}.{prop_name} must be a list of strings, got {value!r:.80}"
             )
+        for item in value:
+            check_text(item, f"{spec.name}.{prop_name}")
         return
     allowed = _SCALAR_CHECKS[ptype]
     if isinstance(value, bool) and ptype != "bool":
@@ -653,6 +670,8 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
         raise InvalidInputError(
             f"{spec.name}.{prop_name} must be {ptype}, got {type(value).__name__}"
         )
+    if ptype == "text":
+        check_text(value, f"{spec.name}.{prop_name}")  # type: ignore[arg-type]
     if ptype == "date":
         from datetime import datetime  # noqa: PLC0415
 

@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from memstore import ranking
 from memstore.base import MemoryStore
+from memstore.private import private_dir, private_file, tighten
 from memstore.ranking import (
     BM25_B,
     BM25_K1,
@@ -71,6 +72,8 @@ from memstore.types import (
 
 DB_FILENAME = "store.sqlite3"
 SCHEMA_VERSION = 2
+_ZEROED_KEY = "free_space_zeroed"
+"""``amem_meta`` key of a store file written with ``secure_delete`` since its creation."""
 
 HYBRID_MIN_CANDIDATES = HYBRID_CANDIDATES
 """Kept for existing imports; see ``memstore.ranking.HYBRID_CANDIDATES``."""
@@ -221,7 +224,12 @@ class EmbeddedStore(MemoryStore):
         self.path = Path(path).expanduser()
         if self.path.exists() and not self.path.is_dir():
             raise InvalidInputError(f"store path {self.path} exists and is not a directory")
-        self.path.mkdir(parents=True, exist_ok=True)
+        # Memories are private: the folder 0700, the database and its WAL files 0600.
+        try:
+            private_dir(self.path)
+            private_file(self.path / DB_FILENAME)
+        except OSError as exc:
+            raise StoreError(f"cannot create the embedded store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
         self._cache: collections.OrderedDict[tuple[str, str], _Partition] = (
             collections.OrderedDict()
@@ -237,9 +245,14 @@ class EmbeddedStore(MemoryStore):
             # Text sorts like Weaviate's: case-insensitively (memstore.ranking.text_sort_key).
             conn.create_function("amem_text_key", 1, _sql_text_key, deterministic=True)
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            # Deleted rows and freed pages are overwritten with zeros, whatever the SQLite
+            # build's default: forgotten memories must not stay readable in the file.
+            conn.execute("PRAGMA secure_delete = ON")
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
             self._write(self._create_catalogue)
+            # Files made by an older version, before the database file was created private.
+            tighten(self.path / (DB_FILENAME + suffix) for suffix in ("", "-wal", "-shm"))
         except BaseException:
             conn.close()
             self._conn = None
@@ -319,6 +332,8 @@ class EmbeddedStore(MemoryStore):
                 "INSERT INTO amem_meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
+            # Written with secure_delete from the start: no stale text in its free space.
+            conn.execute(f"INSERT INTO amem_meta (key, value) VALUES ('{_ZEROED_KEY}', '1')")
         elif int(row[0]) == 1:
             _migrate_from_v1(conn)
         elif int(row[0]) != SCHEMA_VERSION:
@@ -604,7 +619,62 @@ class EmbeddedStore(MemoryStore):
         return self._write(delete)
 
     def _delete_user(self, spec: CollectionSpec, user: str) -> int:
-        return self._delete_where(spec, [], user)
+        table = _table(spec.name)
+
+        def delete(conn: sqlite3.Connection) -> int:
+            (count,) = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE user IS ?", (user,)
+            ).fetchone()
+            conn.execute(f"DELETE FROM {table} WHERE user IS ?", (user,))
+            # The partition's bookkeeping row names the user: it goes too. A cache of the
+            # partition in any process then finds no token and reloads (empty), and a later
+            # write starts a new token and lineage.
+            conn.execute(
+                "DELETE FROM amem_generations WHERE collection = ? AND scope = ?",
+                (spec.name, user),
+            )
+            return int(count)
+
+        removed = self._write(delete)
+        with self._lock:
+            self._cache.pop((spec.name, user), None)
+        return removed
+
+    def erase_deleted(self) -> bool:
+        """Make deleted data unrecoverable from the store's files.
+
+        Deletions already overwrite their rows with zeros (``secure_delete``); this also
+        removes the older copies of changed pages from the write-ahead log (a TRUNCATE
+        checkpoint), and vacuums a store file written by a version without secure deletion
+        once, since its free space may still hold text deleted back then.
+
+        Returns:
+            False when another process kept the log from being emptied (it is emptied at
+            a later checkpoint); True otherwise.
+        """
+        with self._lock:
+            conn = self._db()
+            try:
+                row = conn.execute(
+                    "SELECT value FROM amem_meta WHERE key = ?", (_ZEROED_KEY,)
+                ).fetchone()
+                if row is None:
+                    self._retry(lambda: conn.execute("VACUUM"))
+                    self._write(
+                        lambda c: c.execute(
+                            "INSERT OR REPLACE INTO amem_meta (key, value) VALUES (?, '1')",
+                            (_ZEROED_KEY,),
+                        )
+                    )
+                busy = 1
+                for _ in range(_BUSY_RETRIES):
+                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    if not busy:
+                        break
+                    time.sleep(0.1)
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return not busy
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -20,15 +21,53 @@ PROPERTY_NAME_RE = re.compile(r"^[a-z_][A-Za-z0-9_]{0,62}$")
 MAX_USER_ID_LENGTH = 256
 
 
+ESCAPED_ID_NAMESPACE = uuid.UUID("2b7e5c1a-93d4-4f0e-8c61-5a0d7f3e9b42")
+"""Namespace of the ids of keys whose parts hold the separator (see ``make_id``)."""
+KEY_SEPARATOR = "\x1f"
+
+
 def make_id(*parts: str) -> str:
-    """Return a deterministic UUID (v5) for the given key parts.
+    r"""Return a deterministic UUID (v5) for the given key parts.
 
     The same parts always give the same id, so upserting the same logical object twice
-    leaves one copy on every backend.
+    leaves one copy on every backend; different parts give different ids.
+
+    Parts are joined with ``KEY_SEPARATOR`` (U+001F), as they always were, so stored ids
+    stay valid. A key with the separator inside a part would collide that way
+    (``("a\x1fb", "c")`` and ``("a", "b\x1fc")``); such keys are named by their JSON list
+    in a namespace of their own instead, which cannot meet a joined key.
+
+    Raises:
+        InvalidInputError: No part is given, or a part is not valid text.
     """
     if not parts:
         raise InvalidInputError("make_id needs at least one key part")
-    return str(uuid.uuid5(ID_NAMESPACE, "\x1f".join(parts)))
+    for part in parts:
+        if not isinstance(part, str):
+            raise InvalidInputError(f"id key parts must be strings, got {type(part).__name__}")
+        check_text(part, "an id key part")
+    if any(KEY_SEPARATOR in part for part in parts):
+        name = json.dumps(list(parts), ensure_ascii=False)
+        return str(uuid.uuid5(ESCAPED_ID_NAMESPACE, name))
+    return str(uuid.uuid5(ID_NAMESPACE, KEY_SEPARATOR.join(parts)))
+
+
+def check_text(value: str, what: str) -> str:
+    """Return ``value`` if it is valid Unicode text, else raise ``InvalidInputError``.
+
+    Python strings may hold lone surrogates (U+D800 to U+DFFF, for example from a file name
+    or a command-line argument that is not UTF-8); no store, tokenizer or JSON encoder takes
+    them, so they are refused where the text comes in, with the position of the first one.
+    """
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{what} is not valid Unicode text: it holds a lone surrogate "
+                f"{value[exc.start]!r} at position {exc.start}"
+            ) from None
+    return value
 
 
 @dataclass(frozen=True)

@@ -318,3 +318,21 @@ def test_ctrl_c_at_the_prompt_leaves_at_once(env: dict[str, str]) -> None:
     child.close()
     assert child.exitstatus == 130
     assert "Traceback" not in (child.before or "")
+
+
+def test_knowledge_base_names_given_in_another_case_are_found(
+    env: dict[str, str], server: FakeOpenAIServer, manual: str
+) -> None:
+    # Ingested as "manuals": "--kb MANUALS" names the same base and its passages are cited.
+    result = subprocess.run(
+        [AMEM, "chat", "--user", "carol", "--no-stream", "--kb", "MANUALS"],
+        input="How often does the pump need oil?\n/help\n/quit\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no knowledge base" not in result.stderr
+    assert "Oil it every 200 hours [pump.md p.1]." in result.stdout
+    assert "Documents: searching manuals." in result.stdout

@@ -76,6 +76,28 @@ def test_episodes_errors(seeded: Seeded) -> None:
     fails("memories", "episodes", "list", "--user", "_global", message="reserved")
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["memories", "facts", "list", "--user", "al\udcffice"],
+        ["memories", "messages", "list", "--user", "alice", "--thread", "t\udcff"],
+        ["memories", "messages", "search", "caf\udce9", "--user", "alice"],
+        ["memories", "facts", "list", "--user", "alice", "--subject", "di\udcffet"],
+        ["memories", "forget", "--user", "alice", "--subject", "\udcff"],
+        ["memories", "forget", "--user", "alice", "--thread", "t\udcff"],
+        ["memories", "episodes", "search", "\udcff", "--user", "alice"],
+    ],
+    ids=["user", "thread", "query", "subject", "forget-subject", "forget-thread", "episodes"],
+)
+def test_arguments_that_are_not_valid_unicode_get_a_clear_error(
+    seeded: Seeded, store: EmbeddedStore, args: list[str]
+) -> None:
+    # A non-UTF-8 byte on a Linux command line reaches Python as a lone surrogate.
+    before = snapshot(store, vectors=False)
+    fails(*args, message="is not valid Unicode text")
+    assert snapshot(store, vectors=False) == before
+
+
 # -- facts ------------------------------------------------------------------------------------
 
 
@@ -258,7 +280,9 @@ def test_forget_thread_and_episode_through_the_cli(store: EmbeddedStore, seeded:
     report = ok_json(
         "memories", "forget", "--user", "alice", "--episode", seeded.episodes["alice"][0]
     )
-    assert report["total_deleted"] == 1
+    # The episode, and alice's rule version learned only from it (its one rule is gone).
+    deleted = {row["collection"]: row["deleted"] for row in report["deleted"]}
+    assert deleted == {"EpisodicMemory": 1, "ProceduralRules": 1}
     assert ok_json("memories", "episodes", "list", "--user", "alice") == []
 
 

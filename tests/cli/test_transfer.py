@@ -267,3 +267,35 @@ def test_a_changed_schema_in_the_header_is_refused(
         with pytest.raises(TransferError, match="different schema"):
             import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
         assert target.collections() == []
+
+
+def test_text_with_a_lone_surrogate_is_reported_with_its_line(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    # JSON may escape half of a surrogate pair ("\ud83d"): that is not text any store takes.
+    path = tmp_path / "mem.jsonl"
+    _export(store, path)
+    lines = _lines(path)
+    at = next(i for i, ln in enumerate(lines) if ln["kind"] == "message")
+    lines[at]["properties"]["content"] = "my ssn is \ud83d"  # type: ignore[index]
+    path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
+    with EmbeddedStore(tmp_path / "other", dims=256) as target:
+        with pytest.raises(TransferError, match=rf"line {at + 1}: MessageLog.content must be text"):
+            import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+        assert target.collections() == []
+
+
+def test_an_export_whose_schema_only_differs_in_descriptions_is_imported(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    # An older version described the manifest's "entry" property differently.
+    path = tmp_path / "mem.jsonl"
+    _export(store, path)
+    lines = _lines(path)
+    for spec in lines[0]["collections"].values():  # type: ignore[attr-defined]
+        for prop in spec["properties"]:
+            prop["description"] = "described otherwise"
+    path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
+    with EmbeddedStore(tmp_path / "other", dims=256) as target:
+        summary = import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+        assert summary.total == len(lines) - 1

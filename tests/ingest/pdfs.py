@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import random
 import re
+import zlib
 from pathlib import Path
 
 from fpdf import FPDF
@@ -95,4 +96,42 @@ def write_pdf_with_bad_xref(path: Path, source: Path) -> Path:
     assert match is not None
     wrong = str(int(match.group(1)) + 7).encode()
     path.write_bytes(data[: match.start(1)] + wrong + data[match.end(1) :])
+    return path
+
+
+def write_decompression_bomb_pdf(path: Path, inflated_bytes: int = 80_000_000) -> Path:
+    """A one-page PDF whose content stream is a FlateDecode stream of ``inflated_bytes``.
+
+    The default inflates past pypdf's 75 MB output limit (``LimitReachedError``) from a file
+    of about 80 KB, the shape of a decompression bomb.
+    """
+    deflate = zlib.compressobj(9)
+    block = b" " * 1_000_000
+    parts = [deflate.compress(b"BT /F1 12 Tf 72 712 Td (Boom) Tj ET\n")]
+    for _ in range(inflated_bytes // len(block)):
+        parts.append(deflate.compress(block))
+    parts.append(deflate.flush())
+    stream = b"".join(parts)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = io.BytesIO()
+    out.write(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    for offset in offsets:
+        out.write(b"%010d 00000 n \n" % offset)
+    out.write(
+        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    )
+    path.write_bytes(out.getvalue())
     return path

@@ -15,6 +15,7 @@ from memory.knowledge import list_sources, search_knowledge
 from memstore.embedded import EmbeddedStore
 from tests.ingest.pdfs import (
     write_blank_pdf,
+    write_decompression_bomb_pdf,
     write_image_only_pdf,
     write_no_pages_pdf,
     write_pdf,
@@ -73,6 +74,31 @@ def test_each_bad_file_class_has_its_message_and_the_rest_continue(
     assert [s.title for s in list_sources(store, "mixed")] == ["Valve guide"]
     hits = search_knowledge(store, embeddings, "mixed", "brass valve clockwise", k=1)
     assert hits and hits[0].source == str((docs / "good.md").resolve())
+
+
+def test_a_decompression_bomb_fails_alone_and_later_files_are_ingested(
+    docs: Path, store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
+    # ~80 KB on disk, 80 MB once inflated: past pypdf's 75 MB limit (LimitReachedError).
+    bomb = write_decompression_bomb_pdf(docs / "a_bomb.pdf")
+    assert bomb.stat().st_size < 200_000
+    write_pdf(docs / "b_after.pdf", ["The copper lighthouse keeper logs every ship."])
+    (docs / "c_after.md").write_text("# Tides\n\nThe tide tables are printed weekly.\n")
+
+    report = ingest_paths([docs], kb="bombs", store=store, embeddings=embeddings)
+
+    by_name = {Path(f.path).name: f for f in report.files}
+    assert list(by_name) == ["a_bomb.pdf", "b_after.pdf", "c_after.md"]
+    failed = by_name["a_bomb.pdf"]
+    assert failed.status == "failed" and failed.chunks_written == 0
+    assert failed.error is not None and "\n" not in failed.error
+    assert failed.error.startswith("refused: a compressed stream inflates past")
+    assert by_name["b_after.pdf"].status == "written"
+    assert by_name["c_after.md"].status == "written"
+    assert {s.title for s in list_sources(store, "bombs")} == {
+        "The copper lighthouse keeper logs every ship.",
+        "Tides",
+    }
 
 
 def test_encrypted_pdf_is_read_with_the_password(
@@ -150,14 +176,14 @@ def test_unreadable_file_as_root_via_a_refusing_filesystem(
     secret = docs / "secret.pdf"
     write_pdf(secret, ["Classified."])
     (docs / "open.txt").write_text("Open text.")
-    real_read_bytes = Path.read_bytes
+    real_open = os.open
 
-    def refuse(self: Path) -> bytes:
-        if self.name == "secret.pdf":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_read_bytes(self)
+    def refuse(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: object) -> int:
+        if Path(path).name == "secret.pdf":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Path, "read_bytes", refuse)
+    monkeypatch.setattr(os, "open", refuse)
     report = ingest_paths([docs], kb="misc", store=store, embeddings=embeddings)
     errors = {Path(f.path).name: f.error for f in report.failed}
     assert errors == {"secret.pdf": "unreadable: permission denied"}
@@ -173,6 +199,39 @@ def test_a_directory_named_like_a_file_is_walked_and_cannot_be_read_as_one(
     assert report.ok and report.chunks_written == 1
     with pytest.raises(IngestFileError, match="unreadable: is a directory"):
         read_bytes(docs / "folder.pdf")
+
+
+@pytest.mark.timeout(60)
+def test_special_files_named_like_documents_are_refused_without_being_opened(
+    docs: Path,
+    store: EmbeddedStore,
+    embeddings: LocalEmbeddings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Opening a FIFO for reading blocks until a writer comes: the ingestion used to hang.
+    os.mkfifo(docs / "pipe.txt")
+    (docs / "zero_device.md").symlink_to("/dev/zero")
+    (docs / "real.txt").write_text("The regular file is still ingested.")
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: object) -> int:
+        opened.append(Path(path).name)
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", spy)
+    report = ingest_paths([docs], kb="misc", store=store, embeddings=embeddings)
+
+    errors = {Path(f.path).name: f.error for f in report.failed}
+    assert errors == {
+        "pipe.txt": "not a regular file (a named pipe (FIFO)); only regular files are read",
+        "zero_device.md": "not a regular file (a character device); only regular files are read",
+    }
+    assert "pipe.txt" not in opened and "zero_device.md" not in opened
+    assert report.chunks_written == 1
+    # Named explicitly, the FIFO gets the same error.
+    alone = ingest_paths([docs / "pipe.txt"], kb="misc", store=store, embeddings=embeddings)
+    assert alone.failed[0].error == errors["pipe.txt"]
 
 
 def test_pypdf_warnings_are_counted_not_printed(

@@ -93,3 +93,24 @@ async def test_ingest_graph_runs_and_returns_the_report(report_pdf: Path, store_
     assert report["ok"] and report["kb"] == "studio" and report["chunk_size"] == 600
     assert report["totals"]["pages"] == 4 and report["totals"]["chunks_written"] > 0
     assert store_path.exists()  # written to the store the environment configures
+
+
+def test_a_file_name_that_is_not_utf8_fails_alone_with_a_clear_message(docs: Path) -> None:
+    # Linux file names are bytes; Python hands a non-UTF-8 one over with lone surrogates.
+    with open(bytes(docs) + b"/caf\xe9.txt", "wb") as handle:
+        handle.write(b"A note saved by a Latin-1 system.")
+    (docs / "plain.txt").write_text("A plain note with an ordinary name.")
+
+    result = runner.invoke(app, ["ingest", str(docs), "--json"])
+
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    failed = [f for f in report["files"] if f["status"] == "failed"]
+    assert len(failed) == 1
+    assert failed[0]["error"].startswith("the path is not valid UTF-8 (")
+    assert failed[0]["error"].endswith("); rename the file to ingest it")
+    assert report["totals"]["written"] == 1
+    assert "caf\\xe9.txt" in failed[0]["path"]
+    table = runner.invoke(app, ["ingest", str(docs), "-c", "other"])
+    assert table.exit_code == 1, table.output
+    assert "caf\\xe9.txt: the path is not valid UTF-8" in table.output

@@ -24,6 +24,7 @@ from graph.persistence import (
     postgres_checkpointer,
     sqlite_checkpointer,
 )
+from memory.forget import checkpoint_user_threads
 
 
 class _Echo(TypedDict):
@@ -166,3 +167,49 @@ async def test_open_checkpointer_picks_postgres_from_env(
     async with open_checkpointer(sqlite_path=tmp_path / "unused.sqlite") as saver:
         assert isinstance(saver, AsyncPostgresSaver)
     assert not (tmp_path / "unused.sqlite").exists()
+
+
+class _Owned(TypedDict, total=False):
+    messages: list[str]
+    owner: str
+
+
+async def _owned_then_failed(saver: BaseCheckpointSaver[Any], thread: str, user: str) -> None:
+    """The agent's first step records the owner; the turn then fails, with no run metadata."""
+
+    async def own(state: _Owned) -> _Owned:
+        return {"owner": user}
+
+    async def fail(state: _Owned) -> _Owned:
+        raise RuntimeError("turn failed")
+
+    builder: StateGraph[_Owned, None, _Owned, _Owned] = StateGraph(_Owned)
+    builder.add_node("own", own)
+    builder.add_node("fail", fail)
+    builder.add_edge(START, "own")
+    builder.add_edge("own", "fail")
+    graph = builder.compile(checkpointer=saver)
+    with pytest.raises(RuntimeError):
+        await graph.ainvoke({"messages": ["my ssn is 1"]}, {"configurable": {"thread_id": thread}})
+
+
+async def _owner_lookup(saver: BaseCheckpointSaver[Any]) -> None:
+    await _owned_then_failed(saver, "a1", "alice")
+    await _owned_then_failed(saver, "b1", "bob")
+    await _echo_graph(saver).ainvoke({"messages": [HumanMessage("x")]}, _thread("a2"))
+    assert await checkpoint_user_threads(saver, "alice") == ["a1", "a2"]
+    assert await checkpoint_user_threads(saver, "bob") == ["b1"]
+    assert await checkpoint_user_threads(saver, "carol") == []
+
+
+async def test_sqlite_threads_are_found_by_their_owner(tmp_path: Path) -> None:
+    async with sqlite_checkpointer(tmp_path / "cp.sqlite") as saver:
+        await _owner_lookup(saver)
+
+
+@pytest.mark.integration
+async def test_postgres_threads_are_found_by_their_owner(postgres_uri: str) -> None:
+    async with postgres_checkpointer(postgres_uri) as saver:
+        for thread in ("a1", "a2", "b1"):
+            await saver.adelete_thread(thread)
+        await _owner_lookup(saver)

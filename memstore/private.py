@@ -1,0 +1,79 @@
+"""Files and folders that only their owner can read: the local data under ``AMEM_HOME``.
+
+Memories, checkpoints and logs hold what users said. Folders this package creates get mode
+0700 and files 0600 whatever the umask; existing ones that belong to the running user lose
+their group and other permissions when they are opened again. A folder that already existed
+and that the package does not own by name (``AMEM_HOME`` itself, a parent of a custom path)
+is left as it is: it may be shared on purpose (``/tmp``, a home directory).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "private_dir", "private_file", "tighten"]
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+_GROUP_OTHER = 0o077
+
+
+def tighten(paths: Iterable[Path]) -> None:
+    """Remove group and other permissions from those of ``paths`` that exist and are ours.
+
+    Best effort: a path owned by someone else, or gone meanwhile, is left alone.
+    """
+    for path in paths:
+        try:
+            info = path.stat()
+            if info.st_uid == os.getuid() and info.st_mode & _GROUP_OTHER:
+                os.chmod(path, stat.S_IMODE(info.st_mode) & ~_GROUP_OTHER)
+        except OSError:
+            continue
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` and its missing parents with mode 0700; tighten ``path`` if it exists.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        OSError: A folder cannot be created.
+    """
+    missing: list[Path] = []
+    current = path
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            continue  # created meanwhile by another process
+        # mkdir's mode passes through the umask; set it exactly.
+        os.chmod(folder, PRIVATE_DIR_MODE)
+    tighten([path])
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Create ``path`` empty with mode 0600 if it is missing, else tighten it.
+
+    SQLite gives a database's ``-wal`` and ``-shm`` files the database file's permissions,
+    so creating the database file this way before SQLite opens it covers all three.
+
+    Returns:
+        ``path``.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        tighten([path])
+    else:
+        os.close(fd)
+        os.chmod(path, PRIVATE_FILE_MODE)
+    return path

@@ -1,0 +1,397 @@
+"""Forgetting a user leaves no trace: not in any table or column, not in the raw files.
+
+Also: threads found by the owner in their state (a turn that failed before it was logged),
+rule text learned only from the user removed from the global rules, bookkeeping rows gone.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, TypedDict, cast
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.outputs import ChatResult
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph_sdk.client import LangGraphClient
+
+from graph.graph import compile_graph
+from graph.persistence import sqlite_checkpointer
+from llm.embeddings import LocalEmbeddings
+from memory.collections import MESSAGES, RULES
+from memory.episodes import EpisodicMemory
+from memory.forget import (
+    FORGOTTEN_NOTE,
+    checkpoint_user_threads,
+    forget_thread,
+    forget_user,
+)
+from memory.messages import MessageLog
+from memory.rules import RuleBook
+from memstore import GLOBAL_SCOPE, InvalidInputError
+from memstore.embedded import DB_FILENAME, EmbeddedStore, term_hash
+from tests.cli.conftest import T0, Reflection, Seeded, add_messages
+from tests.cli.helpers import checkpoint_count, write_checkpoints
+from tests.cli.test_forget import _FakeServer
+
+SSN = "987-65-4329"
+# What only alice said or what only came from her: none of it may survive her forget.
+ALICE_TRACES = ["alice", "Lyon", "vegetarian", SSN, "quokka"]
+BOB_TRACES = ["bob", "Oslo", "vegan"]
+
+
+@pytest.fixture(autouse=True)
+def _sqlite_without_secure_delete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Act as a SQLite build whose default is ``secure_delete=OFF`` (the upstream default).
+
+    Debian's build turns it on, which would hide a store that forgot to ask for it.
+    Autouse, so it applies before the store and the checkpointer connect.
+    """
+    real = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete = OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+
+
+class _TurnState(TypedDict, total=False):
+    messages: list[str]
+    owner: str
+
+
+async def _failed_turn(checkpointer: BaseCheckpointSaver[Any], thread: str, user: str) -> None:
+    """A turn that records its owner, then fails before anything is logged or answered.
+
+    Like the agent's first node, ``own`` writes ``owner`` into the thread's state; no run
+    metadata is given, so only the state says whose thread it is.
+    """
+
+    async def own(state: _TurnState) -> _TurnState:
+        return {"owner": user}
+
+    async def fail(state: _TurnState) -> _TurnState:
+        raise RuntimeError("the model is unreachable")
+
+    builder: StateGraph[_TurnState, None, _TurnState, _TurnState] = StateGraph(_TurnState)
+    builder.add_node("own", own)
+    builder.add_node("fail", fail)
+    builder.add_edge(START, "own")
+    builder.add_edge("own", "fail")
+    builder.add_edge("fail", END)
+    graph = builder.compile(checkpointer=checkpointer)
+    with pytest.raises(RuntimeError, match="unreachable"):
+        await graph.ainvoke(
+            {"messages": [f"hi, my ssn is {SSN}"]}, {"configurable": {"thread_id": thread}}
+        )
+
+
+def _add_global_rules_from_alice(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
+    """A global version learned only from alice, holding her text word for word."""
+    episode = EpisodicMemory(store, embeddings).store_reflection(
+        "alice",
+        "alice-t3",
+        Reflection(["pets"], "alice has a quokka", "asking about the quokka", "nothing"),
+        "user: my pet quokka",
+        now=T0,
+    )
+    book = RuleBook(store, embeddings)
+    current = book.latest(GLOBAL_SCOPE).rules
+    book.propose(
+        GLOBAL_SCOPE,
+        [
+            *current,
+            {"instruction": f"Remind users that alice's ssn is {SSN}", "rationale": "she asked"},
+            {"instruction": "Ask about the quokka", "rationale": "alice liked it"},
+        ],
+        source_episodes=[episode],
+        source_users=["alice"],
+        note="rewritten after conversation 1 of thread alice-t3",
+    )
+
+
+def _sql_values(path: Path) -> list[tuple[str, str, Any]]:
+    """Every value of every column of every table of a SQLite file, read through SQL."""
+    out: list[tuple[str, str, Any]] = []
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        assert tables
+        for table in tables:
+            cursor = conn.execute(f'SELECT * FROM "{table}"')
+            columns = [d[0] for d in cursor.description]
+            for row in cursor:
+                out.extend((table, col, value) for col, value in zip(columns, row, strict=True))
+    return out
+
+
+def _needles(words: list[str]) -> list[bytes]:
+    """The words as UTF-8, plus the 8-byte hashes the keyword index stores for them."""
+    found = [w.encode() for w in words]
+    for word in words:
+        for token in word.lower().replace("-", " ").split():
+            found.append(term_hash(token).to_bytes(8, "little", signed=True))
+    return found
+
+
+def _traces(files: list[Path], words: list[str]) -> list[str]:
+    """Where the words (or their term hashes) occur: raw bytes of each file, then SQL values."""
+    needles = _needles(words)
+    hits: list[str] = []
+    for path in files:
+        if not path.exists():
+            continue
+        raw = path.read_bytes()
+        hits += [f"{path.name}: raw bytes {n!r}" for n in needles if n in raw]
+        if path.suffix in (".sqlite", ".sqlite3"):
+            for table, column, value in _sql_values(path):
+                blob = value if isinstance(value, bytes) else str(value).encode()
+                hits += [f"{path.name}: {table}.{column} {n!r}" for n in needles if n in blob]
+    return hits
+
+
+async def test_forgetting_a_user_leaves_no_trace_in_any_store_file(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    _add_global_rules_from_alice(store, embeddings)
+    cp_path = tmp_path / "amem-home" / "checkpoints.sqlite"
+    store_files = [store.path / (DB_FILENAME + s) for s in ("", "-wal", "-shm")]
+    cp_files = [cp_path.with_name(cp_path.name + s) for s in ("", "-wal", "-shm")]
+    async with sqlite_checkpointer(cp_path) as cp:
+        await write_checkpoints(cp, {t: u for u, ts in seeded.threads.items() for t in ts})
+        await _failed_turn(cp, "t-untold", "alice")
+        # The grep finds what is there: before the forget, alice is everywhere.
+        before = _traces(store_files + cp_files, ALICE_TRACES)
+        assert any("store.sqlite3" in h for h in before)
+        assert any(SSN.encode() in h.encode() or "checkpoints" in h for h in before)
+
+        report = await forget_user(store, "alice", checkpointer=cp, embeddings=embeddings)
+
+        assert "t-untold" in report.threads
+        assert report.notes == []
+        # With both files still open (as a running server holds them) ...
+        assert _traces(store_files + cp_files, ALICE_TRACES) == []
+        # ... and bob's memories are all still there, so the grep does see real data.
+        assert len(_traces(store_files + cp_files, BOB_TRACES)) > 10
+        # The write-ahead logs were checkpointed and emptied.
+        assert store_files[1].stat().st_size == 0
+        assert cp_files[1].stat().st_size == 0
+    store.close()
+    assert _traces(store_files + cp_files, ALICE_TRACES) == []
+
+
+async def test_the_global_rules_lose_the_text_learned_only_from_the_forgotten_user(
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
+) -> None:
+    _add_global_rules_from_alice(store, embeddings)
+    book = RuleBook(store, embeddings)
+    before = {v.version: v for v in book.versions(GLOBAL_SCOPE)}
+    old_vectors = {
+        o.properties["version"]: store.get(RULES.name, o.id, user=GLOBAL_SCOPE, include_vector=True)
+        for o in store.list_objects(RULES.name, user=GLOBAL_SCOPE)
+    }
+
+    await forget_user(store, "alice", embeddings=embeddings)
+
+    after = {v.version: v for v in book.versions(GLOBAL_SCOPE)}
+    assert sorted(after) == sorted(before)  # no version lost: each still has a rule
+    for version in after.values():
+        text = version.render()
+        assert SSN not in text and "quokka" not in text and "alice" not in text
+        assert "alice" not in version.source_users
+    # Learned from alice and bob: kept. The starting rules: kept.
+    latest = after[max(after)]
+    assert [r.instruction for r in latest.rules] == [
+        r.instruction
+        for r in before[max(before)].rules
+        if "alice" not in r.render() and "quokka" not in r.render()
+    ]
+    assert any(r.instruction == "Keep answers short" for r in latest.rules)
+    assert after[1].rules == before[1].rules
+    # The rewritten versions were embedded again; their notes no longer name her thread.
+    for number in (3, 4):
+        stored = next(
+            o
+            for o in store.list_objects(RULES.name, user=GLOBAL_SCOPE)
+            if o.properties["version"] == number
+        )
+        full = store.get(RULES.name, stored.id, user=GLOBAL_SCOPE, include_vector=True)
+        assert full is not None and full.vector != old_vectors[number].vector  # type: ignore[union-attr]
+        assert full.properties["note"] == FORGOTTEN_NOTE
+        expected = embeddings.embed_query(full.properties["rules_text"])
+        assert max(abs(a - b) for a, b in zip(full.vector, expected, strict=True)) < 1e-5
+
+
+async def test_a_version_learned_only_from_a_forgotten_thread_is_emptied_and_deleted(
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
+) -> None:
+    book = RuleBook(store, embeddings)
+    episode = EpisodicMemory(store, embeddings).store_reflection(
+        "bob", "bob-t9", Reflection(["x"], "s", "w", "a"), "user: secret plan", now=T0
+    )
+    add_messages(store, embeddings, "bob", "bob-t9", ["the secret plan", "ok"])
+    book.propose(
+        "bob",
+        [{"instruction": "Mention the secret plan", "rationale": "bob said so"}],
+        source_episodes=[episode],
+        source_users=["bob"],
+    )
+    assert [v.version for v in book.versions("bob")] == [1, 2, 3]
+    report = await forget_thread(store, "bob", "bob-t9", embeddings=embeddings)
+    assert [v.version for v in book.versions("bob")] == [1, 2]
+    assert report.deleted[("embedded", RULES.name)] == 1
+    assert all("secret plan" not in v.render() for v in book.versions("bob"))
+
+
+async def test_threads_are_found_by_the_owner_in_their_state(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    async with sqlite_checkpointer(tmp_path / "cp.sqlite") as cp:
+        await _failed_turn(cp, "alice-untold", "alice")  # no metadata, nothing logged
+        await _failed_turn(cp, "bob-untold", "bob")
+        # Named in alice's memories, but the state says it is bob's: kept.
+        add_messages(store, embeddings, "alice", "b-own", ["x"])
+        await _failed_turn(cp, "b-own", "bob")
+        assert await checkpoint_user_threads(cp, "alice") == ["alice-untold"]
+        report = await forget_user(store, "alice", checkpointer=cp)
+        assert await checkpoint_count(cp, "alice-untold") == 0
+        assert await checkpoint_count(cp, "bob-untold") > 0
+        assert await checkpoint_count(cp, "b-own") > 0
+        assert "alice-untold" in report.threads and "b-own" in report.kept_threads
+        # The state's owner also guards forgetting one thread.
+        with pytest.raises(InvalidInputError, match="no thread"):
+            await forget_thread(store, "alice", "bob-untold", checkpointer=cp)
+
+
+@pytest.mark.parametrize("stateless_thread", [False, True], ids=["search", "inmem-500"])
+async def test_server_threads_are_found_by_the_owner_in_their_values(
+    store: EmbeddedStore, seeded: Seeded, stateless_thread: bool
+) -> None:
+    values: dict[str, Any] = {
+        "untold": {"owner": "alice"},
+        "bobs": {"owner": "bob"},
+        "alice-t1": {"owner": "bob"},
+    }
+    threads: dict[str, dict[str, Any]] = {"untold": {}, "bobs": {}, "alice-t1": {}}
+    if stateless_thread:
+        # A thread created but never run: langgraph dev's values search fails on it.
+        threads["never-ran"] = {}
+        values["never-ran"] = None
+    server = _FakeServer(threads, values=values)
+    report = await forget_user(store, "alice", server=cast(LangGraphClient, server))
+    assert report.server_threads == ["untold"]
+    assert report.kept_threads == ["alice-t1"]
+    assert sorted(server.threads.threads) == sorted(set(threads) - {"untold"})
+
+
+async def test_forget_removes_the_bookkeeping_rows_that_name_the_user(
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
+) -> None:
+    def scopes() -> set[str]:
+        with sqlite3.connect(store.path / DB_FILENAME) as conn:
+            return {r[0] for r in conn.execute("SELECT scope FROM amem_generations")}
+
+    assert {"alice", "bob"} <= scopes()
+    await forget_user(store, "alice")
+    assert "alice" not in scopes() and "bob" in scopes()
+    # The store still works for everyone, alice included, afterwards.
+    log = MessageLog(store, embeddings)
+    log.remember("alice", "new", [{"role": "user", "content": "back again"}])
+    assert [m.content for m in log.recall("alice", "back again")] == ["back again"]
+
+
+async def test_files_written_before_secure_deletion_are_vacuumed_once(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    cp_path = tmp_path / "old-checkpoints.sqlite"
+    # An older version: rows deleted without secure deletion leave their text in free space,
+    # and the files carry no mark that says otherwise.
+    add_messages(store, embeddings, "alice", "alice-old", ["my old quokka story"])
+    async with AsyncSqliteSaver.from_conn_string(str(cp_path)) as cp:
+        await cp.setup()
+        await _failed_turn(cp, "alice-old", "alice")
+    for path, statements in (
+        (
+            store.path / DB_FILENAME,
+            [
+                "DELETE FROM \"o_MessageLog\" WHERE user = 'alice' AND props LIKE '%quokka%'",
+                "DELETE FROM amem_meta WHERE key = 'free_space_zeroed'",
+            ],
+        ),
+        (
+            cp_path,
+            [
+                "DELETE FROM checkpoints WHERE thread_id = 'alice-old'",
+                "DELETE FROM writes WHERE thread_id = 'alice-old'",
+            ],
+        ),
+    ):
+        with sqlite3.connect(path) as conn:
+            for statement in statements:
+                conn.execute(statement)
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert b"quokka" in (store.path / DB_FILENAME).read_bytes()
+    assert SSN.encode() in cp_path.read_bytes()
+
+    # The application's own checkpointer, opened without this package's settings.
+    async with AsyncSqliteSaver.from_conn_string(str(cp_path)) as cp:
+        await _failed_turn(cp, "alice-new", "alice")
+        report = await forget_user(store, "alice", checkpointer=cp, embeddings=embeddings)
+        assert "alice-new" in report.threads
+        files = [store.path / DB_FILENAME, cp_path, cp_path.with_name(cp_path.name + "-wal")]
+        assert _traces(files, ALICE_TRACES) == []
+        # Marked now: the next forget relies on secure deletion alone (no second vacuum).
+        await _failed_turn(cp, "alice-again", "alice")
+        await forget_user(store, "alice", checkpointer=cp)
+        assert _traces(files, ALICE_TRACES) == []
+
+
+class _UnreachableModel(BaseChatModel):
+    """A chat model whose server is down: every call fails."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "unreachable"
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        raise RuntimeError("the model server is unreachable")
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+async def test_a_real_graph_turn_that_failed_before_it_was_logged_is_forgotten(
+    store: EmbeddedStore, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    cp_path = tmp_path / "checkpoints.sqlite"
+    async with sqlite_checkpointer(cp_path) as cp:
+        app = compile_graph(
+            checkpointer=cp, store=store, embeddings=embeddings, chat_model=_UnreachableModel()
+        )
+        # No run metadata: only the owner the graph records in the state names the user.
+        with pytest.raises(Exception, match="unreachable"):
+            await app.ainvoke(
+                {"messages": [HumanMessage(f"hi, my ssn is {SSN}")]},
+                {"configurable": {"thread_id": "t-failed"}},
+                context={"user_id": "alice"},
+            )
+        state = await app.aget_state({"configurable": {"thread_id": "t-failed"}})
+        assert state.values.get("owner") == "alice"
+        assert SSN in str(state.values.get("messages"))
+        assert (
+            MESSAGES.name not in store.collections()
+            or store.count(MESSAGES.name, user="alice") == 0
+        )
+
+        report = await forget_user(store, "alice", checkpointer=cp)
+
+        assert report.threads == ["t-failed"]
+        assert await checkpoint_count(cp, "t-failed") == 0
+        files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
+        assert _traces(files, [SSN, "alice"]) == []
