@@ -82,6 +82,8 @@ MESSAGES = CollectionSpec(
             "speaker, date and preceding turn, without stop words",
         ),
     ),
+    # A write reads the thread's last turn; recall's neighbours are (thread, turn) too.
+    indexes=(("thread_id", "turn"),),
 )
 
 MESSAGES_V1 = CollectionSpec(
