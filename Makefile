@@ -7,15 +7,15 @@ BIN := $(VENV)/bin
 
 .PHONY: install system-deps run test lint
 
-$(BIN)/.installed: pyproject.toml constraints.txt llm/llama_build.py
+$(BIN)/.installed: pyproject.toml constraints.txt agentic_memory/models/llama_build.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The [local] extra needs llama.cpp, compiled here (about 5 minutes on 2 cores) for a
-	# portable baseline, never -march=native: see llm/llama_build.py. `ensure` keeps an
+	# portable baseline, never -march=native: see agentic_memory/models/llama_build.py. `ensure` keeps an
 	# installed build that passes the portability check and rebuilds any other.
-	$(BIN)/python llm/llama_build.py ensure
+	$(BIN)/python agentic_memory/models/llama_build.py ensure
 	$(BIN)/pip install -q -c constraints.txt -e ".[local]" --group dev
-	$(BIN)/python llm/llama_build.py check
+	$(BIN)/python agentic_memory/models/llama_build.py check
 	touch $@
 
 install: $(BIN)/.installed

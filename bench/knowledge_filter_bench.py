@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import memory.knowledge as knowledge
+import agentic_memory.kinds.knowledge as knowledge
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from ingest import ingest_paths
-from llm.embeddings import LocalEmbeddings
-from memstore.embedded import EmbeddedStore
 
 _WORDS = (
     "pump valve boiler filter gauge motor belt sensor relay switch cable panel fuse duct "

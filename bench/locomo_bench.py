@@ -72,11 +72,11 @@ from typing import Any, Protocol
 
 from langchain_core.embeddings import Embeddings
 
+from agentic_memory.api import Memory
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
+from agentic_memory.store import InvalidInputError
 from graph.context import Context
-from llm.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
-from memory.api import Memory
-from memory.messages import MessageLog
-from memstore import InvalidInputError
 
 KS = (1, 5, 10, 20)
 DEPTH = max(KS)

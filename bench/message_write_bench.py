@@ -54,10 +54,10 @@ class _HashEmbeddings(Embeddings):
 def measure(sizes: list[int], writes: int) -> list[dict[str, Any]]:
     """Measure the code importable in this process; one result per size."""
     # Imported here, from whichever checkout of the code this process runs.
-    from memory.collections import MESSAGES
-    from memory.messages import MessageLog
-    from memstore import MemoryObject, make_id
-    from memstore.embedded import EmbeddedStore
+    from agentic_memory.kinds.collections import MESSAGES
+    from agentic_memory.kinds.messages import MessageLog
+    from agentic_memory.store import MemoryObject, make_id
+    from agentic_memory.store.embedded import EmbeddedStore
 
     emb = _HashEmbeddings()
     results = []

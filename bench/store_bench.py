@@ -12,7 +12,7 @@ Run:
 ``--baseline FILE`` also times another version of the embedded store on the same file, query
 by query, interleaved with this one, and prints the ratios (timings on a shared machine are
 noisy; ratios from one interleaved run are not). FILE is an ``embedded.py`` of another
-revision, for example ``git show <rev>:memstore/embedded.py > /tmp/embedded_old.py``.
+revision, for example ``git show <rev>:agentic_memory/store/embedded.py > /tmp/embedded_old.py``.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from llm.embeddings import embedding_dims, get_embeddings
-from memory.collections import EPISODES
-from memstore import MemoryObject, Where, make_id
-from memstore.embedded import EXACT_VECTOR_ROWS, EmbeddedStore, _cosine_top
+from agentic_memory.kinds.collections import EPISODES
+from agentic_memory.models.embeddings import embedding_dims, get_embeddings
+from agentic_memory.store import MemoryObject, Where, make_id
+from agentic_memory.store.embedded import EXACT_VECTOR_ROWS, EmbeddedStore, _cosine_top
 
 USER = "bench-user"
 BATCH = 500

@@ -13,6 +13,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from agentic_memory.models.embeddings import embedding_dims, get_embeddings
+from agentic_memory.store import MemoryStore, open_store
 from graph.context import Context
 from graph.nodes import (
     FAN_OUT,
@@ -32,8 +34,6 @@ from graph.nodes import (
 )
 from graph.resources import RESOURCES_KEY, Resources, register
 from graph.state import InputState, State
-from llm.embeddings import embedding_dims, get_embeddings
-from memstore import MemoryStore, open_store
 
 __all__ = ["GRAPH_NAME", "builder", "compile_graph", "graph"]
 
@@ -79,9 +79,9 @@ def compile_graph(
     Args:
         checkpointer: Keeps each thread's working memory between runs (see
             ``graph.persistence``); ``None`` keeps nothing between runs.
-        store: The long-term memory store; default: ``memstore.open_store`` from the
+        store: The long-term memory store; default: ``agentic_memory.store.open_store`` from the
             environment, sized for the embeddings.
-        embeddings: Default: ``llm.embeddings.get_embeddings()`` (offline WordLlama).
+        embeddings: Default: ``agentic_memory.models.embeddings.get_embeddings()`` (offline WordLlama).
         chat_model: The model that answers; default: resolved from ``context.model``.
         memory_model: The model for facts, summaries, reflections and rules; default:
             ``chat_model`` when given, else resolved from ``context.memory_model``.

@@ -35,6 +35,14 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 import prompts
+from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.kinds.facts import normalise_subject
+from agentic_memory.kinds.knowledge import asearch_knowledge
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
+from agentic_memory.kinds.rule_guard import screen_rules
+from agentic_memory.kinds.rules import RuleConflictError
+from agentic_memory.models.calls import StructuredOutputError, ainvoke_structured, ainvoke_text
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, Where, check_user_id
 from graph.context import Context
 from graph.context_window import (
     assemble_context,
@@ -47,14 +55,6 @@ from graph.context_window import (
 from graph.resources import Resources, aget_resources
 from graph.schemas import MAX_RULES, ExtractedFact, ExtractedFacts, Reflection, RuleSet, Summary
 from graph.state import State, replace_calls
-from llm.calls import StructuredOutputError, ainvoke_structured, ainvoke_text
-from memory.collections import MESSAGES
-from memory.facts import normalise_subject
-from memory.knowledge import asearch_knowledge
-from memory.messages import MAX_MESSAGE_CHARS
-from memory.rule_guard import screen_rules
-from memory.rules import RuleConflictError
-from memstore import GLOBAL_SCOPE, InvalidInputError, Where, check_user_id
 
 __all__ = [
     "FAN_OUT",
@@ -758,7 +758,7 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
 
     Only the reflection's tags, what worked and what to avoid reach the prompt, never
     the user's or a document's text. Rules the model wrote are screened before they are
-    stored (:func:`memory.rule_guard.screen_rules`: nothing about other users, no data
+    stored (:func:`agentic_memory.kinds.rule_guard.screen_rules`: nothing about other users, no data
     disclosure, and no personal data in the shared rules); the new version records the
     episode and the user. The rules shared by every user are rewritten only when the
     operator allows it (``AMEM_GLOBAL_RULES=learn`` where the graph runs); a run cannot.

@@ -28,8 +28,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from memory.forget import SQLITE_META_TABLE, ZEROED_KEY
-from memstore.private import private_dir, private_file, tighten
+from agentic_memory.forget import SQLITE_META_TABLE, ZEROED_KEY
+from agentic_memory.store.private import private_dir, private_file, tighten
 
 __all__ = [
     "POSTGRES_URI_ENV",
@@ -90,7 +90,7 @@ async def _secure(saver: AsyncSqliteSaver, target: Path | None, *, new: bool) ->
 
     Conversations are personal data: a deleted thread must not stay readable in the file's
     free pages, whatever the SQLite build's default. A file created with this setting is
-    marked, so forgetting never needs to vacuum it (see ``memory.forget``).
+    marked, so forgetting never needs to vacuum it (see ``agentic_memory.forget``).
     """
     async with saver.lock:
         await saver.conn.execute("PRAGMA secure_delete = ON")

@@ -22,14 +22,14 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.models.chat import resolve_chat_model
+from agentic_memory.models.embeddings import embedding_dims, get_embeddings
+from agentic_memory.store import MemoryStore, open_store
 from graph.context import Context
-from llm.chat import resolve_chat_model
-from llm.embeddings import embedding_dims, get_embeddings
-from memory.episodes import EpisodicMemory
-from memory.facts import FactStore
-from memory.messages import MessageLog
-from memory.rules import RuleBook
-from memstore import MemoryStore, open_store
 
 __all__ = [
     "RESOURCES_KEY",

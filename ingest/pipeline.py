@@ -1,6 +1,6 @@
 """Ingest files into a knowledge base: read, clean, split, embed in batches, write, commit.
 
-Each file goes through the replace protocol described in ``memory.knowledge``:
+Each file goes through the replace protocol described in ``agentic_memory.kinds.knowledge``:
 
 1. Hash the file. If the manifest's active revision for this path is the same (same content,
    same splitter settings) and all its chunks are there, nothing is written.
@@ -28,19 +28,8 @@ from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 
-from ingest.inputs import InputError, expand_inputs
-from ingest.readers import IngestFileError, derive_title, parse, read_bytes, require_kind
-from ingest.text import (
-    DEFAULT_CHUNK_OVERLAP,
-    DEFAULT_CHUNK_SIZE,
-    TextChunk,
-    assemble,
-    check_split_settings,
-    split_document,
-)
-from llm.embeddings import embedding_dims, get_embeddings
-from memory.collections import knowledge_collection
-from memory.knowledge import (
+from agentic_memory.kinds.collections import knowledge_collection
+from agentic_memory.kinds.knowledge import (
     PruneReport,
     SourceInfo,
     chunk_id,
@@ -58,7 +47,8 @@ from memory.knowledge import (
     revision_of,
     source_key,
 )
-from memstore import (
+from agentic_memory.models.embeddings import embedding_dims, get_embeddings
+from agentic_memory.store import (
     InvalidInputError,
     MemoryObject,
     MemoryStore,
@@ -66,6 +56,16 @@ from memstore import (
     Where,
     check_text,
     open_store,
+)
+from ingest.inputs import InputError, expand_inputs
+from ingest.readers import IngestFileError, derive_title, parse, read_bytes, require_kind
+from ingest.text import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    TextChunk,
+    assemble,
+    check_split_settings,
+    split_document,
 )
 
 PIPELINE_VERSION = "1"
@@ -219,7 +219,7 @@ def ingest_paths(
         paths: One path or pattern, or several.
         kb: Knowledge base name (letters, digits, underscores; starts with a letter).
         store: An open store; by default the configured one is opened and closed again.
-        embeddings: By default ``llm.embeddings.get_embeddings()``.
+        embeddings: By default ``agentic_memory.models.embeddings.get_embeddings()``.
         chunk_size: Characters per chunk.
         chunk_overlap: Characters shared by neighbouring chunks.
         password: Password for encrypted PDFs.
@@ -227,7 +227,7 @@ def ingest_paths(
         batch_size: Chunks embedded and written per call.
         prune: Afterwards, remove the sources of ``kb`` whose files no longer exist, with
             their chunks and what killed runs left for them (see
-            ``memory.knowledge.prune_knowledge_base``).
+            ``agentic_memory.kinds.knowledge.prune_knowledge_base``).
 
     Returns:
         The per-file results and totals.

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE
+from agentic_memory.store.embedded import EmbeddedStore
 from ingest.pipeline import ingest_paths
-from llm.embeddings import LocalEmbeddings
-from memory.episodes import EpisodicMemory
-from memory.facts import FactStore
-from memory.messages import MessageLog
-from memory.rules import RuleBook
-from memstore import GLOBAL_SCOPE
-from memstore.embedded import EmbeddedStore
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 

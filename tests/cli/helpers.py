@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
-from memstore import MemoryStore
+from agentic_memory.store import MemoryStore
 
 Snapshot = dict[tuple[str, str, str], tuple[dict[str, Any], list[float] | None]]
 

@@ -10,11 +10,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import InternalServerError, NotFoundError
 
-from graph.persistence import sqlite_checkpointer
-from llm.embeddings import LocalEmbeddings
-from memory.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
-from memory.facts import FactStore
-from memory.forget import (
+from agentic_memory.forget import (
     CHECKPOINTER,
     SERVER,
     forget_episode,
@@ -23,10 +19,14 @@ from memory.forget import (
     forget_thread,
     forget_user,
 )
-from memory.rules import RuleBook
-from memory.transfer import export_to_file, import_memories
-from memstore import GLOBAL_SCOPE, InvalidInputError
-from memstore.embedded import EmbeddedStore
+from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import export_to_file, import_memories
+from graph.persistence import sqlite_checkpointer
 from tests.cli.conftest import Seeded, add_messages
 from tests.cli.helpers import assert_same, checkpoint_count, snapshot, write_checkpoints
 

@@ -19,21 +19,21 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph_sdk.client import LangGraphClient
 
-from graph.graph import compile_graph
-from graph.persistence import sqlite_checkpointer
-from llm.embeddings import LocalEmbeddings
-from memory.collections import MESSAGES, RULES
-from memory.episodes import EpisodicMemory
-from memory.forget import (
+from agentic_memory.forget import (
     FORGOTTEN_NOTE,
     checkpoint_user_threads,
     forget_thread,
     forget_user,
 )
-from memory.messages import MessageLog
-from memory.rules import RuleBook
-from memstore import GLOBAL_SCOPE, InvalidInputError
-from memstore.embedded import DB_FILENAME, EmbeddedStore, term_hash
+from agentic_memory.kinds.collections import MESSAGES, RULES
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore, term_hash
+from graph.graph import compile_graph
+from graph.persistence import sqlite_checkpointer
 from tests.cli.conftest import T0, Reflection, Seeded, add_messages
 from tests.cli.helpers import checkpoint_count, write_checkpoints
 from tests.cli.test_forget import _FakeServer

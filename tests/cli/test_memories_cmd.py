@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from amem.main import app
+from agentic_memory.cli.main import app
+from agentic_memory.kinds.collections import PER_USER_COLLECTIONS, RULES
+from agentic_memory.store import GLOBAL_SCOPE
+from agentic_memory.store.embedded import EmbeddedStore
 from graph.persistence import default_sqlite_path, sqlite_checkpointer
-from memory.collections import PER_USER_COLLECTIONS, RULES
-from memstore import GLOBAL_SCOPE
-from memstore.embedded import EmbeddedStore
 from tests.cli.conftest import Seeded
 from tests.cli.helpers import assert_same, checkpoint_count, snapshot, write_checkpoints
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from llm.embeddings import LocalEmbeddings
-from memory.collections import EPISODES, FACTS, MESSAGES, RULES
-from memory.transfer import (
+from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES, RULES
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import (
     FORMAT_NAME,
     TransferError,
     export_memories,
@@ -19,8 +21,6 @@ from memory.transfer import (
     import_memories,
     read_header,
 )
-from memstore import GLOBAL_SCOPE
-from memstore.embedded import EmbeddedStore
 from tests.cli.conftest import Seeded
 from tests.cli.helpers import assert_same, snapshot
 
@@ -223,7 +223,7 @@ def test_a_wrong_property_type_is_reported_with_its_line(
 
 
 def test_export_to_file_refuses_a_missing_folder(store: EmbeddedStore, tmp_path: Path) -> None:
-    from memstore import InvalidInputError
+    from agentic_memory.store import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="does not exist"):
         export_to_file(store, tmp_path / "nope" / "m.jsonl", embedding_model=MODEL)

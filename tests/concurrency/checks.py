@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memory.collections import FACTS
-from memory.facts import FactStore
-from memory.messages import MessageLog
-from memory.rules import RuleBook
-from memstore import MemoryStore, Where
+from agentic_memory.kinds.collections import FACTS
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.store import MemoryStore, Where
 from tests.concurrency.workers import HashEmbeddings, fact_value, message_text
 
 

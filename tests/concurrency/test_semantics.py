@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from memory.collections import FACTS, MESSAGES
-from memory.facts import FactStore, root_id, successor_id
-from memory.forget import forget_fact
-from memory.messages import MessageLog
-from memory.rules import RuleBook, RuleConflictError
-from memstore import (
+from agentic_memory.forget import forget_fact
+from agentic_memory.kinds.collections import FACTS, MESSAGES
+from agentic_memory.kinds.facts import FactStore, root_id, successor_id
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook, RuleConflictError
+from agentic_memory.store import (
     ConflictError,
     InvalidInputError,
     MemoryObject,
@@ -29,7 +29,7 @@ from memstore import (
     Where,
     make_id,
 )
-from memstore.embedded import EmbeddedStore
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.concurrency.workers import DIMS, HashEmbeddings
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from memory.collections import MESSAGES
-from memory.messages import MessageLog
-from memstore import MemoryObject, make_id
-from memstore.embedded import EmbeddedStore
+from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.store import MemoryObject, make_id
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.concurrency.workers import DIMS, HashEmbeddings
 
 _STEP = 50

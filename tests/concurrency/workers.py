@@ -17,11 +17,11 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from memory.facts import FactStore
-from memory.messages import MessageLog
-from memory.rules import RuleBook
-from memstore import MemoryStore
-from memstore.embedded import EmbeddedStore
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.store import MemoryStore
+from agentic_memory.store.embedded import EmbeddedStore
 
 DIMS = 8
 

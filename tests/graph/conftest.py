@@ -11,11 +11,11 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableLambda
 from langgraph.runtime import Runtime
 
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from graph.context import Context
 from graph.graph import compile_graph
 from graph.resources import RESOURCES_KEY, Resources, register, unregister
-from llm.embeddings import LocalEmbeddings
-from memstore.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 
 _EMBEDDINGS = LocalEmbeddings()

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
+from agentic_memory.models.calls import StructuredOutputError
+from agentic_memory.store import GLOBAL_SCOPE
 from graph.nodes import InputRefusedError, MissingUserIdError, ThreadOwnershipError
-from llm.calls import StructuredOutputError
-from memory.messages import MAX_MESSAGE_CHARS
-from memstore import GLOBAL_SCOPE
 from tests.graph.conftest import RULES
 
 

@@ -18,8 +18,8 @@ from blockbuster import BlockingError, blockbuster_ctx
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from graph.graph import compile_graph
-from llm.embeddings import LocalEmbeddings
-from memstore.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 from tests.graph.conftest import REFLECTION, RULES
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from memory.collections import FACTS
-from memory.facts import FactStore
-from memory.messages import MessageLog
-from memory.rules import RuleBook
-from memstore import Where
+from agentic_memory.kinds.collections import FACTS
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.store import Where
 
 CONVERSATIONS = 4
 TURNS = 3

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
+from agentic_memory.kinds.collections import PER_USER_COLLECTIONS
+from agentic_memory.models.calls import StructuredOutputError
+from agentic_memory.store import InvalidInputError
 from graph.nodes import MissingUserIdError
-from llm.calls import StructuredOutputError
-from memory.collections import PER_USER_COLLECTIONS
-from memstore import InvalidInputError
 from tests.graph.conftest import REFLECTION, RULES
 
 

@@ -4,14 +4,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph.schemas import Reflection
-from memory.episodes import (
+from agentic_memory.kinds.episodes import (
     IMPORTANCE_WEIGHT,
     RECENCY_WEIGHT,
     RELEVANCE_WEIGHT,
     EpisodicMemory,
 )
-from memstore import InvalidInputError
+from agentic_memory.store import InvalidInputError
+from graph.schemas import Reflection
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 

@@ -8,6 +8,8 @@ import pytest
 from fpdf import FPDF
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage
 
+from agentic_memory.models.calls import StructuredOutputError
+from agentic_memory.store import GLOBAL_SCOPE
 from graph.context_window import ContextOverflowError
 from graph.nodes import (
     FAN_OUT,
@@ -26,8 +28,6 @@ from graph.nodes import (
 from graph.schemas import Reflection
 from graph.state import State
 from ingest.pipeline import ingest_paths
-from llm.calls import StructuredOutputError
-from memstore import GLOBAL_SCOPE
 from tests.graph.conftest import REFLECTION
 
 

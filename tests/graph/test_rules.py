@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory.rules import MAX_RULES, RuleBook, RuleItem, parse_rules, starting_rules
-from memstore import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.kinds.rules import MAX_RULES, RuleBook, RuleItem, parse_rules, starting_rules
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 
 
 @pytest.fixture

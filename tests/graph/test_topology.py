@@ -3,13 +3,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from agentic_memory.api import Memory
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.rules import RuleBook
 from graph import builder, compile_graph, graph
 from graph.context import Context
 from graph.resources import RESOURCES_KEY, close_default_resources, get_resources
-from memory.api import Memory
-from memory.episodes import EpisodicMemory
-from memory.facts import FactStore
-from memory.rules import RuleBook
 
 
 def test_topology_snapshot(snapshot) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from agentic_memory.kinds.knowledge import list_sources, search_knowledge
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from ingest import ingest_paths
 from ingest.readers import IngestFileError, parse, read_bytes
-from llm.embeddings import LocalEmbeddings
-from memory.knowledge import list_sources, search_knowledge
-from memstore.embedded import EmbeddedStore
 from tests.ingest.pdfs import (
     write_blank_pdf,
     write_decompression_bomb_pdf,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from amem.main import app
-from llm.embeddings import LocalEmbeddings
-from memory.knowledge import list_sources, search_knowledge
-from memstore.embedded import EmbeddedStore
+from agentic_memory.cli.main import app
+from agentic_memory.kinds.knowledge import list_sources, search_knowledge
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.ingest.conftest import KNOWN
 from tests.ingest.pdfs import write_pdf
 

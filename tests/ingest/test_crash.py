@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from agentic_memory.kinds.collections import knowledge_collection
+from agentic_memory.kinds.knowledge import get_source, list_chunks, search_knowledge
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from ingest import ingest_paths
-from llm.embeddings import LocalEmbeddings
-from memory.collections import knowledge_collection
-from memory.knowledge import get_source, list_chunks, search_knowledge
-from memstore.embedded import EmbeddedStore
 from tests.ingest.conftest import KNOWN, report_pages
 from tests.ingest.pdfs import write_pdf
 
@@ -28,8 +28,8 @@ _CHILD = textwrap.dedent(
     """
     import os, signal, sys
     from ingest import ingest_paths
-    from llm.embeddings import LocalEmbeddings
-    from memstore.embedded import EmbeddedStore
+    from agentic_memory.models.embeddings import LocalEmbeddings
+    from agentic_memory.store.embedded import EmbeddedStore
 
     store_path, path, kill_at, kill_after = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 

@@ -8,11 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from amem.main import app
-from ingest import ingest_paths
-from llm.embeddings import LocalEmbeddings
-from memory.collections import knowledge_collection
-from memory.knowledge import (
+from agentic_memory.cli.main import app
+from agentic_memory.kinds.collections import knowledge_collection
+from agentic_memory.kinds.knowledge import (
     delete_source,
     drop_knowledge_base,
     find_knowledge_base,
@@ -25,8 +23,10 @@ from memory.knowledge import (
     resolve_kb,
     search_knowledge,
 )
-from memstore import InvalidInputError, Where
-from memstore.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError, Where
+from agentic_memory.store.embedded import EmbeddedStore
+from ingest import ingest_paths
 from tests.ingest.conftest import KNOWN, report_pages
 from tests.ingest.pdfs import write_pdf
 from tests.ingest.test_crash import _run_killed

@@ -12,9 +12,9 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, StringConstraints
 
-from llm.calls import ainvoke_structured, ainvoke_text
-from llm.chat import ModelNotConfiguredError, describe_model, resolve_chat_model
-from llm.local_server import LocalModelServer, LocalServerError, get_local_server
+from agentic_memory.models.calls import ainvoke_structured, ainvoke_text
+from agentic_memory.models.chat import ModelNotConfiguredError, describe_model, resolve_chat_model
+from agentic_memory.models.local_server import LocalModelServer, LocalServerError, get_local_server
 from tests.llm.conftest import requires_local
 
 pytestmark = [pytest.mark.integration, requires_local]
@@ -139,7 +139,7 @@ def test_shared_server_fixture_runs(local_server: LocalModelServer) -> None:
 def test_llama_cpp_without_server_extra_is_a_configuration_error(
     local_model_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import llm.local_server as local_server
+    import agentic_memory.models.local_server as local_server
 
     real = local_server.importlib.util.find_spec
 

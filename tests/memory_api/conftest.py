@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from llm.embeddings import LocalEmbeddings
-from memory.api import Memory
-from memory.collections import MESSAGES
+from agentic_memory.api import Memory
+from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.models.embeddings import LocalEmbeddings
 
 
 @pytest.fixture(scope="session")

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from llm.embeddings import LocalEmbeddings
-from memory.api import Memory
-from memory.knowledge import search_knowledge
-from memory.messages import MAX_MESSAGE_CHARS
-from memstore import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.api import Memory
+from agentic_memory.kinds.knowledge import search_knowledge
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 from tests.memory_api.conftest import logged
 
 BAD = "my ssn is \ud83d"  # half of a surrogate pair: not valid Unicode

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from llm.embeddings import LocalEmbeddings
-from memory.api import Memory, SubAPI
-from memory.collections import MESSAGES
-from memory.messages import MessageLog, RecalledMessage
-from memstore import InvalidInputError, MissingUserError, make_id
+from agentic_memory.api import Memory, SubAPI
+from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.kinds.messages import MessageLog, RecalledMessage
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError, MissingUserError, make_id
 from tests.memory_api.conftest import logged
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -335,7 +335,7 @@ def test_a_sub_api_is_one_line_and_built_once(mem: Memory) -> None:
 
 
 def test_long_threads_are_read_page_by_page(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    import memory.messages as messages_module
+    import agentic_memory.kinds.messages as messages_module
 
     monkeypatch.setattr(messages_module, "_PAGE", 3)
     first = [HumanMessage(f"message {i}", id=str(i)) for i in range(7)]

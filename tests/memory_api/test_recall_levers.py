@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from llm.embeddings import LocalEmbeddings
-from memory import messages as messages_module
-from memory.api import Memory
-from memory.collections import MESSAGES, MESSAGES_V1
-from memory.messages import MessageLog, upgrade_message_log
-from memory.recall_text import (
+from agentic_memory.api import Memory
+from agentic_memory.kinds import messages as messages_module
+from agentic_memory.kinds.collections import MESSAGES, MESSAGES_V1
+from agentic_memory.kinds.messages import MessageLog, upgrade_message_log
+from agentic_memory.kinds.recall_text import (
     STOPWORDS,
     date_words,
     embedding_text,
@@ -23,8 +22,9 @@ from memory.recall_text import (
     keywords,
     search_text,
 )
-from memstore import InvalidInputError, MemoryObject, make_id
-from memstore.embedded import EmbeddedStore, tokenize
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError, MemoryObject, make_id
+from agentic_memory.store.embedded import EmbeddedStore, tokenize
 from tests.memory_api.conftest import logged
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -311,7 +311,7 @@ def test_the_turn_that_says_the_words_outranks_the_reply_that_only_follows_them(
 def test_an_export_of_an_old_log_imports_and_is_upgraded(
     tmp_path: Path, embeddings: LocalEmbeddings
 ) -> None:
-    from memory.transfer import export_memories, import_memories
+    from agentic_memory.transfer import export_memories, import_memories
 
     old = _old_store(tmp_path / "old", embeddings)
     path = tmp_path / "old.jsonl"

@@ -14,6 +14,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
+from agentic_memory.forget import checkpoint_user_threads
 from graph.persistence import (
     CheckpointerError,
     adelete_thread,
@@ -24,7 +25,6 @@ from graph.persistence import (
     postgres_checkpointer,
     sqlite_checkpointer,
 )
-from memory.forget import checkpoint_user_threads
 
 
 class _Echo(TypedDict):

@@ -13,11 +13,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from graph.context import Context
 from graph.graph import compile_graph
 from graph.persistence import adelete_thread, postgres_checkpointer, sqlite_checkpointer
-from llm.embeddings import LocalEmbeddings
-from memstore.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 
 _EMBEDDINGS = LocalEmbeddings()

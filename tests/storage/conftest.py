@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from memstore import CollectionSpec, MemoryStore, Property, open_store
-from memstore.embedded import EmbeddedStore
+from agentic_memory.store import CollectionSpec, MemoryStore, Property, open_store
+from agentic_memory.store.embedded import EmbeddedStore
 
 DIMS = 8
 

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memstore import CollectionSpec, MemoryObject, MemoryStore, Property, SearchHit, Where, make_id
+from agentic_memory.store import (
+    CollectionSpec,
+    MemoryObject,
+    MemoryStore,
+    Property,
+    SearchHit,
+    Where,
+    make_id,
+)
 from tests.storage import weaviate_reference as ref
 
 DIMS = 16

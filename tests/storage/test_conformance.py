@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memstore import (
+from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
@@ -669,7 +669,7 @@ async def test_aiterate(store: MemoryStore, coll: CollectionSpec) -> None:
 def test_reserved_and_clashing_property_names_are_refused(
     store: MemoryStore, new_name: Callable[[], str]
 ) -> None:
-    from memstore import Property
+    from agentic_memory.store import Property
 
     for props in (
         (Property("_id", "text"),),
@@ -736,7 +736,7 @@ def test_generated_cases_rank_like_the_reference_model(
 def test_bm25_scores_each_property_and_sums_them(
     store: MemoryStore, new_name: Callable[[], str]
 ) -> None:
-    from memstore import Property
+    from agentic_memory.store import Property
 
     spec = CollectionSpec(
         name=new_name(),

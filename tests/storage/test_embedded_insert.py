@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memory.collections import MESSAGES
-from memstore import ConflictError, MemoryObject, make_id
-from memstore.embedded import DB_FILENAME, EmbeddedStore
+from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.store import ConflictError, MemoryObject, make_id
+from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore
 
 DIMS = 4
 

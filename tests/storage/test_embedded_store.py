@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import memstore.embedded as embedded
-from memstore import (
+import agentic_memory.store.embedded as embedded
+from agentic_memory.store import (
     GLOBAL_SCOPE,
     InvalidInputError,
     MemoryObject,
@@ -25,21 +25,21 @@ from memstore import (
     make_id,
     open_store,
 )
-from memstore.embedded import (
+from agentic_memory.store.embedded import (
     DB_FILENAME,
     EmbeddedStore,
     normalise_date,
     query_terms,
     tokenize,
 )
-from memstore.ranking import fuse_relative_score
+from agentic_memory.store.ranking import fuse_relative_score
 from tests.storage.conftest import DIMS, count_extensions, make_spec, vec
 
 WRITER = textwrap.dedent(
     """
     import sys
-    from memstore import MemoryObject, make_id
-    from memstore.embedded import EmbeddedStore
+    from agentic_memory.store import MemoryObject, make_id
+    from agentic_memory.store.embedded import EmbeddedStore
     from tests.storage.conftest import make_spec, vec
 
     path, name, worker, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from memstore import InvalidInputError, MemoryObject, Where, check_text, check_user_id, make_id
-from memstore.embedded import EmbeddedStore
-from memstore.types import ID_NAMESPACE, KEY_SEPARATOR
+from agentic_memory.store import (
+    InvalidInputError,
+    MemoryObject,
+    Where,
+    check_text,
+    check_user_id,
+    make_id,
+)
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.store.types import ID_NAMESPACE, KEY_SEPARATOR
 from tests.storage.conftest import DIMS, make_spec, vec
 
 # Ids computed by the code that wrote existing stores (before the separator was escaped):

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from memory.collections import EPISODES, FACTS, MESSAGES
-from memory.facts import FactStore
-from memory.forget import forget_thread, forget_user
-from memory.transfer import export_memories
-from memstore import MemoryObject, Where, make_id
-from memstore.embedded import EmbeddedStore
+from agentic_memory.forget import forget_thread, forget_user
+from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.store import MemoryObject, Where, make_id
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import export_memories
 
 DIMS = 4
 ALICE = "alice@example.com"

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-import llm.local_server as local_server
+import agentic_memory.models.local_server as local_server
+from agentic_memory.models.local_server import LocalModelServer, LocalServerError, local_model_path
+from agentic_memory.store import MemoryObject, StoreError, amem_home, make_id
+from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore
+from agentic_memory.store.private import private_dir, private_file
 from graph.persistence import sqlite_checkpointer
-from llm.local_server import LocalModelServer, LocalServerError, local_model_path
-from memstore import MemoryObject, StoreError, amem_home, make_id
-from memstore.embedded import DB_FILENAME, EmbeddedStore
-from memstore.private import private_dir, private_file
 from tests.storage.conftest import DIMS, make_spec, vec
 
 

@@ -2,7 +2,7 @@
 
 Written straight from the server's source (``weaviate/weaviate`` at tag v1.32.9); every
 function names the file and function it follows. It is deliberately unoptimised and shares no
-code with ``memstore``: it scores every document of a shard term by term, as the server's
+code with ``agentic_memory.store``: it scores every document of a shard term by term, as the server's
 BlockMax-WAND search would if it had to look at all of them (WAND only skips documents that
 cannot enter the top k, so the result is the same).
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from memstore.ranking import HYBRID_CANDIDATES, QUERY_MAXIMUM_RESULTS
+from agentic_memory.store.ranking import HYBRID_CANDIDATES, QUERY_MAXIMUM_RESULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from weaviate.exceptions import WeaviateQueryError
 
-import memstore.weaviate as wv
-from memory.collections import MESSAGES
-from memory.forget import forget_thread, forget_user
-from memory.messages import MessageLog
-from memory.transfer import export_memories
-from memstore import InvalidInputError, MemoryObject, StoreError, Where, make_id
+import agentic_memory.store.weaviate as wv
+from agentic_memory.forget import forget_thread, forget_user
+from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.store import InvalidInputError, MemoryObject, StoreError, Where, make_id
+from agentic_memory.transfer import export_memories
 from tests.weaviate_unit.conftest import client_over
 from tests.weaviate_unit.fake_server import QUERY_MAXIMUM_RESULTS, FakeServer
 

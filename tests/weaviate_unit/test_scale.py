@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from weaviate.proto.v1 import base_pb2
 
-import memstore.weaviate as wv
-from memory.collections import MESSAGES
-from memory.knowledge import knowledge_collection
-from memstore import InvalidInputError, MemoryObject, Where, make_id
+import agentic_memory.store.weaviate as wv
+from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.kinds.knowledge import knowledge_collection
+from agentic_memory.store import InvalidInputError, MemoryObject, Where, make_id
 from tests.weaviate_unit.conftest import Wire
 
 VEC = [0.5, -0.25, 0.0, 1.0]

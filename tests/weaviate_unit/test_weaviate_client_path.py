@@ -21,9 +21,9 @@ from weaviate.proto.v1 import (
     search_get_pb2,
 )
 
-import memstore.weaviate as wv
-from memory.collections import FACTS, MESSAGES
-from memstore import MemoryObject, SchemaConflictError, StoreError, Where, make_id
+import agentic_memory.store.weaviate as wv
+from agentic_memory.kinds.collections import FACTS, MESSAGES
+from agentic_memory.store import MemoryObject, SchemaConflictError, StoreError, Where, make_id
 from tests.weaviate_unit.conftest import Wire
 
 VEC = [0.5, -0.25, 0.0, 1.0]

@@ -10,9 +10,9 @@ from weaviate.classes.config import VectorDistances
 from weaviate.classes.query import HybridFusion
 from weaviate.exceptions import WeaviateQueryError
 
-import memstore.weaviate as wv
-from memory.collections import FACTS, MESSAGES, knowledge_collection
-from memstore import (
+import agentic_memory.store.weaviate as wv
+from agentic_memory.kinds.collections import FACTS, MESSAGES, knowledge_collection
+from agentic_memory.store import (
     CollectionSpec,
     MemoryObject,
     PartialWriteError,
@@ -55,7 +55,7 @@ def test_collections_are_created_with_explicit_schema(client: FakeClient) -> Non
     assert vector.name == wv.VECTOR_NAME
     assert vector.vectorizer.vectorizer.value == "none"
     assert vector.vectorIndexConfig.distance == VectorDistances.COSINE
-    # No inverted-index config, so the server uses BlockMax WAND (see memstore/weaviate.py).
+    # No inverted-index config, so the server uses BlockMax WAND (see agentic_memory/store/weaviate.py).
     assert "inverted_index_config" not in kwargs
     mt = kwargs["multi_tenancy_config"]
     assert (mt.enabled, mt.autoTenantCreation, mt.autoTenantActivation) == (True, True, True)

@@ -14,8 +14,8 @@ from weaviate.classes.config import DataType, Tokenization
 from weaviate.collections.classes.config_methods import _collection_config_from_json
 from weaviate.collections.classes.filters import _FilterAnd, _FilterValue, _Operator
 
-import memstore.weaviate as wv
-from memory.collections import (
+import agentic_memory.store.weaviate as wv
+from agentic_memory.kinds.collections import (
     EPISODES,
     FACTS,
     MESSAGES,
@@ -23,7 +23,14 @@ from memory.collections import (
     RULES,
     knowledge_collection,
 )
-from memstore import GLOBAL_SCOPE, CollectionSpec, InvalidInputError, Property, StoreError, Where
+from agentic_memory.store import (
+    GLOBAL_SCOPE,
+    CollectionSpec,
+    InvalidInputError,
+    Property,
+    StoreError,
+    Where,
+)
 from tests.weaviate_unit.conftest import server_schema
 
 TENANT_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -149,8 +156,8 @@ def test_importing_the_backend_opens_no_connection() -> None:
         weaviate.connect_to_custom = lambda **k: calls.append("connect_to_custom")
         weaviate.WeaviateClient.__init__ = lambda *a, **k: calls.append("client")
 
-        import memstore.weaviate
-        assert memstore.weaviate.WeaviateStore.backend == "weaviate"
+        import agentic_memory.store.weaviate
+        assert agentic_memory.store.weaviate.WeaviateStore.backend == "weaviate"
         assert calls == [], calls
         print("no-connection")
         """
@@ -414,7 +421,7 @@ def test_explain_score_parsing(
 
 
 def test_deep_listings_sort_like_the_server() -> None:
-    from memstore import CollectionSpec, Property, StoredObject
+    from agentic_memory.store import CollectionSpec, Property, StoredObject
 
     spec = CollectionSpec(
         name="S",

@@ -25,9 +25,9 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 import prompts
-from memory._bound import CollectionBound
-from memory.collections import RULES
-from memstore import (
+from agentic_memory.kinds._bound import CollectionBound
+from agentic_memory.kinds.collections import RULES
+from agentic_memory.store import (
     ConflictError,
     InvalidInputError,
     MemoryObject,
@@ -36,7 +36,7 @@ from memstore import (
     check_text,
     make_id,
 )
-from memstore.base import check_user_id
+from agentic_memory.store.base import check_user_id
 
 __all__ = [
     "MAX_RULES",

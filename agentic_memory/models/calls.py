@@ -29,7 +29,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from llm.chat import describe_model
+from agentic_memory.models.chat import describe_model
 
 T = TypeVar("T", bound=BaseModel)
 

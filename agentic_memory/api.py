@@ -1,6 +1,6 @@
 """A small facade over the long-term memory for notebooks and scripts.
 
->>> from memory.api import Memory
+>>> from agentic_memory.api import Memory
 >>> with Memory.open() as mem:                                   # doctest: +SKIP
 ...     mem.remember("alice", "t1", [{"role": "user", "content": "I love hiking"}])
 ...     hits = mem.recall("alice", "outdoor activities")
@@ -22,13 +22,13 @@ from typing import Any, Generic, TypeVar, overload
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage
 
-from llm.embeddings import embedding_dims, get_embeddings
-from memory.episodes import EpisodicMemory
-from memory.facts import FactStore
-from memory.messages import LoggedMessage, MessageLog, RecalledMessage
-from memory.rules import RuleBook
-from memstore import InvalidInputError, MemoryStore
-from memstore.open import open_store
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.messages import LoggedMessage, MessageLog, RecalledMessage
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.models.embeddings import embedding_dims, get_embeddings
+from agentic_memory.store import InvalidInputError, MemoryStore
+from agentic_memory.store.open import open_store
 
 __all__ = ["Memory", "SubAPI"]
 
@@ -98,7 +98,7 @@ class Memory:
                 ``$AMEM_HOME`` (``~/.agentic-memory``). Ignored by Weaviate.
             backend: ``"embedded"`` or ``"weaviate"``; default ``$AMEM_STORE`` (embedded).
             embeddings: An embeddings object with a ``dims`` attribute; default
-                ``llm.embeddings.get_embeddings()`` (offline WordLlama unless
+                ``agentic_memory.models.embeddings.get_embeddings()`` (offline WordLlama unless
                 ``AMEM_EMBEDDINGS`` says otherwise).
         """
         emb = embeddings if embeddings is not None else get_embeddings()

@@ -48,11 +48,11 @@ from langgraph_sdk.errors import (
     UnprocessableEntityError,
 )
 
-from memory.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
-from memory.facts import normalise_subject
-from memory.rules import RuleItem, RuleVersion
-from memstore.base import GLOBAL_SCOPE, MemoryStore, check_user_id
-from memstore.types import (
+from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
+from agentic_memory.kinds.facts import normalise_subject
+from agentic_memory.kinds.rules import RuleItem, RuleVersion
+from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
+from agentic_memory.store.types import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
@@ -503,7 +503,7 @@ class _LazyEmbeddings:
 
     async def embed(self, text: str) -> list[float]:
         if self._embeddings is None:
-            from llm.embeddings import get_embeddings  # noqa: PLC0415  (heavy, rarely needed)
+            from agentic_memory.models.embeddings import get_embeddings  # noqa: PLC0415  (heavy, rarely needed)
 
             self._embeddings = get_embeddings()
         vector = await self._embeddings.aembed_query(text)

@@ -1,7 +1,7 @@
 """The ``amem`` command line.
 
 Each command or command group lives in its own module and is registered here, so that
-modules stay independent: ``ingest`` comes from ``amem.ingest_cmd``; a group is added with
+modules stay independent: ``ingest`` comes from ``agentic_memory.cli.ingest_cmd``; a group is added with
 ``app.add_typer(module.app, name="group")``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from amem import chat_cmd, ingest_cmd, memories_cmd
+from agentic_memory.cli import chat_cmd, ingest_cmd, memories_cmd
 
 app = typer.Typer(
     name="amem",

@@ -52,10 +52,10 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
 
-from memstore.base import GLOBAL_SCOPE, PAGE_LIMIT, MemoryStore
-from memstore.locks import KeyLocks
-from memstore.open import amem_home
-from memstore.ranking import (
+from agentic_memory.store.base import GLOBAL_SCOPE, PAGE_LIMIT, MemoryStore
+from agentic_memory.store.locks import KeyLocks
+from agentic_memory.store.open import amem_home
+from agentic_memory.store.ranking import (
     BM25_B,
     BM25_K1,
     HYBRID_CANDIDATES,
@@ -66,7 +66,7 @@ from memstore.ranking import (
     text_sort_key,
     vector_candidates,
 )
-from memstore.types import (
+from agentic_memory.store.types import (
     CollectionSpec,
     ConflictError,
     InvalidInputError,
@@ -1113,7 +1113,7 @@ class WeaviateStore(MemoryStore):
 
         A blank query has no keyword candidates on the server; the vector side is fetched with
         ``near_vector`` (``max(limit, 100)`` candidates, as a hybrid search takes) and fused
-        and ordered here with the server's rules (``memstore.ranking``), exactly as the
+        and ordered here with the server's rules (``agentic_memory.store.ranking``), exactly as the
         embedded store does. Older servers answered ``hybrid(query="")`` as a plain
         near-vector search (weaviate/weaviate#4048), whose scores are not fusion scores.
         """

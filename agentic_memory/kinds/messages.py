@@ -19,7 +19,7 @@ ids and the thread's last turn, so its cost does not grow with the user's log.
 
 A message's ``name`` (LangChain's field, or a dict's ``"name"``) is kept as its ``speaker``.
 Recall searches a keyword text the log prepares for every message (``search_text``, see
-:mod:`memory.recall_text`: stems without stop words, of the message, its speaker, its date
+:mod:`agentic_memory.kinds.recall_text`: stems without stop words, of the message, its speaker, its date
 and the turn before it) and the vector of ``"<speaker>: <content>"``. The hybrid hits are
 then re-ranked with their context (see :meth:`MessageLog.recall`).
 """
@@ -41,10 +41,10 @@ from typing import Any, Literal
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
-from memory._bound import CollectionBound, check_user_id
-from memory.collections import MESSAGES, MESSAGES_V1
-from memory.recall_text import embedding_text, keyword_query, keywords, search_text
-from memstore import (
+from agentic_memory.kinds._bound import CollectionBound, check_user_id
+from agentic_memory.kinds.collections import MESSAGES, MESSAGES_V1
+from agentic_memory.kinds.recall_text import embedding_text, keyword_query, keywords, search_text
+from agentic_memory.store import (
     CollectionSpec,
     ConflictError,
     InvalidInputError,
@@ -329,7 +329,7 @@ class MessageLog(CollectionBound):
         """Return the user's ``k`` logged turns best matching ``query``.
 
         The store's hybrid search (``alpha`` 0 = keywords only, 1 = vectors only) runs the
-        prepared keyword query (:func:`memory.recall_text.keyword_query`) against each turn's
+        prepared keyword query (:func:`agentic_memory.kinds.recall_text.keyword_query`) against each turn's
         ``search_text`` and the query's vector against each turn's; its best
         :data:`RERANK_POOL` hits are then re-ranked with their context::
 

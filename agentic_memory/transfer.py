@@ -32,8 +32,8 @@ from typing import Any, Literal, TextIO
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from memory import recall_text
-from memory.collections import (
+from agentic_memory.kinds import recall_text
+from agentic_memory.kinds.collections import (
     EPISODES,
     FACTS,
     KNOWLEDGE_PROPERTIES,
@@ -41,9 +41,9 @@ from memory.collections import (
     MESSAGES_V1,
     RULES,
 )
-from memory.knowledge import CHUNKS_PREFIX, MANIFEST_PREFIX, MANIFEST_PROPERTIES
-from memstore.base import PAGE_LIMIT, MemoryStore, check_user_id
-from memstore.types import (
+from agentic_memory.kinds.knowledge import CHUNKS_PREFIX, MANIFEST_PREFIX, MANIFEST_PROPERTIES
+from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, check_user_id
+from agentic_memory.store.types import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
@@ -124,7 +124,7 @@ def kind_of(collection: str) -> Kind | None:
 
 
 def _episode_text(p: Mapping[str, Any]) -> str:
-    # The same text memory.episodes embeds, so recall ranks imported episodes alike.
+    # The same text agentic_memory.kinds.episodes embeds, so recall ranks imported episodes alike.
     return "\n".join(
         [
             ", ".join(p.get("context_tags") or []),
@@ -136,14 +136,14 @@ def _episode_text(p: Mapping[str, Any]) -> str:
 
 
 def _fact_text(p: Mapping[str, Any]) -> str:
-    # As memory.facts embeds a fact.
+    # As agentic_memory.kinds.facts embeds a fact.
     return f"{p.get('subject', '')}: {p.get('value', '')}"
 
 
 _TEXT_BY_KIND: dict[Kind, Callable[[Mapping[str, Any]], str]] = {
     "episode": _episode_text,
     "fact": _fact_text,
-    # As memory.messages embeds a logged turn.
+    # As agentic_memory.kinds.messages embeds a logged turn.
     "message": lambda p: recall_text.embedding_text(
         str(p.get("content") or ""), speaker=str(p.get("speaker") or "")
     ),
@@ -396,7 +396,7 @@ def _check_known_schema(spec: CollectionSpec) -> None:
         _structure(spec.properties),
         spec.per_user,
     ) == (_structure(MESSAGES_V1.properties), MESSAGES_V1.per_user):
-        return  # an earlier version's log: memory.messages upgrades it on first use
+        return  # an earlier version's log: agentic_memory.kinds.messages upgrades it on first use
     # Descriptions may change between versions; names, types and indexing may not.
     if (_structure(spec.properties), spec.per_user) != (_structure(expected[0]), expected[1]):
         raise TransferError(
@@ -519,7 +519,7 @@ def _iter_lines(path: str | Path, header: ExportHeader, need_vectors: bool) -> I
 
 def _reembed(embeddings: Embeddings, lines: Sequence[_Line], dims: int) -> list[list[float]]:
     # Manifest entries are never searched by vector: they keep the unit marker vector
-    # memory.knowledge gives them, whatever the model.
+    # agentic_memory.kinds.knowledge gives them, whatever the model.
     texts = [embedding_text(ln.kind, ln.properties) for ln in lines if ln.kind != "source"]
     computed = iter(embeddings.embed_documents(texts) if texts else [])
     marker = [1.0] + [0.0] * (dims - 1)

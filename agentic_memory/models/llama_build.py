@@ -18,9 +18,9 @@ native build happens to hold no foreign instruction (an AMD machine without AMX)
 
 This file is also a script, run by ``make install`` before the package is importable::
 
-    python llm/llama_build.py cmake-args   # the CMAKE_ARGS of the portable build
-    python llm/llama_build.py check        # exit 1 if the installed library is not portable
-    python llm/llama_build.py ensure       # (re)build llama-cpp-python unless it passes the check
+    python agentic_memory/models/llama_build.py cmake-args   # the CMAKE_ARGS of the portable build
+    python agentic_memory/models/llama_build.py check        # exit 1 if the installed library is not portable
+    python agentic_memory/models/llama_build.py ensure       # (re)build llama-cpp-python unless it passes the check
 
 It only uses the standard library (and ``objdump`` from binutils, which gcc brings).
 """

@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from memory._bound import CollectionBound, check_user_id
-from memory.collections import FACTS
-from memstore import (
+from agentic_memory.kinds._bound import CollectionBound, check_user_id
+from agentic_memory.kinds.collections import FACTS
+from agentic_memory.store import (
     ConflictError,
     InvalidInputError,
     MemoryObject,

@@ -42,8 +42,8 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from memory.collections import knowledge_collection
-from memstore import (
+from agentic_memory.kinds.collections import knowledge_collection
+from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,

@@ -20,9 +20,16 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from memory._bound import CollectionBound, check_user_id
-from memory.collections import EPISODES
-from memstore import InvalidInputError, MemoryObject, StoredObject, Where, check_text, make_id
+from agentic_memory.kinds._bound import CollectionBound, check_user_id
+from agentic_memory.kinds.collections import EPISODES
+from agentic_memory.store import (
+    InvalidInputError,
+    MemoryObject,
+    StoredObject,
+    Where,
+    check_text,
+    make_id,
+)
 
 __all__ = [
     "IMPORTANCE_WEIGHT",

@@ -103,7 +103,7 @@ class LocalChatOpenAI(ChatOpenAI):
     _server_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def _ensure_server(self) -> None:
-        from llm.local_server import get_local_server  # noqa: PLC0415  (avoids an import cycle)
+        from agentic_memory.models.local_server import get_local_server  # noqa: PLC0415  (avoids an import cycle)
 
         with self._server_lock:
             server = get_local_server()
@@ -125,7 +125,7 @@ class LocalChatOpenAI(ChatOpenAI):
                 (a server that dies mid-stream closes the connection, which the OpenAI
                 client takes for a normal end).
         """
-        from llm.local_server import get_local_server  # noqa: PLC0415  (import cycle)
+        from agentic_memory.models.local_server import get_local_server  # noqa: PLC0415  (import cycle)
 
         lost = exc is None or isinstance(exc, APIConnectionError)
         return get_local_server().died(wait=_DEATH_GRACE_S if lost else 0.0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from memstore.base import MemoryStore
-from memstore.embedded import EmbeddedStore
-from memstore.types import InvalidInputError
+from agentic_memory.store.base import MemoryStore
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.store.types import InvalidInputError
 
 BACKENDS = ("embedded", "weaviate")
 DEFAULT_HOME = "~/.agentic-memory"
@@ -47,7 +47,7 @@ def open_store(
                 "path applies to the embedded store only; Weaviate is located by WEAVIATE_URL"
             )
         # Lazy: weaviate-client (gRPC, protobuf) is only loaded when Weaviate is chosen.
-        from memstore.weaviate import WeaviateStore  # noqa: PLC0415
+        from agentic_memory.store.weaviate import WeaviateStore  # noqa: PLC0415
 
         return WeaviateStore.connect(dims)
     source = "backend argument" if backend is not None else "AMEM_STORE"

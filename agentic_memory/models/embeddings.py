@@ -2,7 +2,7 @@
 
 The offline default is WordLlama's 256-d static model, whose weights ship inside the
 ``wordllama`` wheel (nothing is downloaded). ``AMEM_EMBEDDINGS=minilm`` selects the offline
-all-MiniLM-L6-v2 (384-d, better retrieval, much slower; see ``llm/minilm.py`` and
+all-MiniLM-L6-v2 (384-d, better retrieval, much slower; see ``agentic_memory/models/minilm.py`` and
 ``bench/results/embeddings.md``). OpenAI or any OpenAI-compatible endpoint is chosen by
 configuration. Every vector returned is L2-normalised.
 """
@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from llm.minilm import NumpyMiniLM, minilm_dims, minilm_model_dir
+from agentic_memory.models.minilm import NumpyMiniLM, minilm_dims, minilm_model_dir
 
 EmbeddingProvider = Literal["local", "openai", "minilm"]
 
@@ -129,7 +129,7 @@ class MiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2 (384-d) in numpy, loaded once per process and folder on first use.
 
     Args:
-        model_dir: The weights folder (see :func:`llm.minilm.minilm_model_dir`).
+        model_dir: The weights folder (see :func:`agentic_memory.models.minilm.minilm_model_dir`).
         dims: Its vector size, read from the folder's config.
         batch_size: Texts per forward pass.
     """

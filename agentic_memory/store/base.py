@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from memstore.types import (
+from agentic_memory.store.types import (
     COLLECTION_NAME_RE,
     MAX_USER_ID_LENGTH,
     PROPERTY_NAME_RE,
@@ -628,7 +628,7 @@ def _check_id(value: object) -> None:
         _uuid.UUID(value)
     except ValueError:
         raise InvalidInputError(
-            f"object id {value!r} is not a UUID (use memstore.make_id)"
+            f"object id {value!r} is not a UUID (use agentic_memory.store.make_id)"
         ) from None
 
 

@@ -18,19 +18,19 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from amem import render
-from ingest.pipeline import IngestEvent, IngestReport, ingest_paths, printable_path
-from ingest.text import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
-from llm.embeddings import embedding_dims, get_embeddings
-from memory.collections import knowledge_collection
-from memory.knowledge import (
+from agentic_memory.cli import render
+from agentic_memory.kinds.collections import knowledge_collection
+from agentic_memory.kinds.knowledge import (
     PruneReport,
     list_knowledge_bases,
     list_sources,
     prune_knowledge_base,
     resolve_kb,
 )
-from memstore import InvalidInputError, MemoryStore, StoreError, open_store
+from agentic_memory.models.embeddings import embedding_dims, get_embeddings
+from agentic_memory.store import InvalidInputError, MemoryStore, StoreError, open_store
+from ingest.pipeline import IngestEvent, IngestReport, ingest_paths, printable_path
+from ingest.text import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 
 # Above this many files the summary lists only the failed ones, then the totals.
 _FULL_TABLE_MAX_FILES = 40

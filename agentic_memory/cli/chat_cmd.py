@@ -25,16 +25,16 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.runnables import RunnableConfig
 from rich.text import Text
 
-from amem import render
-from amem.memories_cmd import CliError, need_user, rules_diff_lines
-from llm.embeddings import embedding_dims, get_embeddings
-from memory.episodes import EpisodicMemory
-from memory.facts import FactStore
-from memory.forget import forget_subject
-from memory.knowledge import alist_knowledge_bases
-from memory.messages import MessageLog
-from memory.rules import RuleBook
-from memstore import GLOBAL_SCOPE, MemoryStore, StoreError, open_store
+from agentic_memory.cli import render
+from agentic_memory.cli.memories_cmd import CliError, need_user, rules_diff_lines
+from agentic_memory.forget import forget_subject
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.knowledge import alist_knowledge_bases
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.models.embeddings import embedding_dims, get_embeddings
+from agentic_memory.store import GLOBAL_SCOPE, MemoryStore, StoreError, open_store
 
 if TYPE_CHECKING:
     from graph.context import Context
@@ -336,7 +336,7 @@ class ChatSession:
             # Only a base the user named is worth a warning; the default one not existing
             # yet is the normal state of a fresh machine (/help says how to add one).
             known = await alist_knowledge_bases(self.store)
-            # Names compare case-insensitively, as everywhere (memory.knowledge.resolve_kb).
+            # Names compare case-insensitively, as everywhere (agentic_memory.kinds.knowledge.resolve_kb).
             folded = {name.lower() for name in known}
             missing = [kb for kb in self.context.knowledge_bases if kb.lower() not in folded]
             if missing:
@@ -390,7 +390,7 @@ async def _read_line() -> str | None:
 
 async def repl(session: ChatSession) -> Outcome:
     """Read lines until ``/end``, ``/quit`` or end of input."""
-    from llm.local_server import LocalServerError  # noqa: PLC0415  (model clients: chat only)
+    from agentic_memory.models.local_server import LocalServerError  # noqa: PLC0415  (model clients: chat only)
 
     await session.greet()
     if sys.stdin.isatty():
@@ -436,7 +436,7 @@ class ChatOptions:
 
 def resolve_models(options: ChatOptions) -> tuple[BaseChatModel, BaseChatModel]:
     """Resolve the answer and memory models now, so a missing model fails before any turn."""
-    from llm.chat import resolve_chat_model  # noqa: PLC0415  (langchain-openai: only for chat)
+    from agentic_memory.models.chat import resolve_chat_model  # noqa: PLC0415  (langchain-openai: only for chat)
 
     answer = resolve_chat_model(options.model, max_tokens=1024)
     memory = (
@@ -521,8 +521,8 @@ def chat(
 ) -> None:
     """Chat with the agent; /help lists the commands (/end, /quit, /facts, /rules, ...)."""
     render.quiet_library_logs()
+    from agentic_memory.models.chat import ModelNotConfiguredError  # noqa: PLC0415
     from graph.persistence import CheckpointerError  # noqa: PLC0415  (see open_session)
-    from llm.chat import ModelNotConfiguredError  # noqa: PLC0415
 
     try:
         options = ChatOptions(

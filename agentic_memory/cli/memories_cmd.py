@@ -23,12 +23,8 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import LangGraphError
 from rich.progress import Progress
 
-from amem import render
-from llm.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
-from memory.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
-from memory.episodes import EpisodicMemory
-from memory.facts import Fact, normalise_subject
-from memory.forget import (
+from agentic_memory.cli import render
+from agentic_memory.forget import (
     ForgetReport,
     forget_episode,
     forget_fact,
@@ -36,17 +32,20 @@ from memory.forget import (
     forget_thread,
     forget_user,
 )
-from memory.knowledge import (
+from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import Fact, normalise_subject
+from agentic_memory.kinds.knowledge import (
     delete_source,
     find_knowledge_base,
     list_knowledge_bases,
     list_sources,
     resolve_kb,
 )
-from memory.messages import MessageLog
-from memory.rules import RuleBook, RuleVersion
-from memory.transfer import TransferSummary, export_to_file, import_memories, read_header
-from memstore import (
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook, RuleVersion
+from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
+from agentic_memory.store import (
     GLOBAL_SCOPE,
     MemoryStore,
     StoreError,
@@ -54,6 +53,7 @@ from memstore import (
     check_user_id,
     open_store,
 )
+from agentic_memory.transfer import TransferSummary, export_to_file, import_memories, read_header
 
 app = typer.Typer(
     name="memories",

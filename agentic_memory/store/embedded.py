@@ -8,7 +8,7 @@ per-property BM25 postings, both rebuilt when the partition's generation token (
 every write transaction, from this or any other process) changes.
 
 Ranking follows Weaviate v1.32.9 (BlockMax-WAND BM25 per property, ``relativeScoreFusion``,
-its candidate limits and tie order): the rules live in ``memstore.ranking``; ``docs/storage.md``
+its candidate limits and tie order): the rules live in ``agentic_memory.store.ranking``; ``docs/storage.md``
 cites the server source and says why BM25 is computed in numpy rather than by SQLite FTS5.
 """
 
@@ -33,10 +33,10 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from memstore import ranking
-from memstore.base import MemoryStore
-from memstore.private import private_dir, private_file, tighten
-from memstore.ranking import (
+from agentic_memory.store import ranking
+from agentic_memory.store.base import MemoryStore
+from agentic_memory.store.private import private_dir, private_file, tighten
+from agentic_memory.store.ranking import (
     BM25_B,
     BM25_K1,
     HYBRID_CANDIDATES,
@@ -55,7 +55,7 @@ from memstore.ranking import (
     top_rows,
     vector_candidates,
 )
-from memstore.types import (
+from agentic_memory.store.types import (
     CollectionSpec,
     ConflictError,
     InvalidInputError,
@@ -76,7 +76,7 @@ _ZEROED_KEY = "free_space_zeroed"
 """``amem_meta`` key of a store file written with ``secure_delete`` since its creation."""
 
 HYBRID_MIN_CANDIDATES = HYBRID_CANDIDATES
-"""Kept for existing imports; see ``memstore.ranking.HYBRID_CANDIDATES``."""
+"""Kept for existing imports; see ``agentic_memory.store.ranking.HYBRID_CANDIDATES``."""
 
 _BUSY_RETRIES = 8
 _BUSY_TIMEOUT_MS = 30_000
@@ -242,7 +242,7 @@ class EmbeddedStore(MemoryStore):
         )
         self._conn: sqlite3.Connection | None = conn
         try:
-            # Text sorts like Weaviate's: case-insensitively (memstore.ranking.text_sort_key).
+            # Text sorts like Weaviate's: case-insensitively (agentic_memory.store.ranking.text_sort_key).
             conn.create_function("amem_text_key", 1, _sql_text_key, deterministic=True)
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             # Deleted rows and freed pages are overwritten with zeros, whatever the SQLite
@@ -1113,7 +1113,7 @@ def _bm25_top(
 ) -> tuple[IntArray, FloatArray]:
     """Rank the partition like Weaviate's BlockMax-WAND BM25; return rows and raw scores.
 
-    Each property is scored on its own (idf shared, ``memstore.ranking.bm25_idf``; summed
+    Each property is scored on its own (idf shared, ``agentic_memory.store.ranking.bm25_idf``; summed
     over the query terms in float64, kept as float32) and keeps its best
     ``per_property_limit`` rows; a row's score is the float32 sum of the properties that kept
     it, and the best ``candidates`` rows are returned. Ties at every cut keep the lowest
@@ -1245,7 +1245,7 @@ def _coarse_index(unit: FloatArray) -> _CoarseIndex:
 
 
 def fuse_relative_score(sides: Sequence[tuple[float, Mapping[T, float]]]) -> dict[T, float]:
-    """Return the fused scores of ``memstore.ranking.fuse_relative_score`` (kept for callers)."""
+    """Return the fused scores of ``agentic_memory.store.ranking.fuse_relative_score`` (kept for callers)."""
     return ranking.fuse_relative_score(sides)[0]
 
 

@@ -6,8 +6,8 @@ from typing import ClassVar
 
 from langchain_core.embeddings import Embeddings
 
-from memstore import GLOBAL_SCOPE, CollectionSpec, InvalidInputError, MemoryStore
-from memstore.base import check_user_id as check_scope_id
+from agentic_memory.store import GLOBAL_SCOPE, CollectionSpec, InvalidInputError, MemoryStore
+from agentic_memory.store.base import check_user_id as check_scope_id
 
 
 def check_user_id(user: object) -> str:

@@ -1,8 +1,8 @@
 """Long-term memory storage: one interface, an embedded backend and a Weaviate backend."""
 
-from memstore.base import GLOBAL_SCOPE, MemoryStore, check_user_id
-from memstore.open import amem_home, open_store
-from memstore.types import (
+from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
+from agentic_memory.store.open import amem_home, open_store
+from agentic_memory.store.types import (
     CollectionSpec,
     ConflictError,
     InvalidInputError,

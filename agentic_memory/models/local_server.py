@@ -34,11 +34,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from llm._server_main import PARENT_GONE_EXIT
-from llm.chat import LOCAL_GGUF_PACKAGE, LOCAL_MODEL_NAME, ModelNotConfiguredError
-from llm.llama_build import rebuild_command
-from memstore.open import amem_home
-from memstore.private import private_dir, private_file
+from agentic_memory.models._server_main import PARENT_GONE_EXIT
+from agentic_memory.models.chat import LOCAL_GGUF_PACKAGE, LOCAL_MODEL_NAME, ModelNotConfiguredError
+from agentic_memory.models.llama_build import rebuild_command
+from agentic_memory.store.open import amem_home
+from agentic_memory.store.private import private_dir, private_file
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from memstore.types import CollectionSpec, InvalidInputError, Property
+from agentic_memory.store.types import CollectionSpec, InvalidInputError, Property
 
 EPISODES = CollectionSpec(
     name="EpisodicMemory",
@@ -78,7 +78,7 @@ MESSAGES = CollectionSpec(
             "text",
             searchable=True,
             filterable=False,
-            description="prepared keyword text (memory.recall_text): stems of the content, "
+            description="prepared keyword text (agentic_memory.kinds.recall_text): stems of the content, "
             "speaker, date and preceding turn, without stop words",
         ),
     ),

@@ -1,0 +1,1 @@
+"""The kinds of long-term memory: facts, episodes, rules, messages and knowledge."""

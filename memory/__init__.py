@@ -1,1 +1,0 @@
-"""The four kinds of long-term memory (episodic, facts, procedural, messages, knowledge) on a MemoryStore."""
