@@ -29,6 +29,7 @@ from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
 from agentic_memory.store import InvalidInputError, MemoryStore
 from agentic_memory.store.open import open_store
+from agentic_memory.twins import blocking
 
 __all__ = ["Memory", "SubAPI"]
 
@@ -122,51 +123,6 @@ class Memory:
 
     # -- message-log shortcuts ------------------------------------------------------------
 
-    def remember(
-        self,
-        user: str,
-        thread_id: str,
-        messages: Sequence[BaseMessage | Mapping[str, Any]],
-        metadata: Mapping[str, Any] | None = None,
-    ) -> builtins.list[str]:
-        """Log a conversation's turns (see ``MessageLog.remember``); return their ids."""
-        return self.messages.remember(user, thread_id, messages, metadata=metadata)
-
-    def recall(
-        self,
-        user: str,
-        query: str,
-        k: int = 5,
-        *,
-        alpha: float = 0.5,
-        thread_id: str | None = None,
-        exclude_thread: str | None = None,
-    ) -> builtins.list[RecalledMessage]:
-        """Find a user's logged turns for ``query`` (see ``MessageLog.recall``)."""
-        return self.messages.recall(
-            user, query, k=k, alpha=alpha, thread_id=thread_id, exclude_thread=exclude_thread
-        )
-
-    def list(
-        self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
-    ) -> builtins.list[LoggedMessage]:
-        """Page through a user's log by thread, then turn (see ``MessageLog.list``)."""
-        return self.messages.list(user, thread_id=thread_id, limit=limit, offset=offset)
-
-    def threads(self, user: str) -> builtins.list[str]:
-        """Return the user's thread ids that have logged turns."""
-        return self.messages.threads(user)
-
-    def forget(
-        self,
-        user: str,
-        *,
-        ids: Sequence[str] | None = None,
-        thread_id: str | None = None,
-    ) -> int:
-        """Delete logged turns by id or by thread (see ``MessageLog.forget``)."""
-        return self.messages.forget(user, ids=ids, thread_id=thread_id)
-
     async def aremember(
         self,
         user: str,
@@ -174,8 +130,10 @@ class Memory:
         messages: Sequence[BaseMessage | Mapping[str, Any]],
         metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[str]:
-        """Async :meth:`remember`."""
+        """Log a conversation's turns (see ``MessageLog.aremember``); return their ids."""
         return await self.messages.aremember(user, thread_id, messages, metadata=metadata)
+
+    remember = blocking(aremember)
 
     async def arecall(
         self,
@@ -187,10 +145,38 @@ class Memory:
         thread_id: str | None = None,
         exclude_thread: str | None = None,
     ) -> builtins.list[RecalledMessage]:
-        """Async :meth:`recall`."""
+        """Find a user's logged turns for ``query`` (see ``MessageLog.arecall``)."""
         return await self.messages.arecall(
             user, query, k=k, alpha=alpha, thread_id=thread_id, exclude_thread=exclude_thread
         )
+
+    recall = blocking(arecall)
+
+    async def alist(
+        self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
+    ) -> builtins.list[LoggedMessage]:
+        """Page through a user's log by thread, then turn (see ``MessageLog.alist``)."""
+        return await self.messages.alist(user, thread_id=thread_id, limit=limit, offset=offset)
+
+    list = blocking(alist)
+
+    async def athreads(self, user: str) -> builtins.list[str]:
+        """Return the user's thread ids that have logged turns."""
+        return await self.messages.athreads(user)
+
+    threads = blocking(athreads)
+
+    async def aforget(
+        self,
+        user: str,
+        *,
+        ids: Sequence[str] | None = None,
+        thread_id: str | None = None,
+    ) -> int:
+        """Delete logged turns by id or by thread (see ``MessageLog.aforget``)."""
+        return await self.messages.aforget(user, ids=ids, thread_id=thread_id)
+
+    forget = blocking(aforget)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -31,7 +31,6 @@ and what was rewritten to stop naming the forgotten memories:
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,18 +47,13 @@ from langgraph_sdk.errors import (
     UnprocessableEntityError,
 )
 
-from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
-from agentic_memory.kinds.facts import normalise_subject
-from agentic_memory.kinds.rules import RuleItem, RuleVersion
+from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.rules import RULES, RuleBook
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
-from agentic_memory.store.types import (
-    CollectionSpec,
-    InvalidInputError,
-    MemoryObject,
-    StoredObject,
-    UnknownCollectionError,
-    Where,
-)
+from agentic_memory.store.types import CollectionSpec, InvalidInputError
 
 CHECKPOINTER = "checkpointer"
 SERVER = "server"
@@ -134,32 +128,47 @@ class ForgetReport:
         }
 
 
-def _has(store: MemoryStore, spec: CollectionSpec) -> bool:
-    try:
-        store.spec(spec.name)
-    except UnknownCollectionError:
-        return False
-    return True
+@dataclass
+class _Kinds:
+    """The memory kinds on one store, for one forget call."""
+
+    facts: FactStore
+    episodes: EpisodicMemory
+    rules: RuleBook
+    messages: MessageLog
 
 
-async def _all(
-    store: MemoryStore, spec: CollectionSpec, user: str, where: Sequence[Where] = ()
-) -> list[StoredObject]:
-    # Keyset pages by id: no result-window cap (Weaviate's QUERY_MAXIMUM_RESULTS).
-    return [o async for o in store.aiterate(spec.name, user=user, where=where, page_size=_PAGE)]
-
-
-async def _rewrite(
-    store: MemoryStore, spec: CollectionSpec, user: str, obj_id: str, props: dict[str, Any]
-) -> None:
-    """Replace an object's properties, keeping its vector."""
-    full = await store.aget(spec.name, obj_id, user=user, include_vector=True)
-    if full is None or full.vector is None:
-        return
-    result = await store.aupsert(
-        spec.name, [MemoryObject(id=obj_id, properties=props, vector=full.vector)], user=user
+def _kinds(store: MemoryStore, embeddings: Embeddings | None) -> _Kinds:
+    # Forgetting only embeds when it rewrites a rule text; the model loads on that first use.
+    emb = embeddings or _LazyEmbeddings()
+    return _Kinds(
+        FactStore(store, emb),
+        EpisodicMemory(store, emb),
+        RuleBook(store, emb),
+        MessageLog(store, emb),
     )
-    result.raise_for_failures()
+
+
+class _LazyEmbeddings(Embeddings):
+    """The configured embedding model, created only if something has to be embedded."""
+
+    def __init__(self) -> None:
+        self._model: Embeddings | None = None
+
+    def _get(self) -> Embeddings:
+        if self._model is None:
+            from agentic_memory.models.embeddings import get_embeddings  # noqa: PLC0415  (heavy)
+
+            self._model = get_embeddings()
+        return self._model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed with the configured model."""
+        return self._get().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed with the configured model."""
+        return self._get().embed_query(text)
 
 
 def _owner_of(values: object, metadata: object) -> str:
@@ -380,184 +389,23 @@ async def scrub_rule_provenance(
 ) -> None:
     """Rewrite rule versions in ``scopes`` so they no longer name or hold what is forgotten.
 
-    ``source_users`` loses ``user`` when ``drop_user`` is set, or when none of the version's
-    remaining source episodes belongs to ``user`` any more. Rules that came only from the
-    forgotten episodes (or, with ``drop_user``, only from versions naming ``user``) are
-    removed from every version; rewritten rule texts are embedded again with ``embeddings``
-    (default: the configured embeddings), and a version left without rules is deleted.
+    See :meth:`agentic_memory.kinds.rules.RuleBook.ascrub`; ``embeddings`` re-embed rule
+    texts that lose a rule (default: the configured embeddings).
     """
-    if not _has(store, RULES):
-        return
-    removed = set(episode_ids)
-    embedder = _LazyEmbeddings(embeddings, store.dims)
+    kinds = _kinds(store, embeddings)
+    removed = list(episode_ids)
+    remaining = set(await kinds.episodes.aids(user)) - set(removed)
     for scope in scopes:
-        versions = sorted(
-            await _all(store, RULES, scope), key=lambda v: int(v.properties.get("version") or 0)
+        done = await kinds.rules.ascrub(
+            scope,
+            episode_ids=removed,
+            user=user,
+            drop_user=drop_user,
+            remaining_episodes=remaining,
         )
-        tainted = _rules_only_from(versions, removed, user if drop_user else None)
-        for version in versions:
-            props = dict(version.properties)
-            episodes = list(props.get("source_episodes") or [])
-            users = list(props.get("source_users") or [])
-            kept = [e for e in episodes if e not in removed]
-            new_users = users
-            if user in users:
-                if drop_user:
-                    new_users = [u for u in users if u != user]
-                elif len(kept) != len(episodes):
-                    still = False
-                    if _has(store, EPISODES):
-                        for e in kept:
-                            if await store.aget(EPISODES.name, e, user=user) is not None:
-                                still = True
-                                break
-                    if not still:
-                        new_users = [u for u in users if u != user]
-            rules = _version_rules(props)
-            new_rules = [r for r in rules if r not in tainted]
-            forgotten_source = len(kept) != len(episodes) or (drop_user and user in users)
-            if kept == episodes and new_users == users and new_rules == rules:
-                continue
-            if not new_rules:
-                await store.adelete(RULES.name, [version.id], user=scope)
-                report.add_deleted(RULES.name, 1)
-                continue
-            props["source_episodes"] = kept
-            props["source_users"] = new_users
-            if forgotten_source:
-                # The note names the conversation (thread id) it was learned from.
-                props["note"] = FORGOTTEN_NOTE
-            if new_rules == rules:
-                await _rewrite(store, RULES, scope, version.id, props)
-            else:
-                text = _render_rules(new_rules)
-                props["rules_json"] = json.dumps(
-                    [{"instruction": i, "rationale": r} for i, r in new_rules], ensure_ascii=False
-                )
-                props["rules_text"] = text
-                vector = await embedder.embed(text)
-                result = await store.aupsert(
-                    RULES.name,
-                    [MemoryObject(id=version.id, properties=props, vector=vector)],
-                    user=scope,
-                )
-                result.raise_for_failures()
-            report.add_scrubbed(RULES.name, 1)
-
-
-FORGOTTEN_NOTE = "learned from a conversation that was forgotten"
-"""The note of a rule version whose source was forgotten (its old note named the thread)."""
-
-_Rule = tuple[str, str]
-
-
-def _version_rules(props: Mapping[str, Any]) -> list[_Rule]:
-    """Return a stored version's rules as (instruction, rationale) pairs, in order."""
-    try:
-        raw = json.loads(str(props.get("rules_json") or "[]"))
-        return [(str(r["instruction"]), str(r["rationale"])) for r in raw]
-    except (ValueError, TypeError, KeyError):
-        return []
-
-
-def _render_rules(rules: Sequence[_Rule]) -> str:
-    """Return the rules the way ``RuleVersion.render`` stores them in ``rules_text``."""
-    return RuleVersion(scope="", version=0, rules=tuple(RuleItem(i, r) for i, r in rules)).render()
-
-
-def _rules_only_from(
-    versions: Sequence[StoredObject], episodes: set[str], user: str | None
-) -> set[_Rule]:
-    """Return the rules every introduction of which came from what is being forgotten.
-
-    A rule is introduced by a version that holds it when the version before does not (a
-    rollback re-introduces it with the provenance of the version it restores). An
-    introduction comes from what is forgotten when ``user`` is its version's only source
-    user, or when all of its source episodes (at least one) are forgotten. A rule that was
-    also learned from someone else, or that the starting set or an operator introduced,
-    stays (its provenance no longer names what is forgotten).
-    """
-    introductions: dict[_Rule, list[bool]] = {}
-    previous: set[_Rule] = set()
-    for version in versions:
-        props = version.properties
-        rules = _version_rules(props)
-        sources = set(props.get("source_episodes") or [])
-        users = set(props.get("source_users") or [])
-        from_forgotten = (user is not None and bool(users) and users <= {user}) or (
-            bool(sources) and sources <= episodes
-        )
-        for rule in rules:
-            if rule not in previous:
-                introductions.setdefault(rule, []).append(from_forgotten)
-        previous = set(rules)
-    return {rule for rule, flags in introductions.items() if all(flags)}
-
-
-class _LazyEmbeddings:
-    """The embeddings to re-embed rewritten rule texts with, created only when needed."""
-
-    def __init__(self, embeddings: Embeddings | None, dims: int) -> None:
-        self._embeddings = embeddings
-        self._dims = dims
-
-    async def embed(self, text: str) -> list[float]:
-        if self._embeddings is None:
-            from agentic_memory.models.embeddings import get_embeddings  # noqa: PLC0415  (heavy, rarely needed)
-
-            self._embeddings = get_embeddings()
-        vector = await self._embeddings.aembed_query(text)
-        if len(vector) != self._dims:
-            raise InvalidInputError(
-                f"the embeddings make {len(vector)}-d vectors but the store holds {self._dims}-d "
-                "ones: pass the store's embedding model to forget"
-            )
-        return list(vector)
-
-
-# -- facts history -----------------------------------------------------------------------------
-
-
-def _sort_key(fact: StoredObject) -> tuple[str, str]:
-    return (str(fact.properties.get("valid_from") or ""), fact.id)
-
-
-async def _repair_fact_history(
-    store: MemoryStore, user: str, subjects: Iterable[str], report: ForgetReport
-) -> None:
-    """Re-link the remaining facts of ``subjects`` after some of their versions were deleted.
-
-    A fact whose successor was deleted points to the next remaining value instead; when no
-    later value remains and no value is current, the latest remaining one becomes current.
-    """
-    for subject in sorted(set(subjects)):
-        facts = sorted(
-            await _all(store, FACTS, user, [Where("subject", "eq", subject)]), key=_sort_key
-        )
-        if not facts:
-            continue
-        ids = {f.id for f in facts}
-        changed = 0
-        for i, fact in enumerate(facts):
-            succ = fact.properties.get("superseded_by")
-            if not succ or succ in ids:
-                continue
-            props = dict(fact.properties)
-            if i + 1 < len(facts):
-                props["superseded_by"] = facts[i + 1].id
-            else:
-                props["superseded_by"] = None
-                props["valid_to"] = None
-                props["current"] = True
-            await _rewrite(store, FACTS, user, fact.id, props)
-            changed += 1
-        if not any(f.properties.get("current") for f in facts) and changed == 0:
-            latest = facts[-1]
-            props = dict(latest.properties)
-            props.update(current=True, valid_to=None, superseded_by=None)
-            await _rewrite(store, FACTS, user, latest.id, props)
-            changed += 1
-        report.add_scrubbed(FACTS.name, changed)
+        if done.deleted:
+            report.add_deleted(RULES.name, done.deleted)
+        report.add_scrubbed(RULES.name, done.rewritten)
 
 
 # -- public API --------------------------------------------------------------------------------
@@ -579,9 +427,10 @@ async def forget_episode(
     """
     check_user_id(user)
     report = _report(store, user)
-    if not _has(store, EPISODES) or await store.aget(EPISODES.name, episode_id, user=user) is None:
+    kinds = _kinds(store, embeddings)
+    if await kinds.episodes.aget(user, episode_id) is None:
         raise InvalidInputError(f"user {user!r} has no episode {episode_id!r}")
-    report.add_deleted(EPISODES.name, await store.adelete(EPISODES.name, [episode_id], user=user))
+    report.add_deleted(EPISODES.name, await kinds.episodes.aforget(user, [episode_id]))
     await scrub_rule_provenance(
         store,
         episode_ids=[episode_id],
@@ -602,11 +451,9 @@ async def forget_fact(store: MemoryStore, user: str, fact_id: str) -> ForgetRepo
     """
     check_user_id(user)
     report = _report(store, user)
-    fact = await store.aget(FACTS.name, fact_id, user=user) if _has(store, FACTS) else None
-    if fact is None:
-        raise InvalidInputError(f"user {user!r} has no fact {fact_id!r}")
-    report.add_deleted(FACTS.name, await store.adelete(FACTS.name, [fact_id], user=user))
-    await _repair_fact_history(store, user, [str(fact.properties.get("subject", ""))], report)
+    done = await _kinds(store, None).facts.aforget_fact(user, fact_id)
+    report.add_deleted(FACTS.name, done.deleted)
+    report.add_scrubbed(FACTS.name, done.rewritten)
     return await _erase(store, report)
 
 
@@ -618,10 +465,7 @@ async def forget_subject(store: MemoryStore, user: str, subject: str) -> ForgetR
     """
     check_user_id(user)
     report = _report(store, user)
-    key = normalise_subject(subject)
-    n = 0
-    if _has(store, FACTS):
-        n = await store.adelete_where(FACTS.name, [Where("subject", "eq", key)], user=user)
+    n = await _kinds(store, None).facts.aforget(user, subject)
     if n == 0:
         raise InvalidInputError(f"user {user!r} has no fact about {subject!r}")
     report.add_deleted(FACTS.name, n)
@@ -651,18 +495,12 @@ async def forget_thread(
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise InvalidInputError("thread id is empty")
     report = _report(store, user)
-    by_thread = [Where("thread_id", "eq", thread_id)]
-    episode_ids: list[str] = []
-    if _has(store, EPISODES):
-        episode_ids = [e.id for e in await _all(store, EPISODES, user, by_thread)]
-    known = bool(episode_ids)
-    if _has(store, MESSAGES):
-        n = await store.acount(MESSAGES.name, user=user, where=by_thread)
-        known = known or n > 0
-    facts: list[StoredObject] = []
-    if _has(store, FACTS):
-        facts = await _all(store, FACTS, user, [Where("source_thread", "eq", thread_id)])
-        known = known or bool(facts)
+    kinds = _kinds(store, embeddings)
+    known = (
+        thread_id in await kinds.messages.athreads(user)
+        or thread_id in await kinds.episodes.athreads(user)
+        or thread_id in await kinds.facts.athreads(user)
+    )
     has_checkpoints = False
     if checkpointer is not None:
         owner = await _thread_owner(checkpointer, thread_id)
@@ -676,23 +514,12 @@ async def forget_thread(
     if server is not None:
         # First, so that a server failure leaves the memories that name the thread.
         await _delete_server_threads(server, [thread_id], report)
-    if _has(store, MESSAGES):
-        report.add_deleted(
-            MESSAGES.name, await store.adelete_where(MESSAGES.name, by_thread, user=user)
-        )
-    if _has(store, EPISODES):
-        report.add_deleted(
-            EPISODES.name,
-            await store.adelete(EPISODES.name, episode_ids, user=user) if episode_ids else 0,
-        )
-    if _has(store, FACTS):
-        ids = [f.id for f in facts]
-        report.add_deleted(
-            FACTS.name, await store.adelete(FACTS.name, ids, user=user) if ids else 0
-        )
-        await _repair_fact_history(
-            store, user, [str(f.properties.get("subject", "")) for f in facts], report
-        )
+    report.add_deleted(MESSAGES.name, await kinds.messages.aforget(user, thread_id=thread_id))
+    episodes, episode_ids = await kinds.episodes.aforget_thread(user, thread_id)
+    report.add_deleted(EPISODES.name, episodes.deleted)
+    facts = await kinds.facts.aforget_thread(user, thread_id)
+    report.add_deleted(FACTS.name, facts.deleted)
+    report.add_scrubbed(FACTS.name, facts.rewritten)
     await scrub_rule_provenance(
         store,
         episode_ids=episode_ids,
@@ -709,21 +536,13 @@ async def forget_thread(
 
 
 async def user_threads(store: MemoryStore, user: str) -> list[str]:
-    """Return the threads ``user`` has talked in, from the message log and the episodes."""
+    """Return the threads ``user`` has talked in: from the log, the episodes and the facts."""
     check_user_id(user)
-    threads: set[str] = set()
-    for spec in (MESSAGES, EPISODES):
-        if _has(store, spec):
-            for obj in await _all(store, spec, user):
-                t = obj.properties.get("thread_id")
-                if isinstance(t, str) and t:
-                    threads.add(t)
-    if _has(store, FACTS):
-        for fact in await _all(store, FACTS, user):
-            t = fact.properties.get("source_thread")
-            if isinstance(t, str) and t:
-                threads.add(t)
-    return sorted(threads)
+    kinds = _kinds(store, None)
+    threads = set(await kinds.messages.athreads(user))
+    threads |= await kinds.episodes.athreads(user)
+    threads |= await kinds.facts.athreads(user)
+    return sorted(t for t in threads if t)
 
 
 async def forget_user(
@@ -754,6 +573,7 @@ async def forget_user(
     if user == GLOBAL_SCOPE:
         raise InvalidInputError("the global rule scope is not a user; it cannot be forgotten")
     report = _report(store, user)
+    kinds = _kinds(store, embeddings)
     threads = set(await user_threads(store, user)) | set(extra_threads)
     if checkpointer is not None:
         # Finds threads that left no memory yet (a turn that failed before it was logged).
@@ -763,22 +583,21 @@ async def forget_user(
         # running the same call again finds the rest.
         server_threads = threads | set(await server_user_threads(server, user))
         await _delete_server_threads(server, server_threads, report)
-    episode_ids: list[str] = []
-    if _has(store, EPISODES):
-        episode_ids = [e.id for e in await _all(store, EPISODES, user)]
     # The global rules are rewritten before the user's episodes go: if this is interrupted,
     # running it again still finds which versions came from them.
     await scrub_rule_provenance(
         store,
-        episode_ids=episode_ids,
+        episode_ids=await kinds.episodes.aids(user),
         user=user,
         drop_user=True,
         scopes=[GLOBAL_SCOPE],
         report=report,
         embeddings=embeddings,
     )
-    for spec in await _per_user_collections(store):
-        report.add_deleted(spec.name, await _adelete_user(store, spec, user))
+    for kind in (kinds.episodes, kinds.facts, kinds.rules, kinds.messages):
+        report.add_deleted(kind.spec.name, await kind.aforget_user(user))
+    for spec in await _other_per_user_collections(store):
+        report.add_deleted(spec.name, await store.adelete_user(spec.name, user))
     await _erase(store, report)
     if checkpointer is not None:
         await _delete_checkpoints(checkpointer, threads, report)
@@ -795,17 +614,12 @@ async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:
     return report
 
 
-async def _per_user_collections(store: MemoryStore) -> list[CollectionSpec]:
-    """Return the per-user collections of the store: the memory kinds and any other ones."""
-    names = await asyncio.to_thread(store.collections)
-    specs = [spec for spec in PER_USER_COLLECTIONS if spec.name in names]
-    known = {spec.name for spec in specs}
-    for name in sorted(set(names) - known):
+async def _other_per_user_collections(store: MemoryStore) -> list[CollectionSpec]:
+    """Return the store's per-user collections that are not a memory kind's (kept by others)."""
+    kinds = {spec.name for spec in PER_USER_COLLECTIONS}
+    specs = []
+    for name in sorted(set(await store.acollections()) - kinds):
         spec = await asyncio.to_thread(store.spec, name)
         if spec.per_user:
             specs.append(spec)
     return specs
-
-
-async def _adelete_user(store: MemoryStore, spec: CollectionSpec, user: str) -> int:
-    return await asyncio.to_thread(store.delete_user, spec.name, user)

@@ -32,16 +32,17 @@ from typing import Any, Literal, TextIO
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from agentic_memory.kinds import recall_text
-from agentic_memory.kinds.collections import (
-    EPISODES,
-    FACTS,
+from agentic_memory.kinds import episodes, facts, messages, rules
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.knowledge import (
+    CHUNKS_PREFIX,
     KNOWLEDGE_PROPERTIES,
-    MESSAGES,
-    MESSAGES_V1,
-    RULES,
+    MANIFEST_PREFIX,
+    MANIFEST_PROPERTIES,
 )
-from agentic_memory.kinds.knowledge import CHUNKS_PREFIX, MANIFEST_PREFIX, MANIFEST_PROPERTIES
+from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V1
+from agentic_memory.kinds.rules import RULES
 from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, check_user_id
 from agentic_memory.store.types import (
     CollectionSpec,
@@ -120,34 +121,13 @@ def kind_of(collection: str) -> Kind | None:
     return None
 
 
-# -- the text each kind is embedded from -------------------------------------------------------
-
-
-def _episode_text(p: Mapping[str, Any]) -> str:
-    # The same text agentic_memory.kinds.episodes embeds, so recall ranks imported episodes alike.
-    return "\n".join(
-        [
-            ", ".join(p.get("context_tags") or []),
-            str(p.get("conversation_summary") or ""),
-            str(p.get("what_worked") or ""),
-            str(p.get("what_to_avoid") or ""),
-        ]
-    )
-
-
-def _fact_text(p: Mapping[str, Any]) -> str:
-    # As agentic_memory.kinds.facts embeds a fact.
-    return f"{p.get('subject', '')}: {p.get('value', '')}"
-
+# -- the text each kind is embedded from (each kind's own, so imports rank alike) ------------
 
 _TEXT_BY_KIND: dict[Kind, Callable[[Mapping[str, Any]], str]] = {
-    "episode": _episode_text,
-    "fact": _fact_text,
-    # As agentic_memory.kinds.messages embeds a logged turn.
-    "message": lambda p: recall_text.embedding_text(
-        str(p.get("content") or ""), speaker=str(p.get("speaker") or "")
-    ),
-    "rule": lambda p: str(p.get("rules_text") or ""),
+    "episode": episodes.embedding_text,
+    "fact": facts.embedding_text,
+    "message": messages.embedding_text_of,
+    "rule": rules.embedding_text,
     "chunk": lambda p: str(p.get("text") or ""),
     "source": lambda p: str(p.get("title") or p.get("source") or ""),
 }

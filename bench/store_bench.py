@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agentic_memory.kinds.collections import EPISODES
+from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
 from agentic_memory.store import MemoryObject, Where, make_id
 from agentic_memory.store.embedded import EXACT_VECTOR_ROWS, EmbeddedStore, _cosine_top

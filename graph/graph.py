@@ -1,8 +1,9 @@
-"""The memory agent graph: the served ``graph`` and ``compile_graph`` for notebooks and tests.
+"""The memory agent graph: the served ``graph``, its ``builder`` and ``compile_graph``.
 
-``graph`` is compiled without a checkpointer because ``langgraph dev`` and LangGraph
-Platform bring their own; it opens the default store and models from the environment on
-first use. ``compile_graph`` binds a given store, embeddings, models and checkpointer.
+``graph`` is compiled without a checkpointer or a store: ``langgraph dev`` and LangGraph
+Platform bring their own checkpointer, and the store ``langgraph.json`` names (agentic
+memory's). ``compile_graph`` compiles the same builder with a given checkpointer and store
+for notebooks and tests, and can bind given models.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
 
-from agentic_memory.models.embeddings import embedding_dims, get_embeddings
-from agentic_memory.store import MemoryStore, open_store
+from agentic_memory.models.embeddings import get_embeddings
+from agentic_memory.store import MemoryStore
 from graph.context import Context
 from graph.nodes import (
     FAN_OUT,
@@ -32,7 +34,7 @@ from graph.nodes import (
     route_turn,
     update_procedural,
 )
-from graph.resources import RESOURCES_KEY, Resources, register
+from graph.resources import MODELS_KEY, BoundModels
 from graph.state import InputState, State
 
 __all__ = ["GRAPH_NAME", "builder", "compile_graph", "graph"]
@@ -68,38 +70,40 @@ graph = builder.compile(name=GRAPH_NAME)
 def compile_graph(
     *,
     checkpointer: BaseCheckpointSaver[str] | None = None,
-    store: MemoryStore | None = None,
+    store: BaseStore | MemoryStore | None = None,
     embeddings: Embeddings | None = None,
     chat_model: BaseChatModel | None = None,
     memory_model: BaseChatModel | None = None,
     name: str = GRAPH_NAME,
 ) -> CompiledStateGraph[State, Context, InputState, State]:
-    """Compile the graph bound to the given resources.
+    """Compile the graph with a checkpointer, the memory store, and optionally models.
 
     Args:
         checkpointer: Keeps each thread's working memory between runs (see
             ``graph.persistence``); ``None`` keeps nothing between runs.
-        store: The long-term memory store; default: ``agentic_memory.store.open_store`` from the
-            environment, sized for the embeddings.
-        embeddings: Default: ``agentic_memory.models.embeddings.get_embeddings()`` (offline WordLlama).
+        store: The long-term memory: an ``AgenticStore``, or a ``MemoryStore`` to wrap in
+            one (with ``embeddings``); default: ``AgenticStore.open()``, the store and
+            embeddings the environment configures. The caller owns it and closes it.
+        embeddings: For a ``MemoryStore`` (or the default store); default:
+            ``agentic_memory.models.embeddings.get_embeddings()`` (offline WordLlama).
         chat_model: The model that answers; default: resolved from ``context.model``.
         memory_model: The model for facts, summaries, reflections and rules; default:
             ``chat_model`` when given, else resolved from ``context.memory_model``.
         name: The graph's name.
 
     Returns:
-        The compiled graph; every run uses these resources. The caller still owns the
-        store and closes it.
+        The compiled graph; every run uses this store (as ``runtime.store``) and these models.
     """
-    embeddings = embeddings or get_embeddings()
-    if store is None:
-        store = open_store(embedding_dims(embeddings))
-    resources = Resources(
-        memory_store=store,
-        embeddings=embeddings,
-        answer_model=chat_model,
-        memory_model=memory_model or chat_model,
-    )
-    token = register(resources)
-    compiled = builder.compile(checkpointer=checkpointer, name=name)
-    return compiled.with_config(configurable={RESOURCES_KEY: token})
+    from agentic_memory.langgraph_store import AgenticStore  # noqa: PLC0415  (see below)
+
+    # Imported here rather than at the top: the served graph must import without opening or
+    # importing the store machinery the server provides itself.
+    if isinstance(store, MemoryStore):
+        store = AgenticStore(store, embeddings or get_embeddings())
+    elif store is None:
+        store = AgenticStore.open(embeddings=embeddings)
+    compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
+    if chat_model is None and memory_model is None:
+        return compiled
+    bound = BoundModels(answer=chat_model, memory=memory_model or chat_model)
+    return compiled.with_config(configurable={MODELS_KEY: bound})

@@ -35,12 +35,25 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 import prompts
-from agentic_memory.kinds.collections import MESSAGES
-from agentic_memory.kinds.facts import normalise_subject
+from agentic_memory.api import Memory
+from agentic_memory.kinds.episodes import Reflection, render_episode
+from agentic_memory.kinds.facts import (
+    ExtractedFact,
+    ExtractedFacts,
+    normalise_subject,
+    render_constraints,
+    render_facts,
+)
 from agentic_memory.kinds.knowledge import asearch_knowledge
-from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES
 from agentic_memory.kinds.rule_guard import screen_rules
-from agentic_memory.kinds.rules import RuleConflictError
+from agentic_memory.kinds.rules import (
+    MAX_RULES,
+    RuleConflictError,
+    RuleSet,
+    render_rules,
+    rules_scope,
+)
 from agentic_memory.models.calls import StructuredOutputError, ainvoke_structured, ainvoke_text
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, Where, check_user_id
 from graph.context import Context
@@ -52,9 +65,8 @@ from graph.context_window import (
     pack_items,
     plan_compaction,
 )
-from graph.resources import Resources, aget_resources
-from graph.schemas import MAX_RULES, ExtractedFact, ExtractedFacts, Reflection, RuleSet, Summary
-from graph.state import State, replace_calls
+from graph.resources import answer_model, background_model, memory_of
+from graph.state import State, Summary, replace_calls
 
 __all__ = [
     "FAN_OUT",
@@ -180,7 +192,7 @@ def _transcript(messages: Sequence[BaseMessage]) -> str:
 
 
 def _scope(ctx: Context, user: str) -> str:
-    return GLOBAL_SCOPE if ctx.rules_scope == "global" else user
+    return rules_scope(user, shared=ctx.rules_scope == "global")
 
 
 def _label(chunk: dict[str, Any]) -> str:
@@ -198,10 +210,10 @@ def _config() -> RunnableConfig:
         return {}
 
 
-async def _setup(runtime: Runtime[Context]) -> tuple[Context, str, Resources]:
+async def _setup(runtime: Runtime[Context]) -> tuple[Context, str, Memory]:
     ctx = _context(runtime)
     user = _user(ctx)
-    return ctx, user, await aget_resources(_config(), ctx)
+    return ctx, user, memory_of(runtime.store)
 
 
 # -- admission ------------------------------------------------------------------------------
@@ -223,19 +235,19 @@ def _new_input(state: State) -> list[AnyMessage]:
     return messages[start:]
 
 
-async def _legacy_owner(res: Resources, user: str, thread: str) -> str | None:
+async def _legacy_owner(mem: Memory, user: str, thread: str) -> str | None:
     """Whose thread an ownerless thread with history is, from the message logs.
 
     Threads written before owners were recorded name no owner: the user whose log holds the
     thread is its owner; a thread nobody logged goes to whoever uses it first.
     """
-    store, name = res.memory_store, MESSAGES.name
-    if name not in await asyncio.to_thread(store.collections):
+    store, name = mem.store, MESSAGES.name
+    if name not in await store.acollections():
         return None
     where = [Where("thread_id", "eq", thread)]
     if await store.acount(name, user=user, where=where):
         return user
-    for other in await asyncio.to_thread(store.users, name):
+    for other in await store.ausers(name):
         if other != user and await store.acount(name, user=other, where=where):
             return other
     return None
@@ -295,8 +307,7 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if owner is None and len(state.messages) > 1:
         # History without an owner: a thread from before owners were recorded (or a first
         # input of several messages, which no log names: then it is claimed below).
-        res = await aget_resources(_config(), ctx)
-        owner = await _legacy_owner(res, user, _thread(_config()))
+        owner = await _legacy_owner(memory_of(runtime.store), user, _thread(_config()))
     if owner is not None and owner != user:
         return refused(
             "owner",
@@ -354,13 +365,13 @@ def route_after_turn(state: State) -> Literal["reflect", "__end__"]:
 
 async def recall_episodic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Recall this user's past episodes and messages from other threads."""
-    ctx, user, res = await _setup(runtime)
+    ctx, user, mem = await _setup(runtime)
     query = _text(_require_new_message(state))
     if not query.strip():
         return {"episodes": [], "past_turns": []}
     episodes: list[dict[str, Any]] = []
     if ctx.episodic_k:
-        recalled = await res.episodes.arecall(
+        recalled = await mem.episodes.arecall(
             user,
             query,
             k=ctx.episodic_k,
@@ -370,7 +381,7 @@ async def recall_episodic(state: State, runtime: Runtime[Context]) -> dict[str, 
         episodes = [r.to_dict() for r in recalled]
     past: list[dict[str, Any]] = []
     if ctx.past_turns_k:
-        hits = await res.messages.arecall(
+        hits = await mem.messages.arecall(
             user,
             query,
             k=ctx.past_turns_k,
@@ -394,15 +405,15 @@ async def recall_episodic(state: State, runtime: Runtime[Context]) -> dict[str, 
 
 async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Search the context's knowledge bases; passages keep their source and pages."""
-    ctx, _, res = await _setup(runtime)
+    ctx, _, mem = await _setup(runtime)
     query = _text(_require_new_message(state))
     if not ctx.semantic_k or not ctx.knowledge_bases or not query.strip():
         return {"chunks": []}
     found = await asyncio.gather(
         *(
             asearch_knowledge(
-                res.memory_store,
-                res.embeddings,
+                mem.store,
+                mem.embeddings,
                 kb,
                 query,
                 k=ctx.semantic_k,
@@ -432,8 +443,8 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
 
 async def load_procedural(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Load the rules in force (the user's, or the global set)."""
-    ctx, user, res = await _setup(runtime)
-    latest = await res.rules.alatest(_scope(ctx, user))
+    ctx, user, mem = await _setup(runtime)
+    latest = await mem.rules.alatest(_scope(ctx, user))
     return {
         "rules": [{"instruction": r.instruction, "rationale": r.rationale} for r in latest.rules],
         "rules_version": latest.version,
@@ -447,9 +458,9 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
     outputs of an earlier run are reset here. A reply that stays malformed after the
     repair and retry is logged and skipped: a turn never fails for want of a fact.
     """
-    ctx, user, res = await _setup(runtime)
+    ctx, user, mem = await _setup(runtime)
     message = _require_new_message(state)
-    known = await res.facts.acurrent(user)
+    known = await mem.facts.acurrent(user)
     calls: list[dict[str, Any]] = []
     changes: list[dict[str, Any]] = []
     if ctx.extract_facts and _text(message).strip():
@@ -457,7 +468,7 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
             known_facts="\n".join(f"- {f.subject}: {f.value}" for f in known) or _NONE,
             message=_text(message),
         )
-        model = await res.abackground_model(ctx)
+        model = await background_model(ctx)
         try:
             extracted, records = await ainvoke_structured(
                 model, ExtractedFacts, [HumanMessage(prompt)], purpose="facts"
@@ -469,9 +480,9 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
             calls = [c.to_dict() for c in records]
             usable = _usable_facts(extracted.facts)
             if usable:
-                stored = await res.facts.aremember(user, usable, source_thread=_thread(_config()))
+                stored = await mem.facts.aremember(user, usable, source_thread=_thread(_config()))
                 changes = [c.to_dict() for c in stored]
-                known = await res.facts.acurrent(user)
+                known = await mem.facts.acurrent(user)
     return {
         "facts": [f.to_dict() for f in known],
         "facts_remembered": changes,
@@ -507,7 +518,7 @@ async def compact(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     summarised messages are removed from the state (never an AI tool call without its
     tool results).
     """
-    ctx, _, res = await _setup(runtime)
+    ctx, _, mem = await _setup(runtime)
     await asyncio.to_thread(load_tokenizer)
     history = _history(state)
     plan = plan_compaction(history, budget=ctx.budget_recent, threshold=ctx.compaction_threshold)
@@ -516,7 +527,7 @@ async def compact(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     prompt = (await prompts.aload("summary")).format(
         previous_summary=state.summary or _NONE, messages=_transcript(plan.summarise)
     )
-    model = await res.abackground_model(ctx)
+    model = await background_model(ctx)
     summary, records = await ainvoke_structured(
         model, Summary, [HumanMessage(prompt)], purpose="summary"
     )
@@ -534,30 +545,13 @@ def _history(state: State) -> list[AnyMessage]:
     return list(state.messages)
 
 
-def _render_rules(state: State) -> str:
-    if not state.rules:
-        return ""
-    lines = [f"Behaviour rules (version {state.rules_version}):"]
-    lines += [f"{i}. {r['instruction']} – {r['rationale']}" for i, r in enumerate(state.rules, 1)]
-    return "\n".join(lines)
-
-
-def _render_episode(e: dict[str, Any]) -> str:
-    tags = ", ".join(e.get("context_tags") or [])
-    return (
-        f"- {str(e.get('created_at', ''))[:10]} [{tags}] {e.get('conversation_summary', '')}\n"
-        f"  What worked: {e.get('what_worked', '')}\n"
-        f"  What to avoid: {e.get('what_to_avoid', '')}"
-    )
-
-
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Answer the new message from the token-budgeted context.
 
     Raises:
         ContextOverflowError: a layer that cannot be dropped is over its budget.
     """
-    ctx, _, res = await _setup(runtime)
+    ctx, _, mem = await _setup(runtime)
     await asyncio.to_thread(load_tokenizer)
     new_message = _require_new_message(state)
     budgets = ctx.budgets
@@ -565,26 +559,17 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     facts_text = ""
     if state.facts:
         facts_text = (
-            (await prompts.aload("user_facts"))
-            .format(
-                facts="\n".join(
-                    f"- {f['subject']}: {f['value']} ({f.get('category', 'other')})"
-                    for f in state.facts
-                )
-            )
-            .strip()
+            (await prompts.aload("user_facts")).format(facts=render_facts(state.facts)).strip()
         )
     summary_text = (
         f"Summary of earlier turns of this conversation:\n{state.summary}" if state.summary else ""
     )
-    constraints = "; ".join(
-        f"{f['subject']}: {f['value']}" for f in state.facts if f.get("category") == "constraint"
-    )
+    constraints = render_constraints(state.facts)
     now = datetime.now(UTC).isoformat(timespec="minutes")
     turn_prompt = await prompts.aload("turn_context")
     semantic_prompt = await prompts.aload("semantic_context")
 
-    episodic_items = [_render_episode(e) for e in state.episodes]
+    episodic_items = [render_episode(e) for e in state.episodes]
     episodic_items += [
         f"- ({p['role']}, {str(p.get('created_at', ''))[:10]}) {p['content']}"
         for p in state.past_turns
@@ -620,7 +605,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
     assembled = assemble_context(
         system=system,
-        rules=_render_rules(state),
+        rules=render_rules(state.rules, state.rules_version),
         facts=facts_text,
         summary=summary_text,
         recent=_history(state),
@@ -629,7 +614,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         budgets=budgets,
         left_out={"episodic": left_episodic, "semantic": left_semantic},
     )
-    model = await res.achat_model(ctx)
+    model = await answer_model(ctx)
     answer, call = await ainvoke_text(model, assembled.messages, purpose="answer")
     if not answer.id:
         answer.id = str(uuid.uuid4())
@@ -649,7 +634,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Write this turn's user message and answer to the message log (for later recall)."""
-    _, user, res = await _setup(runtime)
+    _, user, mem = await _setup(runtime)
     last_human = max(
         (i for i, m in enumerate(state.messages) if isinstance(m, HumanMessage)), default=None
     )
@@ -660,7 +645,7 @@ async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         for m in state.messages[last_human:]
         if isinstance(m, HumanMessage | AIMessage) and _text(m).strip()
     ]
-    await res.messages.aremember(user, _thread(_config()), turn)
+    await mem.messages.aremember(user, _thread(_config()), turn)
     return {"turn_answered": state.end_conversation}
 
 
@@ -670,13 +655,13 @@ async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Reflect on the finished conversation and store it as an episode.
 
-    The reflection must validate against :class:`graph.schemas.Reflection`; the model
+    The reflection must validate against :class:`agentic_memory.kinds.episodes.Reflection`; the model
     gets a repair and one retry, then the run fails with ``StructuredOutputError`` and
     nothing is stored. An empty conversation ends without an episode. The episode stays
     pending until ``update_procedural`` has learned from it, so an end that failed (or a
     process that died) between the two is completed by the next end.
     """
-    ctx, user, res = await _setup(runtime)
+    ctx, user, mem = await _setup(runtime)
     fresh_run = not state.turn_answered
     start = 0
     if state.reflected_through:
@@ -698,13 +683,13 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             update["model_calls"] = replace_calls([])
         return update
     prompt = (await prompts.aload("reflection")).format(conversation=transcript)
-    model = await res.abackground_model(ctx)
+    model = await background_model(ctx)
     reflection, records = await ainvoke_structured(
         model, Reflection, [HumanMessage(prompt)], purpose="reflection"
     )
     number = state.conversations + 1
     thread = _thread(_config())
-    episode_id = await res.episodes.astore(
+    episode_id = await mem.episodes.astore(
         user, thread, reflection, transcript, conversation=number
     )
     calls = [c.to_dict() for c in records]
@@ -771,7 +756,7 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
         "rules_note": None,
         "rules_version_created": None,
     }
-    ctx, user, res = await _setup(runtime)
+    ctx, user, mem = await _setup(runtime)
     pending = _pending_chain(state.pending_reflection)
     if not pending and state.reflection:
         pending = [state.reflection]
@@ -786,12 +771,12 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                 f"conversations rewrite them with {GLOBAL_RULES_ENV}=learn"
             ),
         }
-    model = await res.abackground_model(ctx)
+    model = await background_model(ctx)
     personal = [str(f.get("value", "")) for f in state.facts] + [user]
     last = pending[-1]
     calls: list[dict[str, Any]] = []
     for attempt in range(1, _RULES_ATTEMPTS + 1):
-        current = await res.rules.alatest(scope)
+        current = await mem.rules.alatest(scope)
         prompt = (await prompts.aload("procedural_update")).format(
             current_rules=current.render(),
             reflections="\n".join(_lesson(r) for r in pending),
@@ -812,7 +797,7 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
         try:
             # Based on the version the model rewrote: another conversation's new version
             # is never replaced by a rewrite that did not see it.
-            created = await res.rules.apropose(
+            created = await mem.rules.apropose(
                 scope,
                 kept,
                 base_version=current.version,

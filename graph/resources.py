@@ -1,200 +1,113 @@
-"""What the nodes work with but a run cannot carry: the store, embeddings and models.
+"""What the nodes use besides their state: the memory behind ``runtime.store``, and the models.
 
-The LangGraph context must stay JSON (Studio edits it), so live objects are looked up
-here. :func:`graph.graph.compile_graph` registers a :class:`Resources` object and binds
-its token into the graph's config (``configurable.__amem_resources``). The served graph has
-no token: it uses a process-wide default opened lazily from the environment on first
-use (``AMEM_STORE``/``AMEM_HOME``, ``AMEM_EMBEDDINGS``), with models resolved from the
-run's context (``model``, ``memory_model``) and cached per spec.
+The memory is the run's LangGraph store, the LangGraph way: ``compile_graph(store=...)`` or
+``builder.compile(store=...)`` in Python, and under ``langgraph dev`` / LangGraph Platform
+the store ``langgraph.json`` names. It must be agentic_memory's store
+(:class:`agentic_memory.langgraph_store.AgenticStore`), whose ``memory`` holds the memory
+kinds; any other store is refused with a clear error on the first node.
+
+The models come through one seam. A run's context names them by spec (``Context.model``,
+``Context.memory_model``), resolved once per spec and reused. ``compile_graph(chat_model=...,
+memory_model=...)`` binds given objects instead (tests, notebooks), through the compiled
+graph's own config: nothing is registered process-wide, so a graph and its models are
+freed together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
-from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 
-from agentic_memory.kinds.episodes import EpisodicMemory
-from agentic_memory.kinds.facts import FactStore
-from agentic_memory.kinds.messages import MessageLog
-from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.api import Memory
 from agentic_memory.models.chat import resolve_chat_model
-from agentic_memory.models.embeddings import embedding_dims, get_embeddings
-from agentic_memory.store import MemoryStore, open_store
 from graph.context import Context
 
 __all__ = [
-    "RESOURCES_KEY",
-    "Resources",
-    "aget_resources",
-    "close_default_resources",
-    "get_resources",
-    "register",
-    "unregister",
+    "MODELS_KEY",
+    "BoundModels",
+    "MemoryNotConfiguredError",
+    "answer_model",
+    "background_model",
+    "memory_of",
 ]
 
-# A "__" prefix keeps the token out of checkpoint metadata (langgraph skips such keys).
-RESOURCES_KEY = "__amem_resources"
-"""The ``configurable`` key that names a registered :class:`Resources` object."""
+MODELS_KEY = "__amem_models"
+"""The ``configurable`` key under which ``compile_graph`` binds given models (the ``__``
+prefix keeps it out of checkpoint metadata)."""
 
-_REGISTRY: dict[str, Resources] = {}
-_DEFAULT: Resources | None = None
-_MODELS: dict[tuple[str, str], BaseChatModel] = {}
+# One limit for both roles: the largest bounded memory schema (10 rules of two
+# 200-character fields) serialises to ~1000 tokens, and a smaller limit cuts such replies.
+_MAX_TOKENS = 1024
+
+_RESOLVED: dict[tuple[str, str], BaseChatModel] = {}
 _LOCK = threading.Lock()
 
 
-@dataclass
-class Resources:
-    """Live objects the nodes use.
-
-    ``answer_model`` / ``memory_model`` set to ``None`` mean "resolve from the run's
-    context" (``Context.model`` / ``Context.memory_model``).
-    """
-
-    memory_store: MemoryStore
-    embeddings: Embeddings
-    answer_model: BaseChatModel | None = None
-    memory_model: BaseChatModel | None = None
-
-    def __post_init__(self) -> None:
-        dims = embedding_dims(self.embeddings)
-        if dims != self.memory_store.dims:
-            raise ValueError(
-                f"the embeddings make {dims}-d vectors but the store holds "
-                f"{self.memory_store.dims}-d vectors: open the store with dims={dims}"
-            )
-
-    @cached_property
-    def episodes(self) -> EpisodicMemory:
-        """Episodic memory on this store."""
-        return EpisodicMemory(self.memory_store, self.embeddings)
-
-    @cached_property
-    def facts(self) -> FactStore:
-        """User facts on this store."""
-        return FactStore(self.memory_store, self.embeddings)
-
-    @cached_property
-    def rules(self) -> RuleBook:
-        """Procedural rules on this store."""
-        return RuleBook(self.memory_store, self.embeddings)
-
-    @cached_property
-    def messages(self) -> MessageLog:
-        """The message log on this store."""
-        return MessageLog(self.memory_store, self.embeddings)
-
-    async def achat_model(self, context: Context) -> BaseChatModel:
-        """Return the model that answers the user in this run.
-
-        Building a client may read certificates, so a first resolution runs in a worker
-        thread.
-        """
-        if self.answer_model is not None:
-            return self.answer_model
-        return await _aresolved("answer", context.model)
-
-    async def abackground_model(self, context: Context) -> BaseChatModel:
-        """Return the model for facts, summaries, reflections and rules in this run."""
-        if self.memory_model is not None:
-            return self.memory_model
-        return await _aresolved("memory", context.memory_model)
+class MemoryNotConfiguredError(RuntimeError):
+    """The run's store is not agentic_memory's: the graph has no memory to work with."""
 
 
-def register(resources: Resources) -> str:
-    """Register resources for graphs to use; return the token to put in the config."""
-    if not isinstance(resources, Resources):
-        raise TypeError(f"expected Resources, got {type(resources).__name__}")
-    token = uuid.uuid4().hex
-    with _LOCK:
-        _REGISTRY[token] = resources
-    return token
+@dataclass(frozen=True)
+class BoundModels:
+    """Models bound to a compiled graph; ``None`` means "resolve from the run's context"."""
+
+    answer: BaseChatModel | None = None
+    memory: BaseChatModel | None = None
 
 
-def unregister(token: str) -> None:
-    """Forget registered resources (the caller still owns and closes the store)."""
-    with _LOCK:
-        _REGISTRY.pop(token, None)
-
-
-def get_resources(config: RunnableConfig | None, context: Context | None = None) -> Resources:
-    """Return the resources of a run: the registered ones it names, else the default.
-
-    Blocking on first use (the default store and embeddings are opened); async code
-    calls :func:`aget_resources`.
+def memory_of(store: Any) -> Memory:
+    """Return the memory kinds behind a run's store.
 
     Raises:
-        LookupError: the config names resources that are not registered in this process.
+        MemoryNotConfiguredError: the store is missing or is not agentic_memory's.
     """
-    configurable: Mapping[str, Any] = (config or {}).get("configurable") or {}
-    token = configurable.get(RESOURCES_KEY)
-    if token is not None:
-        found = _REGISTRY.get(str(token))
-        if found is None:
-            raise LookupError(
-                f"resources {token!r} are not registered in this process: build the graph "
-                "with compile_graph() in the process that runs it"
-            )
-        return found
-    return _default_resources()
+    memory = getattr(store, "memory", None)
+    if isinstance(memory, Memory):
+        return memory
+    kind = "no store" if store is None else f"a {type(store).__name__}"
+    raise MemoryNotConfiguredError(
+        f"the agent's memory needs agentic_memory's store, but the run has {kind}: compile "
+        "with graph.graph.compile_graph(store=...) or builder.compile(store=AgenticStore(...)); "
+        'under langgraph dev, langgraph.json names it ("store": {"path": "./graph/store.py:store"})'
+    )
 
 
-async def aget_resources(
-    config: RunnableConfig | None, context: Context | None = None
-) -> Resources:
-    """Async :func:`get_resources`: opening the default store runs in a worker thread."""
-    configurable: Mapping[str, Any] = (config or {}).get("configurable") or {}
-    if configurable.get(RESOURCES_KEY) is not None or _DEFAULT is not None:
-        return get_resources(config, context)
-    return await asyncio.to_thread(get_resources, config, context)
+def _bound() -> BoundModels:
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:
+        return BoundModels()  # called outside a run
+    bound = configurable.get(MODELS_KEY)
+    return bound if isinstance(bound, BoundModels) else BoundModels()
 
 
-def close_default_resources() -> None:
-    """Close the process-wide default store (it reopens on next use) and forget models."""
-    global _DEFAULT
-    with _LOCK:
-        if _DEFAULT is not None:
-            _DEFAULT.memory_store.close()
-        _DEFAULT = None
-        _MODELS.clear()
+async def answer_model(context: Context) -> BaseChatModel:
+    """Return the model that answers the user in this run."""
+    return _bound().answer or await _resolved("answer", context.model)
 
 
-def _default_resources() -> Resources:
-    global _DEFAULT
-    if _DEFAULT is None:
-        with _LOCK:
-            if _DEFAULT is None:
-                embeddings = get_embeddings()
-                store = open_store(embedding_dims(embeddings))
-                _DEFAULT = Resources(memory_store=store, embeddings=embeddings)
-    return _DEFAULT
+async def background_model(context: Context) -> BaseChatModel:
+    """Return the model for facts, summaries, reflections and rules in this run."""
+    return _bound().memory or await _resolved("memory", context.memory_model)
 
 
-async def _aresolved(role: str, spec: str) -> BaseChatModel:
-    model = _MODELS.get((role, spec))
+async def _resolved(role: str, spec: str) -> BaseChatModel:
+    model = _RESOLVED.get((role, spec))
     if model is not None:
         return model
-    return await asyncio.to_thread(_resolved, role, spec)
+    # Building a client may read certificates: off the event loop.
+    return await asyncio.to_thread(_resolve, role, spec)
 
 
-def _resolved(role: str, spec: str) -> BaseChatModel:
-    key = (role, spec)
-    model = _MODELS.get(key)
-    if model is None:
-        with _LOCK:
-            model = _MODELS.get(key)
-            if model is None:
-                # One limit for both roles: the largest bounded memory schema (10 rules of
-                # two 200-character fields) serialises to ~1000 tokens, and a smaller limit
-                # cuts such replies short.
-                model = resolve_chat_model(spec, max_tokens=1024)
-                _MODELS[key] = model
-    return model
+def _resolve(role: str, spec: str) -> BaseChatModel:
+    with _LOCK:
+        model = _RESOLVED.get((role, spec))
+        if model is None:
+            model = resolve_chat_model(spec, max_tokens=_MAX_TOKENS)
+            _RESOLVED[(role, spec)] = model
+        return model

@@ -13,8 +13,9 @@ from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["InputState", "State", "merge_model_calls", "replace_calls"]
+__all__ = ["InputState", "State", "Summary", "merge_model_calls", "replace_calls"]
 
 _REPLACE = "__replace__"
 
@@ -128,3 +129,11 @@ class State(InputState):
     turn_answered: bool = False
     """Set by ``log_turn`` when this run goes on to end the conversation, so ``reflect``
     adds its model calls to the turn's instead of starting a new list."""
+
+
+class Summary(BaseModel):
+    """The rolling summary of older turns (what the memory model writes when compacting)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=1500, description="The updated summary.")

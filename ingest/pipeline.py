@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 
-from agentic_memory.kinds.collections import knowledge_collection
 from agentic_memory.kinds.knowledge import (
     PruneReport,
     SourceInfo,
@@ -37,6 +36,7 @@ from agentic_memory.kinds.knowledge import (
     commit_source,
     ensure_knowledge_base,
     get_source,
+    knowledge_collection,
     manifest_collection,
     mark_pending,
     now_rfc3339,

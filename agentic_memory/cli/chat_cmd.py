@@ -32,9 +32,9 @@ from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.knowledge import alist_knowledge_bases
 from agentic_memory.kinds.messages import MessageLog
-from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.kinds.rules import RuleBook, rules_scope
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
-from agentic_memory.store import GLOBAL_SCOPE, MemoryStore, StoreError, open_store
+from agentic_memory.store import MemoryStore, StoreError, open_store
 
 if TYPE_CHECKING:
     from graph.context import Context
@@ -123,8 +123,8 @@ class ChatSession:
 
     @property
     def scope(self) -> str:
-        """The rules scope this session uses and rewrites."""
-        return GLOBAL_SCOPE if self.context.rules_scope == "global" else self.user
+        """The rules scope this session uses (and rewrites, when that is allowed)."""
+        return rules_scope(self.user, shared=self.context.rules_scope == "global")
 
     # -- turns ----------------------------------------------------------------------------
 
@@ -513,7 +513,11 @@ def chat(
         typer.Option("--kb", help="Knowledge base to search; repeat for several."),
     ] = None,
     global_rules: Annotated[
-        bool, typer.Option("--global-rules", help="Use and rewrite the rules shared by all.")
+        bool,
+        typer.Option(
+            "--global-rules",
+            help="Use the rules shared by all (rewriting them needs AMEM_GLOBAL_RULES=learn).",
+        ),
     ] = False,
     no_stream: Annotated[
         bool, typer.Option("--no-stream", help="Print each answer whole, not token by token.")

@@ -19,9 +19,9 @@ from rich.table import Table
 from rich.text import Text
 
 from agentic_memory.cli import render
-from agentic_memory.kinds.collections import knowledge_collection
 from agentic_memory.kinds.knowledge import (
     PruneReport,
+    knowledge_collection,
     list_knowledge_bases,
     list_sources,
     prune_knowledge_base,

@@ -32,9 +32,9 @@ from agentic_memory.forget import (
     forget_thread,
     forget_user,
 )
-from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
-from agentic_memory.kinds.episodes import EpisodicMemory
-from agentic_memory.kinds.facts import Fact, normalise_subject
+from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
+from agentic_memory.kinds.facts import FACTS, Fact, normalise_subject
 from agentic_memory.kinds.knowledge import (
     delete_source,
     find_knowledge_base,
@@ -42,8 +42,8 @@ from agentic_memory.kinds.knowledge import (
     list_sources,
     resolve_kb,
 )
-from agentic_memory.kinds.messages import MessageLog
-from agentic_memory.kinds.rules import RuleBook, RuleVersion
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.rules import RULES, RuleBook, RuleVersion, rules_scope
 from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
 from agentic_memory.store import (
     GLOBAL_SCOPE,
@@ -377,11 +377,9 @@ def rule_scope(user: str | None, global_scope: bool) -> str:
     """Return the rule scope chosen by ``--user`` or ``--global`` (exactly one)."""
     if global_scope and user:
         raise CliError("give either --user USER or --global, not both")
-    if global_scope:
-        return GLOBAL_SCOPE
-    if not user:
+    if not global_scope and not user:
         raise CliError("rules belong to a user or to everyone: give --user USER or --global")
-    return need_user(user)
+    return rules_scope("" if global_scope else need_user(user), shared=global_scope)
 
 
 def _scope_label(scope: str) -> str:

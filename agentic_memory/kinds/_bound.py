@@ -1,20 +1,46 @@
-"""The common base of the memory kinds that live in one collection of a store."""
+"""The common base of the memory kinds that live in one collection of a store.
+
+Every kind is written once, asynchronously (the graph and the LangGraph server only ever
+await it); its blocking twins for scripts, notebooks and the CLI are generated with
+:class:`agentic_memory.twins.blocking`, one line each.
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from langchain_core.embeddings import Embeddings
 
-from agentic_memory.store import GLOBAL_SCOPE, CollectionSpec, InvalidInputError, MemoryStore
+from agentic_memory.store import (
+    GLOBAL_SCOPE,
+    CollectionSpec,
+    InvalidInputError,
+    MemoryObject,
+    MemoryStore,
+    StoredObject,
+    Where,
+)
 from agentic_memory.store.base import check_user_id as check_scope_id
+from agentic_memory.twins import blocking
+
+_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What a forget did to one kind: objects deleted, and others rewritten to stay coherent."""
+
+    deleted: int = 0
+    rewritten: int = 0
 
 
 def check_user_id(user: object) -> str:
     """Validate the id of a person: the store's rules, and not the global rules scope.
 
     Messages, episodes and facts always belong to a person; only rule versions may live
-    under :data:`memstore.GLOBAL_SCOPE`.
+    under :data:`agentic_memory.store.GLOBAL_SCOPE`.
     """
     checked = check_scope_id(user)
     if checked == GLOBAL_SCOPE:
@@ -35,12 +61,44 @@ class CollectionBound:
         self._ready = False
 
     # Ensuring twice is harmless (same schema), so a racing first use needs no lock.
-    def _ensure(self) -> None:
-        if not self._ready:
-            self.store.ensure_collection(self.spec)
-            self._ready = True
-
     async def _aensure(self) -> None:
         if not self._ready:
             await self.store.aensure_collection(self.spec)
             self._ready = True
+
+    async def _aexists(self) -> bool:
+        """Whether the collection exists; reads and forgetting never create it."""
+        if self._ready:
+            return True
+        return self.spec.name in await self.store.acollections()
+
+    async def _aall(
+        self, user: str | None, where: Sequence[Where] = (), *, vectors: bool = False
+    ) -> list[StoredObject]:
+        """Every object of ``user`` matching ``where``, in keyset pages (no result-window cap)."""
+        if not await self._aexists():
+            return []
+        pages = self.store.aiterate(
+            self.spec.name, user=user, where=where, page_size=_PAGE, include_vector=vectors
+        )
+        return [obj async for obj in pages]
+
+    async def _arewrite(self, user: str, obj_id: str, properties: dict[str, Any]) -> bool:
+        """Replace an object's properties and keep its vector; False when it is gone."""
+        full = await self.store.aget(self.spec.name, obj_id, user=user, include_vector=True)
+        if full is None or full.vector is None:
+            return False
+        result = await self.store.aupsert(
+            self.spec.name, [MemoryObject(obj_id, properties, full.vector)], user=user
+        )
+        result.raise_for_failures()
+        return True
+
+    async def aforget_user(self, user: str) -> int:
+        """Delete everything this kind holds for ``user``; return how many objects."""
+        check_scope_id(user)
+        if not await self._aexists():
+            return 0
+        return await self.store.adelete_user(self.spec.name, user)
+
+    forget_user = blocking(aforget_user)

@@ -9,46 +9,129 @@ relativeScoreFusion into a relevance in [0, 1]) by a weighted sum::
 so a relevant episode wins, and among similar ones the recent and important come first.
 ``importance`` (0..1) is set by the reflection itself. The weights are
 :data:`RELEVANCE_WEIGHT`, :data:`RECENCY_WEIGHT` and :data:`IMPORTANCE_WEIGHT`.
+
+Everything about episodes lives here: the collection schema (:data:`EPISODES`), what the
+memory model writes when a conversation ends (:class:`Reflection`), the text an episode is
+embedded from (:func:`embedding_text`), how a recalled episode is shown in the prompt
+(:func:`render_episode`), and how episodes are stored, recalled and forgotten
+(:class:`EpisodicMemory`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from agentic_memory.kinds._bound import CollectionBound, check_user_id
-from agentic_memory.kinds.collections import EPISODES
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_user_id
 from agentic_memory.store import (
+    CollectionSpec,
     InvalidInputError,
     MemoryObject,
+    Property,
     StoredObject,
     Where,
     check_text,
     make_id,
 )
+from agentic_memory.twins import blocking
 
 __all__ = [
+    "EPISODES",
     "IMPORTANCE_WEIGHT",
     "RECENCY_WEIGHT",
     "RELEVANCE_WEIGHT",
     "Episode",
     "EpisodicMemory",
     "RecalledEpisode",
+    "Reflection",
     "ReflectionLike",
+    "embedding_text",
+    "render_episode",
 ]
 
 RELEVANCE_WEIGHT = 0.6
 RECENCY_WEIGHT = 0.2
 IMPORTANCE_WEIGHT = 0.2
-_PAGE = 100
+
+EPISODES = CollectionSpec(
+    name="EpisodicMemory",
+    per_user=True,
+    description="One reflection per finished conversation, with the conversation itself.",
+    properties=(
+        Property("conversation", "text", searchable=True, filterable=False),
+        Property("context_tags", "text[]", searchable=True),
+        Property("conversation_summary", "text", searchable=True, filterable=False),
+        Property("what_worked", "text", searchable=True, filterable=False),
+        Property("what_to_avoid", "text", searchable=True, filterable=False),
+        Property("thread_id", "text"),
+        Property("created_at", "date"),
+        Property("importance", "number", description="0..1, set by the reflection"),
+    ),
+)
+"""The per-user collection of episodes: one reflection per finished conversation."""
+
+Tag = Annotated[str, Field(min_length=1, max_length=40)]
+
+
+class Reflection(BaseModel):
+    """A reflection on a finished conversation (what the memory model writes at its end).
+
+    Every string and list is bounded so that even a small local model, whose output is
+    constrained by this JSON schema, returns something that validates; the bounds also keep
+    stored episodes small.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    context_tags: list[Tag] = Field(
+        default_factory=list,
+        max_length=5,
+        description="Up to 5 short lower-case topic tags.",
+    )
+    conversation_summary: str = Field(
+        min_length=1, max_length=600, description="What the user wanted and what happened."
+    )
+    what_worked: str = Field(
+        min_length=1, max_length=400, description="The approach that helped, to repeat."
+    )
+    what_to_avoid: str = Field(
+        min_length=1, max_length=400, description="What should not be repeated."
+    )
+    importance: float = Field(
+        ge=0.0, le=1.0, description="How useful this is for future conversations, 0 to 1."
+    )
+
+
+def embedding_text(properties: Mapping[str, Any]) -> str:
+    """Return the text an episode is embedded from: its tags and the three reflection texts."""
+    return "\n".join(
+        [
+            ", ".join(properties.get("context_tags") or []),
+            str(properties.get("conversation_summary") or ""),
+            str(properties.get("what_worked") or ""),
+            str(properties.get("what_to_avoid") or ""),
+        ]
+    )
+
+
+def render_episode(episode: Mapping[str, Any]) -> str:
+    """Render a recalled episode for the prompt: date, tags, summary, what worked and not."""
+    tags = ", ".join(episode.get("context_tags") or [])
+    return (
+        f"- {str(episode.get('created_at', ''))[:10]} [{tags}] "
+        f"{episode.get('conversation_summary', '')}\n"
+        f"  What worked: {episode.get('what_worked', '')}\n"
+        f"  What to avoid: {episode.get('what_to_avoid', '')}"
+    )
 
 
 class ReflectionLike(Protocol):
-    """What :meth:`EpisodicMemory.store` needs from a reflection (``graph.schemas.Reflection``)."""
+    """What :meth:`EpisodicMemory.astore` needs from a reflection (:class:`Reflection`)."""
 
     context_tags: list[str]
     conversation_summary: str
@@ -114,7 +197,7 @@ class RecalledEpisode:
 
 
 class EpisodicMemory(CollectionBound):
-    """Per-user episodes on a :class:`~memstore.MemoryStore` (collection ``EpisodicMemory``)."""
+    """Per-user episodes on a :class:`~agentic_memory.store.MemoryStore` (``EpisodicMemory``)."""
 
     spec = EPISODES
 
@@ -123,7 +206,7 @@ class EpisodicMemory(CollectionBound):
         """Return the id of conversation number ``conversation`` (1-based) on a thread."""
         return make_id("episode", user, thread_id, str(conversation))
 
-    def store_reflection(
+    async def astore(
         self,
         user: str,
         thread_id: str,
@@ -165,14 +248,10 @@ class EpisodicMemory(CollectionBound):
                 check_text(value, name)
         for tag in tags:
             check_text(tag, "context tag")
-        self._ensure()
+        await self._aensure()
         if conversation is None:
-            conversation = (
-                self.store.count(
-                    EPISODES.name, user=user, where=[Where("thread_id", "eq", thread_id)]
-                )
-                + 1
-            )
+            by_thread = [Where("thread_id", "eq", thread_id)]
+            conversation = await self.store.acount(EPISODES.name, user=user, where=by_thread) + 1
         props: dict[str, Any] = {
             "conversation": conversation_text,
             "context_tags": tags,
@@ -183,14 +262,17 @@ class EpisodicMemory(CollectionBound):
             "created_at": _rfc3339(now),
             "importance": importance,
         }
-        vector = self.embeddings.embed_documents([_search_text(props)])[0]
+        vector = (await self.embeddings.aembed_documents([embedding_text(props)]))[0]
         episode_id = self.episode_id(user, thread_id, conversation)
-        self.store.upsert(
+        result = await self.store.aupsert(
             EPISODES.name, [MemoryObject(episode_id, props, vector)], user=user
-        ).raise_for_failures()
+        )
+        result.raise_for_failures()
         return episode_id
 
-    def recall(
+    store_reflection = blocking(astore)
+
+    async def arecall(
         self,
         user: str,
         query: str,
@@ -214,9 +296,10 @@ class EpisodicMemory(CollectionBound):
         if not half_life_days > 0:
             raise InvalidInputError(f"half_life_days must be positive, got {half_life_days!r}")
         moment = _moment(now)
-        self._ensure()
-        vector = self.embeddings.embed_query(query)
-        hits = self.store.hybrid(
+        if not await self._aexists():
+            return []
+        vector = await self.embeddings.aembed_query(query)
+        hits = await self.store.ahybrid(
             EPISODES.name, query=query, vector=vector, alpha=alpha, limit=max(4 * k, 10), user=user
         )
         ranked: builtins.list[RecalledEpisode] = []
@@ -232,11 +315,16 @@ class EpisodicMemory(CollectionBound):
         ranked.sort(key=lambda r: (-r.score, r.episode.id))
         return ranked[:k]
 
-    def list(self, user: str, *, limit: int = 100, offset: int = 0) -> builtins.list[Episode]:
+    recall = blocking(arecall)
+
+    async def alist(
+        self, user: str, *, limit: int = 100, offset: int = 0
+    ) -> builtins.list[Episode]:
         """Return the user's episodes, newest first."""
         check_user_id(user)
-        self._ensure()
-        objs = self.store.list_objects(
+        if not await self._aexists():
+            return []
+        objs = await self.store.alist_objects(
             EPISODES.name,
             user=user,
             limit=limit,
@@ -246,89 +334,48 @@ class EpisodicMemory(CollectionBound):
         )
         return [Episode._from_stored(o) for o in objs]
 
-    def get(self, user: str, episode_id: str) -> Episode | None:
-        """One episode by id, or ``None``."""
-        check_user_id(user)
-        self._ensure()
-        obj = self.store.get(EPISODES.name, episode_id, user=user)
-        return Episode._from_stored(obj) if obj else None
-
-    def forget(self, user: str, episode_ids: Sequence[str]) -> int:
-        """Delete episodes by id; return how many existed."""
-        check_user_id(user)
-        self._ensure()
-        return self.store.delete(EPISODES.name, episode_ids, user=user)
-
-    def forget_user(self, user: str) -> int:
-        """Delete every episode of a user; return how many."""
-        check_user_id(user)
-        self._ensure()
-        return self.store.delete_user(EPISODES.name, user)
-
-    # -- async twins ----------------------------------------------------------------------
-
-    async def astore(
-        self,
-        user: str,
-        thread_id: str,
-        reflection: ReflectionLike,
-        conversation_text: str,
-        *,
-        conversation: int | None = None,
-        now: datetime | None = None,
-    ) -> str:
-        """Async :meth:`store_reflection` (runs in a worker thread)."""
-        return await asyncio.to_thread(
-            self.store_reflection,
-            user,
-            thread_id,
-            reflection,
-            conversation_text,
-            conversation=conversation,
-            now=now,
-        )
-
-    async def arecall(
-        self,
-        user: str,
-        query: str,
-        *,
-        k: int = 3,
-        alpha: float = 0.5,
-        half_life_days: float = 30.0,
-        now: datetime | None = None,
-    ) -> builtins.list[RecalledEpisode]:
-        """Async :meth:`recall`."""
-        return await asyncio.to_thread(
-            lambda: self.recall(
-                user, query, k=k, alpha=alpha, half_life_days=half_life_days, now=now
-            )
-        )
-
-    async def alist(
-        self, user: str, *, limit: int = 100, offset: int = 0
-    ) -> builtins.list[Episode]:
-        """Async :meth:`list`."""
-        return await asyncio.to_thread(lambda: self.list(user, limit=limit, offset=offset))
+    list = blocking(alist)
 
     async def aget(self, user: str, episode_id: str) -> Episode | None:
-        """Async :meth:`get`."""
-        return await asyncio.to_thread(self.get, user, episode_id)
+        """One episode by id, or ``None``."""
+        check_user_id(user)
+        if not await self._aexists():
+            return None
+        obj = await self.store.aget(EPISODES.name, episode_id, user=user)
+        return Episode._from_stored(obj) if obj else None
+
+    get = blocking(aget)
 
     async def aforget(self, user: str, episode_ids: Sequence[str]) -> int:
-        """Async :meth:`forget`."""
-        return await asyncio.to_thread(self.forget, user, episode_ids)
+        """Delete episodes by id; return how many existed."""
+        check_user_id(user)
+        if not await self._aexists() or not episode_ids:
+            return 0
+        return await self.store.adelete(EPISODES.name, episode_ids, user=user)
 
+    forget = blocking(aforget)
 
-def _search_text(props: dict[str, Any]) -> str:
-    return "\n".join(
-        [
-            ", ".join(props["context_tags"]),
-            props["conversation_summary"],
-            props["what_worked"],
-            props["what_to_avoid"],
-        ]
-    )
+    async def aforget_thread(
+        self, user: str, thread_id: str
+    ) -> tuple[Forgotten, builtins.list[str]]:
+        """Delete the episodes of one conversation; return the counts and their ids."""
+        check_user_id(user)
+        ids = [e.id for e in await self._aall(user, [Where("thread_id", "eq", thread_id)])]
+        return Forgotten(await self.aforget(user, ids)), ids
+
+    async def aids(self, user: str) -> builtins.list[str]:
+        """Return the ids of every episode of the user."""
+        check_user_id(user)
+        return [e.id for e in await self._aall(user)]
+
+    async def athreads(self, user: str) -> set[str]:
+        """Return the conversations the user's episodes came from."""
+        check_user_id(user)
+        return {
+            str(o.properties["thread_id"])
+            for o in await self._aall(user)
+            if o.properties.get("thread_id")
+        }
 
 
 def _moment(now: datetime | None) -> datetime:

@@ -7,6 +7,11 @@ same key always lands on the same slot; mapping synonyms such as "dietary prefer
 fact: the old one is kept with ``current=False``, ``valid_to`` (when it stopped being
 true) and ``superseded_by`` (the id of its replacement), so the history of a subject can
 always be read back. Restating the current value changes nothing.
+
+Everything about facts lives here: the collection schema (:data:`FACTS`), what the memory
+model extracts (:class:`ExtractedFacts`), the text a fact is embedded from
+(:func:`embedding_text`), how facts are shown in the prompt (:func:`render_facts`,
+:func:`render_constraints`), and how they are remembered and forgotten (:class:`FactStore`).
 """
 
 from __future__ import annotations
@@ -14,42 +19,109 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from agentic_memory.kinds._bound import CollectionBound, check_user_id
-from agentic_memory.kinds.collections import FACTS
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_user_id
 from agentic_memory.store import (
+    CollectionSpec,
     ConflictError,
     InvalidInputError,
     MemoryObject,
+    Property,
     StoredObject,
     Where,
     check_text,
     make_id,
 )
+from agentic_memory.twins import blocking
 
 __all__ = [
+    "CATEGORIES",
+    "FACTS",
+    "ExtractedFact",
+    "ExtractedFacts",
     "Fact",
     "FactCategory",
     "FactChange",
     "FactStore",
+    "embedding_text",
     "normalise_subject",
+    "render_constraints",
+    "render_facts",
     "root_id",
     "successor_id",
 ]
 
 FactCategory = Literal["identity", "preference", "constraint", "other"]
-_CATEGORIES: tuple[str, ...] = get_args(FactCategory)
+CATEGORIES: tuple[str, ...] = get_args(FactCategory)
+"""The categories of a fact; ``constraint`` facts are restated next to every answer."""
+MAX_SUBJECT = 60
+MAX_VALUE = 200
 _SPACES = re.compile(r"\s+")
-_MAX_SUBJECT = 60
-_MAX_VALUE = 200
-_PAGE = 100
-_HISTORY_PAGE = 1000
 _MAX_ATTEMPTS = 200
+
+FACTS = CollectionSpec(
+    name="UserFact",
+    per_user=True,
+    description="Durable facts about a user, one current value per subject; old values superseded.",
+    properties=(
+        Property("subject", "text", searchable=True, description="normalised key, e.g. 'diet'"),
+        Property("value", "text", searchable=True, filterable=False),
+        Property("category", "text", description="identity | preference | constraint | other"),
+        Property("current", "bool"),
+        Property("valid_from", "date"),
+        Property("valid_to", "date", description="when it stopped being true; absent if current"),
+        Property("source_thread", "text"),
+        Property("superseded_by", "text", description="id of the fact that replaced this one"),
+    ),
+)
+"""The per-user collection of facts, every value ever held (current and superseded)."""
+
+
+class ExtractedFact(BaseModel):
+    """One durable fact about the user (what the memory model extracts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str = Field(min_length=1, max_length=MAX_SUBJECT, description="Short lower-case key.")
+    value: str = Field(min_length=1, max_length=MAX_VALUE, description="The value in a few words.")
+    category: FactCategory = Field(description="identity, preference, constraint or other.")
+
+
+class ExtractedFacts(BaseModel):
+    """Durable facts found in the user's newest message (possibly none).
+
+    Bounded (at most five, short strings) so that even a small local model, whose output is
+    constrained by this JSON schema, returns something that validates.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    facts: list[ExtractedFact] = Field(default_factory=list, max_length=5)
+
+
+def embedding_text(properties: Mapping[str, Any]) -> str:
+    """Return the text a fact is embedded from: ``"subject: value"``."""
+    return f"{properties.get('subject', '')}: {properties.get('value', '')}"
+
+
+def render_facts(facts: Sequence[Mapping[str, Any]]) -> str:
+    """Render current facts for the prompt, one ``- subject: value (category)`` per line."""
+    return "\n".join(
+        f"- {f['subject']}: {f['value']} ({f.get('category') or 'other'})" for f in facts
+    )
+
+
+def render_constraints(facts: Sequence[Mapping[str, Any]]) -> str:
+    """Render the constraint facts on one line (``subject: value; ...``); "" when none."""
+    return "; ".join(
+        f"{f['subject']}: {f['value']}" for f in facts if f.get("category") == "constraint"
+    )
 
 
 def normalise_subject(subject: str) -> str:
@@ -60,8 +132,8 @@ def normalise_subject(subject: str) -> str:
     key = _SPACES.sub(" ", subject).strip().strip(".:;,").strip().lower()
     if not key:
         raise InvalidInputError("fact subject is empty")
-    if len(key) > _MAX_SUBJECT:
-        raise InvalidInputError(f"fact subject is longer than {_MAX_SUBJECT} characters")
+    if len(key) > MAX_SUBJECT:
+        raise InvalidInputError(f"fact subject is longer than {MAX_SUBJECT} characters")
     return key
 
 
@@ -72,8 +144,8 @@ def _normalise_value(value: object) -> str:
     text = _SPACES.sub(" ", value).strip()
     if not text:
         raise InvalidInputError("fact value is empty")
-    if len(text) > _MAX_VALUE:
-        raise InvalidInputError(f"fact value is longer than {_MAX_VALUE} characters")
+    if len(text) > MAX_VALUE:
+        raise InvalidInputError(f"fact value is longer than {MAX_VALUE} characters")
     return text
 
 
@@ -139,7 +211,7 @@ class _Incoming:
 
 
 class FactStore(CollectionBound):
-    """Per-user facts on a :class:`~memstore.MemoryStore` (collection ``UserFact``).
+    """Per-user facts on a :class:`~agentic_memory.store.MemoryStore` (collection ``UserFact``).
 
     Concurrent writers (threads, tasks, processes) never lose an update: the id of a new value
     is derived from the value it supersedes (:func:`successor_id`) and created with the
@@ -154,7 +226,7 @@ class FactStore(CollectionBound):
 
     # -- writes ---------------------------------------------------------------------------
 
-    def remember(
+    async def aremember(
         self,
         user: str,
         facts: Sequence[Any],
@@ -192,80 +264,149 @@ class FactStore(CollectionBound):
         if not incoming:
             return []
         _rfc3339(now)  # a naive ``now`` is refused before anything is read
-        self._ensure()
+        await self._aensure()
         vectors: dict[str, list[float]] = {}
         for attempt in range(_MAX_ATTEMPTS):
             if attempt:
-                _backoff(attempt)
-            states = {key: self._subject_state(user, key) for key in incoming}
+                await asyncio.sleep(_backoff(attempt))
+            states = {key: await self._asubject_state(user, key) for key in incoming}
             # Stamped after the reads: a value superseding one that this attempt saw
             # written by another writer never starts before it.
             plan = _plan(user, incoming, states, _rfc3339(now), source_thread)
-            missing = [t for t in dict.fromkeys(_text(p) for _, p in plan.new) if t not in vectors]
+            texts = dict.fromkeys(embedding_text(p) for _, p in plan.new)
+            missing = [t for t in texts if t not in vectors]
             if missing:
-                vectors.update(zip(missing, self.embeddings.embed_documents(missing), strict=True))
-            objects = [MemoryObject(fid, p, vectors[_text(p)]) for fid, p in plan.new]
+                embedded = await self.embeddings.aembed_documents(missing)
+                vectors.update(zip(missing, embedded, strict=True))
+            objects = [MemoryObject(fid, p, vectors[embedding_text(p)]) for fid, p in plan.new]
             try:
                 # Create-only: when another writer superseded one of these values first, its
                 # successor id exists, nothing is written, and the subjects are read again.
-                self.store.insert(FACTS.name, objects, user=user).raise_for_failures()
+                result = await self.store.ainsert(FACTS.name, objects, user=user)
+                result.raise_for_failures()
             except ConflictError:
                 continue
-            self._retire(user, plan.retire)
+            await self._aretire(user, plan.retire)
             return plan.changes
         raise ConflictError(
             f"facts of {user!r} kept changing during {_MAX_ATTEMPTS} attempts to write them"
         )
 
-    def _retire(self, user: str, retire: list[tuple[str, dict[str, Any]]]) -> None:
+    remember = blocking(aremember)
+
+    async def _aretire(self, user: str, retire: list[tuple[str, dict[str, Any]]]) -> None:
         """Mark superseded values as such (the chain already says so; this sets the flags)."""
         updates: list[MemoryObject] = []
         for fid, changes in retire:
-            old = self.store.get(FACTS.name, fid, user=user, include_vector=True)
+            old = await self.store.aget(FACTS.name, fid, user=user, include_vector=True)
             if old is None or old.vector is None:
                 continue  # forgotten meanwhile: nothing left to retire
             updates.append(MemoryObject(old.id, {**old.properties, **changes}, old.vector))
         if updates:
-            self.store.upsert(FACTS.name, updates, user=user).raise_for_failures()
+            result = await self.store.aupsert(FACTS.name, updates, user=user)
+            result.raise_for_failures()
 
-    def forget(self, user: str, subject: str) -> int:
+    # -- forgetting -----------------------------------------------------------------------
+
+    async def aforget(self, user: str, subject: str) -> int:
         """Delete every value (current and past) of a subject; return how many were deleted."""
         check_user_id(user)
         key = normalise_subject(subject)
-        self._ensure()
-        return self.store.delete_where(FACTS.name, [Where("subject", "eq", key)], user=user)
+        if not await self._aexists():
+            return 0
+        return await self.store.adelete_where(FACTS.name, [Where("subject", "eq", key)], user=user)
 
-    def forget_user(self, user: str) -> int:
-        """Delete every fact of a user; return how many were deleted."""
+    forget = blocking(aforget)
+
+    async def aforget_fact(self, user: str, fact_id: str) -> Forgotten:
+        """Delete one value of a subject and re-link the rest of its history.
+
+        Raises:
+            InvalidInputError: the user has no such fact.
+        """
         check_user_id(user)
-        self._ensure()
-        return self.store.delete_user(FACTS.name, user)
+        found = (
+            await self.store.aget(FACTS.name, fact_id, user=user)
+            if (await self._aexists())
+            else None
+        )
+        if found is None:
+            raise InvalidInputError(f"user {user!r} has no fact {fact_id!r}")
+        deleted = await self.store.adelete(FACTS.name, [fact_id], user=user)
+        relinked = await self._arelink(user, [str(found.properties.get("subject", ""))])
+        return Forgotten(deleted, relinked)
+
+    forget_fact = blocking(aforget_fact)
+
+    async def aforget_thread(self, user: str, thread_id: str) -> Forgotten:
+        """Delete the values learned in one conversation; an older value becomes current again."""
+        check_user_id(user)
+        learned = await self._aall(user, [Where("source_thread", "eq", thread_id)])
+        if not learned:
+            return Forgotten()
+        deleted = await self.store.adelete(FACTS.name, [f.id for f in learned], user=user)
+        relinked = await self._arelink(
+            user, [str(f.properties.get("subject", "")) for f in learned]
+        )
+        return Forgotten(deleted, relinked)
+
+    async def _arelink(self, user: str, subjects: Sequence[str]) -> int:
+        """Re-link the remaining values of ``subjects`` after some of them were deleted.
+
+        A value whose successor was deleted points to the next remaining value instead; when
+        no later value remains and no value is current, the latest remaining one becomes
+        current. Returns how many values were rewritten.
+        """
+        changed = 0
+        for subject in sorted(set(subjects)):
+            facts = sorted(await self._aall(user, [Where("subject", "eq", subject)]), key=_time_key)
+            if not facts:
+                continue
+            ids = {f.id for f in facts}
+            relinked = 0
+            for i, fact in enumerate(facts):
+                succ = fact.properties.get("superseded_by")
+                if not succ or succ in ids:
+                    continue
+                props = dict(fact.properties)
+                if i + 1 < len(facts):
+                    props["superseded_by"] = facts[i + 1].id
+                else:
+                    props.update(superseded_by=None, valid_to=None, current=True)
+                relinked += await self._arewrite(user, fact.id, props)
+            if not any(f.properties.get("current") for f in facts) and relinked == 0:
+                latest = facts[-1]
+                props = {**latest.properties, "current": True, "valid_to": None}
+                props["superseded_by"] = None
+                relinked += await self._arewrite(user, latest.id, props)
+            changed += relinked
+        return changed
 
     # -- reads ----------------------------------------------------------------------------
 
-    def current(self, user: str) -> list[Fact]:
+    async def acurrent(self, user: str) -> list[Fact]:
         """Return the user's current facts, ordered by subject."""
         check_user_id(user)
-        self._ensure()
         flagged: dict[str, list[StoredObject]] = {}
-        for obj in self._all(user, [Where("current", "eq", True)]):
+        for obj in await self._aall(user, [Where("current", "eq", True)]):
             flagged.setdefault(str(obj.properties["subject"]), []).append(obj)
         out: list[Fact] = []
         for subject, objs in flagged.items():
             if len(objs) > 1:
                 # An interrupted (or, before this version, racing) write left two flags:
                 # the subject's history decides.
-                state = self._subject_state(user, subject)
+                state = await self._asubject_state(user, subject)
                 objs = [state.current] if state.current is not None else []
             out += [Fact._from_stored(o) for o in objs]
         return sorted(out, key=lambda f: f.subject)
 
-    def history(self, user: str, subject: str) -> list[Fact]:
+    current = blocking(acurrent)
+
+    async def ahistory(self, user: str, subject: str) -> list[Fact]:
         """Every value a subject has had, oldest first; the last one is current."""
         check_user_id(user)
         key = normalise_subject(subject)
-        self._ensure()
-        state = self._subject_state(user, key)
+        state = await self._asubject_state(user, key)
         return [
             Fact._from_stored(o)
             if o is state.current or not o.properties.get("current")
@@ -274,41 +415,29 @@ class FactStore(CollectionBound):
             for o in state.ordered
         ]
 
-    def _subject_state(self, user: str, subject: str) -> _SubjectState:
-        # Pages of a thousand: one snapshot for any realistic history. A history read in
-        # several pages while others write may miss a row; writes stay correct (see _plan).
-        where = [Where("subject", "eq", subject)]
-        return _derive(user, subject, self._all(user, where, page=_HISTORY_PAGE))
+    history = blocking(ahistory)
 
-    def _all(self, user: str, where: list[Where], page: int = _PAGE) -> list[StoredObject]:
-        return list(self.store.iterate(FACTS.name, user=user, where=where, page_size=page))
+    async def aall_values(self, user: str) -> list[Fact]:
+        """Every value of every subject of the user (current and superseded), by subject."""
+        check_user_id(user)
+        facts = [Fact._from_stored(o) for o in await self._aall(user)]
+        return sorted(facts, key=lambda f: (f.subject, f.valid_from, f.id))
 
-    # -- async twins ----------------------------------------------------------------------
+    all_values = blocking(aall_values)
 
-    async def aremember(
-        self,
-        user: str,
-        facts: Sequence[Any],
-        *,
-        source_thread: str | None = None,
-        now: datetime | None = None,
-    ) -> list[FactChange]:
-        """Async :meth:`remember` (runs in a worker thread)."""
-        return await asyncio.to_thread(
-            self.remember, user, facts, source_thread=source_thread, now=now
-        )
+    async def athreads(self, user: str) -> set[str]:
+        """Return the conversations the user's facts were learned in."""
+        check_user_id(user)
+        return {
+            str(o.properties["source_thread"])
+            for o in await self._aall(user)
+            if o.properties.get("source_thread")
+        }
 
-    async def acurrent(self, user: str) -> list[Fact]:
-        """Async :meth:`current`."""
-        return await asyncio.to_thread(self.current, user)
-
-    async def ahistory(self, user: str, subject: str) -> list[Fact]:
-        """Async :meth:`history`."""
-        return await asyncio.to_thread(self.history, user, subject)
-
-    async def aforget(self, user: str, subject: str) -> int:
-        """Async :meth:`forget`."""
-        return await asyncio.to_thread(self.forget, user, subject)
+    async def _asubject_state(self, user: str, subject: str) -> _SubjectState:
+        # One snapshot for any realistic history. A history read in several pages while
+        # others write may miss a row; writes stay correct (see _plan).
+        return _derive(user, subject, await self._aall(user, [Where("subject", "eq", subject)]))
 
 
 # -- the chain of a subject's values --------------------------------------------------------
@@ -424,13 +553,9 @@ def _time_key(obj: StoredObject) -> tuple[str, str]:
     return (str(obj.properties.get("valid_from") or ""), obj.id)
 
 
-def _text(props: Mapping[str, Any]) -> str:
-    return f"{props['subject']}: {props['value']}"
-
-
-def _backoff(attempt: int) -> None:
+def _backoff(attempt: int) -> float:
     # Writers that collided retry at slightly different moments instead of in lockstep.
-    time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
+    return random.uniform(0, 0.002 * min(attempt, 10))
 
 
 def _coerce(raw: Any) -> _Incoming:
@@ -440,9 +565,9 @@ def _coerce(raw: Any) -> _Incoming:
         return getattr(raw, name, default)
 
     category = pick("category", "other") or "other"
-    if category not in _CATEGORIES:
+    if category not in CATEGORIES:
         raise InvalidInputError(
-            f"fact category must be one of {', '.join(_CATEGORIES)}, got {category!r}"
+            f"fact category must be one of {', '.join(CATEGORIES)}, got {category!r}"
         )
     return _Incoming(
         subject=normalise_subject(pick("subject")),

@@ -29,9 +29,9 @@ it, and every function here resolves the name it is given.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
+import re
 import uuid
 import weakref
 from collections.abc import Callable
@@ -42,7 +42,6 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from agentic_memory.kinds.collections import knowledge_collection
 from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
@@ -54,6 +53,7 @@ from agentic_memory.store import (
     check_text,
     make_id,
 )
+from agentic_memory.twins import in_thread_function
 
 MANIFEST_PREFIX = "KnowledgeSources_"
 CHUNKS_PREFIX = "Knowledge_"
@@ -83,6 +83,41 @@ MANIFEST_PROPERTIES: tuple[Property, ...] = (
     Property("ingested_at", "date"),
     Property("token", "text", filterable=False, description="generation token"),
 )
+
+
+KNOWLEDGE_PROPERTIES: tuple[Property, ...] = (
+    Property("text", "text", searchable=True, filterable=False),
+    Property("title", "text", searchable=True),
+    Property("source", "text", description="absolute path of the file, symlinks resolved"),
+    Property("sha256", "text", description="of the whole file"),
+    Property("page_start", "int"),
+    Property("page_end", "int"),
+    Property("chunk_index", "int"),
+    Property("char_start", "int"),
+    Property("char_end", "int"),
+    Property(
+        "revision",
+        "text",
+        description="the ingestion of (source, file sha256, splitter settings) the chunk belongs to",
+    ),
+)
+
+_KB_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,40}$")
+
+
+def knowledge_collection(kb: str) -> CollectionSpec:
+    """Return the schema of knowledge base ``kb`` (shared by all users, one collection per base)."""
+    if not isinstance(kb, str) or not _KB_RE.match(kb):
+        raise InvalidInputError(
+            f"knowledge base name {kb!r} must start with a letter and contain only letters, "
+            "digits and underscores (at most 41 characters)"
+        )
+    return CollectionSpec(
+        name=f"Knowledge_{kb[0].upper()}{kb[1:]}",
+        per_user=False,
+        description=f"Document chunks of the knowledge base {kb!r}.",
+        properties=KNOWLEDGE_PROPERTIES,
+    )
 
 
 class UnknownSourceError(InvalidInputError):
@@ -501,11 +536,6 @@ def prune_knowledge_base(
     return PruneReport(kb=spelling, sources=missing, chunks=removed)
 
 
-async def aprune_knowledge_base(store: MemoryStore, kb: str) -> PruneReport:
-    """Async :func:`prune_knowledge_base`."""
-    return await asyncio.to_thread(prune_knowledge_base, store, kb)
-
-
 def drop_knowledge_base(store: MemoryStore, kb: str) -> None:
     """Delete a knowledge base (its chunks and its manifest); a missing one is not an error."""
     existing = set(store.collections())
@@ -629,29 +659,10 @@ def now_rfc3339() -> str:
 # -- async twins ------------------------------------------------------------------------------
 
 
-async def asearch_knowledge(
-    store: MemoryStore,
-    embeddings: Embeddings,
-    kb: str,
-    query: str,
-    *,
-    k: int = 5,
-    alpha: float = 0.5,
-) -> list[KnowledgeHit]:
-    """Async ``search_knowledge``: the blocking work runs in a worker thread."""
-    return await asyncio.to_thread(search_knowledge, store, embeddings, kb, query, k=k, alpha=alpha)
+# -- coroutine twins (each runs its function in a worker thread) ------------------------------
 
-
-async def alist_sources(store: MemoryStore, kb: str) -> list[SourceInfo]:
-    """Async ``list_sources``."""
-    return await asyncio.to_thread(list_sources, store, kb)
-
-
-async def adelete_source(store: MemoryStore, kb: str, source: str | Path) -> int:
-    """Async ``delete_source``."""
-    return await asyncio.to_thread(delete_source, store, kb, source)
-
-
-async def alist_knowledge_bases(store: MemoryStore) -> list[str]:
-    """Async ``list_knowledge_bases``."""
-    return await asyncio.to_thread(list_knowledge_bases, store)
+aprune_knowledge_base = in_thread_function(prune_knowledge_base)
+asearch_knowledge = in_thread_function(search_knowledge)
+alist_sources = in_thread_function(list_sources)
+adelete_source = in_thread_function(delete_source)
+alist_knowledge_bases = in_thread_function(list_knowledge_bases)

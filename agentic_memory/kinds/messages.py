@@ -32,7 +32,6 @@ import dataclasses
 import functools
 import json
 import random
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -42,7 +41,6 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
 from agentic_memory.kinds._bound import CollectionBound, check_user_id
-from agentic_memory.kinds.collections import MESSAGES, MESSAGES_V1
 from agentic_memory.kinds.recall_text import embedding_text, keyword_query, keywords, search_text
 from agentic_memory.store import (
     CollectionSpec,
@@ -50,6 +48,7 @@ from agentic_memory.store import (
     InvalidInputError,
     MemoryObject,
     MemoryStore,
+    Property,
     SearchHit,
     StoredObject,
     UnknownCollectionError,
@@ -57,9 +56,12 @@ from agentic_memory.store import (
     check_text,
     make_id,
 )
+from agentic_memory.twins import blocking
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
+    "MESSAGES",
+    "MESSAGES_V1",
     "NEIGHBOUR_WEIGHT",
     "OWN_WORDS_WEIGHT",
     "RERANK_POOL",
@@ -108,6 +110,50 @@ OWN_WORDS_WEIGHT = 1.0
 not the turn before it that its keyword text also holds): a classic coordination factor,
 counted like the hybrid relevance, so a turn that says the words outranks the reply that
 only follows them."""
+
+
+MESSAGES = CollectionSpec(
+    name="MessageLog",
+    per_user=True,
+    description="Every conversation turn, for recall across conversations.",
+    properties=(
+        Property("content", "text", filterable=False),
+        Property("role", "text"),
+        Property("speaker", "text", description="the message's name, if it had one"),
+        Property("thread_id", "text"),
+        Property("turn", "int"),
+        Property("created_at", "date"),
+        Property("metadata_json", "text", filterable=False, description="caller metadata"),
+        Property(
+            "search_text",
+            "text",
+            searchable=True,
+            filterable=False,
+            description="prepared keyword text (agentic_memory.kinds.recall_text): stems of the content, "
+            "speaker, date and preceding turn, without stop words",
+        ),
+    ),
+    # A write reads the thread's last turn; recall's neighbours are (thread, turn) too.
+    indexes=(("thread_id", "turn"),),
+)
+
+MESSAGES_V1 = CollectionSpec(
+    name="MessageLog",
+    per_user=True,
+    description="The message log as versions before the prepared keyword text stored it.",
+    properties=(
+        Property("content", "text", searchable=True, filterable=False),
+        Property("role", "text"),
+        Property("thread_id", "text"),
+        Property("turn", "int"),
+        Property("created_at", "date"),
+        Property("metadata_json", "text", filterable=False, description="caller metadata"),
+    ),
+    # A write reads the thread's last turn: without this, SQLite walks the user's
+    # (user, turn) index across every thread, so a write cost O(user) instead of O(thread).
+    indexes=(("thread_id", "turn"),),
+)
+"""The earlier schema of ``MessageLog``; a store holding it is upgraded on first use."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +217,7 @@ class _Turn:
 
 
 class MessageLog(CollectionBound):
-    """Per-user message log on a :class:`~memstore.MemoryStore` (collection ``MessageLog``)."""
+    """Per-user message log on a :class:`~agentic_memory.store.MemoryStore` (``MessageLog``)."""
 
     spec = MESSAGES
 
@@ -182,7 +228,7 @@ class MessageLog(CollectionBound):
 
     # -- remember -------------------------------------------------------------------------
 
-    def remember(
+    async def aremember(
         self,
         user: str,
         thread_id: str,
@@ -203,51 +249,6 @@ class MessageLog(CollectionBound):
             ConflictError: other writers kept adding turns to the thread through every
                 attempt; no new turn of this call was logged.
         """
-        turns, meta_json = _prepare(user, thread_id, messages, metadata, now)
-        if not turns:
-            return []
-        self._ensure()
-        vectors: dict[str, list[float]] = {}
-        for attempt in range(_MAX_ATTEMPTS):
-            if attempt:
-                _backoff(attempt)
-            known = {
-                oid: obj
-                for oid in _keyed_ids(user, thread_id, turns)
-                if (obj := self.store.get(MESSAGES.name, oid, user=user)) is not None
-            }
-            last = self._last(user, thread_id)
-            before = {
-                turn: self._turn_text(user, thread_id, turn)
-                for turn in _earlier_turns_needed(user, thread_id, turns, known, last)
-            }
-            plan = _plan(user, thread_id, turns, known, last, before, meta_json, _stamp(now))
-            missing = _unembedded(plan, vectors)
-            if missing:
-                vectors.update(zip(missing, self.embeddings.embed_documents(missing), strict=True))
-            changed, new = _objects(plan, vectors)
-            if changed:
-                self.store.upsert(MESSAGES.name, changed, user=user).raise_for_failures()
-            try:
-                if new:
-                    self.store.insert(
-                        MESSAGES.name, new, user=user, unless=_later(thread_id, _number(last))
-                    ).raise_for_failures()
-            except ConflictError:
-                continue
-            return [item.id for item in plan]
-        raise _gave_up(user, thread_id)
-
-    async def aremember(
-        self,
-        user: str,
-        thread_id: str,
-        messages: Sequence[BaseMessage | Mapping[str, Any]],
-        *,
-        metadata: Mapping[str, Any] | None = None,
-        now: datetime | None = None,
-    ) -> list[str]:
-        """Async :meth:`remember`: store calls and embeddings never block the event loop."""
         turns, meta_json = _prepare(user, thread_id, messages, metadata, now)
         if not turns:
             return []
@@ -285,10 +286,12 @@ class MessageLog(CollectionBound):
             return [item.id for item in plan]
         raise _gave_up(user, thread_id)
 
-    def _last(self, user: str, thread_id: str) -> StoredObject | None:
+    remember = blocking(aremember)
+
+    async def _alast(self, user: str, thread_id: str) -> StoredObject | None:
         # One row through the (thread_id, turn) index: the cost does not grow with the
         # user's other threads, nor with this one.
-        top = self.store.list_objects(
+        top = await self.store.alist_objects(
             MESSAGES.name,
             user=user,
             where=[Where("thread_id", "eq", thread_id)],
@@ -298,12 +301,9 @@ class MessageLog(CollectionBound):
         )
         return top[0] if top else None
 
-    async def _alast(self, user: str, thread_id: str) -> StoredObject | None:
-        return await asyncio.to_thread(self._last, user, thread_id)
-
-    def _turn_text(self, user: str, thread_id: str, turn: int) -> str:
+    async def _aturn_text(self, user: str, thread_id: str, turn: int) -> str:
         """Return the text of one turn of a thread ("" when there is none)."""
-        found = self.store.list_objects(
+        found = await self.store.alist_objects(
             MESSAGES.name,
             user=user,
             where=[Where("thread_id", "eq", thread_id), Where("turn", "eq", turn)],
@@ -311,12 +311,9 @@ class MessageLog(CollectionBound):
         )
         return str(found[0].properties.get("content", "")) if found else ""
 
-    async def _aturn_text(self, user: str, thread_id: str, turn: int) -> str:
-        return await asyncio.to_thread(self._turn_text, user, thread_id, turn)
-
     # -- recall ---------------------------------------------------------------------------
 
-    def recall(
+    async def arecall(
         self,
         user: str,
         query: str,
@@ -329,9 +326,9 @@ class MessageLog(CollectionBound):
         """Return the user's ``k`` logged turns best matching ``query``.
 
         The store's hybrid search (``alpha`` 0 = keywords only, 1 = vectors only) runs the
-        prepared keyword query (:func:`agentic_memory.kinds.recall_text.keyword_query`) against each turn's
-        ``search_text`` and the query's vector against each turn's; its best
-        :data:`RERANK_POOL` hits are then re-ranked with their context::
+        prepared keyword query (:func:`agentic_memory.kinds.recall_text.keyword_query`)
+        against each turn's ``search_text`` and the query's vector against each turn's; its
+        best :data:`RERANK_POOL` hits are then re-ranked with their context::
 
             score = (hybrid + THREAD_WEIGHT * best hit of the same thread
                      + NEIGHBOUR_WEIGHT * better of the adjacent turns' hits
@@ -346,31 +343,6 @@ class MessageLog(CollectionBound):
             InvalidInputError: an argument is malformed.
         """
         where = _recall_filters(user, query, k, thread_id, exclude_thread)
-        self._ensure()
-        vector = self.embeddings.embed_query(query)
-        hits = self.store.hybrid(
-            MESSAGES.name,
-            query=keyword_query(query),
-            vector=vector,
-            alpha=alpha,
-            limit=max(k, RERANK_POOL),
-            user=user,
-            where=where,
-        )
-        return _rerank(hits, k, query)
-
-    async def arecall(
-        self,
-        user: str,
-        query: str,
-        *,
-        k: int = 5,
-        alpha: float = 0.5,
-        thread_id: str | None = None,
-        exclude_thread: str | None = None,
-    ) -> list[RecalledMessage]:
-        """Async :meth:`recall`."""
-        where = _recall_filters(user, query, k, thread_id, exclude_thread)
         await self._aensure()
         vector = await self.embeddings.aembed_query(query)
         hits = await self.store.ahybrid(
@@ -384,50 +356,27 @@ class MessageLog(CollectionBound):
         )
         return _rerank(hits, k, query)
 
-    # -- schema ---------------------------------------------------------------------------
+    recall = blocking(arecall)
 
-    def _ensure(self) -> None:
-        if not self._ready:
-            upgrade_message_log(self.store, self.embeddings)
-            self.store.ensure_collection(MESSAGES)
-            self._ready = True
+    # -- schema ---------------------------------------------------------------------------
 
     async def _aensure(self) -> None:
         if not self._ready:
-            await asyncio.to_thread(self._ensure)
+            # A log of the earlier schema is upgraded (in worker threads) before first use.
+            await asyncio.to_thread(upgrade_message_log, self.store, self.embeddings)
+            await self.store.aensure_collection(MESSAGES)
+            self._ready = True
 
     # -- browse ---------------------------------------------------------------------------
 
-    def list(
+    async def alist(
         self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
-    ) -> list[LoggedMessage]:
+    ) -> builtins.list[LoggedMessage]:
         """Page through a user's log, ordered by thread id, then turn.
 
         Raises:
             InvalidInputError: an argument is malformed.
         """
-        _check_page(user, thread_id, limit, offset)
-        self._ensure()
-        if thread_id is not None:
-            return self._thread_page(user, thread_id, limit, offset)
-        out: builtins.list[LoggedMessage] = []
-        for thread in self.threads(user):
-            if len(out) >= limit:
-                break
-            size = self.store.count(
-                MESSAGES.name, user=user, where=[Where("thread_id", "eq", thread)]
-            )
-            if offset >= size:
-                offset -= size
-                continue
-            out.extend(self._thread_page(user, thread, limit - len(out), offset))
-            offset = 0
-        return out
-
-    async def alist(
-        self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
-    ) -> builtins.list[LoggedMessage]:
-        """Async :meth:`list`."""
         _check_page(user, thread_id, limit, offset)
         await self._aensure()
         if thread_id is not None:
@@ -446,18 +395,7 @@ class MessageLog(CollectionBound):
             offset = 0
         return out
 
-    def _thread_page(
-        self, user: str, thread_id: str, limit: int, offset: int
-    ) -> builtins.list[LoggedMessage]:
-        objs = self.store.list_objects(
-            MESSAGES.name,
-            user=user,
-            where=[Where("thread_id", "eq", thread_id)],
-            limit=limit,
-            offset=offset,
-            sort_by="turn",
-        )
-        return [LoggedMessage._from_stored(o) for o in objs]
+    list = blocking(alist)
 
     async def _athread_page(
         self, user: str, thread_id: str, limit: int, offset: int
@@ -472,29 +410,24 @@ class MessageLog(CollectionBound):
         )
         return [LoggedMessage._from_stored(o) for o in objs]
 
-    def threads(self, user: str) -> builtins.list[str]:
+    async def athreads(self, user: str) -> builtins.list[str]:
         """Return the ids of the user's threads that have logged turns, sorted."""
         check_user_id(user)
-        self._ensure()
-        seen = {
-            str(o.properties.get("thread_id", ""))
-            for o in self.store.iterate(MESSAGES.name, user=user, page_size=_PAGE)
-        }
-        return sorted(seen)
+        return sorted({str(o.properties.get("thread_id", "")) for o in await self._aall(user)})
 
-    async def athreads(self, user: str) -> builtins.list[str]:
-        """Async :meth:`threads`."""
+    threads = blocking(athreads)
+
+    async def acount(self, user: str, thread_id: str) -> int:
+        """Return how many turns of one thread are logged."""
         check_user_id(user)
-        await self._aensure()
-        seen = {
-            str(o.properties.get("thread_id", ""))
-            async for o in self.store.aiterate(MESSAGES.name, user=user, page_size=_PAGE)
-        }
-        return sorted(seen)
+        if not await self._aexists():
+            return 0
+        by_thread = [Where("thread_id", "eq", _check_thread(thread_id))]
+        return await self.store.acount(MESSAGES.name, user=user, where=by_thread)
 
     # -- forget ---------------------------------------------------------------------------
 
-    def forget(
+    async def aforget(
         self, user: str, *, ids: Sequence[str] | None = None, thread_id: str | None = None
     ) -> int:
         """Delete logged turns by id, or a whole thread; return how many were deleted.
@@ -504,38 +437,16 @@ class MessageLog(CollectionBound):
                 is malformed; nothing is deleted.
         """
         _check_forget(user, ids, thread_id)
-        self._ensure()
+        if not await self._aexists():
+            return 0
         if ids is not None:
-            return self.store.delete(MESSAGES.name, list(ids), user=user)
-        assert thread_id is not None
-        return self.store.delete_where(
-            MESSAGES.name, [Where("thread_id", "eq", thread_id)], user=user
-        )
-
-    async def aforget(
-        self, user: str, *, ids: Sequence[str] | None = None, thread_id: str | None = None
-    ) -> int:
-        """Async :meth:`forget`."""
-        _check_forget(user, ids, thread_id)
-        await self._aensure()
-        if ids is not None:
-            return await self.store.adelete(MESSAGES.name, list(ids), user=user)
+            return await self.store.adelete(MESSAGES.name, builtins.list(ids), user=user)
         assert thread_id is not None
         return await self.store.adelete_where(
             MESSAGES.name, [Where("thread_id", "eq", thread_id)], user=user
         )
 
-    def forget_user(self, user: str) -> int:
-        """Delete a user's whole log; return how many turns."""
-        check_user_id(user)
-        self._ensure()
-        return self.store.delete_user(MESSAGES.name, user)
-
-    async def aforget_user(self, user: str) -> int:
-        """Async :meth:`forget_user`."""
-        check_user_id(user)
-        await self._aensure()
-        return await asyncio.to_thread(self.store.delete_user, MESSAGES.name, user)
+    forget = blocking(aforget)
 
 
 # -- validation and planning (pure) -------------------------------------------------------
@@ -715,10 +626,6 @@ def _backoff_delay(attempt: int) -> float:
     return random.uniform(0, 0.002 * min(attempt, 10))
 
 
-def _backoff(attempt: int) -> None:
-    time.sleep(_backoff_delay(attempt))
-
-
 def _gave_up(user: str, thread_id: str) -> ConflictError:
     return ConflictError(
         f"thread {thread_id!r} of {user!r} kept growing during {_MAX_ATTEMPTS} attempts to "
@@ -826,6 +733,11 @@ def _message_properties(
     if meta_json is not None:
         props["metadata_json"] = meta_json
     return props
+
+
+def embedding_text_of(props: Mapping[str, Any]) -> str:
+    """Return the text a logged message is embedded from: ``"<speaker>: <content>"``."""
+    return _embedding_text(props)
 
 
 def _embedding_text(props: Mapping[str, Any]) -> str:

@@ -6,7 +6,15 @@ the starting set in ``prompts/procedural_rules.md``; it is written to the store 
 with the first rewrite, so an unused scope stores nothing. Every change is a new version
 that records where it came from (episode ids, users, a note); old versions are never
 modified, so any version can be listed, compared (:meth:`RuleBook.diff`) or restored
-(:meth:`RuleBook.rollback`, which writes a new version equal to the old one).
+(:meth:`RuleBook.rollback`, which writes a new version equal to the old one). Forgetting is
+the one exception: rule text learned only from what is forgotten is removed from every
+version (:meth:`RuleBook.ascrub`).
+
+Everything about rules lives here: the collection schema (:data:`RULES`), the limit of ten
+(:data:`MAX_RULES`), what the memory model writes (:class:`RuleSet`), which scope a run uses
+(:func:`rules_scope`), how rules are shown in the prompt (:func:`render_rules`), and how
+versions are proposed, rolled back and forgotten (:class:`RuleBook`). Model-written rules
+are screened by :mod:`agentic_memory.kinds.rule_guard` before the graph proposes them.
 """
 
 from __future__ import annotations
@@ -16,45 +24,114 @@ import difflib
 import json
 import random
 import re
-import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+from pydantic import BaseModel, ConfigDict, Field
 
 import prompts
-from agentic_memory.kinds._bound import CollectionBound
-from agentic_memory.kinds.collections import RULES
+from agentic_memory.kinds._bound import CollectionBound, Forgotten
 from agentic_memory.store import (
+    GLOBAL_SCOPE,
+    CollectionSpec,
     ConflictError,
     InvalidInputError,
     MemoryObject,
     MemoryStore,
+    Property,
     StoredObject,
     check_text,
     make_id,
 )
 from agentic_memory.store.base import check_user_id
+from agentic_memory.twins import blocking
 
 __all__ = [
+    "FORGOTTEN_NOTE",
     "MAX_RULES",
+    "RULES",
+    "Rule",
     "RuleBook",
     "RuleConflictError",
     "RuleDiff",
     "RuleItem",
+    "RuleSet",
     "RuleVersion",
+    "embedding_text",
     "parse_rules",
+    "render_rules",
+    "rules_scope",
     "starting_rules",
 ]
 
 MAX_RULES = 10
+"""The procedural rule set never holds more rules than this."""
+MAX_TEXT = 200
+"""The longest instruction or rationale, in characters."""
+FORGOTTEN_NOTE = "learned from a conversation that was forgotten"
+"""The note of a rule version whose source was forgotten (its old note named the thread)."""
 _SEPARATORS = (" – ", " — ", " - ")
 _SPACES = re.compile(r"\s+")
-_MAX_TEXT = 200
-_PAGE = 100
 _MAX_ATTEMPTS = 200
+
+RULES = CollectionSpec(
+    name="ProceduralRules",
+    per_user=True,
+    description=(
+        "Versions of the behaviour rule set; the scope is a user, or memstore.GLOBAL_SCOPE "
+        "for the rules shared by everyone."
+    ),
+    properties=(
+        Property("version", "int"),
+        Property("rules_json", "text", filterable=False, description="JSON list of rules"),
+        Property("rules_text", "text", searchable=True, filterable=False),
+        Property("source_episodes", "text[]", description="ids of the episodes it came from"),
+        Property("source_users", "text[]", description="users whose episodes fed this version"),
+        Property("parent_version", "int"),
+        Property("note", "text", filterable=False),
+        Property("created_at", "date"),
+    ),
+)
+"""The collection of rule versions, partitioned by scope (a user, or the shared scope)."""
+
+
+class Rule(BaseModel):
+    """One behaviour rule the memory model writes: an instruction and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instruction: str = Field(min_length=1, max_length=MAX_TEXT, description="What to do.")
+    rationale: str = Field(min_length=1, max_length=MAX_TEXT, description="Why.")
+
+
+class RuleSet(BaseModel):
+    """The rewritten procedural rules (what the memory model writes at a conversation end)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[Rule] = Field(min_length=1, max_length=MAX_RULES)
+
+
+def rules_scope(user: str, shared: bool) -> str:
+    """Return the scope a run uses: the user's own rules, or the ones shared by everyone."""
+    return GLOBAL_SCOPE if shared else user
+
+
+def render_rules(rules: Sequence[Mapping[str, str]], version: int) -> str:
+    """Render rules for the prompt: a heading with the version, then one numbered line each."""
+    if not rules:
+        return ""
+    lines = [f"Behaviour rules (version {version}):"]
+    lines += [f"{i}. {r['instruction']} – {r['rationale']}" for i, r in enumerate(rules, 1)]
+    return "\n".join(lines)
+
+
+def embedding_text(properties: Mapping[str, Any]) -> str:
+    """Return the text a rule version is embedded from: its rendered rules."""
+    return str(properties.get("rules_text") or "")
 
 
 @dataclass(frozen=True)
@@ -158,7 +235,7 @@ def starting_rules() -> list[RuleItem]:
 
 
 class RuleBook(CollectionBound):
-    """Versioned rule sets on a :class:`~memstore.MemoryStore` (collection ``ProceduralRules``)."""
+    """Versioned rule sets on a :class:`~agentic_memory.store.MemoryStore` (``ProceduralRules``)."""
 
     spec = RULES
 
@@ -178,13 +255,12 @@ class RuleBook(CollectionBound):
 
     # -- reads ----------------------------------------------------------------------------
 
-    def versions(self, scope: str) -> list[RuleVersion]:
+    async def aversions(self, scope: str) -> list[RuleVersion]:
         """Every version of a scope, oldest first (just the starting set if never rewritten)."""
         check_user_id(scope)
-        self._ensure()
         # Every version, then ordered like list_objects(sort_by="version"): version, then id.
         objs = sorted(
-            self.store.iterate(RULES.name, user=scope, page_size=_PAGE),
+            await self._aall(scope),
             key=lambda o: (
                 o.properties.get("version") is not None,
                 o.properties.get("version"),
@@ -195,30 +271,37 @@ class RuleBook(CollectionBound):
             return [self._starting(scope)]
         return [_from_stored(scope, o) for o in objs]
 
-    def latest(self, scope: str) -> RuleVersion:
+    versions = blocking(aversions)
+
+    async def alatest(self, scope: str) -> RuleVersion:
         """Return the current rule set of a scope."""
         check_user_id(scope)
-        self._ensure()
-        top = self.store.list_objects(
+        if not await self._aexists():
+            return self._starting(scope)
+        top = await self.store.alist_objects(
             RULES.name, user=scope, limit=1, sort_by="version", descending=True
         )
         return _from_stored(scope, top[0]) if top else self._starting(scope)
 
-    def get(self, scope: str, version: int) -> RuleVersion:
+    latest = blocking(alatest)
+
+    async def aget(self, scope: str, version: int) -> RuleVersion:
         """One version of a scope.
 
         Raises:
             InvalidInputError: the version does not exist.
         """
-        for candidate in self.versions(scope):
+        for candidate in await self.aversions(scope):
             if candidate.version == version:
                 return candidate
         raise InvalidInputError(f"rules of {scope!r} have no version {version!r}")
 
-    def diff(self, scope: str, a: int, b: int) -> RuleDiff:
+    get = blocking(aget)
+
+    async def adiff(self, scope: str, a: int, b: int) -> RuleDiff:
         """Compare two versions: rules added, removed and reworded (matched by similarity)."""
-        old = list(self.get(scope, a).rules)
-        new = list(self.get(scope, b).rules)
+        old = list((await self.aget(scope, a)).rules)
+        new = list((await self.aget(scope, b)).rules)
         removed = [r for r in old if r not in new]
         added = [r for r in new if r not in old]
         changed: list[tuple[RuleItem, RuleItem]] = []
@@ -236,9 +319,17 @@ class RuleBook(CollectionBound):
                 added.remove(best)
         return RuleDiff(scope, a, b, added=added, removed=removed, changed=changed)
 
+    diff = blocking(adiff)
+
+    async def ascopes(self) -> list[str]:
+        """Return the scopes that have stored versions (users, and the shared scope)."""
+        if not await self._aexists():
+            return []
+        return sorted(await self.store.ausers(RULES.name))
+
     # -- writes ---------------------------------------------------------------------------
 
-    def propose(
+    async def apropose(
         self,
         scope: str,
         rules: Sequence[Any],
@@ -257,7 +348,7 @@ class RuleBook(CollectionBound):
         the next one).
 
         Args:
-            scope: A user id or ``memstore.GLOBAL_SCOPE``.
+            scope: A user id or :data:`agentic_memory.store.GLOBAL_SCOPE`.
             rules: 1 to 10 objects with ``instruction`` and ``rationale`` (attributes or keys).
             base_version: The version these rules were rewritten from. When given, the new
                 version is stored only if that version is still the latest; otherwise
@@ -287,8 +378,8 @@ class RuleBook(CollectionBound):
         _rfc3339(now)  # a naive ``now`` is refused before anything is read
         for attempt in range(_MAX_ATTEMPTS):
             if attempt:
-                _backoff(attempt)
-            latest = self.latest(scope)
+                await asyncio.sleep(_backoff(attempt))
+            latest = await self.alatest(scope)
             if base_version is not None and latest.version != base_version:
                 raise RuleConflictError(scope, base_version, latest.version)
             if tuple(items) == latest.rules:
@@ -313,26 +404,28 @@ class RuleBook(CollectionBound):
             )
             pending.append(new)
             try:
-                self._write(scope, pending)
+                await self._awrite(scope, pending)
             except ConflictError:
                 continue  # another writer took this number: read the latest again
             return new
-        raise RuleConflictError(scope, base_version, self.latest(scope).version)
+        raise RuleConflictError(scope, base_version, (await self.alatest(scope)).version)
 
-    def rollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
+    propose = blocking(apropose)
+
+    async def arollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
         """Write a new version equal to ``version``; return it.
 
         Raises:
             InvalidInputError: the version does not exist or is already the latest.
             RuleConflictError: another writer created a version while this one rolled back.
         """
-        target = self.get(scope, version)
-        latest = self.latest(scope)
+        target = await self.aget(scope, version)
+        latest = await self.alatest(scope)
         if target.rules == latest.rules:
             raise InvalidInputError(
                 f"version {version} of {scope!r} already equals the latest ({latest.version})"
             )
-        created = self.propose(
+        created = await self.apropose(
             scope,
             target.rules,
             base_version=latest.version,
@@ -343,73 +436,100 @@ class RuleBook(CollectionBound):
         assert created is not None
         return created
 
-    def forget_scope(self, scope: str) -> int:
-        """Delete every stored version of a scope; return how many."""
-        check_user_id(scope)
-        self._ensure()
-        return self.store.delete_user(RULES.name, scope)
+    rollback = blocking(arollback)
 
-    def _write(self, scope: str, versions: list[RuleVersion]) -> None:
+    async def aforget_scope(self, scope: str) -> int:
+        """Delete every stored version of a scope; return how many."""
+        return await self.aforget_user(scope)
+
+    forget_scope = blocking(aforget_scope)
+
+    async def _awrite(self, scope: str, versions: list[RuleVersion]) -> None:
         texts = [v.render() for v in versions]
-        vectors = self.embeddings.embed_documents(texts)
+        vectors = await self.embeddings.aembed_documents(texts)
         objects = [
-            MemoryObject(
-                make_id("rules", scope, str(v.version)),
-                {
-                    "version": v.version,
-                    "rules_json": json.dumps(v.to_dict()["rules"], ensure_ascii=False),
-                    "rules_text": text,
-                    "source_episodes": list(v.source_episodes),
-                    "source_users": list(v.source_users),
-                    "parent_version": v.parent_version,
-                    "note": v.note,
-                    "created_at": v.created_at,
-                },
-                vector,
-            )
+            MemoryObject(_version_id(scope, v.version), _properties(v, text), vector)
             for v, text, vector in zip(versions, texts, vectors, strict=True)
         ]
-        self._ensure()
+        await self._aensure()
         # Create-only: a version number is never overwritten, whoever else is writing.
-        self.store.insert(RULES.name, objects, user=scope).raise_for_failures()
+        result = await self.store.ainsert(RULES.name, objects, user=scope)
+        result.raise_for_failures()
 
-    # -- async twins ----------------------------------------------------------------------
+    # -- forgetting -----------------------------------------------------------------------
 
-    async def alatest(self, scope: str) -> RuleVersion:
-        """Async :meth:`latest`."""
-        return await asyncio.to_thread(self.latest, scope)
-
-    async def aversions(self, scope: str) -> list[RuleVersion]:
-        """Async :meth:`versions`."""
-        return await asyncio.to_thread(self.versions, scope)
-
-    async def apropose(
+    async def ascrub(
         self,
         scope: str,
-        rules: Sequence[Any],
         *,
-        base_version: int | None = None,
-        source_episodes: Sequence[str] = (),
-        source_users: Sequence[str] = (),
-        note: str = "",
-        now: datetime | None = None,
-    ) -> RuleVersion | None:
-        """Async :meth:`propose`."""
-        return await asyncio.to_thread(
-            lambda: self.propose(
-                scope,
-                rules,
-                base_version=base_version,
-                source_episodes=source_episodes,
-                source_users=source_users,
-                note=note,
-                now=now,
-            )
-        )
+        episode_ids: Iterable[str],
+        user: str,
+        drop_user: bool,
+        remaining_episodes: set[str],
+    ) -> Forgotten:
+        """Rewrite a scope's versions so they no longer name or hold what is forgotten.
 
-    async def arollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
-        """Async :meth:`rollback`."""
-        return await asyncio.to_thread(lambda: self.rollback(scope, version, note=note))
+        ``source_users`` loses ``user`` when ``drop_user`` is set, or when none of the
+        version's remaining source episodes is among ``remaining_episodes`` (the user's
+        episodes that still exist). Rules that came only from the forgotten episodes (or,
+        with ``drop_user``, only from versions naming ``user``) are removed from every
+        version, whose text is then embedded again; a version left without rules is
+        deleted, and the note of a version whose source was forgotten (it named the thread)
+        is replaced by :data:`FORGOTTEN_NOTE`.
+
+        Returns:
+            Versions deleted, and versions rewritten.
+        """
+        check_user_id(scope)
+        removed = set(episode_ids)
+        versions = sorted(
+            await self._aall(scope), key=lambda v: int(v.properties.get("version") or 0)
+        )
+        tainted = _rules_only_from(versions, removed, user if drop_user else None)
+        deleted = rewritten = 0
+        for version in versions:
+            props = dict(version.properties)
+            episodes = list(props.get("source_episodes") or [])
+            users = list(props.get("source_users") or [])
+            kept = [e for e in episodes if e not in removed]
+            new_users = users
+            if user in users and (
+                drop_user
+                or (len(kept) != len(episodes) and not any(e in remaining_episodes for e in kept))
+            ):
+                new_users = [u for u in users if u != user]
+            rules = _version_rules(props)
+            new_rules = [r for r in rules if r not in tainted]
+            forgotten_source = len(kept) != len(episodes) or (drop_user and user in users)
+            if kept == episodes and new_users == users and new_rules == rules:
+                continue
+            if not new_rules:
+                deleted += await self.store.adelete(RULES.name, [version.id], user=scope)
+                continue
+            props["source_episodes"] = kept
+            props["source_users"] = new_users
+            if forgotten_source:
+                props["note"] = FORGOTTEN_NOTE
+            if new_rules == rules:
+                rewritten += await self._arewrite(scope, version.id, props)
+                continue
+            text = RuleVersion(scope, 0, tuple(RuleItem(i, r) for i, r in new_rules)).render()
+            props["rules_json"] = json.dumps(
+                [{"instruction": i, "rationale": r} for i, r in new_rules], ensure_ascii=False
+            )
+            props["rules_text"] = text
+            vector = await self.embeddings.aembed_query(text)
+            if len(vector) != self.store.dims:
+                raise InvalidInputError(
+                    f"the embeddings make {len(vector)}-d vectors but the store holds "
+                    f"{self.store.dims}-d ones: forget with the store's embedding model"
+                )
+            result = await self.store.aupsert(
+                RULES.name, [MemoryObject(version.id, props, vector)], user=scope
+            )
+            result.raise_for_failures()
+            rewritten += 1
+        return Forgotten(deleted, rewritten)
 
 
 class RuleConflictError(ConflictError):
@@ -432,9 +552,9 @@ class RuleConflictError(ConflictError):
         super().__init__(message)
 
 
-def _backoff(attempt: int) -> None:
+def _backoff(attempt: int) -> float:
     # Writers that collided retry at slightly different moments instead of in lockstep.
-    time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))
+    return random.uniform(0, 0.002 * min(attempt, 10))
 
 
 def _clean(text: object, what: str) -> str:
@@ -444,8 +564,8 @@ def _clean(text: object, what: str) -> str:
     cleaned = _SPACES.sub(" ", text).strip()
     if not cleaned:
         raise InvalidInputError(f"rule {what} is empty")
-    if len(cleaned) > _MAX_TEXT:
-        raise InvalidInputError(f"rule {what} is longer than {_MAX_TEXT} characters")
+    if len(cleaned) > MAX_TEXT:
+        raise InvalidInputError(f"rule {what} is longer than {MAX_TEXT} characters")
     return cleaned
 
 
@@ -468,6 +588,64 @@ def _check_rules(rules: list[RuleItem]) -> list[RuleItem]:
         raise InvalidInputError(f"a rule set holds at most {MAX_RULES} rules, got {len(rules)}")
     # Duplicates would waste slots of the ten.
     return list(dict.fromkeys(rules))
+
+
+def _version_id(scope: str, version: int) -> str:
+    return make_id("rules", scope, str(version))
+
+
+def _properties(version: RuleVersion, text: str) -> dict[str, Any]:
+    return {
+        "version": version.version,
+        "rules_json": json.dumps(version.to_dict()["rules"], ensure_ascii=False),
+        "rules_text": text,
+        "source_episodes": list(version.source_episodes),
+        "source_users": list(version.source_users),
+        "parent_version": version.parent_version,
+        "note": version.note,
+        "created_at": version.created_at,
+    }
+
+
+_Rule = tuple[str, str]
+
+
+def _version_rules(props: Mapping[str, Any]) -> list[_Rule]:
+    """Return a stored version's rules as (instruction, rationale) pairs, in order."""
+    try:
+        raw = json.loads(str(props.get("rules_json") or "[]"))
+        return [(str(r["instruction"]), str(r["rationale"])) for r in raw]
+    except (ValueError, TypeError, KeyError):
+        return []
+
+
+def _rules_only_from(
+    versions: Sequence[StoredObject], episodes: set[str], user: str | None
+) -> set[_Rule]:
+    """Return the rules every introduction of which came from what is being forgotten.
+
+    A rule is introduced by a version that holds it when the version before does not (a
+    rollback re-introduces it with the provenance of the version it restores). An
+    introduction comes from what is forgotten when ``user`` is its version's only source
+    user, or when all of its source episodes (at least one) are forgotten. A rule that was
+    also learned from someone else, or that the starting set or an operator introduced,
+    stays (its provenance no longer names what is forgotten).
+    """
+    introductions: dict[_Rule, list[bool]] = {}
+    previous: set[_Rule] = set()
+    for version in versions:
+        props = version.properties
+        rules = _version_rules(props)
+        sources = set(props.get("source_episodes") or [])
+        users = set(props.get("source_users") or [])
+        from_forgotten = (user is not None and bool(users) and users <= {user}) or (
+            bool(sources) and sources <= episodes
+        )
+        for rule in rules:
+            if rule not in previous:
+                introductions.setdefault(rule, []).append(from_forgotten)
+        previous = set(rules)
+    return {rule for rule, flags in introductions.items() if all(flags)}
 
 
 def _from_stored(scope: str, obj: StoredObject) -> RuleVersion:

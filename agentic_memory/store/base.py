@@ -13,7 +13,7 @@ import math
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,7 @@ from agentic_memory.store.types import (
     Where,
     check_text,
 )
+from agentic_memory.twins import in_thread
 
 _NUMBER_TYPES: frozenset[type] = frozenset({int, float})
 
@@ -321,10 +322,6 @@ class MemoryStore(ABC):
         """
         return True
 
-    async def aerase_deleted(self) -> bool:
-        """Async ``erase_deleted``."""
-        return await asyncio.to_thread(self.erase_deleted)
-
     @abstractmethod
     def close(self) -> None:
         """Release connections; the store cannot be used afterwards."""
@@ -335,50 +332,22 @@ class MemoryStore(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- async twins ----------------------------------------------------------------------
+    # -- async twins: each runs the method above in a worker thread ------------------------
 
-    async def aensure_collection(self, spec: CollectionSpec) -> None:
-        """Async ``ensure_collection``."""
-        await asyncio.to_thread(self.ensure_collection, spec)
-
-    async def aupsert(
-        self, collection: str, objects: Sequence[MemoryObject], *, user: str | None = None
-    ) -> UpsertResult:
-        """Async ``upsert``."""
-        return await asyncio.to_thread(self.upsert, collection, objects, user=user)
-
-    async def ainsert(
-        self,
-        collection: str,
-        objects: Sequence[MemoryObject],
-        *,
-        user: str | None = None,
-        unless: Filters = (),
-    ) -> UpsertResult:
-        """Async ``insert``."""
-        return await asyncio.to_thread(self.insert, collection, objects, user=user, unless=unless)
-
-    async def adelete(self, collection: str, ids: Sequence[str], *, user: str | None = None) -> int:
-        """Async ``delete``."""
-        return await asyncio.to_thread(self.delete, collection, ids, user=user)
-
-    async def adelete_where(
-        self, collection: str, where: Filters, *, user: str | None = None
-    ) -> int:
-        """Async ``delete_where``."""
-        return await asyncio.to_thread(self.delete_where, collection, where, user=user)
-
-    async def aget(
-        self, collection: str, id: str, *, user: str | None = None, include_vector: bool = False
-    ) -> StoredObject | None:
-        """Async ``get``."""
-        return await asyncio.to_thread(
-            self.get, collection, id, user=user, include_vector=include_vector
-        )
-
-    async def alist_objects(self, collection: str, **kwargs: Any) -> list[StoredObject]:
-        """Async ``list_objects``; takes the same keyword arguments."""
-        return await asyncio.to_thread(lambda: self.list_objects(collection, **kwargs))
+    aensure_collection = in_thread(ensure_collection)
+    acollections = in_thread(collections)
+    adrop_collection = in_thread(drop_collection)
+    aupsert = in_thread(upsert)
+    ainsert = in_thread(insert)
+    adelete = in_thread(delete)
+    adelete_where = in_thread(delete_where)
+    adelete_user = in_thread(delete_user)
+    aget = in_thread(get)
+    alist_objects = in_thread(list_objects)
+    acount = in_thread(count)
+    ahybrid = in_thread(hybrid)
+    ausers = in_thread(users)
+    aerase_deleted = in_thread(erase_deleted)
 
     def aiterate(
         self,
@@ -409,14 +378,6 @@ class MemoryStore(ABC):
                 after = page[-1].id
 
         return pages()
-
-    async def acount(self, collection: str, *, user: str | None = None, where: Filters = ()) -> int:
-        """Async ``count``."""
-        return await asyncio.to_thread(self.count, collection, user=user, where=where)
-
-    async def ahybrid(self, collection: str, **kwargs: Any) -> list[SearchHit]:
-        """Async ``hybrid``; takes the same keyword arguments."""
-        return await asyncio.to_thread(lambda: self.hybrid(collection, **kwargs))
 
     # -- validation -----------------------------------------------------------------------
 

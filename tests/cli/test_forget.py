@@ -19,9 +19,11 @@ from agentic_memory.forget import (
     forget_thread,
     forget_user,
 )
-from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES, PER_USER_COLLECTIONS, RULES
-from agentic_memory.kinds.facts import FactStore
-from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.kinds.rules import RULES, RuleBook
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore

@@ -19,16 +19,10 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph_sdk.client import LangGraphClient
 
-from agentic_memory.forget import (
-    FORGOTTEN_NOTE,
-    checkpoint_user_threads,
-    forget_thread,
-    forget_user,
-)
-from agentic_memory.kinds.collections import MESSAGES, RULES
+from agentic_memory.forget import checkpoint_user_threads, forget_thread, forget_user
 from agentic_memory.kinds.episodes import EpisodicMemory
-from agentic_memory.kinds.messages import MessageLog
-from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.rules import FORGOTTEN_NOTE, RULES, RuleBook
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore, term_hash

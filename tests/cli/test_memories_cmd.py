@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from agentic_memory.cli.main import app
-from agentic_memory.kinds.collections import PER_USER_COLLECTIONS, RULES
+from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.kinds.rules import RULES
 from agentic_memory.store import GLOBAL_SCOPE
 from agentic_memory.store.embedded import EmbeddedStore
 from graph.persistence import default_sqlite_path, sqlite_checkpointer

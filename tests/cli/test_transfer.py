@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES, RULES
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.kinds.rules import RULES
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE
 from agentic_memory.store.embedded import EmbeddedStore

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from agentic_memory.kinds.collections import FACTS
-from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.store import MemoryStore, Where

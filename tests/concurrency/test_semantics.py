@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from agentic_memory.forget import forget_fact
-from agentic_memory.kinds.collections import FACTS, MESSAGES
-from agentic_memory.kinds.facts import FactStore, root_id, successor_id
-from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.facts import FACTS, FactStore, root_id, successor_id
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.kinds.rules import RuleBook, RuleConflictError
 from agentic_memory.store import (
     ConflictError,

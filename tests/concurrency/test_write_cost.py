@@ -9,8 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agentic_memory.kinds.collections import MESSAGES
-from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.store import MemoryObject, make_id
 from agentic_memory.store.embedded import EmbeddedStore
 from tests.concurrency.workers import DIMS, HashEmbeddings

@@ -15,8 +15,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from agentic_memory.kinds.collections import FACTS
-from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.store import Where

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from agentic_memory.kinds.collections import PER_USER_COLLECTIONS
+from agentic_memory.kinds import PER_USER_COLLECTIONS
 from agentic_memory.models.calls import StructuredOutputError
 from agentic_memory.store import InvalidInputError
 from graph.nodes import MissingUserIdError

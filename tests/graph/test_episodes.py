@@ -9,9 +9,9 @@ from agentic_memory.kinds.episodes import (
     RECENCY_WEIGHT,
     RELEVANCE_WEIGHT,
     EpisodicMemory,
+    Reflection,
 )
 from agentic_memory.store import InvalidInputError
-from graph.schemas import Reflection
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 

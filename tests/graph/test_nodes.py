@@ -8,6 +8,7 @@ import pytest
 from fpdf import FPDF
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage
 
+from agentic_memory.kinds.episodes import Reflection
 from agentic_memory.models.calls import StructuredOutputError
 from agentic_memory.store import GLOBAL_SCOPE
 from graph.context_window import ContextOverflowError
@@ -25,7 +26,6 @@ from graph.nodes import (
     route_turn,
     update_procedural,
 )
-from graph.schemas import Reflection
 from graph.state import State
 from ingest.pipeline import ingest_paths
 from tests.graph.conftest import REFLECTION

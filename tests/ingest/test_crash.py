@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agentic_memory.kinds.collections import knowledge_collection
-from agentic_memory.kinds.knowledge import get_source, list_chunks, search_knowledge
+from agentic_memory.kinds.knowledge import (
+    get_source,
+    knowledge_collection,
+    list_chunks,
+    search_knowledge,
+)
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from ingest import ingest_paths

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from agentic_memory.kinds.collections import knowledge_collection
 from agentic_memory.kinds.knowledge import (
     KnowledgeHit,
     UnknownSourceError,
@@ -16,6 +15,7 @@ from agentic_memory.kinds.knowledge import (
     asearch_knowledge,
     delete_source,
     drop_knowledge_base,
+    knowledge_collection,
     list_chunks,
     list_knowledge_bases,
     list_sources,

@@ -9,12 +9,12 @@ import pytest
 from typer.testing import CliRunner
 
 from agentic_memory.cli.main import app
-from agentic_memory.kinds.collections import knowledge_collection
 from agentic_memory.kinds.knowledge import (
     delete_source,
     drop_knowledge_base,
     find_knowledge_base,
     get_source,
+    knowledge_collection,
     list_knowledge_bases,
     list_sources,
     manifest_collection,

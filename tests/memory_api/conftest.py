@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentic_memory.api import Memory
-from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.models.embeddings import LocalEmbeddings
 
 

@@ -10,8 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from agentic_memory.api import Memory, SubAPI
-from agentic_memory.kinds.collections import MESSAGES
-from agentic_memory.kinds.messages import MessageLog, RecalledMessage
+from agentic_memory.kinds.messages import MESSAGES, MessageLog, RecalledMessage
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import InvalidInputError, MissingUserError, make_id
 from tests.memory_api.conftest import logged

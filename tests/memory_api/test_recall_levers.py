@@ -11,8 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from agentic_memory.api import Memory
 from agentic_memory.kinds import messages as messages_module
-from agentic_memory.kinds.collections import MESSAGES, MESSAGES_V1
-from agentic_memory.kinds.messages import MessageLog, upgrade_message_log
+from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V1, MessageLog, upgrade_message_log
 from agentic_memory.kinds.recall_text import (
     STOPWORDS,
     date_words,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.store import ConflictError, MemoryObject, make_id
 from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from agentic_memory.forget import forget_thread, forget_user
-from agentic_memory.kinds.collections import EPISODES, FACTS, MESSAGES
-from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.store import MemoryObject, Where, make_id
 from agentic_memory.store.embedded import EmbeddedStore
 from agentic_memory.transfer import export_memories

@@ -18,8 +18,7 @@ from weaviate.exceptions import WeaviateQueryError
 
 import agentic_memory.store.weaviate as wv
 from agentic_memory.forget import forget_thread, forget_user
-from agentic_memory.kinds.collections import MESSAGES
-from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.store import InvalidInputError, MemoryObject, StoreError, Where, make_id
 from agentic_memory.transfer import export_memories
 from tests.weaviate_unit.conftest import client_over

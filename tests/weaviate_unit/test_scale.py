@@ -8,8 +8,8 @@ import pytest
 from weaviate.proto.v1 import base_pb2
 
 import agentic_memory.store.weaviate as wv
-from agentic_memory.kinds.collections import MESSAGES
 from agentic_memory.kinds.knowledge import knowledge_collection
+from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.store import InvalidInputError, MemoryObject, Where, make_id
 from tests.weaviate_unit.conftest import Wire
 

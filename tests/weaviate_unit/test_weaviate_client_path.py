@@ -22,7 +22,8 @@ from weaviate.proto.v1 import (
 )
 
 import agentic_memory.store.weaviate as wv
-from agentic_memory.kinds.collections import FACTS, MESSAGES
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.store import MemoryObject, SchemaConflictError, StoreError, Where, make_id
 from tests.weaviate_unit.conftest import Wire
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import agentic_memory.store.weaviate as wv
-from agentic_memory.kinds.collections import MESSAGES
+from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.store import ConflictError, MemoryObject, StoreError, Where, make_id
 from tests.concurrency.checks import check_facts, check_messages, check_rules
 from tests.concurrency.workers import DIMS, run_threads

@@ -11,7 +11,9 @@ from weaviate.classes.query import HybridFusion
 from weaviate.exceptions import WeaviateQueryError
 
 import agentic_memory.store.weaviate as wv
-from agentic_memory.kinds.collections import FACTS, MESSAGES, knowledge_collection
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.knowledge import knowledge_collection
+from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.store import (
     CollectionSpec,
     MemoryObject,

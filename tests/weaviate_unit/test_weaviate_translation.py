@@ -15,14 +15,12 @@ from weaviate.collections.classes.config_methods import _collection_config_from_
 from weaviate.collections.classes.filters import _FilterAnd, _FilterValue, _Operator
 
 import agentic_memory.store.weaviate as wv
-from agentic_memory.kinds.collections import (
-    EPISODES,
-    FACTS,
-    MESSAGES,
-    PER_USER_COLLECTIONS,
-    RULES,
-    knowledge_collection,
-)
+from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.knowledge import knowledge_collection
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.kinds.rules import RULES
 from agentic_memory.store import (
     GLOBAL_SCOPE,
     CollectionSpec,
