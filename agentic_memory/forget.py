@@ -53,7 +53,7 @@ from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.kinds.rules import RULES, RuleBook
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
-from agentic_memory.store.types import CollectionSpec, InvalidInputError
+from agentic_memory.store.types import CollectionSpec, InvalidInputError, check_text
 
 CHECKPOINTER = "checkpointer"
 SERVER = "server"
@@ -494,6 +494,7 @@ async def forget_thread(
     check_user_id(user)
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise InvalidInputError("thread id is empty")
+    check_text(thread_id, "thread id")
     report = _report(store, user)
     kinds = _kinds(store, embeddings)
     known = (
