@@ -15,6 +15,7 @@ cites the server source and says why BM25 is computed in numpy rather than by SQ
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -34,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.store import ranking
-from agentic_memory.store.base import MemoryStore
+from agentic_memory.store.base import MemoryStore, absent_properties
 from agentic_memory.store.private import private_dir, private_file, tighten
 from agentic_memory.store.ranking import (
     BM25_B,
@@ -383,6 +384,30 @@ class EmbeddedStore(MemoryStore):
             )
 
         self._write(create)
+
+    def _add_properties(
+        self, name: str, properties: list[Property]
+    ) -> tuple[CollectionSpec, list[str]]:
+        def add(conn: sqlite3.Connection) -> tuple[CollectionSpec, list[str]]:
+            row = conn.execute(
+                "SELECT spec FROM amem_collections WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                raise UnknownCollectionError(f"collection {name!r} was dropped meanwhile")
+            stored = _spec_from_json(row[0])
+            added = absent_properties(stored, properties)
+            if not added:
+                return stored, []
+            grown = dataclasses.replace(stored, properties=(*stored.properties, *added))
+            _add_columns(conn, grown, added)
+            conn.execute(
+                "UPDATE amem_collections SET spec = ? WHERE name = ?", (_spec_to_json(grown), name)
+            )
+            return grown, [p.name for p in added]
+
+        # One transaction: the columns, their indexes and the catalogue change together, and
+        # a second process doing the same waits, then finds them and adds nothing.
+        return self._write(add)
 
     def _check_compatible(self, spec: CollectionSpec, stored: CollectionSpec, dims: int) -> None:
         if dims != self.dims:
@@ -1312,6 +1337,22 @@ def _index_columns(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
             f'CREATE INDEX "ix_{spec.name}_{prop.name}" '
             f"ON {_table(spec.name)} (user, {_column(prop.name)})"
         )
+
+
+def _add_columns(conn: sqlite3.Connection, spec: CollectionSpec, added: list[Property]) -> None:
+    """Give added filterable properties their column and index; existing rows hold NULL.
+
+    NULL is what the JSON of those rows says too (no such key), so filters on the column and
+    on the JSON agree without rewriting a row.
+    """
+    table = _table(spec.name)
+    for prop in added:
+        if prop.filterable and prop.type != "text[]":
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {_column(prop.name)}")
+            conn.execute(
+                f'CREATE INDEX IF NOT EXISTS "ix_{spec.name}_{prop.name}" '
+                f"ON {table} (user, {_column(prop.name)})"
+            )
 
 
 def _compound_indexes(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
