@@ -16,7 +16,8 @@ sweeper for custom stores, so this one sweeps itself.
 from __future__ import annotations
 
 import asyncio
-import importlib
+import json
+import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,10 +26,13 @@ from langgraph.store.base import TTLConfig
 
 from agentic_memory.langgraph_store import AgenticStore
 
-__all__ = ["SWEEP_MINUTES", "server_ttl_config", "store"]
+__all__ = ["STORE_ENV", "SWEEP_MINUTES", "server_ttl_config", "store"]
 
 SWEEP_MINUTES = 5.0
 """How often expired items are swept when the configuration does not say."""
+
+STORE_ENV = "LANGGRAPH_STORE"
+"""Where the server passes ``langgraph.json``'s ``store`` entry (as JSON)."""
 
 
 @asynccontextmanager
@@ -46,18 +50,23 @@ async def store() -> AsyncIterator[AgenticStore]:
 
 
 def server_ttl_config(settings: Mapping[str, Any] | None = None) -> TTLConfig | None:
-    """Return the ``ttl`` of ``langgraph.json``'s ``store`` entry, if the server has one.
+    """Return the ``ttl`` of ``langgraph.json``'s ``store`` entry, if there is one.
 
     Args:
-        settings: The ``store`` entry; default the running server's (``LANGGRAPH_STORE``).
+        settings: The ``store`` entry; default the running server's, which ``langgraph dev``
+            and LangGraph's images pass in ``LANGGRAPH_STORE`` (JSON).
+
+    Raises:
+        ValueError: ``LANGGRAPH_STORE`` is not a JSON object.
     """
     if settings is None:
-        try:
-            # Only inside the server: its configuration module reads the environment.
-            config = importlib.import_module("langgraph_api.config")
-        except ImportError:
+        raw = os.environ.get(STORE_ENV, "").strip()
+        if not raw:
             return None
-        settings = getattr(config, "STORE_CONFIG", None) or {}
+        loaded = json.loads(raw)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{STORE_ENV} must be a JSON object, got {raw[:80]!r}")
+        settings = loaded
     ttl = settings.get("ttl")
     if not ttl:
         return None

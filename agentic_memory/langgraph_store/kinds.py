@@ -155,9 +155,13 @@ class KindSpace(ABC):
 
     def _listed(self, fixed: tuple[str, ...]) -> list[tuple[str, ...]]:
         try:
-            return self.partitions(fixed[:2])
+            named = self.partitions(fixed[:2])
         except InvalidInputError:
             return []  # a listing under a label that cannot be an owner lists nothing
+        if len(fixed) < 2:
+            return named  # every owner with something stored
+        existing = set(self.owners())
+        return [ns for ns in named if ns[1] in existing]
 
     # -- items ----------------------------------------------------------------------------
 

@@ -237,9 +237,7 @@ def test_batch_returns_results_in_order(store: BaseStore) -> None:
         [
             GetOp(DOCS, "tea"),
             SearchOp(DOCS, filter={"stars": 5}),
-            ListNamespacesOp(
-                match_conditions=(MatchCondition("prefix", ("docs",)),), max_depth=2
-            ),
+            ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("docs",)),), max_depth=2),
             PutOp(DOCS, "new", {"text": "new"}),
             GetOp(DOCS, "rain"),
             PutOp(DOCS, "rain", None),

@@ -31,9 +31,7 @@ def dev_server(tmp_path: Path) -> Iterator[DevServer]:
 
 @pytest.fixture
 def memory(dev_server: DevServer) -> Iterator[Memory]:
-    with Memory.open(
-        home=dev_server.home, backend="embedded", embeddings=LocalEmbeddings()
-    ) as mem:
+    with Memory.open(home=dev_server.home, backend="embedded", embeddings=LocalEmbeddings()) as mem:
         yield mem
 
 
@@ -139,9 +137,7 @@ async def test_generic_namespace_through_the_sdk(dev_server: DevServer) -> None:
     filtered = await client.store.search_items(ns, filter={"kind": "pet"})
     assert [i["key"] for i in filtered["items"]] == ["m2"]
     # $alpha travels in the filter: keywords only finds the one item naming the cat.
-    keywords = await client.store.search_items(
-        ns, query="Tom", filter={"$alpha": 0.0}, limit=1
-    )
+    keywords = await client.store.search_items(ns, query="Tom", filter={"$alpha": 0.0}, limit=1)
     assert [i["key"] for i in keywords["items"]] == ["m2"]
 
     spaces = await client.store.list_namespaces(prefix=["memories"])
