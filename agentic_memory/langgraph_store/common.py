@@ -19,6 +19,7 @@ __all__ = [
     "Found",
     "Touch",
     "check_json_value",
+    "check_plain",
     "item_value",
     "parse_time",
     "pooled",
@@ -67,7 +68,7 @@ def check_json_value(value: object, what: str = "an item value") -> str:
         raise InvalidInputError(
             f"{what} must be a dict (a JSON object), got {type(value).__name__}"
         )
-    _check_plain(value, what)
+    check_plain(value, what)
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     if len(text) > MAX_VALUE_CHARS:
         raise InvalidInputError(
@@ -77,7 +78,8 @@ def check_json_value(value: object, what: str = "an item value") -> str:
     return check_text(text, what)
 
 
-def _check_plain(value: object, what: str) -> None:
+def check_plain(value: object, what: str) -> None:
+    """Raise ``InvalidInputError`` unless ``value`` is plain JSON (see ``check_json_value``)."""
     if value is None or isinstance(value, bool | str | int):
         return
     if isinstance(value, float):
@@ -86,7 +88,7 @@ def _check_plain(value: object, what: str) -> None:
         return
     if isinstance(value, list):
         for item in value:
-            _check_plain(item, what)
+            check_plain(item, what)
         return
     if isinstance(value, dict):
         for key, item in value.items():
@@ -94,7 +96,7 @@ def _check_plain(value: object, what: str) -> None:
                 raise InvalidInputError(
                     f"{what} holds the key {key!r}: JSON object keys are strings"
                 )
-            _check_plain(item, what)
+            check_plain(item, what)
         return
     raise InvalidInputError(
         f"{what} holds a {type(value).__name__}, which is not JSON (use dicts, lists, "

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentic_memory.langgraph_store.common import check_plain
 from agentic_memory.store import InvalidInputError
 
 __all__ = [
@@ -114,7 +115,7 @@ def _collect(
 
 
 def _check_spec(field: str, spec: object) -> None:
-    _check_json(spec, f"the filter on {field!r}")
+    check_plain(spec, f"the filter on {field!r}")
     if not isinstance(spec, dict):
         return
     dollar = [k for k in spec if k.startswith("$")]
@@ -138,26 +139,6 @@ def _check_spec(field: str, spec: object) -> None:
             raise InvalidInputError(
                 f"{op} on {field!r} compares with a number or a string, got {operand!r:.60}"
             )
-
-
-def _check_json(value: object, where: str) -> None:
-    if value is None or isinstance(value, bool | str | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidInputError(f"{where} holds a non-finite number")
-        return
-    if isinstance(value, list):
-        for item in value:
-            _check_json(item, where)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidInputError(f"{where} holds a non-string key {key!r}")
-            _check_json(item, where)
-        return
-    raise InvalidInputError(f"{where} holds a {type(value).__name__}, which is not JSON")
 
 
 def _meets(actual: object, spec: object) -> bool:

@@ -369,6 +369,22 @@ class GenericSpace:
         self.ensure()
         return self._store.delete_where(ITEMS.name, [Where("prefixes", "contains", join(prefix))])
 
+    def forget_owner(self, owner: str) -> int:
+        """Delete every item whose namespace's second label is ``owner``; return how many."""
+        self.ensure()
+        ids = [
+            obj.id
+            for obj in self._store.iterate(ITEMS.name, page_size=_PAGE)
+            if split(str(obj.properties["namespace"]))[1:2] == (owner,)
+        ]
+        removed = 0
+        for start in range(0, len(ids), _SWEEP_BATCH):
+            removed += self._store.delete(ITEMS.name, ids[start : start + _SWEEP_BATCH])
+        for start in range(0, len(ids), _SWEEP_BATCH):
+            chunk = ids[start : start + _SWEEP_BATCH]
+            self._store.delete_where(TOUCHES.name, [Where("item_id", "in", chunk)])
+        return removed
+
 
 def _path(path: str) -> str | list[str]:
     if not isinstance(path, str) or not path:

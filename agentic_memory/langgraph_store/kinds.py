@@ -96,6 +96,8 @@ class KindSpace(ABC):
     """The namespaces of one memory kind, ``(root, owner, ...)``."""
 
     root: ClassVar[str]
+    collection: ClassVar[str] = ""
+    """The kind's collection in the memory store."""
     depth: ClassVar[int] = 2
     """Labels of an item's namespace."""
 
@@ -134,11 +136,6 @@ class KindSpace(ABC):
         if name not in self.ctx.store.collections():
             return []
         return sorted(u for u in self.ctx.store.users(name) if _addressable(u))
-
-    @property
-    def collection(self) -> str:
-        """The collection of the kind."""
-        raise NotImplementedError
 
     def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         """Return the namespaces a search under ``prefix`` reads, one query each, in order."""
@@ -199,10 +196,7 @@ class FactsSpace(KindSpace):
 
     root = "facts"
 
-    @property
-    def collection(self) -> str:
-        """``UserFact``."""
-        return FactStore.spec.name
+    collection = FactStore.spec.name
 
     def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """Return the current value of a subject, dated from its first value."""
@@ -366,10 +360,7 @@ class EpisodesSpace(KindSpace):
 
     root = "episodes"
 
-    @property
-    def collection(self) -> str:
-        """``EpisodicMemory``."""
-        return EpisodicMemory.spec.name
+    collection = EpisodicMemory.spec.name
 
     def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One episode by id."""
@@ -529,10 +520,7 @@ class RulesSpace(KindSpace):
 
     root = "rules"
 
-    @property
-    def collection(self) -> str:
-        """``ProceduralRules``."""
-        return RuleBook.spec.name
+    collection = RuleBook.spec.name
 
     @property
     def shape(self) -> str:
@@ -719,10 +707,7 @@ class MessagesSpace(KindSpace):
     root = "messages"
     depth = 3
 
-    @property
-    def collection(self) -> str:
-        """``MessageLog``."""
-        return MessageLog.spec.name
+    collection = MessageLog.spec.name
 
     @property
     def shape(self) -> str:

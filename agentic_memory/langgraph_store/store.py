@@ -10,21 +10,17 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
-    NOT_PROVIDED,
     BaseStore,
     GetOp,
     Item,
     ListNamespacesOp,
     MatchCondition,
-    NotProvided,
     Op,
     PutOp,
     Result,
@@ -33,6 +29,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
+from agentic_memory.api import Memory
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
@@ -57,10 +54,9 @@ from agentic_memory.langgraph_store.namespaces import (
     fixed_prefix,
     matches,
 )
-from agentic_memory.models.embeddings import embedding_dims, get_embeddings
-from agentic_memory.store import InvalidInputError, MemoryStore, check_text, open_store
+from agentic_memory.store import InvalidInputError, MemoryStore, check_text
 
-__all__ = ["DEFAULT_ALPHA", "AgenticStore"]
+__all__ = ["DEFAULT_ALPHA", "AgenticStore", "DefaultTTL"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +66,16 @@ DEFAULT_ALPHA = 0.5
 MAX_QUERY_CHARS = 100_000
 _TTL_KEYS = frozenset({"refresh_on_read", "default_ttl", "sweep_interval_minutes", "omit_expired"})
 _DEFAULT_SWEEP_MINUTES = 5.0
+
+
+class DefaultTTL(float):
+    """``TTLConfig.default_ttl`` as ``BaseStore.put`` passes it to a put that gave no ttl.
+
+    A float (minutes, as LangGraph reads it) whose type tells this store that the caller
+    did not choose it: memory-kind namespaces, which never expire, ignore it, where an
+    explicit ttl is refused.
+    """
+
 
 Step = Callable[[dict[str, list[float]]], Result]
 """A checked operation; runs with the vectors of the batch's generic puts, by text."""
@@ -178,18 +184,18 @@ class AgenticStore(BaseStore):
 
         The store is closed with this one (``close()``, or leaving a ``with`` block).
         """
-        emb = embeddings if embeddings is not None else get_embeddings()
-        chosen = backend if backend is not None else os.environ.get("AMEM_STORE", "")
-        path = None
-        if home is not None and str(chosen).strip().lower() in ("", "embedded"):
-            path = Path(home).expanduser() / "store"
-        store = open_store(embedding_dims(emb), backend=backend, path=path)
+        opened = Memory.open(home=home, backend=backend, embeddings=embeddings)
         try:
             return cls(
-                store, emb, ttl=ttl, alpha=alpha, index_fields=index_fields, close_store=True
+                opened.store,
+                opened.embeddings,
+                ttl=ttl,
+                alpha=alpha,
+                index_fields=index_fields,
+                close_store=True,
             )
         except BaseException:
-            store.close()
+            opened.close()
             raise
 
     @property
@@ -272,7 +278,8 @@ class AgenticStore(BaseStore):
             namespace = check_writable(op.namespace)
         kind = self._kind_of(namespace)
         if kind is not None:
-            if op.ttl is not None:
+            # The store's default TTL is for generic items: memory kinds never expire.
+            if op.ttl is not None and not isinstance(op.ttl, DefaultTTL):
                 raise InvalidInputError(_ttl_refusal(kind.root, namespace))
             if op.index is not None:
                 raise InvalidInputError(
@@ -285,7 +292,10 @@ class AgenticStore(BaseStore):
                 write()
 
             return run_kind
-        put = self._generic.prepare(namespace, key, op.value, op.index, op.ttl)
+        ttl = (
+            None if op.ttl is None else float(op.ttl) if isinstance(op.ttl, DefaultTTL) else op.ttl
+        )
+        put = self._generic.prepare(namespace, key, op.value, op.index, ttl)
         if put.text:
             to_embed[put.text] = None
 
@@ -391,95 +401,34 @@ class AgenticStore(BaseStore):
         kind = self._kinds.get(prefix[0])
         return [] if kind is None else [kind]
 
-    # -- convenience methods with this store's defaults ----------------------------------
+    # -- forgetting -----------------------------------------------------------------------
 
-    def put(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None = None,
-        *,
-        ttl: float | None | NotProvided = NOT_PROVIDED,
-    ) -> None:
-        """Store an item (see ``BaseStore.put``); ``default_ttl`` applies to generic items only."""
-        self.batch([self._put_op(namespace, key, value, index, ttl)])
+    def forget_namespace(self, prefix: tuple[str, ...]) -> int:
+        """Delete every generic item under a namespace prefix; return how many.
 
-    async def aput(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None = None,
-        *,
-        ttl: float | None | NotProvided = NOT_PROVIDED,
-    ) -> None:
-        """Async :meth:`put`."""
-        await self.abatch([self._put_op(namespace, key, value, index, ttl)])
+        Raises:
+            InvalidInputError: the prefix is empty or names a memory kind (those are
+                forgotten through their kinds: ``agentic_memory.forget``).
+        """
+        self._check_open()
+        labels = check_labels(prefix, "namespace prefix")
+        if not labels or labels[0] in KIND_ROOTS:
+            raise InvalidInputError(
+                f"forget_namespace deletes generic items under a non-empty prefix that is not "
+                f"a memory kind ({', '.join(KIND_ROOTS)}), got {labels}"
+            )
+        return self._generic.forget_prefix(labels)
 
-    def _put_op(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None,
-        ttl: float | None | NotProvided,
-    ) -> PutOp:
-        labels = check_writable(namespace)
-        if value is None:
-            raise InvalidInputError("put needs a value; delete() removes an item")
-        chosen: float | None
-        if isinstance(ttl, NotProvided):
-            # Memory kinds never expire: the store's default TTL is for generic items.
-            generic = labels[0] not in KIND_ROOTS
-            chosen = (self.ttl_config or {}).get("default_ttl") if generic else None
-        else:
-            chosen = ttl
-        return PutOp(labels, str(key), value, index=index, ttl=chosen)
+    def forget_user(self, user: str) -> int:
+        """Delete the generic items of a user: those whose namespace's second label is ``user``.
 
-    def search(
-        self,
-        namespace_prefix: tuple[str, ...],
-        /,
-        *,
-        query: str | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool | None = None,
-        alpha: float | None = None,
-    ) -> list[SearchItem]:
-        """Search (see ``BaseStore.search``); ``alpha`` weighs the hybrid search of a query."""
-        return super().search(
-            namespace_prefix,
-            query=query,
-            filter=_with_alpha(filter, alpha),
-            limit=limit,
-            offset=offset,
-            refresh_ttl=refresh_ttl,
-        )
-
-    async def asearch(
-        self,
-        namespace_prefix: tuple[str, ...],
-        /,
-        *,
-        query: str | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool | None = None,
-        alpha: float | None = None,
-    ) -> list[SearchItem]:
-        """Async :meth:`search`."""
-        return await super().asearch(
-            namespace_prefix,
-            query=query,
-            filter=_with_alpha(filter, alpha),
-            limit=limit,
-            offset=offset,
-            refresh_ttl=refresh_ttl,
-        )
+        That is the convention LangGraph code follows (``("memories", user)``) and the one
+        ``graph/auth.py`` enforces; items stored under another layout are not found.
+        Returns how many items were deleted.
+        """
+        self._check_open()
+        check_labels((user,), "user")
+        return self._generic.forget_owner(user)
 
     # -- TTL ------------------------------------------------------------------------------
 
@@ -632,17 +581,9 @@ def _check_ttl_config(ttl: object) -> TTLConfig | None:
         )
     config: TTLConfig = {}
     config.update(ttl)  # type: ignore[typeddict-item]
+    if config.get("default_ttl") is not None:
+        config["default_ttl"] = DefaultTTL(config["default_ttl"])  # type: ignore[arg-type]
     return config
-
-
-def _with_alpha(filter: dict[str, Any] | None, alpha: float | None) -> dict[str, Any] | None:
-    if alpha is None:
-        return filter
-    merged = dict(filter or {})
-    if ALPHA_KEY in merged:
-        raise InvalidInputError(f"alpha is given twice: as an argument and as {ALPHA_KEY}")
-    merged[ALPHA_KEY] = check_alpha(alpha, "alpha")
-    return merged
 
 
 def _ttl_refusal(root: str, namespace: tuple[str, ...]) -> str:

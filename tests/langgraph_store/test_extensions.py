@@ -39,12 +39,14 @@ def count(store: AgenticStore) -> int:
 
 def test_alpha_zero_is_keywords_only(agentic: AgenticStore) -> None:
     seed(agentic)
-    hits = agentic.search(NS, query="anchovies", alpha=0.0)
+    hits = agentic.search(NS, query="anchovies", filter={ALPHA_KEY: 0.0})
     assert [h.key for h in hits] == ["olives"]  # only the item that says the word
-    same = agentic.search(NS, query="anchovies", filter={ALPHA_KEY: 0.0})
-    assert [h.key for h in same] == ["olives"]
-    everything = agentic.search(NS, query="anchovies", alpha=1.0)  # vectors rank every item
-    assert len(everything) == 3
+    everything = agentic.search(NS, query="anchovies", filter={ALPHA_KEY: 1})
+    assert len(everything) == 3  # vectors rank every item
+    both = agentic.search(
+        NS, query="anchovies", filter={"$and": [{ALPHA_KEY: 0}, {"text": {"$ne": ""}}]}
+    )
+    assert [h.key for h in both] == ["olives"]
 
 
 def test_the_store_default_alpha(
@@ -54,7 +56,7 @@ def test_the_store_default_alpha(
     with AgenticStore(memory, embeddings, alpha=0.0, close_store=True) as store:
         seed(store)
         assert [h.key for h in store.search(NS, query="anchovies")] == ["olives"]
-        assert len(store.search(NS, query="anchovies", alpha=0.7)) == 3
+        assert len(store.search(NS, query="anchovies", filter={ALPHA_KEY: 0.7})) == 3
 
 
 def test_alpha_is_checked(agentic: AgenticStore) -> None:
@@ -62,8 +64,6 @@ def test_alpha_is_checked(agentic: AgenticStore) -> None:
     for bad in (-0.1, 1.5, math.nan, "0.5", True):
         with pytest.raises(InvalidInputError, match="in \\[0, 1\\]"):
             agentic.search(NS, query="pizza", filter={ALPHA_KEY: bad})
-    with pytest.raises(InvalidInputError, match="twice"):
-        agentic.search(NS, query="pizza", alpha=0.5, filter={ALPHA_KEY: 0.5})
     with pytest.raises(InvalidInputError, match="give a query"):
         agentic.search(NS, filter={ALPHA_KEY: 0.5})
     with pytest.raises(InvalidInputError, match="appears 2 times"):
@@ -110,7 +110,7 @@ def test_comparisons_follow_json_types(agentic: AgenticStore) -> None:
         ({"v": {"$gt": [1]}}, "compares with a number or a string"),
         ({"v": {"$gt": 1, "x": 2}}, "mixes operators and field names"),
         ({"v": {1, 2}}, "not JSON"),
-        ({"v": math.inf}, "non-finite"),
+        ({"v": math.inf}, "JSON cannot carry"),
         ({"$and": []}, "non-empty list"),
         ("v=1", "must be a mapping"),
     ],
@@ -249,3 +249,29 @@ def test_the_store_keeps_its_vector_size(tmp_path: Path, embeddings: LocalEmbedd
         pytest.raises(SchemaConflictError),
     ):
         mismatched.get(NS, "k")
+
+
+# -- forgetting -------------------------------------------------------------------------------
+
+
+def test_forgetting_generic_items(agentic: AgenticStore, clock: object) -> None:
+    agentic.put(("memories", "alice"), "a", {"text": "alice 1"}, ttl=5)
+    agentic.get(("memories", "alice"), "a")  # leaves a TTL refresh behind
+    agentic.put(("memories", "alice", "work"), "b", {"text": "alice 2"})
+    agentic.put(("memories", "bob"), "c", {"text": "bob 1"})
+    agentic.put(("notes", "alice"), "d", {"text": "alice 3"})
+    agentic.put(("alice",), "e", {"text": "a namespace named like her"})
+    agentic.put(("facts", "alice"), "diet", {"value": "vegan"})
+    assert agentic.forget_user("alice") == 3
+    left = {(i.namespace, i.key) for i in agentic.search((), limit=50)}
+    assert left == {
+        (("memories", "bob"), "c"),
+        (("alice",), "e"),
+        (("facts", "alice"), "diet"),  # kinds are forgotten through agentic_memory.forget
+    }
+    assert agentic.forget_namespace(("memories",)) == 1
+    with pytest.raises(InvalidInputError, match="not a memory kind"):
+        agentic.forget_namespace(("facts", "alice"))
+    with pytest.raises(InvalidInputError, match="non-empty prefix"):
+        agentic.forget_namespace(())
+    assert agentic.get(("facts", "alice"), "diet") is not None

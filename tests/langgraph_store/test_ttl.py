@@ -160,6 +160,8 @@ def test_ttl_config_defaults(
         assert store.get(NS, "none") is not None
         fact = store.get(("facts", "alice"), "diet")
         assert fact is not None and fact.value["value"] == "vegetarian"
+        with pytest.raises(InvalidInputError, match="never expire"):
+            store.put(("facts", "alice"), "diet", {"value": "vegan"}, ttl=1)  # chosen: refused
         store.put(NS, "refreshed", {"v": 3})
         clock.advance(seconds=50)
         assert store.get(NS, "refreshed", refresh_ttl=True) is not None  # explicit refresh
