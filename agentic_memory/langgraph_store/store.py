@@ -214,10 +214,11 @@ class AgenticStore(BaseStore):
         """Run operations in order; every one is checked before the first runs.
 
         A get or search sees the puts made before it in the same batch. An operation
-        refused by its check (a malformed value, a TTL on a memory kind, ...) raises
-        ``InvalidInputError`` (a ``ValueError``) and nothing of the batch runs; a refusal
-        that depends on what is stored (a rule version that is no longer the latest)
-        stops the batch at that operation.
+        refused by the checks that need no store (namespace, key, filter, a value's JSON,
+        fields and types, a TTL on a memory kind) raises ``InvalidInputError`` (a
+        ``ValueError``) and nothing of the batch runs. A kind's own rules and refusals that
+        depend on what is stored (a rule version that is no longer the latest) are checked
+        when the operation runs, before it writes: the batch stops there.
         """
         self._check_open()
         if isinstance(ops, GetOp | PutOp | SearchOp | ListNamespacesOp):

@@ -17,6 +17,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import BadRequestError
 
 from agentic_memory.api import Memory
+from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from tests.server.conftest import DevServer, run_dev_server
 
@@ -124,6 +125,10 @@ async def test_kind_namespaces_through_the_sdk_and_the_python_api(
 
 async def test_generic_namespace_through_the_sdk(dev_server: DevServer) -> None:
     client = get_client(url=dev_server.url)
+    # This process opens the same store as the server (another process on the same files).
+    local = AgenticStore.from_env(
+        home=dev_server.home, backend="embedded", embeddings=LocalEmbeddings()
+    )
     ns = ["memories", "alice"]
     await client.store.put_item(ns, "m1", {"text": "Alice likes green tea", "kind": "pref"})
     await client.store.put_item(ns, "m2", {"text": "Alice's cat is called Tom", "kind": "pet"})
@@ -147,6 +152,17 @@ async def test_generic_namespace_through_the_sdk(dev_server: DevServer) -> None:
 
     await client.store.delete_item(ns, "m1")
     assert await client.store.get_item(ns, "m1") is None
+
+    # Written here, read there, and the other way round.
+    try:
+        read = await local.aget(("memories", "alice", "work"), "m3")
+        assert read is not None and read.value == {"text": "Alice works at a bakery"}
+        assert await local.aget(("memories", "alice"), "m1") is None
+        await local.aput(("memories", "alice"), "m4", {"text": "Alice plays the cello"})
+        hits = await client.store.search_items(ns, query="music instrument cello")
+        assert hits["items"][0]["key"] == "m4"
+    finally:
+        await local.aclose()
     with pytest.raises(BadRequestError, match="positive number of minutes"):
         await client.store.put_item(ns, "m2", {"text": "changed"}, ttl=0)
     assert (await client.store.get_item(ns, "m2"))["value"]["text"] == "Alice's cat is called Tom"
