@@ -284,7 +284,7 @@ class AgenticStore(BaseStore):
                 raise InvalidInputError(_ttl_refusal(kind.root, namespace))
             if op.index is not None:
                 raise InvalidInputError(
-                    f"{kind.root} decide what of them is indexed; index must be None on "
+                    f"each memory kind indexes its own text: index must be None on "
                     f"{namespace}, got {op.index!r}"
                 )
             write = kind.prepare(namespace, key, op.value)
@@ -293,10 +293,7 @@ class AgenticStore(BaseStore):
                 write()
 
             return run_kind
-        ttl = (
-            None if op.ttl is None else float(op.ttl) if isinstance(op.ttl, DefaultTTL) else op.ttl
-        )
-        put = self._generic.prepare(namespace, key, op.value, op.index, ttl)
+        put = self._generic.prepare(namespace, key, op.value, op.index, op.ttl)
         if put.text:
             to_embed[put.text] = None
 
