@@ -54,8 +54,7 @@ class _HashEmbeddings(Embeddings):
 def measure(sizes: list[int], writes: int) -> list[dict[str, Any]]:
     """Measure the code importable in this process; one result per size."""
     # Imported here, from whichever checkout of the code this process runs.
-    from agentic_memory.kinds.messages import MESSAGES
-    from agentic_memory.kinds.messages import MessageLog
+    from agentic_memory.kinds.messages import MESSAGES, MessageLog
     from agentic_memory.store import MemoryObject, make_id
     from agentic_memory.store.embedded import EmbeddedStore
 

@@ -249,8 +249,12 @@ class RuleBook(CollectionBound):
         super().__init__(store, embeddings)
         self._initial = tuple(_check_rules(list(initial_rules))) if initial_rules else None
 
-    def _starting(self, scope: str) -> RuleVersion:
-        rules = self._initial if self._initial is not None else tuple(starting_rules())
+    async def _astarting(self, scope: str) -> RuleVersion:
+        if self._initial is not None:
+            rules = self._initial
+        else:
+            # The prompt file is read off the event loop.
+            rules = tuple(parse_rules((await prompts.aload("procedural_rules")).format()))
         return RuleVersion(scope=scope, version=1, rules=rules, note="starting rules", stored=False)
 
     # -- reads ----------------------------------------------------------------------------
@@ -268,7 +272,7 @@ class RuleBook(CollectionBound):
             ),
         )
         if not objs:
-            return [self._starting(scope)]
+            return [await self._astarting(scope)]
         return [_from_stored(scope, o) for o in objs]
 
     versions = blocking(aversions)
@@ -277,11 +281,11 @@ class RuleBook(CollectionBound):
         """Return the current rule set of a scope."""
         check_user_id(scope)
         if not await self._aexists():
-            return self._starting(scope)
+            return await self._astarting(scope)
         top = await self.store.alist_objects(
             RULES.name, user=scope, limit=1, sort_by="version", descending=True
         )
-        return _from_stored(scope, top[0]) if top else self._starting(scope)
+        return _from_stored(scope, top[0]) if top else await self._astarting(scope)
 
     latest = blocking(alatest)
 

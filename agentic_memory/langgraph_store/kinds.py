@@ -25,13 +25,13 @@ from typing import Any, ClassVar
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import Item, SearchItem
 
-from agentic_memory.kinds.collections import knowledge_collection
 from agentic_memory.kinds.episodes import Episode, EpisodicMemory
 from agentic_memory.kinds.facts import Fact, FactStore, normalise_subject
 from agentic_memory.kinds.knowledge import (
     KnowledgeHit,
     find_knowledge_base,
     get_source,
+    knowledge_collection,
     list_chunks,
     list_knowledge_bases,
     list_sources,

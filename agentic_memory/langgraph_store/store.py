@@ -134,10 +134,12 @@ class AgenticStore(BaseStore):
         self._close_store = close_store
         self._closed = False
         self._sweeper: asyncio.Task[None] | None = None
-        self.facts = FactStore(store, embeddings)
-        self.episodes = EpisodicMemory(store, embeddings)
-        self.rules = RuleBook(store, embeddings)
-        self.messages = MessageLog(store, embeddings)
+        self.memory = Memory(store, embeddings)
+        """The memory kinds behind this store: what the agent's graph nodes use."""
+        self.facts: FactStore = self.memory.facts
+        self.episodes: EpisodicMemory = self.memory.episodes
+        self.rules: RuleBook = self.memory.rules
+        self.messages: MessageLog = self.memory.messages
         ctx = KindContext(
             store=store,
             embeddings=embeddings,
