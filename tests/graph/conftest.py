@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentic_memory.langgraph_store import AgenticStore
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableLambda
 from langgraph.runtime import Runtime
 
 from agentic_memory.api import Memory
+from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from graph.context import Context
