@@ -104,7 +104,7 @@ def test_failed_transaction_leaves_store_unchanged(
     def explode(*_: object, **__: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(embedded, "_bump", explode)
+    monkeypatch.setattr(embedded.store, "_bump", explode)
     batch = [
         MemoryObject(make_id("a"), {"body": "replaced"}, vec(0, 1)),
         MemoryObject(make_id("b"), {"body": "new zebra"}, vec(0, 1)),
@@ -257,7 +257,7 @@ def test_two_pass_vector_search_matches_the_exact_scan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # With 8-d vectors the 64-axis projection is lossless, so both passes must agree exactly.
-    monkeypatch.setattr(embedded, "EXACT_VECTOR_ROWS", 500)
+    monkeypatch.setattr(embedded.vectors, "EXACT_VECTOR_ROWS", 500)
     rng = np.random.default_rng(3)
     store = EmbeddedStore(tmp_path, dims=DIMS)
     spec = make_spec("Coarse")
@@ -557,9 +557,9 @@ def test_terms_of_tokenizer_1_are_rewritten_once_on_open(tmp_path: Path) -> None
     store.close()
     conn = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
     old_tokenize = lambda text: re.findall(r"[^\W_]+", text.lower())  # noqa: E731
-    monkey = embedded.tokenize
+    monkey = embedded.keyword.tokenize
     try:
-        embedded.tokenize = old_tokenize  # type: ignore[assignment]
+        embedded.keyword.tokenize = old_tokenize  # type: ignore[assignment]
         for key in ("a", "c"):
             props = {"body": texts[key]}
             lengths, terms = embedded.encode_terms(spec, [props])
@@ -568,7 +568,7 @@ def test_terms_of_tokenizer_1_are_rewritten_once_on_open(tmp_path: Path) -> None
                 (lengths[0], terms[0], make_id(key)),
             )
     finally:
-        embedded.tokenize = monkey
+        embedded.keyword.tokenize = monkey
     conn.execute("DELETE FROM amem_meta WHERE key = 'tokenizer'")
     conn.close()
     reopened = EmbeddedStore(tmp_path, dims=DIMS)

@@ -1,0 +1,204 @@
+"""The partition cache: per (collection, user), the in-memory index searches run over.
+
+A unit-vector matrix for cosine similarity and per-property BM25 postings, rebuilt when the
+partition's generation token (replaced by every write transaction, from this or any other
+process) changes, or updated in place when the write only added or deleted rows.
+"""
+
+from __future__ import annotations
+
+import collections
+import sqlite3
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentic_memory.store.embedded.arrays import FloatArray, IntArray
+from agentic_memory.store.embedded.keyword import (
+    _as_postings,
+    _drop_rows,
+    _finish,
+    _KeywordIndex,
+    _merge_all,
+    _postings,
+)
+from agentic_memory.store.embedded.sql import _table
+from agentic_memory.store.embedded.vectors import _CoarseIndex
+from agentic_memory.store.types import CollectionSpec, StoreError
+
+_CACHE_ENTRIES = 16
+
+
+@dataclass
+class _Partition:
+    token: str | None
+    lineage: str | None
+    """Kept by writes that only add or delete rows: the cache is then updated, not reloaded."""
+    rowids: IntArray
+    ids: list[str]
+    unit: FloatArray
+    """Rows scaled to unit length (zero rows stay zero), so a dot product is the cosine."""
+    keyword: _KeywordIndex | None = None
+    """Built on the first keyword search, from the same generation as the vectors."""
+    coarse: _CoarseIndex | None = None
+    """Built on the first vector search of a large partition."""
+
+
+class PartitionCache:
+    """The least recently used partitions' indexes (at most ``_CACHE_ENTRIES``).
+
+    Callers hold the store's lock and read inside one snapshot.
+    """
+
+    def __init__(self, dims: int) -> None:
+        """Start empty, for ``dims``-sized vectors."""
+        self.dims = dims
+        self._entries: collections.OrderedDict[tuple[str, str], _Partition] = (
+            collections.OrderedDict()
+        )
+
+    def __getitem__(self, key: tuple[str, str]) -> _Partition:
+        """Return the cached partition of (collection, user or "")."""
+        return self._entries[key]
+
+    def clear(self) -> None:
+        """Forget every partition."""
+        self._entries.clear()
+
+    def drop_collection(self, name: str) -> None:
+        """Forget the partitions of collection ``name``."""
+        for key in [k for k in self._entries if k[0] == name]:
+            del self._entries[key]
+
+    def drop(self, name: str, user: str) -> None:
+        """Forget one partition."""
+        self._entries.pop((name, user), None)
+
+    def partition(
+        self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None
+    ) -> _Partition:
+        """Return the in-memory index of a partition, brought up to date with the store.
+
+        A partition whose rows were only added or deleted since it was cached is updated in
+        place; otherwise it is reloaded. Either way the result equals a fresh load.
+        """
+        key = (spec.name, user or "")
+        row = conn.execute(
+            "SELECT token, lineage FROM amem_generations WHERE collection = ? AND scope = ?",
+            key,
+        ).fetchone()
+        token, lineage = (row[0], row[1]) if row else (None, None)
+        cached = self._entries.get(key)
+        if cached is not None and cached.token == token and token is not None:
+            self._entries.move_to_end(key)
+            return cached
+        if cached is not None and lineage and cached.lineage == lineage:
+            entry = self.extend(conn, spec, user, cached, token)
+        else:
+            rids, ids, unit, _ = self.load_rows(conn, spec, user, after=0, terms=False)
+            entry = _Partition(token=token, lineage=lineage, rowids=rids, ids=ids, unit=unit)
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > _CACHE_ENTRIES:
+            self._entries.popitem(last=False)
+        return entry
+
+    def load_rows(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        *,
+        after: int,
+        terms: bool,
+    ) -> tuple[IntArray, list[str], FloatArray, tuple[list[bytes], list[bytes]]]:
+        """Read the partition's rows with ``rid > after`` in rid order.
+
+        Returns their rids, ids, unit vectors and, with ``terms``, their length and term blobs.
+        """
+        rids: list[int] = []
+        ids: list[str] = []
+        blobs: list[bytes] = []
+        length_blobs: list[bytes] = []
+        term_blobs: list[bytes] = []
+        extra = ", lengths, terms" if terms else ""
+        for rid, oid, blob, *stats in conn.execute(
+            f"SELECT rid, id, vector{extra} FROM {_table(spec.name)} "
+            "WHERE user IS ? AND rid > ? ORDER BY rid",
+            (user, after),
+        ):
+            rids.append(rid)
+            ids.append(oid)
+            blobs.append(blob)
+            if terms:
+                length_blobs.append(stats[0])
+                term_blobs.append(stats[1])
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rids), self.dims)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        unit = np.ascontiguousarray(matrix / norms, dtype=np.float32)
+        return np.asarray(rids, dtype=np.int64), ids, unit, (length_blobs, term_blobs)
+
+    def extend(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        cached: _Partition,
+        token: str | None,
+    ) -> _Partition:
+        """Return ``cached`` without its deleted rows and with the rows added since.
+
+        Under the same lineage no cached row was replaced and no rid was reused (see
+        ``_bump``): the cached rows still present are unchanged, and every new row has a
+        larger rid than all of them. Dropping the deleted ones and appending the new ones
+        keeps the arrays in rid order, as a fresh load has them.
+        """
+        largest = int(cached.rowids[-1]) if cached.rowids.size else 0
+        table = _table(spec.name)
+        still_there = np.fromiter(
+            (
+                r[0]
+                for r in conn.execute(
+                    f"SELECT rid FROM {table} WHERE user IS ? AND rid <= ? ORDER BY rid",
+                    (user, largest),
+                )
+            ),
+            dtype=np.int64,
+        )
+        keep = np.isin(cached.rowids, still_there, assume_unique=True)
+        rids, ids, unit, (length_blobs, term_blobs) = self.load_rows(
+            conn, spec, user, after=largest, terms=cached.keyword is not None
+        )
+        kept_ids = [i for i, k in zip(cached.ids, keep.tolist(), strict=True) if k]
+        keyword = None
+        if cached.keyword is not None:
+            postings = _drop_rows(_as_postings(cached.keyword), keep)
+            added = _postings(length_blobs, term_blobs, len(spec.searchable), len(kept_ids))
+            keyword = _finish(_merge_all(postings, added))
+        # The PCA shortlist is rebuilt on demand: its sample would differ from a fresh load's.
+        return _Partition(
+            token=token,
+            lineage=cached.lineage,
+            rowids=np.concatenate((cached.rowids[keep], rids)),
+            ids=kept_ids + ids,
+            unit=np.concatenate((cached.unit[keep], unit)),
+            keyword=keyword,
+        )
+
+    def build_keyword_index(
+        self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, part: _Partition
+    ) -> _KeywordIndex:
+        """Assemble per-property BM25 postings from the term counts stored with each row."""
+        length_blobs: list[bytes] = []
+        term_blobs: list[bytes] = []
+        for lengths_blob, terms_blob in conn.execute(
+            f"SELECT lengths, terms FROM {_table(spec.name)} WHERE user IS ? ORDER BY rid",
+            (user,),
+        ):
+            length_blobs.append(lengths_blob)
+            term_blobs.append(terms_blob)
+        if len(term_blobs) != part.rowids.size:
+            # Cannot happen inside one snapshot; refuse rather than misalign postings.
+            raise StoreError("partition changed while its keyword index was built")
+        return _finish(_postings(length_blobs, term_blobs, len(spec.searchable), 0))
