@@ -9,19 +9,12 @@ from __future__ import annotations
 
 import collections
 import sqlite3
-from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
-from agentic_memory.store.embedded.arrays import FloatArray, IntArray
-from agentic_memory.store.embedded.keyword import (
-    _as_postings,
-    _drop_rows,
-    _finish,
-    _KeywordIndex,
-    _merge_all,
-    _postings,
-)
+from agentic_memory.store.embedded.arrays import FloatArray, Growing, IntArray
+from agentic_memory.store.embedded.keyword import _finish, _KeywordIndex, _Postings, _postings
 from agentic_memory.store.embedded.sql import _table
 from agentic_memory.store.embedded.vectors import _CoarseIndex
 from agentic_memory.store.types import CollectionSpec, StoreError
@@ -29,19 +22,72 @@ from agentic_memory.store.types import CollectionSpec, StoreError
 _CACHE_ENTRIES = 16
 
 
-@dataclass
 class _Partition:
-    token: str | None
-    lineage: str | None
-    """Kept by writes that only add or delete rows: the cache is then updated, not reloaded."""
-    rowids: IntArray
-    ids: list[str]
-    unit: FloatArray
-    """Rows scaled to unit length (zero rows stay zero), so a dot product is the cosine."""
-    keyword: _KeywordIndex | None = None
-    """Built on the first keyword search, from the same generation as the vectors."""
-    coarse: _CoarseIndex | None = None
-    """Built on the first vector search of a large partition."""
+    """The in-memory index of one (collection, user): rows in rid order, as a fresh load has them."""
+
+    def __init__(
+        self,
+        token: str | None,
+        lineage: str | None,
+        removed: int,
+        rowids: IntArray,
+        ids: list[str],
+        unit: FloatArray,
+    ) -> None:
+        """Hold the rows of one generation of the partition."""
+        self.token = token
+        self.lineage = lineage
+        """Kept by writes that only add or delete rows: the cache is then updated, not reloaded."""
+        self.removed = removed
+        """The partition's count of deleting writes: unchanged, no cached row can be gone."""
+        self._rowids = Growing(rowids)
+        self.ids = ids
+        self._unit = Growing(unit)
+        self.keyword: _KeywordIndex | None = None
+        """Built on the first keyword search, from the same generation as the vectors."""
+        self.coarse: _CoarseIndex | None = None
+        """Built on the first vector search of a large partition."""
+
+    @property
+    def rowids(self) -> IntArray:
+        """Return the rows' rids, ascending."""
+        return self._rowids.view
+
+    @property
+    def unit(self) -> FloatArray:
+        """Return the rows scaled to unit length (zero rows stay zero): a dot product is the cosine."""
+        return self._unit.view
+
+    def drop(self, keep: npt.NDArray[np.bool_]) -> None:
+        """Remove the rows not kept."""
+        if keep.all():
+            return
+        self._rowids.keep(keep)
+        self.ids = [i for i, k in zip(self.ids, keep.tolist(), strict=True) if k]
+        self._unit.keep(keep)
+        if self.keyword is not None:
+            self.keyword.drop(keep)
+        # Rows moved up: a fresh load would sample other rows for the axes.
+        self.coarse = None
+
+    def append(
+        self, rids: IntArray, ids: list[str], unit: FloatArray, postings: _Postings | None
+    ) -> None:
+        """Add rows with larger rids at the end (``postings``: theirs, when keyword-indexed)."""
+        if not ids:
+            return
+        self._rowids.append(rids)
+        self.ids.extend(ids)
+        self._unit.append(unit)
+        if self.keyword is not None:
+            if postings is None:
+                raise StoreError("rows added without their postings")
+            self.keyword.append(postings)
+        if self.coarse is not None:
+            if self.coarse.fits(self.rowids.size):
+                self.coarse.append(unit)
+            else:
+                self.coarse = None
 
 
 class PartitionCache:
@@ -84,19 +130,26 @@ class PartitionCache:
         """
         key = (spec.name, user or "")
         row = conn.execute(
-            "SELECT token, lineage FROM amem_generations WHERE collection = ? AND scope = ?",
+            "SELECT token, lineage, removed FROM amem_generations "
+            "WHERE collection = ? AND scope = ?",
             key,
         ).fetchone()
-        token, lineage = (row[0], row[1]) if row else (None, None)
+        token, lineage, removed = (row[0], row[1], int(row[2])) if row else (None, None, 0)
         cached = self._entries.get(key)
         if cached is not None and cached.token == token and token is not None:
             self._entries.move_to_end(key)
             return cached
         if cached is not None and lineage and cached.lineage == lineage:
-            entry = self.extend(conn, spec, user, cached, token)
+            try:
+                self.extend(conn, spec, user, cached, token, removed)
+            except BaseException:
+                # Half updated, it would pass for the generation it was extended from.
+                del self._entries[key]
+                raise
+            entry = cached
         else:
             rids, ids, unit, _ = self.load_rows(conn, spec, user, after=0, terms=False)
-            entry = _Partition(token=token, lineage=lineage, rowids=rids, ids=ids, unit=unit)
+            entry = _Partition(token, lineage, removed, rids, ids, unit)
         self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > _CACHE_ENTRIES:
@@ -146,45 +199,40 @@ class PartitionCache:
         user: str | None,
         cached: _Partition,
         token: str | None,
-    ) -> _Partition:
-        """Return ``cached`` without its deleted rows and with the rows added since.
+        removed: int,
+    ) -> None:
+        """Update ``cached`` in place: drop its deleted rows and add the rows added since.
 
         Under the same lineage no cached row was replaced and no rid was reused (see
         ``_bump``): the cached rows still present are unchanged, and every new row has a
         larger rid than all of them. Dropping the deleted ones and appending the new ones
-        keeps the arrays in rid order, as a fresh load has them.
+        keeps the arrays in rid order, as a fresh load has them. Unless a write deleted rows
+        since (``removed`` moved), only the new rows are read: O(rows added), whatever the
+        partition holds.
         """
         largest = int(cached.rowids[-1]) if cached.rowids.size else 0
-        table = _table(spec.name)
-        still_there = np.fromiter(
-            (
-                r[0]
-                for r in conn.execute(
-                    f"SELECT rid FROM {table} WHERE user IS ? AND rid <= ? ORDER BY rid",
-                    (user, largest),
-                )
-            ),
-            dtype=np.int64,
-        )
-        keep = np.isin(cached.rowids, still_there, assume_unique=True)
+        if removed != cached.removed:
+            still_there = np.fromiter(
+                (
+                    r[0]
+                    for r in conn.execute(
+                        f"SELECT rid FROM {_table(spec.name)} "
+                        "WHERE user IS ? AND rid <= ? ORDER BY rid",
+                        (user, largest),
+                    )
+                ),
+                dtype=np.int64,
+            )
+            cached.drop(np.isin(cached.rowids, still_there, assume_unique=True))
         rids, ids, unit, (length_blobs, term_blobs) = self.load_rows(
             conn, spec, user, after=largest, terms=cached.keyword is not None
         )
-        kept_ids = [i for i, k in zip(cached.ids, keep.tolist(), strict=True) if k]
-        keyword = None
+        postings = None
         if cached.keyword is not None:
-            postings = _drop_rows(_as_postings(cached.keyword), keep)
-            added = _postings(length_blobs, term_blobs, len(spec.searchable), len(kept_ids))
-            keyword = _finish(_merge_all(postings, added))
-        # The PCA shortlist is rebuilt on demand: its sample would differ from a fresh load's.
-        return _Partition(
-            token=token,
-            lineage=cached.lineage,
-            rowids=np.concatenate((cached.rowids[keep], rids)),
-            ids=kept_ids + ids,
-            unit=np.concatenate((cached.unit[keep], unit)),
-            keyword=keyword,
-        )
+            postings = _postings(length_blobs, term_blobs, len(spec.searchable), cached.rowids.size)
+        cached.append(rids, ids, unit, postings)
+        cached.token = token
+        cached.removed = removed
 
     def build_keyword_index(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, part: _Partition

@@ -94,20 +94,6 @@ class _PropertyPostings:
     """Row index of each posting; within a term, in row order."""
     tf: FloatArray
     """The term's count in the property of the row."""
-    weight: FloatArray64
-    """``tf / (tf + k1 (1 - b + b len / avg_len))``, Weaviate's BlockMax term weight without a
-    (k1 + 1) factor; a query multiplies it by each term's idf."""
-
-
-@dataclass
-class _KeywordIndex:
-    """BM25 postings of one partition, per searchable property (as Weaviate keeps them)."""
-
-    props: list[_PropertyPostings]
-    lengths: FloatArray
-    """(rows, searchable properties): token counts, for the length normalisation."""
-    average: FloatArray64
-    """Per property: the mean token count of the rows that have at least one token in it."""
 
 
 @dataclass
@@ -117,6 +103,125 @@ class _Pairs:
     pair_hash: IntArray
     docs: IntArray
     tf: FloatArray
+
+
+@dataclass
+class _Segment:
+    """The postings of a run of consecutive rows, per searchable property."""
+
+    props: list[_PropertyPostings]
+
+    @property
+    def size(self) -> int:
+        """Return the number of postings, over all properties."""
+        return sum(pp.docs.size for pp in self.props)
+
+
+MERGE_RATIO = 4
+"""A segment is merged into the one before it once it holds a quarter of its postings, so
+each segment is more than four times the next: a partition of n postings has at most
+log4(n) segments, and a posting is copied O(log n) times in all."""
+
+
+class _KeywordIndex:
+    """BM25 postings of one partition, per searchable property (as Weaviate keeps them).
+
+    The postings are split into segments of consecutive rows, oldest first: rows written
+    since the index was built get segments of their own, merged lazily (``MERGE_RATIO``),
+    so a write costs what it adds, not what the partition holds. A query reads every
+    segment: a term's postings are its spans in each segment, in segment (that is, row)
+    order, exactly the postings of one merged index. Term weights depend on the average
+    property length, which every write moves; they are computed at query time from the
+    per-row length normalisation (``norm``), which is rebuilt lazily after a write.
+    """
+
+    def __init__(self, segments: list[_Segment], lengths: FloatArray) -> None:
+        """Index ``lengths`` (rows, searchable properties) and the segments of those rows."""
+        self.segments = [s for s in segments if s.size]
+        self.lengths = lengths
+        # Token counts are integers, so float64 sums are exact in any order: adding and
+        # subtracting rows gives the bits a fresh sum gives.
+        self.total = lengths.sum(axis=0, dtype=np.float64)
+        self.present = (lengths > 0).sum(axis=0)
+        self._norm: FloatArray64 | None = None
+
+    @property
+    def rows(self) -> int:
+        """Return the number of rows indexed."""
+        return int(self.lengths.shape[0])
+
+    @property
+    def average(self) -> FloatArray64:
+        """Per property: the mean token count of the rows that have at least one token in it.
+
+        As the server's ``GetAveragePropertyLength``, which counts only documents with
+        postings.
+        """
+        average: FloatArray64 = np.divide(
+            self.total, self.present, out=np.zeros(self.lengths.shape[1]), where=self.present > 0
+        )
+        return average
+
+    def norm(self) -> FloatArray64:
+        """Return (properties, rows): ``k1 (1 - b + b len / avg_len)`` of each row.
+
+        A posting's weight is ``tf / (tf + norm)``, Weaviate's BlockMax term weight without a
+        (k1 + 1) factor; a query multiplies it by each term's idf.
+        """
+        if self._norm is None:
+            average = self.average
+            norm = np.empty((self.lengths.shape[1], self.rows), dtype=np.float64)
+            for p in range(self.lengths.shape[1]):
+                if average[p] > 0:
+                    norm[p] = BM25_K1 * ((1 - BM25_B) + BM25_B * (self.lengths[:, p] / average[p]))
+                else:
+                    norm[p] = 1.0  # no row has a token in p, so none has a posting to weigh
+            self._norm = norm
+        return self._norm
+
+    def append(self, added: _Postings) -> None:
+        """Add the postings of rows numbered from ``rows`` on (``_postings(..., rows)``)."""
+        self.lengths = np.concatenate((self.lengths, added.lengths))
+        self.total = self.total + added.lengths.sum(axis=0, dtype=np.float64)
+        self.present = self.present + (added.lengths > 0).sum(axis=0)
+        self._norm = None
+        segment = _segment(added.props)
+        if segment.size:
+            self.segments.append(segment)
+        while (
+            len(self.segments) > 1
+            and self.segments[-1].size * MERGE_RATIO >= self.segments[-2].size
+        ):
+            last = self.segments.pop()
+            self.segments[-1] = _merge_segments(self.segments[-1], last)
+
+    def drop(self, keep: npt.NDArray[np.bool_]) -> None:
+        """Remove the rows not kept and renumber the others, order unchanged."""
+        if keep.all():
+            return
+        gone = self.lengths[~keep]
+        self.total = self.total - gone.sum(axis=0, dtype=np.float64)
+        self.present = self.present - (gone > 0).sum(axis=0)
+        self.lengths = self.lengths[keep]
+        self._norm = None
+        number = np.cumsum(keep) - 1
+        self.segments = [
+            s
+            for s in (
+                _segment([_drop_pairs(pairs, keep, number) for pairs in _pairs_of(segment)])
+                for segment in self.segments
+            )
+            if s.size
+        ]
+
+    def merged(self, width: int) -> list[_PropertyPostings]:
+        """Return the postings of all segments as one segment (per property)."""
+        if not self.segments:
+            return _segment([_empty_pairs() for _ in range(width)]).props
+        whole = self.segments[0]
+        for segment in self.segments[1:]:
+            whole = _merge_segments(whole, segment)
+        return whole.props
 
 
 @dataclass
@@ -157,63 +262,50 @@ def _postings(
 
 
 def _finish(postings: _Postings) -> _KeywordIndex:
-    """Group each property's pairs by term and weigh them with its average length.
+    """Return the index of freshly decoded postings: one segment."""
+    return _KeywordIndex([_segment(postings.props)], postings.lengths)
 
-    A property's average counts only the rows that have at least one token in it, as the
-    server's ``GetAveragePropertyLength`` counts only documents with postings.
-    """
-    lengths = postings.lengths
-    present = (lengths > 0).sum(axis=0)
-    total = lengths.sum(axis=0, dtype=np.float64)
-    average = np.divide(total, present, out=np.zeros(lengths.shape[1]), where=present > 0)
-    props: list[_PropertyPostings] = []
-    for p, pairs in enumerate(postings.props):
+
+def _segment(props: list[_Pairs]) -> _Segment:
+    """Group each property's pairs by term."""
+    out: list[_PropertyPostings] = []
+    for pairs in props:
         term_start = _term_starts(pairs.pair_hash)
-        tf = pairs.tf.astype(np.float64)
-        # Rows with postings in p have a positive length, so the average is positive here.
-        norm = BM25_K1 * ((1 - BM25_B) + BM25_B * (lengths[pairs.docs, p] / average[p]))
-        props.append(
+        out.append(
             _PropertyPostings(
                 hashes=pairs.pair_hash[term_start],
                 indptr=np.append(term_start, pairs.pair_hash.size).astype(np.int64),
                 docs=pairs.docs,
                 tf=pairs.tf,
-                weight=tf / (tf + norm),
             )
         )
-    return _KeywordIndex(props=props, lengths=lengths, average=average)
+    return _Segment(out)
 
 
-def _as_postings(index: _KeywordIndex) -> _Postings:
-    """Return the pairs of an index, one term hash per pair."""
-    return _Postings(
-        props=[
-            _Pairs(np.repeat(pp.hashes, np.diff(pp.indptr)), pp.docs, pp.tf) for pp in index.props
-        ],
-        lengths=index.lengths,
+def _empty_pairs() -> _Pairs:
+    return _Pairs(
+        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     )
 
 
-def _drop_rows(postings: _Postings, keep: npt.NDArray[np.bool_]) -> _Postings:
-    """Remove the rows not kept and renumber the others, order unchanged."""
-    if keep.all():
-        return postings
-    number = np.cumsum(keep) - 1
-    props = []
-    for pairs in postings.props:
-        pair_keep = keep[pairs.docs]
-        props.append(
-            _Pairs(pairs.pair_hash[pair_keep], number[pairs.docs[pair_keep]], pairs.tf[pair_keep])
-        )
-    return _Postings(props=props, lengths=postings.lengths[keep])
+def _pairs_of(segment: _Segment) -> list[_Pairs]:
+    """Return a segment's pairs, one term hash per pair."""
+    return [
+        _Pairs(np.repeat(pp.hashes, np.diff(pp.indptr)), pp.docs, pp.tf) for pp in segment.props
+    ]
 
 
-def _merge_all(old: _Postings, added: _Postings) -> _Postings:
-    """Return the pairs of the rows of ``old`` followed by the rows of ``added``."""
-    return _Postings(
-        props=[_merge_pairs(a, b) for a, b in zip(old.props, added.props, strict=True)],
-        lengths=np.concatenate((old.lengths, added.lengths)),
+def _merge_segments(old: _Segment, added: _Segment) -> _Segment:
+    """Merge two segments, all of whose ``added`` rows come after the ``old`` ones."""
+    return _segment(
+        [_merge_pairs(a, b) for a, b in zip(_pairs_of(old), _pairs_of(added), strict=True)]
     )
+
+
+def _drop_pairs(pairs: _Pairs, keep: npt.NDArray[np.bool_], number: IntArray) -> _Pairs:
+    """Remove the pairs of rows not kept; ``number`` gives the kept rows' new numbers."""
+    pair_keep = keep[pairs.docs]
+    return _Pairs(pairs.pair_hash[pair_keep], number[pairs.docs[pair_keep]], pairs.tf[pair_keep])
 
 
 def _merge_pairs(old: _Pairs, added: _Pairs) -> _Pairs:
@@ -224,6 +316,8 @@ def _merge_pairs(old: _Pairs, added: _Pairs) -> _Pairs:
     """
     if added.pair_hash.size == 0:
         return old
+    if old.pair_hash.size == 0:
+        return added
     term_start = _term_starts(old.pair_hash)
     terms = old.pair_hash[term_start]
     bounds = np.append(term_start, old.pair_hash.size)
@@ -268,38 +362,55 @@ def _bm25_top(
     rows, which stand in for the server's docIDs (write order). See ``docs/storage.md``.
     """
     n = part.rowids.size
+    width = index.lengths.shape[1]
     hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=len(counts))
-    # (terms, properties): where each term's postings start and end in each property.
-    lo = np.zeros((hashes.size, len(index.props)), dtype=np.int64)
-    hi = np.zeros_like(lo)
-    for p, pp in enumerate(index.props):
-        if pp.hashes.size == 0:
-            continue
-        at = np.searchsorted(pp.hashes, hashes)
-        found = (at < pp.hashes.size) & (pp.hashes[np.minimum(at, pp.hashes.size - 1)] == hashes)
-        lo[found, p] = pp.indptr[at[found]]
-        hi[found, p] = pp.indptr[at[found] + 1]
-    doc_freqs = (hi - lo).tolist()
-    idfs = [bm25_idf(n, freqs, r) for freqs, r in zip(doc_freqs, counts.values(), strict=True)]
+    # Per segment, (terms, properties): where each term's postings start and end.
+    spans: list[tuple[_Segment, list[list[int]], list[list[int]]]] = []
+    doc_freq = np.zeros((hashes.size, width), dtype=np.int64)
+    for segment in index.segments:
+        lo = np.zeros((hashes.size, width), dtype=np.int64)
+        hi = np.zeros_like(lo)
+        for p, pp in enumerate(segment.props):
+            if pp.hashes.size == 0:
+                continue
+            at = np.searchsorted(pp.hashes, hashes)
+            found = (at < pp.hashes.size) & (
+                pp.hashes[np.minimum(at, pp.hashes.size - 1)] == hashes
+            )
+            lo[found, p] = pp.indptr[at[found]]
+            hi[found, p] = pp.indptr[at[found] + 1]
+        doc_freq += hi - lo
+        spans.append((segment, lo.tolist(), hi.tolist()))
+    idfs = [
+        bm25_idf(n, freqs, r) for freqs, r in zip(doc_freq.tolist(), counts.values(), strict=True)
+    ]
     if not any(idfs):
         return _NO_HITS
-    keep_each = per_property_limit(candidates, len(index.props))
+    keep_each = per_property_limit(candidates, width)
+    norm = index.norm()
     total = np.zeros(n, dtype=np.float32)
     kept_rows: list[IntArray] = []
-    for p, pp in enumerate(index.props):
-        spans = [
-            (idf, int(lo[t, p]), int(hi[t, p])) for t, idf in enumerate(idfs) if hi[t, p] > lo[t, p]
-        ]
-        if not spans:
+    for p in range(width):
+        docs: list[IntArray] = []
+        weights: list[FloatArray64] = []
+        # Term by term, each term's postings segment by segment: a row's contributions are
+        # added in query-term order, as with one merged index.
+        for t, idf in enumerate(idfs):
+            for segment, lo_list, hi_list in spans:
+                a, b = lo_list[t][p], hi_list[t][p]
+                if b <= a:
+                    continue
+                pp = segment.props[p]
+                rows = pp.docs[a:b]
+                tf = pp.tf[a:b].astype(np.float64)
+                docs.append(rows)
+                weights.append(idf * (tf / (tf + norm[p, rows])))
+        if not docs:
             continue
         # bincount adds each row's contributions in input order, i.e. query-term order, in
         # float64: the same sums as the server's per-document loop over the terms.
         scores: FloatArray64 = np.asarray(
-            np.bincount(
-                np.concatenate([pp.docs[a:b] for _, a, b in spans]),
-                weights=np.concatenate([idf * pp.weight[a:b] for idf, a, b in spans]),
-                minlength=n,
-            ),
+            np.bincount(np.concatenate(docs), weights=np.concatenate(weights), minlength=n),
             dtype=np.float64,
         )
         best, narrow = _best_rows(scores, allowed, keep_each)
@@ -308,8 +419,8 @@ def _bm25_top(
         kept_rows.append(best)
     if not kept_rows:
         return _NO_HITS
-    rows = np.unique(np.concatenate(kept_rows))
-    best = rows[top_positions(total[rows], candidates)]
+    rows_kept = np.unique(np.concatenate(kept_rows))
+    best = rows_kept[top_positions(total[rows_kept], candidates)]
     return best, total[best]
 
 

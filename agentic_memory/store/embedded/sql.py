@@ -29,7 +29,10 @@ from agentic_memory.store.types import (
 )
 
 DB_FILENAME = "store.sqlite3"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+PAGE_SIZE = 16_384
+"""Bytes per database page. A row (a 256-d vector, its text and term counts) takes ~2.6 KB:
+one fitted in a 4 KB page and left the rest empty, so the file was ~1.5 times its content."""
 _ZEROED_KEY = "free_space_zeroed"
 """``amem_meta`` key of a store file written with ``secure_delete`` since its creation."""
 
@@ -44,8 +47,10 @@ def _create_catalogue(conn: sqlite3.Connection) -> None:
         )
         # Written with secure_delete from the start: no stale text in its free space.
         conn.execute(f"INSERT INTO amem_meta (key, value) VALUES ('{_ZEROED_KEY}', '1')")
-    elif int(row[0]) == 1:
-        _migrate_from_v1(conn)
+    elif int(row[0]) in (1, 2):
+        if int(row[0]) == 1:
+            _migrate_from_v1(conn)
+        _migrate_from_v2(conn)
     elif int(row[0]) != SCHEMA_VERSION:
         raise SchemaConflictError(
             f"store file has layout version {row[0]}, this code reads {SCHEMA_VERSION}"
@@ -58,11 +63,13 @@ def _create_catalogue(conn: sqlite3.Connection) -> None:
     # One random token per (collection, user) that every write replaces: a vector cache
     # built under another token is stale, whichever process wrote. The lineage changes
     # only when rows are replaced (or rids could be reused), so a cache of the same
-    # lineage holds rows that are unchanged or deleted, and lacks only larger rids.
+    # lineage holds rows that are unchanged or deleted, and lacks only larger rids; and
+    # unless ``removed`` (a count of deleting writes) moved, none was deleted either.
     conn.execute(
         "CREATE TABLE IF NOT EXISTS amem_generations ("
         "collection TEXT NOT NULL, scope TEXT NOT NULL, token TEXT NOT NULL, "
-        "lineage TEXT NOT NULL DEFAULT '', PRIMARY KEY (collection, scope))"
+        "lineage TEXT NOT NULL DEFAULT '', removed INTEGER NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (collection, scope))"
     )
     _retokenize(conn)
 
@@ -82,18 +89,33 @@ def _table(name: str) -> str:
 
 
 def _bump(
-    conn: sqlite3.Connection, collection: str, user: str | None, *, keeps_lineage: bool
+    conn: sqlite3.Connection,
+    collection: str,
+    user: str | None,
+    *,
+    keeps_lineage: bool,
+    removes: bool = False,
 ) -> None:
     """Mark a partition changed.
 
     ``keeps_lineage``: the write only added rows with new, larger rids or deleted rows, so a
-    cached copy stays valid for the rows that are still there (see ``EmbeddedStore._extend``).
+    cached copy stays valid for the rows that are still there (see ``PartitionCache.extend``).
+    ``removes``: the write deleted rows, so a cached copy must look for the ones gone.
     """
     conn.execute(
-        "INSERT INTO amem_generations (collection, scope, token, lineage) VALUES (?, ?, ?, ?) "
+        "INSERT INTO amem_generations (collection, scope, token, lineage, removed) "
+        "VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (collection, scope) DO UPDATE SET token = excluded.token, "
-        "lineage = CASE WHEN ? THEN lineage ELSE excluded.lineage END",
-        (collection, user or "", uuid.uuid4().hex, uuid.uuid4().hex, keeps_lineage),
+        "lineage = CASE WHEN ? THEN lineage ELSE excluded.lineage END, "
+        "removed = removed + excluded.removed",
+        (
+            collection,
+            user or "",
+            uuid.uuid4().hex,
+            uuid.uuid4().hex,
+            int(removes),
+            keeps_lineage,
+        ),
     )
 
 
@@ -221,9 +243,58 @@ def _migrate_from_v1(conn: sqlite3.Connection) -> None:
                 )
             )
         _index_columns(conn, spec)
+    conn.execute("UPDATE amem_meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def _migrate_from_v2(conn: sqlite3.Connection) -> None:
+    """Count deleting writes per partition, and index every object table by user alone.
+
+    A cache then reads only the rows added since it was built: the ``(user)`` index holds
+    each user's rids in order, so ``user IS ? AND rid > ?`` is a range, where the other
+    indexes made it a scan of all the user's rows; and an unchanged ``removed`` count
+    spares reading every rid to find deleted ones. Runs inside the opening transaction,
+    like ``_migrate_from_v1``. The page size changes later, outside it (``compact_pages``).
+    """
+    conn.execute("ALTER TABLE amem_generations ADD COLUMN removed INTEGER NOT NULL DEFAULT 0")
+    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+        _user_index(conn, _spec_from_json(spec_json))
     conn.execute(
         "UPDATE amem_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
     )
+
+
+def _user_index(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
+    conn.execute(f'CREATE INDEX IF NOT EXISTS "ix_{spec.name}_user" ON {_table(spec.name)} (user)')
+
+
+def compact_pages(conn: sqlite3.Connection) -> bool:
+    """Rewrite a file of smaller pages with ``PAGE_SIZE`` pages, if no other process has it open.
+
+    Runs ``VACUUM``, which SQLite makes atomic (a crash leaves the old file), after leaving
+    WAL mode, which only the sole connection to a file may do: when another process has the
+    store open, nothing is done and a later open tries again. Returns whether it was done.
+    """
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    if size >= PAGE_SIZE:
+        return False
+    (timeout,) = conn.execute("PRAGMA busy_timeout").fetchone()
+    # Wait for no one: the store works as it is, and another open will try again.
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        (mode,) = conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+        if mode != "delete":
+            return False
+        try:
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+            conn.execute("VACUUM")
+        finally:
+            conn.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.Error:
+        # Busy, or no room for the copy VACUUM makes: the file is as it was.
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+    return True
 
 
 def _sql_value(prop: Property, value: Any) -> Any:

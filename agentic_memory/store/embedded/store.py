@@ -29,6 +29,7 @@ from agentic_memory.store.embedded.keyword import _bm25_top, encode_terms
 from agentic_memory.store.embedded.sql import (
     _ZEROED_KEY,
     DB_FILENAME,
+    PAGE_SIZE,
     _bump,
     _column,
     _column_value,
@@ -46,6 +47,8 @@ from agentic_memory.store.embedded.sql import (
     _structure,
     _table,
     _translate,
+    _user_index,
+    compact_pages,
     normalise_date,
 )
 from agentic_memory.store.embedded.vectors import _cosine_top
@@ -113,9 +116,12 @@ class EmbeddedStore(MemoryStore):
             # Deleted rows and freed pages are overwritten with zeros, whatever the SQLite
             # build's default: forgotten memories must not stay readable in the file.
             conn.execute("PRAGMA secure_delete = ON")
+            # Takes effect only in a new, empty file (older ones: compact_pages below).
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
             self._write(_create_catalogue)
+            compact_pages(conn)
             # Files made by an older version, before the database file was created private.
             tighten(self.path / (DB_FILENAME + suffix) for suffix in ("", "-wal", "-shm"))
         except BaseException:
@@ -205,6 +211,7 @@ class EmbeddedStore(MemoryStore):
                 f"lengths BLOB NOT NULL, terms BLOB NOT NULL{columns})"
             )
             conn.execute(f'CREATE INDEX "ix_{spec.name}_user_id" ON {obj} (user, id)')
+            _user_index(conn, spec)
             _index_columns(conn, spec)
             _compound_indexes(conn, spec)
             conn.execute(
@@ -408,7 +415,7 @@ class EmbeddedStore(MemoryStore):
         # unless the largest row goes: only then may a cached partition mistake a new row for
         # one it holds, and the lineage must change.
         (largest,) = conn.execute(f"SELECT max(rid) FROM {table}").fetchone()
-        _bump(conn, spec.name, user, keeps_lineage=largest not in rids)
+        _bump(conn, spec.name, user, keeps_lineage=largest not in rids, removes=True)
         conn.execute(
             f"DELETE FROM {table} WHERE rid IN (SELECT value FROM json_each(?))",
             (json.dumps(rids),),
