@@ -75,7 +75,13 @@ def _project(unit: FloatArray, fixed: FloatArray64) -> FloatArray:
     out = np.empty((unit.shape[0], fixed.shape[0]), dtype=np.float32)
     for start in range(0, unit.shape[0], _SAMPLE):
         chunk = np.rint(unit[start : start + _SAMPLE] * np.float32(_FIXED)).astype(np.float64)
-        out[start : start + _SAMPLE] = (chunk @ fixed.T) * (1 / _FIXED**2)
+        # Exact either way; a few rows go through numpy's own loop, since waking BLAS
+        # threads on shared cores cost milliseconds.
+        if chunk.shape[0] >= 1024:
+            product = chunk @ fixed.T
+        else:
+            product = np.einsum("ij,kj->ik", chunk, fixed)
+        out[start : start + _SAMPLE] = product * (1 / _FIXED**2)
     return out
 
 
