@@ -126,7 +126,7 @@ class Embedded:
 
     def __init__(self, folder: Path) -> None:
         """Create a store in ``folder``."""
-        from agentic_memory.kinds.collections import knowledge_collection
+        from agentic_memory.kinds.knowledge import knowledge_collection
         from agentic_memory.store.embedded import EmbeddedStore
 
         self.folder = folder

@@ -1,7 +1,7 @@
 """Procedural memory: versioned behaviour rules, at most ten, each "instruction – rationale".
 
 A rule set lives in a *scope*: a user id (rules learned from that user's conversations)
-or :data:`memstore.GLOBAL_SCOPE` (rules shared by everyone). Version 1 of every scope is
+or :data:`agentic_memory.store.GLOBAL_SCOPE` (rules shared by everyone). Version 1 of every scope is
 the starting set in ``prompts/procedural_rules.md``; it is written to the store together
 with the first rewrite, so an unused scope stores nothing. Every change is a new version
 that records where it came from (episode ids, users, a note); old versions are never
@@ -81,7 +81,7 @@ RULES = CollectionSpec(
     name="ProceduralRules",
     per_user=True,
     description=(
-        "Versions of the behaviour rule set; the scope is a user, or memstore.GLOBAL_SCOPE "
+        "Versions of the behaviour rule set; the scope is a user, or agentic_memory.store.GLOBAL_SCOPE "
         "for the rules shared by everyone."
     ),
     properties=(
