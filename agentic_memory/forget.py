@@ -558,8 +558,9 @@ async def forget_user(
     """Erase everything derived from ``user``.
 
     Deletes their objects in every per-user collection (episodes, facts with history,
-    message log, rule versions in their scope) and the store's bookkeeping rows that name
-    them; removes from the global rule versions the rules learned only from them (see the
+    message log, rule versions in their scope), the LangGraph store items other code kept
+    under a namespace naming them (``("memories", user)``, see ``AgenticStore.forget_user``)
+    and the store's bookkeeping rows that name them; removes from the global rule versions the rules learned only from them (see the
     module doc) and scrubs their episodes and name from the provenance; deletes the
     checkpoints of their threads: those named in their memories, ``extra_threads``, and the
     threads whose runs carried their ``user_id`` or whose state records them as ``owner``.
@@ -599,10 +600,23 @@ async def forget_user(
         report.add_deleted(kind.spec.name, await kind.aforget_user(user))
     for spec in await _other_per_user_collections(store):
         report.add_deleted(spec.name, await store.adelete_user(spec.name, user))
+    await _forget_store_items(store, user, embeddings, report)
     await _erase(store, report)
     if checkpointer is not None:
         await _delete_checkpoints(checkpointer, threads, report)
     return report
+
+
+async def _forget_store_items(
+    store: MemoryStore, user: str, embeddings: Embeddings | None, report: ForgetReport
+) -> None:
+    """Delete what other LangGraph code kept for the user in the store (``("memories", user)``)."""
+    from agentic_memory.langgraph_store import AgenticStore  # noqa: PLC0415  (import cycle)
+    from agentic_memory.langgraph_store.generic import ITEMS  # noqa: PLC0415
+
+    if ITEMS.name in await store.acollections():
+        items = AgenticStore(store, embeddings or _LazyEmbeddings())
+        report.add_deleted(ITEMS.name, await asyncio.to_thread(items.forget_user, user))
 
 
 async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:

@@ -17,16 +17,20 @@ calling a sync twin) would wait on itself: that raises ``RuntimeError`` instead.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-__all__ = ["blocking", "in_thread", "in_thread_function", "run_blocking"]
+__all__ = ["blocking", "in_thread", "in_thread_function", "in_thread_iterator", "run_blocking"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
+T = TypeVar("T")
+
+_CHUNK = 256
 
 
 class in_thread(Generic[S, P, R]):
@@ -60,6 +64,42 @@ class in_thread(Generic[S, P, R]):
         twin.__name__ = self._name or f"a{method.__name__}"
         twin.__doc__ = f"Async :meth:`{method.__name__}` (runs in a worker thread)."
         return twin
+
+
+class in_thread_iterator(Generic[S, P, T]):
+    """``aname = in_thread_iterator(name)``: the async-iterator twin of a method returning an iterator.
+
+    The method is called at once (so its arguments are checked at once); its items are then
+    pulled in worker threads, a chunk at a time, so a page read never blocks the event loop.
+    """
+
+    def __init__(self, method: Callable[Concatenate[S, P], Iterator[T]]) -> None:
+        self._method = method
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> in_thread_iterator[S, P, T]: ...
+
+    @overload
+    def __get__(self, obj: S, owner: type | None = None) -> Callable[P, AsyncIterator[T]]: ...
+
+    def __get__(
+        self, obj: S | None, owner: type | None = None
+    ) -> in_thread_iterator[S, P, T] | Callable[P, AsyncIterator[T]]:
+        if obj is None:
+            return self
+        bound: Callable[P, Iterator[T]] = getattr(obj, self._method.__name__)
+
+        def twin(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
+            return _pull(bound(*args, **kwargs))
+
+        twin.__doc__ = f"Async :meth:`{self._method.__name__}` (pages read in worker threads)."
+        return twin
+
+
+async def _pull(items: Iterator[T]) -> AsyncIterator[T]:
+    while chunk := await asyncio.to_thread(lambda: list(itertools.islice(items, _CHUNK))):
+        for item in chunk:
+            yield item
 
 
 def in_thread_function(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:

@@ -1,17 +1,21 @@
-"""Cost of one message-log write as a user's log grows: 1k, 5k and 20k messages.
+"""Cost of one message-log write, and of a recall right after one, as a user's log grows.
 
-For each size, a fresh embedded store gets one user whose log holds that many messages (in
-threads of 50 turns, written straight into the store); then ``--writes`` calls of
-``MessageLog.remember`` each log one turn (a human message and an answer, with ids, as the
-graph's ``log_turn`` does) on one of ten new threads. Reported: milliseconds per call (p50,
-p95) and SQLite virtual-machine steps per call (in thousands; a count of the work done,
-independent of machine load). Embeddings are a fixed-cost hash, so the numbers are the store's.
+For each size (1k, 5k and 20k messages), a fresh embedded store gets one user whose log holds
+that many messages (in threads of 50 turns, written straight into the store); then
+``--writes`` calls of ``MessageLog.remember`` each log one turn (a human message and an
+answer, with ids, as the graph's ``log_turn`` does) on one of ten new threads. Reported:
+milliseconds per call (p50, p95) and SQLite virtual-machine steps per call (in thousands; a
+count of the work done, independent of machine load). Then ``--recalls`` rounds of: one
+write, a ``MessageLog.recall`` (timed: "after a write", the store's cached index must catch
+up with the write) and another recall (timed: "cached"), interleaved so that load changes
+hit both alike; reported as medians and their ratio. Embeddings are a fixed-cost hash, so the
+numbers are the store's.
 
 ``--baseline PATH`` also measures another checkout of the code (for example the commit before
 a change) in a subprocess, and writes both into one table.
 
 Run: ``python bench/message_write_bench.py [--sizes 1000,5000,20000] [--writes 200]
-[--baseline DIR] [--out bench/results/message_write.md]``
+[--recalls 40] [--baseline DIR] [--out bench/results/message_write.md]``
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ class _HashEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
-def measure(sizes: list[int], writes: int) -> list[dict[str, Any]]:
+def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, Any]]:
     """Measure the code importable in this process; one result per size."""
     # Imported here, from whichever checkout of the code this process runs.
     from agentic_memory.kinds.messages import MESSAGES, MessageLog
@@ -112,6 +116,18 @@ def measure(sizes: list[int], writes: int) -> list[dict[str, Any]]:
                 one(i)
                 times.append((time.perf_counter() - start) * 1000)
             conn.set_progress_handler(None, _STEP)
+            log.recall("alice", "warm up the cached index", k=5)
+            after: list[float] = []
+            cached: list[float] = []
+            for r in range(recalls):
+                one(10 + writes + r)
+                for series, query in (
+                    (after, f"what did we say about message {(r * 37) % size}"),
+                    (cached, f"history of message {(r * 53) % size}"),
+                ):
+                    start = time.perf_counter()
+                    log.recall("alice", query, k=5)
+                    series.append((time.perf_counter() - start) * 1000)
             store.close()
             times.sort()
             results.append(
@@ -120,17 +136,20 @@ def measure(sizes: list[int], writes: int) -> list[dict[str, Any]]:
                     "p50": statistics.median(times),
                     "p95": times[int(0.95 * (len(times) - 1))],
                     "ksteps": steps * _STEP / writes / 1000,
+                    "recall_cached": statistics.median(cached),
+                    "recall_after": statistics.median(after),
+                    "rows": size + 2 * (10 + writes + recalls),
                 }
             )
     return results
 
 
-def _baseline(path: Path, sizes: list[int], writes: int) -> list[dict[str, Any]]:
+def _baseline(path: Path, sizes: list[int], writes: int, recalls: int) -> list[dict[str, Any]]:
     env = {**os.environ, "PYTHONPATH": str(path.resolve())}
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); "
         "sys.path.insert(0, sys.argv[2]); import message_write_bench as b; "
-        "print(json.dumps(b.measure(json.loads(sys.argv[3]), int(sys.argv[4]))))"
+        "print(json.dumps(b.measure(json.loads(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))))"
     )
     out = subprocess.run(
         [
@@ -141,6 +160,7 @@ def _baseline(path: Path, sizes: list[int], writes: int) -> list[dict[str, Any]]
             str(Path(__file__).parent.resolve()),
             json.dumps(sizes),
             str(writes),
+            str(recalls),
         ],
         check=True,
         capture_output=True,
@@ -157,6 +177,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,5000,20000")
     parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--recalls", type=int, default=40)
     parser.add_argument("--baseline", type=Path, default=None, help="another checkout")
     parser.add_argument("--baseline-label", default="before")
     parser.add_argument("--label", default="after")
@@ -165,16 +186,21 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     runs: list[tuple[str, list[dict[str, Any]]]] = []
     if args.baseline is not None:
-        runs.append((args.baseline_label, _baseline(args.baseline, sizes, args.writes)))
-    runs.append((args.label, measure(sizes, args.writes)))
+        runs.append(
+            (args.baseline_label, _baseline(args.baseline, sizes, args.writes, args.recalls))
+        )
+    runs.append((args.label, measure(sizes, args.writes, args.recalls)))
     lines = [
-        "| code | messages of the user | write p50 ms | write p95 ms | SQLite steps per write (k) |",
-        "|---|---:|---:|---:|---:|",
+        "| code | messages of the user | write p50 ms | write p95 ms | SQLite steps per write (k) "
+        "| recall cached p50 ms | recall after a write p50 ms | after / cached |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for label, results in runs:
         for r in results:
             lines.append(
-                f"| {label} | {r['size']:,} | {r['p50']:.2f} | {r['p95']:.2f} | {r['ksteps']:.1f} |"
+                f"| {label} | {r['size']:,} | {r['p50']:.2f} | {r['p95']:.2f} | {r['ksteps']:.1f} "
+                f"| {r['recall_cached']:.2f} | {r['recall_after']:.2f} "
+                f"| x{r['recall_after'] / r['recall_cached']:.2f} |"
             )
     for label, results in runs:
         first, last = results[0], results[-1]
@@ -188,16 +214,20 @@ def main() -> None:
     if args.out is not None:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         header = (
-            "# Message-log write cost\n\n"
+            "# Message-log write and recall cost\n\n"
             f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `python bench/message_write_bench.py"
-            f" --writes {args.writes}` ({platform.processor() or platform.machine()}, "
+            f" --writes {args.writes} --recalls {args.recalls}"
+            f"{' --baseline DIR' if args.baseline else ''}` "
+            f"({platform.processor() or platform.machine()}, "
             f"{os.cpu_count()} cores shared with other jobs, load average {load:.1f}, "
             f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}).\n\n"
             "One write = `MessageLog.remember` of one turn (a human message and an answer, "
             "with ids) on a new thread, in a user whose log already holds the given number "
             "of messages (threads of 50 turns). Embeddings are a fixed-cost hash, so the "
             "times are the store's. SQLite steps = virtual-machine instructions per write "
-            "(progress handler), a measure of rows visited that does not depend on load.\n\n"
+            "(progress handler), a measure of rows visited that does not depend on load. "
+            "Recall = `MessageLog.recall(k=5)`: 'after a write' follows a one-turn write, "
+            "'cached' follows that recall; medians of the interleaved rounds.\n\n"
         )
         args.out.write_text(header + table + "\n")
 

@@ -11,8 +11,9 @@ Run:
 
 ``--baseline FILE`` also times another version of the embedded store on the same file, query
 by query, interleaved with this one, and prints the ratios (timings on a shared machine are
-noisy; ratios from one interleaved run are not). FILE is an ``embedded.py`` of another
-revision, for example ``git show <rev>:agentic_memory/store/embedded.py > /tmp/embedded_old.py``.
+noisy; ratios from one interleaved run are not). FILE is the single-file ``embedded.py`` of a
+revision before the store became a package, for example
+``git show <rev>:agentic_memory/store/embedded.py > /tmp/embedded_old.py``.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def make_texts(
 def vector_recall(store: EmbeddedStore, qvecs: list[list[float]]) -> float:
     """Return the mean share of the exact top-100 cosine rows that the two-pass search keeps."""
     with store._read() as conn:  # the bench looks inside on purpose: recall is not in the API
-        part = store._partition(conn, EPISODES, USER)
+        part = store._cache.partition(conn, EPISODES, USER)
     found = []
     for v in qvecs:
         fast = set(_cosine_top(part, v, None, 100)[0].tolist())

@@ -82,7 +82,7 @@ def compile_graph(
         checkpointer: Keeps each thread's working memory between runs (see
             ``graph.persistence``); ``None`` keeps nothing between runs.
         store: The long-term memory: an ``AgenticStore``, or a ``MemoryStore`` to wrap in
-            one (with ``embeddings``); default: ``AgenticStore.open()``, the store and
+            one (with ``embeddings``); default: ``AgenticStore.from_env()``, the store and
             embeddings the environment configures. The caller owns it and closes it.
         embeddings: For a ``MemoryStore`` (or the default store); default:
             ``agentic_memory.models.embeddings.get_embeddings()`` (offline WordLlama).
@@ -101,7 +101,7 @@ def compile_graph(
     if isinstance(store, MemoryStore):
         store = AgenticStore(store, embeddings or get_embeddings())
     elif store is None:
-        store = AgenticStore.open(embeddings=embeddings)
+        store = AgenticStore.from_env(embeddings=embeddings)
     compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
     if chat_model is None and memory_model is None:
         return compiled

@@ -284,6 +284,8 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     the new input is removed from the thread again, so it never reaches a prompt, a memory
     or a later turn, and ``refuse`` fails the run with the reason.
     """
+    # A graph compiled without agentic memory's store cannot work at all: say so first.
+    memory = memory_of(runtime.store)
     new = _new_input(state)
     removal: list[BaseMessage] = [RemoveMessage(id=m.id) for m in new if m.id]
 
@@ -307,7 +309,7 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if owner is None and len(state.messages) > 1:
         # History without an owner: a thread from before owners were recorded (or a first
         # input of several messages, which no log names: then it is claimed below).
-        owner = await _legacy_owner(memory_of(runtime.store), user, _thread(_config()))
+        owner = await _legacy_owner(memory, user, _thread(_config()))
     if owner is not None and owner != user:
         return refused(
             "owner",

@@ -1,7 +1,7 @@
 """Procedural memory: versioned behaviour rules, at most ten, each "instruction – rationale".
 
 A rule set lives in a *scope*: a user id (rules learned from that user's conversations)
-or :data:`memstore.GLOBAL_SCOPE` (rules shared by everyone). Version 1 of every scope is
+or :data:`agentic_memory.store.GLOBAL_SCOPE` (rules shared by everyone). Version 1 of every scope is
 the starting set in ``prompts/procedural_rules.md``; it is written to the store together
 with the first rewrite, so an unused scope stores nothing. Every change is a new version
 that records where it came from (episode ids, users, a note); old versions are never
@@ -81,7 +81,7 @@ RULES = CollectionSpec(
     name="ProceduralRules",
     per_user=True,
     description=(
-        "Versions of the behaviour rule set; the scope is a user, or memstore.GLOBAL_SCOPE "
+        "Versions of the behaviour rule set; the scope is a user, or agentic_memory.store.GLOBAL_SCOPE "
         "for the rules shared by everyone."
     ),
     properties=(
@@ -249,8 +249,12 @@ class RuleBook(CollectionBound):
         super().__init__(store, embeddings)
         self._initial = tuple(_check_rules(list(initial_rules))) if initial_rules else None
 
-    def _starting(self, scope: str) -> RuleVersion:
-        rules = self._initial if self._initial is not None else tuple(starting_rules())
+    async def _astarting(self, scope: str) -> RuleVersion:
+        if self._initial is not None:
+            rules = self._initial
+        else:
+            # The prompt file is read off the event loop.
+            rules = tuple(parse_rules((await prompts.aload("procedural_rules")).format()))
         return RuleVersion(scope=scope, version=1, rules=rules, note="starting rules", stored=False)
 
     # -- reads ----------------------------------------------------------------------------
@@ -268,7 +272,7 @@ class RuleBook(CollectionBound):
             ),
         )
         if not objs:
-            return [self._starting(scope)]
+            return [await self._astarting(scope)]
         return [_from_stored(scope, o) for o in objs]
 
     versions = blocking(aversions)
@@ -277,11 +281,11 @@ class RuleBook(CollectionBound):
         """Return the current rule set of a scope."""
         check_user_id(scope)
         if not await self._aexists():
-            return self._starting(scope)
+            return await self._astarting(scope)
         top = await self.store.alist_objects(
             RULES.name, user=scope, limit=1, sort_by="version", descending=True
         )
-        return _from_stored(scope, top[0]) if top else self._starting(scope)
+        return _from_stored(scope, top[0]) if top else await self._astarting(scope)
 
     latest = blocking(alatest)
 

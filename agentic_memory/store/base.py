@@ -8,11 +8,10 @@ nodes never block the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
@@ -38,7 +37,7 @@ from agentic_memory.store.types import (
     Where,
     check_text,
 )
-from agentic_memory.twins import in_thread
+from agentic_memory.twins import in_thread, in_thread_iterator
 
 _NUMBER_TYPES: frozenset[type] = frozenset({int, float})
 
@@ -406,35 +405,7 @@ class MemoryStore(ABC):
     ausers = in_thread(users)
     aerase_deleted = in_thread(erase_deleted)
 
-    def aiterate(
-        self,
-        collection: str,
-        *,
-        user: str | None = None,
-        where: Filters = (),
-        page_size: int = 1000,
-        include_vector: bool = False,
-    ) -> AsyncIterator[StoredObject]:
-        """Async ``iterate``: each page is read in a worker thread; arguments are checked now."""
-        spec = self.spec(collection)
-        checked = self._check_user(spec, user)
-        _check_filters(spec, where)
-        _check_page_size(page_size)
-        conditions = list(where)
-
-        async def pages() -> AsyncIterator[StoredObject]:
-            after: str | None = None
-            while True:
-                page = await asyncio.to_thread(
-                    self._page_after, spec, checked, conditions, after, page_size, include_vector
-                )
-                for obj in page:
-                    yield obj
-                if len(page) < page_size:
-                    return
-                after = page[-1].id
-
-        return pages()
+    aiterate = in_thread_iterator(iterate)
 
     # -- validation -----------------------------------------------------------------------
 

@@ -47,10 +47,12 @@ from weaviate.classes.config import (
 from weaviate.classes.config import (
     Property as WeaviateProperty,
 )
+from weaviate.classes.data import DataObject
 from weaviate.classes.init import Auth
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
+from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from agentic_memory.store.base import GLOBAL_SCOPE, PAGE_LIMIT, MemoryStore, absent_properties
 from agentic_memory.store.locks import KeyLocks
@@ -841,18 +843,28 @@ class WeaviateStore(MemoryStore):
         vectors: npt.NDArray[np.float64],
     ) -> UpsertResult:
         collection = self._for_write(spec, user)
-        by_canonical = {_canonical_id(o.id): o.id for o in objects}
-        with collection.batch.fixed_size(batch_size=BATCH_SIZE, concurrent_requests=1) as batch:
-            for obj, vector in zip(objects, vectors.tolist(), strict=True):
-                batch.add_object(
+        rows = vectors.tolist()
+        failed: dict[str, str] = {}
+        # One gRPC batch request per chunk, answered at once. The client's batch context
+        # (``batch.fixed_size``) waits about a second for more objects before sending a
+        # small batch, which made every small write (a fact, a turn) take a second.
+        for start in range(0, len(objects), BATCH_SIZE):
+            chunk = objects[start : start + BATCH_SIZE]
+            data = [
+                DataObject(
                     properties=to_weaviate_properties(spec, obj.properties, user),
                     uuid=obj.id,
                     vector={VECTOR_NAME: vector},
                 )
-        failed: dict[str, str] = {}
-        for error in collection.batch.failed_objects:
-            raw_id = str(error.object_.uuid) if error.object_.uuid is not None else ""
-            failed[by_canonical.get(_canonical_id(raw_id), raw_id)] = error.message
+                for obj, vector in zip(chunk, rows[start : start + BATCH_SIZE], strict=True)
+            ]
+            try:
+                result = collection.data.insert_many(data)
+            except WeaviateInsertManyAllFailedError as exc:
+                failed.update((obj.id, str(exc)) for obj in chunk)
+                continue
+            for index, error in result.errors.items():
+                failed[chunk[index].id] = error.message
         return UpsertResult(ids=[o.id for o in objects if o.id not in failed], failed=failed)
 
     @_guarded

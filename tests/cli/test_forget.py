@@ -76,6 +76,24 @@ async def test_forget_user_erases_everything_derived_from_them(
     assert any("bob" in users for _, users in _global_provenance(store))
 
 
+async def test_forget_user_erases_what_other_langgraph_code_kept_for_them(
+    store: EmbeddedStore, seeded: Seeded
+) -> None:
+    from agentic_memory.langgraph_store import AgenticStore
+    from agentic_memory.langgraph_store.generic import ITEMS
+
+    items = AgenticStore(store, LocalEmbeddings())
+    await items.aput(("memories", "alice"), "m1", {"content": "alice runs marathons"})
+    await items.aput(("memories", "alice", "drafts"), "m2", {"content": "a draft"})
+    await items.aput(("memories", "bob"), "m1", {"content": "bob likes chess"})
+    report = await forget_user(store, "alice")
+    assert report.deleted[("embedded", ITEMS.name)] == 2
+    assert await items.asearch(("memories", "alice")) == []
+    assert [i.value["content"] for i in await items.asearch(("memories", "bob"))] == [
+        "bob likes chess"
+    ]
+
+
 async def test_forget_user_twice_deletes_nothing_more(store: EmbeddedStore, seeded: Seeded) -> None:
     await forget_user(store, "alice")
     again = await forget_user(store, "alice")

@@ -11,11 +11,13 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableLambda
 from langgraph.runtime import Runtime
 
+from agentic_memory.api import Memory
+from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from graph.context import Context
 from graph.graph import compile_graph
-from graph.resources import RESOURCES_KEY, Resources, register, unregister
+from graph.resources import MODELS_KEY, BoundModels
 from tests.fakes import ScriptedChatModel
 
 _EMBEDDINGS = LocalEmbeddings()
@@ -73,35 +75,33 @@ def model() -> ScriptedChatModel:
 
 
 @pytest.fixture
-def app(store: EmbeddedStore, embeddings: LocalEmbeddings, model: ScriptedChatModel) -> Any:
+def agentic(store: EmbeddedStore, embeddings: LocalEmbeddings) -> AgenticStore:
+    """The LangGraph store over the tmp store: what the graph sees as ``runtime.store``."""
+    return AgenticStore(store, embeddings)
+
+
+@pytest.fixture
+def app(agentic: AgenticStore, model: ScriptedChatModel) -> Any:
     """The graph with an in-memory checkpointer, bound to the tmp store and the fake."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    return compile_graph(
-        checkpointer=InMemorySaver(), store=store, embeddings=embeddings, chat_model=model
-    )
+    return compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
 
 
 @pytest.fixture
-def resources(
-    store: EmbeddedStore, embeddings: LocalEmbeddings, model: ScriptedChatModel
-) -> Iterator[tuple[Resources, str]]:
-    res = Resources(
-        memory_store=store, embeddings=embeddings, answer_model=model, memory_model=model
-    )
-    token = register(res)
-    yield res, token
-    unregister(token)
+def resources(agentic: AgenticStore) -> tuple[Memory, AgenticStore]:
+    """The memory kinds the graph's nodes use, and the store they sit behind."""
+    return agentic.memory, agentic
 
 
 @pytest.fixture
-def run_node(resources: tuple[Resources, str]) -> Callable[..., Any]:
+def run_node(agentic: AgenticStore, model: ScriptedChatModel) -> Callable[..., Any]:
     """Run one node function on a state, inside a runnable context like the graph does."""
-    _, token = resources
+    bound = BoundModels(answer=model, memory=model)
 
     async def run(node: Any, state: Any, *, thread: str = "t1", **context: Any) -> Any:
-        runtime = Runtime(context=Context(**context))
-        config = {"configurable": {"thread_id": thread, RESOURCES_KEY: token}}
+        runtime = Runtime(context=Context(**context), store=agentic)
+        config = {"configurable": {"thread_id": thread, MODELS_KEY: bound}}
 
         async def call(s: Any) -> Any:
             return await node(s, runtime)

@@ -18,7 +18,6 @@ from agentic_memory.kinds.rules import RuleSet
 from agentic_memory.models.calls import summarize_calls
 from agentic_memory.models.chat import resolve_chat_model
 from graph.graph import compile_graph
-from graph.resources import get_resources
 from tests.llm.conftest import local_model_file, local_server, requires_local
 
 pytestmark = [pytest.mark.integration, requires_local]
@@ -48,13 +47,13 @@ async def test_a_conversation_with_the_local_model(local_server, store, embeddin
     )
     assert end["conversation_ended"] is True
     assert end["reflection"] is not None and 0 <= end["reflection"]["importance"] <= 1
-    episodes = await get_resources(app.config).episodes.alist("alice")
+    memory = app.store.memory
+    episodes = await memory.episodes.alist("alice")
     assert [e.id for e in episodes] == [end["reflection"]["id"]]
     rules = [c for c in end["model_calls"] if c["purpose"] == "rules"]
     assert rules and all(c["input_tokens"] > 0 for c in end["model_calls"])
 
     # Every structured memory written validates against its schema.
-    resources = get_resources(app.config)
     stored = episodes[0]
     Reflection.model_validate(
         {
@@ -65,10 +64,10 @@ async def test_a_conversation_with_the_local_model(local_server, store, embeddin
             "importance": stored.importance,
         }
     )
-    for fact in await resources.facts.acurrent("alice"):
+    for fact in await memory.facts.acurrent("alice"):
         assert fact.subject.strip() and fact.value.strip()
     if end["rules_version_created"] is not None:
-        latest = await asyncio.to_thread(resources.rules.latest, "alice")
+        latest = await asyncio.to_thread(memory.rules.latest, "alice")
         assert latest.version == end["rules_version_created"]
         RuleSet.model_validate({"rules": [dataclasses.asdict(r) for r in latest.rules]})
         assert latest.source_episodes == (stored.id,)

@@ -106,7 +106,7 @@ async def test_recall_semantic_returns_labelled_chunks(run_node, resources, tmp_
     report = ingest_paths(
         [doc],
         kb="science",
-        store=res.memory_store,
+        store=res.store,
         embeddings=res.embeddings,
         chunk_size=300,
         chunk_overlap=0,

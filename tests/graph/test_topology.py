@@ -3,13 +3,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from agentic_memory.api import Memory
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.rules import RuleBook
 from graph import builder, compile_graph, graph
 from graph.context import Context
-from graph.resources import RESOURCES_KEY, close_default_resources, get_resources
+from graph.resources import MODELS_KEY, MemoryNotConfiguredError
 
 
 def test_topology_snapshot(snapshot) -> None:
@@ -40,23 +42,40 @@ def test_memory_facade_has_the_sub_apis(store, embeddings) -> None:
     assert [f.value for f in mem.facts.current("alice")] == ["Alice"]
 
 
-def test_compile_graph_opens_the_configured_store_lazily(tmp_path: Path, monkeypatch) -> None:
+def test_compile_graph_opens_the_configured_store(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("AMEM_HOME", str(tmp_path / "home"))
     app = compile_graph()
-    assert (tmp_path / "home" / "store").exists()
-    assert app.checkpointer is None
-    token = app.config["configurable"][RESOURCES_KEY]
-    resources = get_resources(app.config)
-    assert resources.memory_store.dims == 256 and resources.answer_model is None
-    assert token
-    resources.memory_store.close()
-
-
-def test_default_resources_open_under_amem_home(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("AMEM_HOME", str(tmp_path / "served"))
     try:
-        resources = get_resources(None)
-        assert get_resources({"configurable": {}}) is resources
-        assert (tmp_path / "served" / "store").exists()
+        assert (tmp_path / "home" / "store").exists()
+        assert app.checkpointer is None
+        assert app.store is not None and app.store.memory.store.dims == 256
+        # No models bound: they are resolved from each run's context.
+        assert MODELS_KEY not in (app.config or {}).get("configurable", {})
     finally:
-        close_default_resources()
+        app.store.close()
+
+
+def test_compiled_graphs_leave_nothing_behind(store, embeddings, model) -> None:
+    # Each compiled graph holds its own store and models: nothing registered process-wide,
+    # so a dropped graph frees them.
+    import gc
+    import weakref
+
+    app = compile_graph(store=store, embeddings=embeddings, chat_model=model)
+    ref = weakref.ref(app)
+    del app
+    gc.collect()
+    assert ref() is None
+
+
+async def test_a_graph_without_agentic_memorys_store_says_so() -> None:
+    from langchain_core.messages import HumanMessage
+    from langgraph.store.memory import InMemoryStore
+
+    app = builder.compile(store=InMemoryStore())
+    with pytest.raises(MemoryNotConfiguredError, match="needs agentic_memory's store"):
+        await app.ainvoke(
+            {"messages": [HumanMessage("hi")]},
+            {"configurable": {"thread_id": "t"}},
+            context={"user_id": "alice"},
+        )

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agentic_memory.store import CollectionSpec, MemoryStore, Property, open_store
-from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.store.embedded.cache import PartitionCache
 
 DIMS = 8
 
@@ -33,13 +33,13 @@ def vec(*values: float, dims: int = DIMS) -> list[float]:
 def count_extensions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record each time an embedded store extends a cached partition instead of reloading it."""
     calls: list[int] = []
-    real_extend = EmbeddedStore._extend
+    real_extend = PartitionCache.extend
 
-    def spy(self: EmbeddedStore, *args: Any, **kwargs: Any) -> Any:
+    def spy(self: PartitionCache, *args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real_extend(self, *args, **kwargs)
 
-    monkeypatch.setattr(EmbeddedStore, "_extend", spy)
+    monkeypatch.setattr(PartitionCache, "extend", spy)
     return calls
 
 

@@ -17,6 +17,7 @@ import pytest
 import agentic_memory.store.embedded as embedded
 from agentic_memory.store import (
     GLOBAL_SCOPE,
+    CollectionSpec,
     InvalidInputError,
     MemoryObject,
     StoreError,
@@ -104,7 +105,7 @@ def test_failed_transaction_leaves_store_unchanged(
     def explode(*_: object, **__: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(embedded, "_bump", explode)
+    monkeypatch.setattr(embedded.store, "_bump", explode)
     batch = [
         MemoryObject(make_id("a"), {"body": "replaced"}, vec(0, 1)),
         MemoryObject(make_id("b"), {"body": "new zebra"}, vec(0, 1)),
@@ -257,7 +258,7 @@ def test_two_pass_vector_search_matches_the_exact_scan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # With 8-d vectors the 64-axis projection is lossless, so both passes must agree exactly.
-    monkeypatch.setattr(embedded, "EXACT_VECTOR_ROWS", 500)
+    monkeypatch.setattr(embedded.vectors, "EXACT_VECTOR_ROWS", 500)
     rng = np.random.default_rng(3)
     store = EmbeddedStore(tmp_path, dims=DIMS)
     spec = make_spec("Coarse")
@@ -355,6 +356,24 @@ def _downgrade_to_layout_1(db: Path, spec_name: str, props: list[str]) -> None:
     conn.close()
 
 
+def _downgrade_to_layout_2(db: Path) -> None:
+    """Rewrite a store file into layout 2, as the code before layout 3 wrote it: no count of
+    deleting writes, no (user) index, 4 KB pages."""
+    import sqlite3
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    for (name,) in conn.execute("SELECT name FROM amem_collections").fetchall():
+        conn.execute(f'DROP INDEX "ix_{name}_user"')
+    conn.execute("ALTER TABLE amem_generations DROP COLUMN removed")
+    conn.execute("UPDATE amem_meta SET value = '2' WHERE key = 'schema_version'")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("PRAGMA page_size = 4096")
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA journal_mode = WAL")
+    assert conn.execute("PRAGMA page_size").fetchone() == (4096,)
+    conn.close()
+
+
 def test_layout_1_store_is_migrated_on_open_with_the_same_answers(tmp_path: Path) -> None:
     import sqlite3
 
@@ -419,6 +438,7 @@ def test_layout_1_store_is_migrated_on_open_with_the_same_answers(tmp_path: Path
     store.close()
     filterable = [p.name for p in spec.properties if p.filterable and p.type != "text[]"]
     assert filterable == ["title", "body", "kind", "rank", "weight", "flag", "at"]
+    _downgrade_to_layout_2(tmp_path / DB_FILENAME)
     _downgrade_to_layout_1(tmp_path / DB_FILENAME, spec.name, filterable)
 
     migrated = EmbeddedStore(tmp_path, dims=DIMS)
@@ -443,6 +463,125 @@ def test_layout_1_store_is_migrated_on_open_with_the_same_answers(tmp_path: Path
     conn.close()
 
 
+def _layout_2_answers(s: EmbeddedStore, specs: list[CollectionSpec]) -> list[object]:
+    out: list[object] = []
+    for spec in specs:
+        user = "alice" if spec.per_user else None
+        out.append(s.count(spec.name, user=user))
+        out.append([o.id for o in s.list_objects(spec.name, user=user, sort_by="rank", limit=500)])
+        for query, alpha in (("apple pear", 0.5), ("fig", 0.0), ("", 1.0), ("kiwi lime", 0.3)):
+            hits = s.hybrid(
+                spec.name, query=query, vector=vec(1, 2, 3), alpha=alpha, limit=30, user=user
+            )
+            out.append([(h.id, h.score, h.keyword_score, h.vector_score) for h in hits])
+        out.append(
+            [
+                h.id
+                for h in s.hybrid(
+                    spec.name,
+                    query="apple",
+                    vector=vec(0, 1),
+                    user=user,
+                    where=[Where("rank", "lt", 40)],
+                )
+            ]
+        )
+    return out
+
+
+def test_layout_2_store_is_migrated_on_open_with_the_same_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Layout 3 counts deleting writes per partition, indexes each object table by user and
+    # uses 16 KB pages. A layout-2 file (what the code before it wrote) is migrated on open:
+    # the schema in the opening transaction, the page size by VACUUM once no other process
+    # has the file open; the answers stay the same throughout.
+    rng = random.Random(5)
+    words = "apple pear plum fig kiwi lime date grape".split()
+    specs = [make_spec("MigPer"), make_spec("MigShared", per_user=False)]
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    for spec in specs:
+        store.ensure_collection(spec)
+        for user in ("alice", "bob") if spec.per_user else (None,):
+            store.upsert(
+                spec.name,
+                [
+                    MemoryObject(
+                        make_id(spec.name, str(user), str(i)),
+                        {"body": " ".join(rng.choices(words, k=6)), "rank": i},
+                        [rng.uniform(-1, 1) for _ in range(DIMS)],
+                    )
+                    for i in range(120)
+                ],
+                user=user,
+            )
+        user = "alice" if spec.per_user else None
+        store.delete(spec.name, [make_id(spec.name, str(user), str(i)) for i in (3, 50)], user=user)
+    before = _layout_2_answers(store, specs)
+    store.close()
+    db = tmp_path / DB_FILENAME
+    _downgrade_to_layout_2(db)
+
+    # A crash inside the migration (here: after its first statement) leaves the layout-2
+    # file as it was.
+    def crash(*_: object) -> None:
+        raise RuntimeError("power cut")
+
+    monkeypatch.setattr(embedded.sql, "_user_index", crash)
+    with pytest.raises(RuntimeError, match="power cut"):
+        EmbeddedStore(tmp_path, dims=DIMS)
+    monkeypatch.undo()
+    conn = sqlite3.connect(db, isolation_level=None)
+    assert conn.execute("SELECT value FROM amem_meta WHERE key = 'schema_version'").fetchone() == (
+        "2",
+    )
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(amem_generations)")]
+    assert "removed" not in columns
+    assert conn.execute("PRAGMA page_size").fetchone() == (4096,)
+    conn.close()
+
+    # Another process has the file open: the schema is migrated, the pages stay 4 KB.
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("SELECT count(*) FROM amem_meta").fetchone()
+    migrated = EmbeddedStore(tmp_path, dims=DIMS)
+    assert _layout_2_answers(migrated, specs) == before
+    with migrated._read() as conn:
+        assert conn.execute("PRAGMA page_size").fetchone() == (4096,)
+        assert conn.execute(
+            "SELECT value FROM amem_meta WHERE key = 'schema_version'"
+        ).fetchone() == (str(embedded.SCHEMA_VERSION),)
+    # Deletes are counted from the first write on.
+    extra = MemoryObject(make_id("extra"), {"body": "apple"}, vec(1, 2, 3))
+    migrated.upsert(specs[0].name, [extra], user="alice")
+    migrated.delete(specs[0].name, [extra.id], user="alice")
+    assert _layout_2_answers(migrated, specs) == before
+    migrated.close()
+    other.close()
+
+    # Alone with the file, the next open rewrites it with 16 KB pages.
+    reopened = EmbeddedStore(tmp_path, dims=DIMS)
+    with reopened._read() as conn:
+        assert conn.execute("PRAGMA page_size").fetchone() == (embedded.sql.PAGE_SIZE,)
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        (removed,) = conn.execute(
+            "SELECT removed FROM amem_generations WHERE collection = ? AND scope = 'alice'",
+            (specs[0].name,),
+        ).fetchone()
+        assert removed == 1
+        for spec in specs:
+            (plan,) = conn.execute(
+                f'EXPLAIN QUERY PLAN SELECT rid FROM "o_{spec.name}" WHERE user IS ? AND rid > ?',
+                ("alice", 5),
+            ).fetchall()
+            assert f"ix_{spec.name}_user" in plan[3], plan
+    assert _layout_2_answers(reopened, specs) == before
+    reopened.upsert(specs[0].name, [extra], user="alice")
+    assert _layout_2_answers(reopened, specs) != before
+    reopened.delete(specs[0].name, [extra.id], user="alice")
+    assert _layout_2_answers(reopened, specs) == before
+    reopened.close()
+
+
 def test_store_of_a_newer_layout_is_refused(tmp_path: Path) -> None:
     import sqlite3
 
@@ -455,14 +594,33 @@ def test_store_of_a_newer_layout_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("seed", [7, 11, 23])
+@pytest.mark.parametrize("vectors", ["exact", "two-pass"])
 def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, vectors: str
 ) -> None:
     # A reader keeps its cache while a second connection (as another process would) adds,
     # replaces and deletes rows; after every write the reader's answers and in-memory index
     # must be exactly those of a store opened afresh, whether it updated its cache in place
-    # (rows only added or deleted) or reloaded it (a row replaced, or the largest rid gone).
+    # (rows only added or deleted: new postings segments, merged as they grow; new rows
+    # projected on the PCA axes, which are chosen again when the partition doubles or loses
+    # rows) or reloaded it (a row replaced, or the largest rid gone).
+    if vectors == "two-pass":
+        # Tiny thresholds, so the PCA shortlist runs on these few rows (3 axes of 8 dims).
+        monkeypatch.setattr(embedded.vectors, "EXACT_VECTOR_ROWS", 10)
+        monkeypatch.setattr(embedded.vectors, "COARSE_MIN_SHORTLIST", 6)
+        monkeypatch.setattr(embedded.vectors, "COARSE_RERANK", 0)
+        monkeypatch.setattr(embedded.vectors, "COARSE_DIMS", 3)
     extended = count_extensions(monkeypatch)
+    projected_in_place: list[int] = []
+    real_append = embedded.vectors._CoarseIndex.append
+
+    def spy(self: object, unit: np.ndarray) -> None:
+        projected_in_place.append(len(unit))
+        real_append(self, unit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(embedded.vectors._CoarseIndex, "append", spy)
+    most_segments = 0
+    spans: set[int] = set()
     rng = random.Random(seed)
     words = "apple pear plum fig kiwi lime date grape melon berry cherry peach".split()
     spec = make_spec("Grow")
@@ -478,14 +636,14 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
         return MemoryObject(oid, {"body": body, "title": title}, vector)
 
     expected_extensions = 0
-    for step in range(40):
+    for step in range(60):
         op = (
             "add"
             if step < 3
-            else rng.choice(["add"] * 3 + ["replace", "delete", "delete", "other"])
+            else rng.choice(["add"] * 4 + ["replace", "delete", "delete", "other"])
         )
         if op == "add":
-            batch = [obj(make_id(f"{step}-{k}")) for k in range(rng.randint(1, 4))]
+            batch = [obj(make_id(f"{step}-{k}")) for k in range(rng.choice([1, 1, 2, 4, 9]))]
             writer.upsert(spec.name, batch, user="alice")
             ids += [o.id for o in batch]
             in_place = step > 0  # the reader cached alice's partition at the previous step
@@ -528,14 +686,29 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
         assert mine.keyword is not None and theirs.keyword is not None
         np.testing.assert_array_equal(mine.keyword.lengths, theirs.keyword.lengths)
         np.testing.assert_array_equal(mine.keyword.average, theirs.keyword.average)
-        assert len(mine.keyword.props) == len(theirs.keyword.props) == len(spec.searchable)
-        for p, (a, b) in enumerate(zip(mine.keyword.props, theirs.keyword.props, strict=True)):
-            for field in ("hashes", "indptr", "docs", "tf", "weight"):
+        width = len(spec.searchable)
+        merged, fresh_props = mine.keyword.merged(width), theirs.keyword.merged(width)
+        assert len(merged) == len(fresh_props) == width
+        for p, (a, b) in enumerate(zip(merged, fresh_props, strict=True)):
+            for field in ("hashes", "indptr", "docs", "tf"):
                 np.testing.assert_array_equal(
                     getattr(a, field), getattr(b, field), err_msg=f"{field} of property {p}"
                 )
+        np.testing.assert_array_equal(mine.keyword.norm(), theirs.keyword.norm())
+        most_segments = max(most_segments, len(mine.keyword.segments))
+        assert (mine.coarse is None) == (theirs.coarse is None)
+        assert vectors == "two-pass" or mine.coarse is None
+        if mine.coarse is not None and theirs.coarse is not None:
+            assert mine.coarse.span == theirs.coarse.span
+            spans.add(mine.coarse.span)
+            np.testing.assert_array_equal(mine.coarse.basis, theirs.coarse.basis)
+            np.testing.assert_array_equal(mine.coarse.projected.view, theirs.coarse.projected.view)
         fresh.close()
     assert len(extended) == expected_extensions > 10
+    assert most_segments > 2, "rows added in place should have had postings segments of their own"
+    if vectors == "two-pass":
+        assert len(spans) > 1, "the partition should have doubled, so the axes were chosen again"
+        assert projected_in_place, "some rows should have been projected on existing axes"
     reader.close()
     writer.close()
 
@@ -557,9 +730,9 @@ def test_terms_of_tokenizer_1_are_rewritten_once_on_open(tmp_path: Path) -> None
     store.close()
     conn = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
     old_tokenize = lambda text: re.findall(r"[^\W_]+", text.lower())  # noqa: E731
-    monkey = embedded.tokenize
+    monkey = embedded.keyword.tokenize
     try:
-        embedded.tokenize = old_tokenize  # type: ignore[assignment]
+        embedded.keyword.tokenize = old_tokenize  # type: ignore[assignment]
         for key in ("a", "c"):
             props = {"body": texts[key]}
             lengths, terms = embedded.encode_terms(spec, [props])
@@ -568,7 +741,7 @@ def test_terms_of_tokenizer_1_are_rewritten_once_on_open(tmp_path: Path) -> None
                 (lengths[0], terms[0], make_id(key)),
             )
     finally:
-        embedded.tokenize = monkey
+        embedded.keyword.tokenize = monkey
     conn.execute("DELETE FROM amem_meta WHERE key = 'tokenizer'")
     conn.close()
     reopened = EmbeddedStore(tmp_path, dims=DIMS)

@@ -11,7 +11,6 @@ import copy
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -73,22 +72,6 @@ def server_schema(name: str, **create_kwargs: Any) -> dict[str, Any]:
     return body
 
 
-@dataclass
-class FakeBatch:
-    added: list[dict[str, Any]]
-    fail: dict[str, str]
-    failed_objects: list[Any] = field(default_factory=list)
-
-    def add_object(self, *, properties: dict[str, Any], uuid: str, vector: Any) -> None:
-        self.added.append({"properties": properties, "uuid": uuid, "vector": vector})
-        if uuid.lower() in self.fail:
-            self.failed_objects.append(
-                SimpleNamespace(
-                    message=self.fail[uuid.lower()], object_=SimpleNamespace(uuid=uuid.lower())
-                )
-            )
-
-
 class FakeCollection:
     """One collection, optionally bound to a tenant; records the calls it receives."""
 
@@ -106,9 +89,8 @@ class FakeCollection:
         self.query = SimpleNamespace(
             hybrid=self._hybrid, fetch_objects=self._fetch, near_vector=self._near_vector
         )
-        self.batch = SimpleNamespace(fixed_size=self._fixed_size, failed_objects=[])
         self.aggregate = SimpleNamespace(over_all=self._over_all)
-        self.data = SimpleNamespace(delete_many=self._delete_many)
+        self.data = SimpleNamespace(delete_many=self._delete_many, insert_many=self._insert_many)
 
     def _config(self) -> Any:
         return _collection_config_from_json(self.client.schemas[self.name])
@@ -132,12 +114,18 @@ class FakeCollection:
     def with_tenant(self, tenant: str) -> FakeCollection:
         return FakeCollection(self.client, self.name, tenant)
 
-    @contextmanager
-    def _fixed_size(self, **kwargs: Any) -> Iterator[FakeBatch]:
-        self.client.calls.append(("batch", self.name, self.tenant, kwargs))
-        batch = FakeBatch(self.client.added, self.client.fail)
-        yield batch
-        self.batch.failed_objects = batch.failed_objects
+    def _insert_many(self, objects: list[Any]) -> Any:
+        """``data.insert_many``: one batch request; errors keyed by the object's index."""
+        self.client.calls.append(("insert_many", self.name, self.tenant, len(objects)))
+        errors: dict[int, Any] = {}
+        for index, obj in enumerate(objects):
+            uuid = str(obj.uuid)
+            self.client.added.append(
+                {"properties": obj.properties, "uuid": uuid, "vector": obj.vector}
+            )
+            if uuid.lower() in self.client.fail:
+                errors[index] = SimpleNamespace(message=self.client.fail[uuid.lower()])
+        return SimpleNamespace(errors=errors)
 
     def _hybrid(self, **kwargs: Any) -> Any:
         self.client.calls.append(("hybrid", self.name, self.tenant, kwargs))

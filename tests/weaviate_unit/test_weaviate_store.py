@@ -119,8 +119,8 @@ def test_upsert_creates_the_tenant_once_and_reports_failures(client: FakeClient)
         result.raise_for_failures()
     tenant = wv.tenant_name("alice@example.com")
     assert _calls(client, "tenants.create") == [("tenants.create", "MessageLog", [tenant])]
-    (_, _, bound, kwargs) = _calls(client, "batch")[0]
-    assert bound == tenant and kwargs["batch_size"] == wv.BATCH_SIZE
+    (_, _, bound, count) = _calls(client, "insert_many")[0]
+    assert bound == tenant and count == 2
     assert client.added[0]["vector"] == {wv.VECTOR_NAME: VEC}
     assert client.added[0]["properties"][wv.USER_PROPERTY] == "alice@example.com"
     store.upsert(MESSAGES.name, [MemoryObject(ok, props, VEC)], user="alice@example.com")

@@ -1,0 +1,1075 @@
+"""Namespaces that are memory kinds: items read and written through the kind classes.
+
+Each family maps LangGraph items onto one memory kind and goes through that kind's public
+methods, so its rules hold for store writes as for the agent's: facts supersede (history
+kept), rule versions are immutable and numbered by ``RuleBook.propose``, messages are
+numbered by ``MessageLog.remember``, knowledge is written only by ingestion. The mapping,
+namespace by namespace, is in ``docs/langgraph-store.md``.
+
+A put is checked in two steps: :meth:`KindSpace.prepare` checks what it can without reading
+the store (shape, types, unknown fields) and returns the write, which checks what needs the
+stored state (an edited field that only the store sets, a rule base version) before it
+changes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import Item, SearchItem
+
+from agentic_memory.kinds.episodes import Episode, EpisodicMemory
+from agentic_memory.kinds.facts import Fact, FactStore, normalise_subject
+from agentic_memory.kinds.knowledge import (
+    KnowledgeHit,
+    find_knowledge_base,
+    get_source,
+    knowledge_collection,
+    list_chunks,
+    list_knowledge_bases,
+    list_sources,
+    search_knowledge,
+)
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import MAX_RULES, RuleBook, RuleConflictError, RuleVersion
+from agentic_memory.langgraph_store.common import Found, parse_time, pooled
+from agentic_memory.langgraph_store.filters import ItemFilter
+from agentic_memory.langgraph_store.namespaces import SEPARATOR
+from agentic_memory.store import (
+    GLOBAL_SCOPE,
+    InvalidInputError,
+    MemoryStore,
+    StoredObject,
+    Where,
+    check_text,
+    check_user_id,
+)
+from agentic_memory.store.base import PAGE_LIMIT
+
+__all__ = [
+    "EpisodesSpace",
+    "FactsSpace",
+    "KindSpace",
+    "KnowledgeSpace",
+    "MessagesSpace",
+    "RuleVersionConflictError",
+    "RulesSpace",
+]
+
+Write = Callable[[], None]
+_PAGE = 100
+_RECALL_CAP = 1000
+"""The largest recall a search asks a kind for while a filter drops candidates."""
+_MAX_CONVERSATIONS = 100_000
+"""How far an episode key is looked for among a thread's conversation numbers."""
+
+
+class RuleVersionConflictError(RuleConflictError, ValueError):
+    """A rules put named a base ``version`` that is no longer the latest.
+
+    Also a ``ValueError``, so that LangGraph's server answers 400 with the message.
+    """
+
+
+@dataclass(frozen=True)
+class KindContext:
+    """What every family needs: the store, the embeddings, the kinds, the clock."""
+
+    store: MemoryStore
+    embeddings: Embeddings
+    facts: FactStore
+    episodes: EpisodicMemory
+    rules: RuleBook
+    messages: MessageLog
+    now: Callable[[], datetime | None]
+    """The time a kind should stamp, or ``None`` for the kind's own clock."""
+
+
+class KindSpace(ABC):
+    """The namespaces of one memory kind, ``(root, owner, ...)``."""
+
+    root: ClassVar[str]
+    collection: ClassVar[str] = ""
+    """The kind's collection in the memory store."""
+    depth: ClassVar[int] = 2
+    """Labels of an item's namespace."""
+
+    def __init__(self, ctx: KindContext) -> None:
+        self.ctx = ctx
+
+    # -- namespaces -----------------------------------------------------------------------
+
+    def check_item_namespace(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        """Check the namespace of a get, put or delete; raise ``InvalidInputError``."""
+        if len(namespace) != self.depth:
+            raise InvalidInputError(
+                f"namespaces under {self.root!r} are reserved for that memory kind and have "
+                f"the form {self.shape}; got {namespace}"
+            )
+        self.check_owner(namespace[1])
+        return namespace
+
+    @property
+    def shape(self) -> str:
+        """The namespace form, for messages."""
+        return f"({self.root!r}, user)"
+
+    def check_owner(self, owner: str) -> str:
+        """Check the second label: a person's user id (rules and knowledge differ)."""
+        check_user_id(owner)
+        if owner == GLOBAL_SCOPE:
+            raise InvalidInputError(
+                f"{GLOBAL_SCOPE!r} holds only the shared rules, not {self.root}: use a user id"
+            )
+        return owner
+
+    def owners(self) -> list[str]:
+        """Owners with something stored, addressable as a namespace label, sorted."""
+        name = self.collection
+        if name not in self.ctx.store.collections():
+            return []
+        return sorted(u for u in self.ctx.store.users(name) if _addressable(u))
+
+    def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """Return the namespaces a search under ``prefix`` reads, one query each, in order."""
+        if len(prefix) <= 1:
+            return [(self.root, owner) for owner in self.owners()]
+        if len(prefix) == 2:
+            return [(self.root, self.check_owner(prefix[1]))]
+        return []
+
+    def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
+        """Return the kind's namespaces that hold something, under the labels ``fixed``."""
+        del deep
+        return {ns for ns in self._listed(fixed) if ns[: len(fixed)] == fixed}
+
+    def _listed(self, fixed: tuple[str, ...]) -> list[tuple[str, ...]]:
+        try:
+            named = self.partitions(fixed[:2])
+        except InvalidInputError:
+            return []  # a listing under a label that cannot be an owner lists nothing
+        if len(fixed) < 2:
+            return named  # every owner with something stored
+        existing = set(self.owners())
+        return [ns for ns in named if ns[1] in existing]
+
+    # -- items ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        """Return one item, or ``None``."""
+
+    @abstractmethod
+    def prepare(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
+    ) -> Write:
+        """Check a put (``value`` None: a delete) and return the write."""
+
+    @abstractmethod
+    def search(
+        self,
+        partition: tuple[str, ...],
+        query: str | None,
+        flt: ItemFilter,
+        need: int,
+        alpha: float,
+    ) -> list[Found]:
+        """Return the first ``need`` matching items of one partition (ranked with a query)."""
+
+
+# -- facts ------------------------------------------------------------------------------------
+
+
+_FACT_FIELDS = frozenset({"subject", "value", "category", "source_thread"})
+_FACT_ECHO = frozenset({"valid_from"})
+
+
+class FactsSpace(KindSpace):
+    """``("facts", user)``: key = the normalised subject, value = the current fact."""
+
+    root = "facts"
+
+    collection = FactStore.spec.name
+
+    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        """Return the current value of a subject, dated from its first value."""
+        user = self.check_item_namespace(namespace)[1]
+        subject = normalise_subject(key)
+        history = self.ctx.facts.history(user, subject)
+        if not history:
+            return None
+        return _plain(self._item(user, _current(history), history, None))
+
+    def prepare(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
+    ) -> Write:
+        """Supersede the subject's value through ``FactStore`` (a delete forgets the subject)."""
+        user = self.check_item_namespace(namespace)[1]
+        subject = normalise_subject(key)
+        facts, now = self.ctx.facts, self.ctx.now
+        if value is None:
+            return lambda: _discard(facts.forget(user, subject))
+        fields = _check_fields(value, _FACT_FIELDS, _FACT_ECHO, "a fact", required=("value",))
+        if not isinstance(fields["value"], str):
+            raise InvalidInputError(
+                f"a fact's value must be a string, got {type(fields['value']).__name__}"
+            )
+        if "subject" in fields and normalise_subject(fields["subject"]) != subject:
+            raise InvalidInputError(
+                f"the value names the subject {fields['subject']!r} but the key is {key!r}: "
+                "a fact's key is its subject"
+            )
+        category = fields.get("category")
+        if category is not None and not isinstance(category, str):
+            raise InvalidInputError(f"a fact's category must be a string, got {category!r}")
+        source = fields.get("source_thread")
+        if source is not None and not isinstance(source, str):
+            raise InvalidInputError(f"source_thread must be a string or None, got {source!r}")
+
+        def write() -> None:
+            history = facts.history(user, subject)
+            current = _current(history) if history else None
+            if "valid_from" in fields and (
+                current is None or fields["valid_from"] != current.valid_from
+            ):
+                raise InvalidInputError(
+                    "valid_from is set by the store when a value is stored; leave it out "
+                    f"(the current value of {subject!r} is from "
+                    f"{current.valid_from if current else 'nowhere: there is none'})"
+                )
+            chosen = category or (current.category if current else "other")
+            if (
+                current is not None
+                and _same_text(current.value, fields["value"])
+                and chosen != current.category
+            ):
+                raise InvalidInputError(
+                    f"{subject!r} already has the value {current.value!r} (category "
+                    f"{current.category!r}): restating a value changes nothing, so its "
+                    "category changes only together with a new value"
+                )
+            incoming = {"subject": subject, "value": fields["value"], "category": chosen}
+            facts.remember(user, [incoming], source_thread=source, now=now())
+
+        return write
+
+    def search(
+        self,
+        partition: tuple[str, ...],
+        query: str | None,
+        flt: ItemFilter,
+        need: int,
+        alpha: float,
+    ) -> list[Found]:
+        """List current facts by subject, or rank them by hybrid search over subject and value."""
+        user = partition[1]
+        current = self.ctx.facts.current(user)
+        if query:
+            ranked = self._rank(user, query, current, alpha)
+        else:
+            ranked = [(fact, None) for fact in current]
+        chosen = [(f, s) for f, s in ranked if flt.matches(_fact_value(f))][:need]
+        return [
+            Found(self._item(user, f, self.ctx.facts.history(user, f.subject), s))
+            for f, s in chosen
+        ]
+
+    def _rank(
+        self, user: str, query: str, current: list[Fact], alpha: float
+    ) -> list[tuple[Fact, float | None]]:
+        if not current:
+            return []
+        by_id = {f.id: f for f in current}
+        hits = self.ctx.store.hybrid(
+            self.collection,
+            query=query,
+            vector=self.ctx.embeddings.embed_query(query),
+            alpha=alpha,
+            limit=min(PAGE_LIMIT, len(current)),
+            user=user,
+            where=[Where("current", "eq", True)],
+        )
+        return [(by_id[h.id], h.score) for h in hits if h.id in by_id]
+
+    def _item(self, user: str, fact: Fact, history: list[Fact], score: float | None) -> SearchItem:
+        first = history[0].valid_from if history else fact.valid_from
+        return SearchItem(
+            namespace=(self.root, user),
+            key=fact.subject,
+            value=_fact_value(fact),
+            created_at=parse_time(first),
+            updated_at=parse_time(fact.valid_from),
+            score=score,
+        )
+
+
+def _fact_value(fact: Fact) -> dict[str, Any]:
+    return {
+        "subject": fact.subject,
+        "value": fact.value,
+        "category": fact.category,
+        "valid_from": fact.valid_from,
+        "source_thread": fact.source_thread,
+    }
+
+
+def _current(history: list[Fact]) -> Fact:
+    flagged = [f for f in history if f.current]
+    return flagged[-1] if flagged else history[-1]
+
+
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+# -- episodes ---------------------------------------------------------------------------------
+
+
+_EPISODE_FIELDS = frozenset(
+    {
+        "thread_id",
+        "conversation",
+        "context_tags",
+        "conversation_summary",
+        "what_worked",
+        "what_to_avoid",
+        "importance",
+    }
+)
+_EPISODE_ECHO = frozenset({"created_at"})
+
+
+@dataclass
+class _Reflection:
+    context_tags: list[str]
+    conversation_summary: str
+    what_worked: str
+    what_to_avoid: str
+    importance: float
+
+
+class EpisodesSpace(KindSpace):
+    """``("episodes", user)``: key = the episode id, value = the reflection and conversation."""
+
+    root = "episodes"
+
+    collection = EpisodicMemory.spec.name
+
+    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        """One episode by id."""
+        user = self.check_item_namespace(namespace)[1]
+        if not _is_uuid(key):
+            return None
+        episode = self.ctx.episodes.get(user, key)
+        return None if episode is None else _plain(self._item(user, episode, None))
+
+    def prepare(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
+    ) -> Write:
+        """Store (or replace) an episode through ``EpisodicMemory.store_reflection``."""
+        user = self.check_item_namespace(namespace)[1]
+        episodes, now = self.ctx.episodes, self.ctx.now
+        if value is None:
+            return lambda: _discard(episodes.forget(user, [key]) if _is_uuid(key) else 0)
+        fields = _check_fields(
+            value, _EPISODE_FIELDS, _EPISODE_ECHO, "an episode", required=tuple(_EPISODE_FIELDS)
+        )
+        for name in ("thread_id", "conversation", "conversation_summary"):
+            if not isinstance(fields[name], str) or not fields[name].strip():
+                raise InvalidInputError(f"an episode's {name} must be a non-empty string")
+        for name in ("what_worked", "what_to_avoid"):
+            if not isinstance(fields[name], str):
+                raise InvalidInputError(f"an episode's {name} must be a string")
+        tags = fields["context_tags"]
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise InvalidInputError("an episode's context_tags must be a list of strings")
+        importance = fields["importance"]
+        if (
+            isinstance(importance, bool)
+            or not isinstance(importance, int | float)
+            or not 0 <= importance <= 1
+        ):
+            raise InvalidInputError(
+                f"an episode's importance is a number in [0, 1], got {importance!r}"
+            )
+        thread = fields["thread_id"]
+        check_text(thread, "thread_id")
+        reflection = _Reflection(
+            context_tags=list(tags),
+            conversation_summary=fields["conversation_summary"],
+            what_worked=fields["what_worked"],
+            what_to_avoid=fields["what_to_avoid"],
+            importance=float(importance),
+        )
+
+        def write() -> None:
+            existing = episodes.get(user, key) if _is_uuid(key) else None
+            if existing is not None:
+                if existing.thread_id != thread:
+                    raise InvalidInputError(
+                        f"episode {key} belongs to thread {existing.thread_id!r}, not {thread!r}: "
+                        "an episode's id derives from its thread, so it cannot move"
+                    )
+                if "created_at" in fields and fields["created_at"] != existing.created_at:
+                    raise InvalidInputError("created_at is set by the store; leave it out")
+                number = _conversation_number(user, thread, key, _MAX_CONVERSATIONS)
+                stamp: datetime | None = parse_time(existing.created_at)
+            else:
+                if "created_at" in fields:
+                    raise InvalidInputError("created_at is set by the store; leave it out")
+                known = sum(1 for e in _all_episodes(episodes, user) if e.thread_id == thread)
+                number = _conversation_number(user, thread, key, known + 1)
+                if number is None:
+                    expected = EpisodicMemory.episode_id(user, thread, known + 1)
+                    raise InvalidInputError(
+                        f"no episode {key!r} of {user!r}: an episode's key is its id, derived "
+                        f"from its thread and conversation number; the next episode of thread "
+                        f"{thread!r} has the key {expected!r}"
+                    )
+                stamp = now()
+            assert number is not None
+            episodes.store_reflection(
+                user, thread, reflection, fields["conversation"], conversation=number, now=stamp
+            )
+
+        return write
+
+    def search(
+        self,
+        partition: tuple[str, ...],
+        query: str | None,
+        flt: ItemFilter,
+        need: int,
+        alpha: float,
+    ) -> list[Found]:
+        """Episodes newest first, or by ``EpisodicMemory.recall`` (relevance, recency, importance)."""
+        user = partition[1]
+        episodes = self.ctx.episodes
+        if query:
+            moment = self.ctx.now()
+
+            def fetch(k: int) -> list[Found | None]:
+                recalled = episodes.recall(user, query, k=k, alpha=alpha, now=moment)
+                found: list[Found | None] = [
+                    Found(self._item(user, r.episode, r.score)) for r in recalled
+                ]
+                return found
+
+            return pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
+        out: list[Found] = []
+        for episode in _all_episodes(episodes, user):
+            found = Found(self._item(user, episode, None))
+            if flt.matches(found.item.value):
+                out.append(found)
+                if len(out) >= need:
+                    break
+        return out
+
+    def _item(self, user: str, episode: Episode, score: float | None) -> SearchItem:
+        value = episode.to_dict(with_conversation=True)
+        value.pop("id", None)
+        stamp = parse_time(episode.created_at)
+        return SearchItem(
+            namespace=(self.root, user),
+            key=episode.id,
+            value=value,
+            created_at=stamp,
+            updated_at=stamp,
+            score=score,
+        )
+
+
+def _all_episodes(episodes: EpisodicMemory, user: str) -> Iterator[Episode]:
+    offset = 0
+    while True:
+        page = episodes.list(user, limit=_PAGE, offset=offset)
+        yield from page
+        if len(page) < _PAGE:
+            return
+        offset += _PAGE
+
+
+def _conversation_number(user: str, thread: str, key: str, upto: int) -> int | None:
+    # Ids are hashes of (user, thread, number): the number is found by trying them.
+    wanted = key.lower()
+    for number in range(1, upto + 1):
+        if EpisodicMemory.episode_id(user, thread, number) == wanted:
+            return number
+    return None
+
+
+# -- rules ------------------------------------------------------------------------------------
+
+
+_RULE_FIELDS = frozenset(
+    {"rules", "version", "note", "source_episodes", "source_users", "rollback_to"}
+)
+_RULE_ECHO = frozenset({"parent_version", "created_at"})
+LATEST = "latest"
+
+
+class RulesSpace(KindSpace):
+    """``("rules", scope)``: key = a version number, or ``"latest"``; versions are immutable."""
+
+    root = "rules"
+
+    collection = RuleBook.spec.name
+
+    @property
+    def shape(self) -> str:
+        """The namespace form."""
+        return f"('rules', user or {GLOBAL_SCOPE!r})"
+
+    def check_owner(self, owner: str) -> str:
+        """Check a scope: a user id or the global scope."""
+        return check_user_id(owner)
+
+    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        """One stored version; ``"latest"`` is the newest (none while nothing is stored)."""
+        scope = self.check_item_namespace(namespace)[1]
+        if key == LATEST:
+            latest = self.ctx.rules.latest(scope)
+            return _plain(self._item(scope, latest, None, key=LATEST)) if latest.stored else None
+        number = _version_number(key)
+        if number is None:
+            return None
+        for version in self._stored(scope):
+            if version.version == number:
+                return _plain(self._item(scope, version, None))
+        return None
+
+    def prepare(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
+    ) -> Write:
+        """Propose the next version (or roll back to one) with a put under ``"latest"``."""
+        scope = self.check_item_namespace(namespace)[1]
+        if value is None:
+            raise InvalidInputError(
+                "rule versions are immutable and cannot be deleted one by one: put a new "
+                f"version under the key {LATEST!r} (or {{'rollback_to': n}}); forgetting a "
+                "user removes their rules"
+            )
+        if key != LATEST:
+            raise InvalidInputError(
+                f"rule versions are immutable: put the new rule set under the key {LATEST!r}, "
+                f"not {key!r}"
+            )
+        fields = _check_fields(value, _RULE_FIELDS, _RULE_ECHO, "a rule set", required=())
+        rollback = fields.get("rollback_to")
+        if ("rules" in fields) == (rollback is not None):
+            raise InvalidInputError("a rules put needs exactly one of 'rules' or 'rollback_to'")
+        base = fields.get("version")
+        for name in ("version", "rollback_to"):
+            number = fields.get(name)
+            if number is not None and (
+                isinstance(number, bool) or not isinstance(number, int) or number < 1
+            ):
+                raise InvalidInputError(f"{name} is a version number (1, 2, ...), got {number!r}")
+        rules = _rule_list(fields["rules"]) if "rules" in fields else []
+        note = fields.get("note", "")
+        if not isinstance(note, str):
+            raise InvalidInputError(f"note must be a string, got {note!r}")
+        sources = {}
+        for name in ("source_episodes", "source_users"):
+            given = fields.get(name, [])
+            if not isinstance(given, list) or not all(isinstance(v, str) for v in given):
+                raise InvalidInputError(f"{name} must be a list of strings")
+            sources[name] = given
+        book, now = self.ctx.rules, self.ctx.now
+
+        def write() -> None:
+            latest = book.latest(scope)
+            if base is not None and base != latest.version:
+                raise RuleVersionConflictError(scope, base, latest.version)
+            for name in sorted(_RULE_ECHO & fields.keys()):
+                # A value read back and edited still holds these; they must be unchanged.
+                if not latest.stored or fields[name] != getattr(latest, name):
+                    raise InvalidInputError(
+                        f"{name} is set by the store when a version is created; leave it "
+                        f"out (version {latest.version} has {getattr(latest, name)!r})"
+                    )
+            try:
+                if rollback is not None:
+                    book.rollback(scope, rollback, note=note)
+                else:
+                    book.propose(
+                        scope,
+                        rules,
+                        base_version=base,
+                        source_episodes=sources["source_episodes"],
+                        source_users=sources["source_users"],
+                        note=note or "put through the LangGraph store",
+                        now=now(),
+                    )
+            except RuleVersionConflictError:
+                raise
+            except RuleConflictError as exc:
+                raise RuleVersionConflictError(
+                    exc.scope, exc.base_version, exc.latest_version
+                ) from exc
+
+        return write
+
+    def search(
+        self,
+        partition: tuple[str, ...],
+        query: str | None,
+        flt: ItemFilter,
+        need: int,
+        alpha: float,
+    ) -> list[Found]:
+        """List stored versions newest first, or rank them by hybrid search over their text."""
+        scope = partition[1]
+        stored = self._stored(scope)
+        ranked: list[tuple[RuleVersion, float | None]]
+        if query and stored:
+            by_number = {v.version: v for v in stored}
+            hits = self.ctx.store.hybrid(
+                self.collection,
+                query=query,
+                vector=self.ctx.embeddings.embed_query(query),
+                alpha=alpha,
+                limit=min(PAGE_LIMIT, len(stored)),
+                user=scope,
+            )
+            ranked = [
+                (by_number[int(h.properties["version"])], h.score)
+                for h in hits
+                if int(h.properties.get("version") or 0) in by_number
+            ]
+        else:
+            ranked = [(v, None) for v in reversed(stored)]
+        out = [Found(self._item(scope, v, s)) for v, s in ranked]
+        return [f for f in out if flt.matches(f.item.value)][:need]
+
+    def _stored(self, scope: str) -> list[RuleVersion]:
+        return [v for v in self.ctx.rules.versions(scope) if v.stored]
+
+    def _item(
+        self, scope: str, version: RuleVersion, score: float | None, *, key: str | None = None
+    ) -> SearchItem:
+        value = version.to_dict()
+        value.pop("scope", None)
+        stamp = parse_time(version.created_at)
+        return SearchItem(
+            namespace=(self.root, scope),
+            key=key or str(version.version),
+            value=value,
+            created_at=stamp,
+            updated_at=stamp,
+            score=score,
+        )
+
+
+def _version_number(key: str) -> int | None:
+    if not key.isascii() or not key.isdigit():
+        return None
+    return int(key)
+
+
+def _rule_list(raw: object) -> list[dict[str, Any]]:
+    if not isinstance(raw, list) or not raw:
+        raise InvalidInputError(
+            "rules is a non-empty list of {'instruction': ..., 'rationale': ...} objects"
+        )
+    if len(raw) > MAX_RULES:
+        raise InvalidInputError(f"a rule set holds at most {MAX_RULES} rules, got {len(raw)}")
+    for rule in raw:
+        if (
+            not isinstance(rule, dict)
+            or set(rule) != {"instruction", "rationale"}
+            or not all(isinstance(v, str) for v in rule.values())
+        ):
+            raise InvalidInputError(
+                f"each rule is {{'instruction': str, 'rationale': str}}, got {rule!r:.100}"
+            )
+    return list(raw)
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+_MESSAGE_FIELDS = frozenset({"role", "content", "speaker", "metadata"})
+_MESSAGE_ECHO = frozenset({"turn", "created_at"})
+_ROLES = frozenset({"human", "user", "ai", "assistant"})
+
+
+class MessagesSpace(KindSpace):
+    """``("messages", user, thread)``: key = the message id; the message log."""
+
+    root = "messages"
+    depth = 3
+
+    collection = MessageLog.spec.name
+
+    @property
+    def shape(self) -> str:
+        """The namespace form."""
+        return "('messages', user, thread_id)"
+
+    def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """Return a user's whole log, or one thread of it."""
+        if len(prefix) == 3:
+            self.check_owner(prefix[1])
+            return [prefix]
+        return super().partitions(prefix)
+
+    def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
+        """One namespace per thread (``deep``), or per user when the caller truncates anyway."""
+        users = [p[1] for p in self._listed(fixed[:2])]
+        found: set[tuple[str, ...]] = set()
+        for user in users:
+            if not deep:
+                found.add((self.root, user))
+                continue
+            for thread in self.ctx.messages.threads(user):
+                if _addressable(thread):
+                    found.add((self.root, user, thread))
+        return {ns for ns in found if ns[: len(fixed)] == fixed}
+
+    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        """One logged message, by its stored id or by the message's own id."""
+        user, thread = self.check_item_namespace(namespace)[1:]
+        obj = self._resolve(user, thread, key)
+        if obj is None:
+            return None
+        return _plain(self._item(user, obj, None, key=key))
+
+    def _resolve(self, user: str, thread: str, key: str) -> StoredObject | None:
+        direct = self._read(user, key) if _is_uuid(key) else None
+        if direct is not None and direct.properties.get("thread_id") == thread:
+            return direct
+        return self._read(user, MessageLog.message_id(user, thread, key))
+
+    def _read(self, user: str, oid: str) -> StoredObject | None:
+        # MessageLog has no read by id yet (see docs/langgraph-store.md): read its collection.
+        if self.collection not in self.ctx.store.collections():
+            return None
+        return self.ctx.store.get(self.collection, oid, user=user)
+
+    def prepare(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
+    ) -> Write:
+        """Log a message under its own id through ``MessageLog.remember``; delete forgets it."""
+        user, thread = self.check_item_namespace(namespace)[1:]
+        log, now = self.ctx.messages, self.ctx.now
+        if value is None:
+
+            def delete() -> None:
+                found = self._resolve(user, thread, key)
+                if found is not None:
+                    log.forget(user, ids=[found.id])
+
+            return delete
+        fields = _check_fields(
+            value, _MESSAGE_FIELDS, _MESSAGE_ECHO, "a message", required=("role", "content")
+        )
+        if fields["role"] not in _ROLES:
+            raise InvalidInputError(
+                f"a logged message's role is one of {', '.join(sorted(_ROLES))}, got "
+                f"{fields['role']!r} (system and tool messages are not logged)"
+            )
+        if not isinstance(fields["content"], str) or not fields["content"].strip():
+            raise InvalidInputError("a logged message's content must be a non-empty string")
+        speaker = fields.get("speaker")
+        if speaker is not None and not isinstance(speaker, str):
+            raise InvalidInputError(f"speaker must be a string or None, got {speaker!r}")
+        metadata = fields.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidInputError(f"metadata must be an object or None, got {metadata!r:.60}")
+        message = {"role": fields["role"], "content": fields["content"], "id": key}
+        if speaker:
+            message["name"] = speaker
+
+        def write() -> None:
+            alias = self._read(user, MessageLog.message_id(user, thread, key))
+            if alias is None and _is_uuid(key):
+                stored = self._read(user, key)
+                if stored is not None:
+                    raise InvalidInputError(
+                        f"{key} is the stored id of a logged message: a message is written "
+                        "under its own message id, and a logged message cannot be rewritten "
+                        "by its stored id (delete it and log a new one)"
+                    )
+            for name in sorted(_MESSAGE_ECHO & fields.keys()):
+                if alias is None or fields[name] != _message_value(alias)[name]:
+                    raise InvalidInputError(
+                        f"{name} is set by the message log; leave it out of the value"
+                    )
+            log.remember(user, thread, [message], metadata=metadata, now=now())
+
+        return write
+
+    def search(
+        self,
+        partition: tuple[str, ...],
+        query: str | None,
+        flt: ItemFilter,
+        need: int,
+        alpha: float,
+    ) -> list[Found]:
+        """List turns by thread and turn number, or find them with ``MessageLog.recall``."""
+        user = partition[1]
+        thread = partition[2] if len(partition) == 3 else None
+        log = self.ctx.messages
+        if query:
+
+            def fetch(k: int) -> list[Found | None]:
+                recalled = log.recall(user, query, k=k, alpha=alpha, thread_id=thread)
+                found: list[Found | None] = [
+                    Found(self._logged(user, r, r.score)) for r in recalled
+                ]
+                return found
+
+            return pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
+        out: list[Found] = []
+        offset = 0
+        while len(out) < need:
+            page = log.list(user, thread_id=thread, limit=_PAGE, offset=offset)
+            for message in page:
+                found = Found(self._logged(user, message, None))
+                if flt.matches(found.item.value):
+                    out.append(found)
+            if len(page) < _PAGE:
+                break
+            offset += _PAGE
+        return out[:need]
+
+    def _logged(self, user: str, message: Any, score: float | None) -> SearchItem:
+        value = {
+            "role": message.role,
+            "content": message.content,
+            "speaker": message.speaker,
+            "turn": message.turn,
+            "created_at": message.created_at,
+            "metadata": message.metadata,
+        }
+        stamp = parse_time(message.created_at)
+        return SearchItem(
+            namespace=(self.root, user, message.thread_id),
+            key=message.id,
+            value=value,
+            created_at=stamp,
+            updated_at=stamp,
+            score=score,
+        )
+
+    def _item(self, user: str, obj: StoredObject, score: float | None, *, key: str) -> SearchItem:
+        value = _message_value(obj)
+        stamp = parse_time(value["created_at"])
+        return SearchItem(
+            namespace=(self.root, user, str(obj.properties.get("thread_id", ""))),
+            key=key,
+            value=value,
+            created_at=stamp,
+            updated_at=stamp,
+            score=score,
+        )
+
+
+def _message_value(obj: StoredObject) -> dict[str, Any]:
+    p = obj.properties
+    raw = p.get("metadata_json")
+    return {
+        "role": p.get("role", "human"),
+        "content": p.get("content", ""),
+        "speaker": p.get("speaker") or "",
+        "turn": int(p.get("turn", 0)),
+        "created_at": p.get("created_at", ""),
+        "metadata": json.loads(raw) if raw else {},
+    }
+
+
+# -- knowledge --------------------------------------------------------------------------------
+
+
+class KnowledgeSpace(KindSpace):
+    """``("knowledge", kb)``: key = a chunk id; read-only (ingestion writes knowledge)."""
+
+    root = "knowledge"
+
+    @property
+    def shape(self) -> str:
+        """The namespace form."""
+        return "('knowledge', knowledge_base)"
+
+    def check_owner(self, owner: str) -> str:
+        """Check a knowledge base name."""
+        knowledge_collection(owner)
+        return owner
+
+    def owners(self) -> list[str]:
+        """Return the knowledge bases."""
+        return sorted(kb for kb in list_knowledge_bases(self.ctx.store) if _addressable(kb))
+
+    def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """Every knowledge base, or the one named (in any case), if it exists."""
+        if len(prefix) == 2:
+            self.check_owner(prefix[1])
+            kept = find_knowledge_base(self.ctx.store, prefix[1])
+            return [] if kept is None else [(self.root, kept)]
+        return super().partitions(prefix)
+
+    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        """One visible chunk by id."""
+        self.check_item_namespace(namespace)
+        kb = find_knowledge_base(self.ctx.store, namespace[1])
+        if kb is None or not _is_uuid(key):
+            return None
+        obj = self.ctx.store.get(knowledge_collection(kb).name, key)
+        if obj is None:
+            return None
+        info = get_source(self.ctx.store, kb, str(obj.properties.get("source") or ""))
+        if info is None or info.revision != obj.properties.get("revision"):
+            return None  # a chunk of a replaced or unfinished ingestion: not visible
+        return _plain(self._chunk(kb, obj.id, obj.properties, info.ingested_at, None))
+
+    def prepare(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
+    ) -> Write:
+        """Refused: knowledge bases are written by ingestion only."""
+        self.check_item_namespace(namespace)
+        raise InvalidInputError(
+            "knowledge bases are read-only through the store: ingest files with "
+            "`amem ingest ... --collection <kb>` or the `ingest` graph"
+        )
+
+    def search(
+        self,
+        partition: tuple[str, ...],
+        query: str | None,
+        flt: ItemFilter,
+        need: int,
+        alpha: float,
+    ) -> list[Found]:
+        """Chunks by source and position, or by ``search_knowledge`` (hybrid, cited)."""
+        kb = partition[1]
+        store = self.ctx.store
+        dates = {info.source: info.ingested_at for info in list_sources(store, kb)}
+        if query:
+
+            def fetch(k: int) -> list[Found | None]:
+                hits = search_knowledge(store, self.ctx.embeddings, kb, query, k=k, alpha=alpha)
+                found: list[Found | None] = [
+                    Found(
+                        self._chunk(
+                            kb,
+                            h.chunk_id,
+                            {
+                                "text": h.text,
+                                "title": h.title,
+                                "source": h.source,
+                                "page_start": h.page_start,
+                                "page_end": h.page_end,
+                                "chunk_index": h.chunk_index,
+                            },
+                            dates.get(h.source, ""),
+                            h.score,
+                        )
+                    )
+                    for h in hits
+                ]
+                return found
+
+            return pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
+        out: list[Found] = []
+        for source, ingested in sorted(dates.items()):
+            for obj in list_chunks(store, kb, source):
+                found = Found(self._chunk(kb, obj.id, obj.properties, ingested, None))
+                if flt.matches(found.item.value):
+                    out.append(found)
+                    if len(out) >= need:
+                        return out
+        return out
+
+    def _chunk(
+        self, kb: str, oid: str, props: Mapping[str, Any], ingested: str, score: float | None
+    ) -> SearchItem:
+        start = int(props.get("page_start") or 1)
+        hit = KnowledgeHit(
+            chunk_id=oid,
+            text=str(props.get("text") or ""),
+            source=str(props.get("source") or ""),
+            title=str(props.get("title") or ""),
+            page_start=start,
+            page_end=int(props.get("page_end") or start),
+            score=0.0 if score is None else score,
+            chunk_index=int(props.get("chunk_index") or 0),
+        )
+        stamp = parse_time(ingested)
+        return SearchItem(
+            namespace=(self.root, kb),
+            key=oid,
+            value={
+                "text": hit.text,
+                "title": hit.title,
+                "source": hit.source,
+                "page_start": hit.page_start,
+                "page_end": hit.page_end,
+                "chunk_index": hit.chunk_index,
+                "citation": hit.citation,
+            },
+            created_at=stamp,
+            updated_at=stamp,
+            score=score,
+        )
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _check_fields(
+    value: Mapping[str, Any],
+    fields: frozenset[str],
+    echo: frozenset[str],
+    what: str,
+    *,
+    required: tuple[str, ...],
+) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{what} must be a mapping, got {type(value).__name__}")
+    data = dict(value)
+    unknown = sorted(set(data) - fields - echo)
+    if unknown:
+        raise InvalidInputError(
+            f"{what} has no field {', '.join(map(repr, unknown))} (fields: "
+            f"{', '.join(sorted(fields))}; set by the store: {', '.join(sorted(echo))})"
+        )
+    missing = [name for name in required if data.get(name) is None]
+    if missing:
+        raise InvalidInputError(f"{what} needs {', '.join(map(repr, missing))}")
+    return data
+
+
+def _plain(item: SearchItem) -> Item:
+    return Item(
+        value=item.value,
+        key=item.key,
+        namespace=item.namespace,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+    )
+
+
+def _is_uuid(key: str) -> bool:
+    try:
+        uuid.UUID(key)
+    except ValueError:
+        return False
+    return True
+
+
+def _addressable(label: str) -> bool:
+    """Whether a stored name can be a LangGraph namespace label."""
+    return bool(label) and SEPARATOR not in label and "\x00" not in label
+
+
+def _discard(_: object) -> None:
+    return None

@@ -1,0 +1,55 @@
+"""Array types shared by the embedded store's modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float32]
+FloatArray64 = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+NO_HITS: tuple[IntArray, FloatArray] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+
+
+class Growing:
+    """An array that grows along its first axis in place, with spare room at the end.
+
+    ``view`` is a view of the filled rows; appending writes into the spare room (reallocating,
+    with room to spare again, when it runs out), so adding k rows to n costs O(k), not O(n).
+    """
+
+    HEADROOM = 0.125
+
+    def __init__(self, data: npt.NDArray[Any]) -> None:
+        """Hold a copy of ``data`` with spare room for about an eighth more rows."""
+        self._size = data.shape[0]
+        self._buffer = np.empty(
+            (self._size + max(256, int(self._size * self.HEADROOM)), *data.shape[1:]),
+            dtype=data.dtype,
+        )
+        self._buffer[: self._size] = data
+
+    @property
+    def view(self) -> npt.NDArray[Any]:
+        """Return the filled rows (a view: valid until the next append or keep)."""
+        return self._buffer[: self._size]
+
+    def append(self, more: npt.NDArray[Any]) -> None:
+        """Add rows at the end."""
+        end = self._size + more.shape[0]
+        if end > self._buffer.shape[0]:
+            grown = np.empty(
+                (end + max(256, int(end * 0.5)), *self._buffer.shape[1:]), dtype=self._buffer.dtype
+            )
+            grown[: self._size] = self._buffer[: self._size]
+            self._buffer = grown
+        self._buffer[self._size : end] = more
+        self._size = end
+
+    def keep(self, mask: npt.NDArray[np.bool_]) -> None:
+        """Keep only the rows where ``mask`` is true, in order."""
+        kept = self._buffer[: self._size][mask]
+        self._buffer[: kept.shape[0]] = kept
+        self._size = kept.shape[0]

@@ -1,0 +1,394 @@
+"""SQL layout of the embedded store: catalogue, columns, filters and migrations.
+
+Layout: ``store.sqlite3`` (WAL mode) holds a catalogue of collection schemas and, per
+collection, an object table ``o_<Name>`` (id, user, JSON properties, float32 vector, the
+term counts of the searchable properties, and a column per filterable scalar property).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from agentic_memory.store.embedded.keyword import encode_terms
+from agentic_memory.store.ranking import text_sort_key
+from agentic_memory.store.types import (
+    CollectionSpec,
+    InvalidInputError,
+    Property,
+    SchemaConflictError,
+    StoredObject,
+    StoreError,
+    UnknownCollectionError,
+    Where,
+)
+
+DB_FILENAME = "store.sqlite3"
+SCHEMA_VERSION = 3
+PAGE_SIZE = 16_384
+"""Bytes per database page. A row (a 256-d vector, its text and term counts) takes ~2.6 KB:
+one fitted in a 4 KB page and left the rest empty, so the file was ~1.5 times its content."""
+_ZEROED_KEY = "free_space_zeroed"
+"""``amem_meta`` key of a store file written with ``secure_delete`` since its creation."""
+
+
+def _create_catalogue(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS amem_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    row = conn.execute("SELECT value FROM amem_meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        conn.execute(
+            "INSERT INTO amem_meta (key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
+        # Written with secure_delete from the start: no stale text in its free space.
+        conn.execute(f"INSERT INTO amem_meta (key, value) VALUES ('{_ZEROED_KEY}', '1')")
+    elif int(row[0]) in (1, 2):
+        if int(row[0]) == 1:
+            _migrate_from_v1(conn)
+        _migrate_from_v2(conn)
+    elif int(row[0]) != SCHEMA_VERSION:
+        raise SchemaConflictError(
+            f"store file has layout version {row[0]}, this code reads {SCHEMA_VERSION}"
+        )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS amem_collections ("
+        "name TEXT PRIMARY KEY, spec TEXT NOT NULL, dims INTEGER NOT NULL, "
+        "created_at TEXT NOT NULL)"
+    )
+    # One random token per (collection, user) that every write replaces: a vector cache
+    # built under another token is stale, whichever process wrote. The lineage changes
+    # only when rows are replaced (or rids could be reused), so a cache of the same
+    # lineage holds rows that are unchanged or deleted, and lacks only larger rids; and
+    # unless ``removed`` (a count of deleting writes) moved, none was deleted either.
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS amem_generations ("
+        "collection TEXT NOT NULL, scope TEXT NOT NULL, token TEXT NOT NULL, "
+        "lineage TEXT NOT NULL DEFAULT '', removed INTEGER NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (collection, scope))"
+    )
+    _retokenize(conn)
+
+
+def normalise_date(value: str) -> str:
+    """Return an RFC 3339 date as UTC ``isoformat`` text, whose text order is time order."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        raise InvalidInputError(f"date must carry a timezone: {value!r}")
+    # isoformat of a UTC time sorts as text: a missing fraction ("+") sorts before ".ffffff".
+    return parsed.astimezone(UTC).isoformat()
+
+
+def _table(name: str) -> str:
+    # Collection names are validated against COLLECTION_NAME_RE, so quoting them is enough.
+    return f'"o_{name}"'
+
+
+def _bump(
+    conn: sqlite3.Connection,
+    collection: str,
+    user: str | None,
+    *,
+    keeps_lineage: bool,
+    removes: bool = False,
+) -> None:
+    """Mark a partition changed.
+
+    ``keeps_lineage``: the write only added rows with new, larger rids or deleted rows, so a
+    cached copy stays valid for the rows that are still there (see ``PartitionCache.extend``).
+    ``removes``: the write deleted rows, so a cached copy must look for the ones gone.
+    """
+    conn.execute(
+        "INSERT INTO amem_generations (collection, scope, token, lineage, removed) "
+        "VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (collection, scope) DO UPDATE SET token = excluded.token, "
+        "lineage = CASE WHEN ? THEN lineage ELSE excluded.lineage END, "
+        "removed = removed + excluded.removed",
+        (
+            collection,
+            user or "",
+            uuid.uuid4().hex,
+            uuid.uuid4().hex,
+            int(removes),
+            keeps_lineage,
+        ),
+    )
+
+
+def _sql_text_key(value: str | None) -> str | None:
+    return text_sort_key(value) if isinstance(value, str) else value
+
+
+def _json_path(prop: str) -> str:
+    return f"$.{prop}"
+
+
+def _columns(spec: CollectionSpec) -> list[Property]:
+    """Return the properties kept in an indexed column of their own as well as in the JSON.
+
+    Filters and sorting read the column. Expression indexes on the JSON (layout 1) parsed
+    every row's JSON once per index on every write, which doubled the cost of an insert.
+    """
+    return [p for p in spec.properties if p.filterable and p.type != "text[]"]
+
+
+def _column(prop: str) -> str:
+    # Property names match PROPERTY_NAME_RE, so quoting them is enough.
+    return f'"p_{prop}"'
+
+
+def _column_value(value: Any) -> Any:
+    """Return what ``json_extract`` gives for an already normalised value (booleans: 0, 1)."""
+    return int(value) if isinstance(value, bool) else value
+
+
+def _index_columns(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
+    for prop in _columns(spec):
+        conn.execute(
+            f'CREATE INDEX "ix_{spec.name}_{prop.name}" '
+            f"ON {_table(spec.name)} (user, {_column(prop.name)})"
+        )
+
+
+def _add_columns(conn: sqlite3.Connection, spec: CollectionSpec, added: list[Property]) -> None:
+    """Give added filterable properties their column and index; existing rows hold NULL.
+
+    NULL is what the JSON of those rows says too (no such key), so filters on the column and
+    on the JSON agree without rewriting a row. ``ALTER TABLE ... ADD COLUMN`` only changes
+    the table's schema text, so this is as cheap on a million rows as on none.
+    """
+    table = _table(spec.name)
+    for prop in added:
+        if prop.filterable and prop.type != "text[]":
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {_column(prop.name)}")
+            conn.execute(
+                f'CREATE INDEX IF NOT EXISTS "ix_{spec.name}_{prop.name}" '
+                f"ON {table} (user, {_column(prop.name)})"
+            )
+
+
+def _compound_indexes(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
+    """Create the spec's compound indexes that are missing (also on stores made before them).
+
+    Each ends with ``id``, the tie-breaker of every sorted listing, so a filtered, sorted page
+    is read in index order without a sort.
+    """
+    for index in spec.indexes:
+        # '-' cannot occur in a property name, so names of different indexes differ.
+        name = f"cx_{spec.name}_{'-'.join(index)}"
+        columns = ", ".join(_column(prop) for prop in index)
+        conn.execute(
+            f'CREATE INDEX IF NOT EXISTS "{name}" ON {_table(spec.name)} (user, {columns}, id)'
+        )
+
+
+def _prop_sql(spec: CollectionSpec, prop: str, alias: str = "") -> str:
+    """Return a scalar property's SQL: its column, or its JSON path when it has none."""
+    if any(p.name == prop for p in _columns(spec)):
+        return f"{alias}{_column(prop)}"
+    return f"json_extract({alias}props, '{_json_path(prop)}')"
+
+
+TOKENIZER_VERSION = "2"
+"""Version 2 splits text before lower-casing it, letter by letter (Go's order): version 1
+lower-cased first, which split words at U+0130 ("İ" becomes "i" plus a combining dot) and
+gave a word-final capital sigma the final form ("ς" instead of Go's "σ")."""
+
+_RETOKENIZE_CHARS = ("\u0130", "\u03a3")
+
+
+def _retokenize(conn: sqlite3.Connection) -> None:
+    """Re-tokenise the few rows whose terms tokenizer version 1 got wrong; once per store.
+
+    Runs in the opening transaction. Only rows holding U+0130 or a capital sigma can differ;
+    their partitions get a new lineage, so caches reload them.
+    """
+    row = conn.execute("SELECT value FROM amem_meta WHERE key = 'tokenizer'").fetchone()
+    if row is not None and row[0] == TOKENIZER_VERSION:
+        return
+    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+        spec = _spec_from_json(spec_json)
+        if not spec.searchable:
+            continue
+        table = _table(spec.name)
+        like = " OR ".join("props LIKE ?" for _ in _RETOKENIZE_CHARS)
+        rows = conn.execute(
+            f"SELECT rid, user, props FROM {table} WHERE {like}",
+            [f"%{c}%" for c in _RETOKENIZE_CHARS],
+        ).fetchall()
+        if not rows:
+            continue
+        lengths, terms = encode_terms(spec, [json.loads(r[2]) for r in rows])
+        conn.executemany(
+            f"UPDATE {table} SET lengths = ?, terms = ? WHERE rid = ?",
+            [(a, b, r[0]) for a, b, r in zip(lengths, terms, rows, strict=True)],
+        )
+        for user in {r[1] for r in rows}:
+            _bump(conn, spec.name, user, keeps_lineage=False)
+    conn.execute(
+        "INSERT INTO amem_meta (key, value) VALUES ('tokenizer', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (TOKENIZER_VERSION,),
+    )
+
+
+def _migrate_from_v1(conn: sqlite3.Connection) -> None:
+    """Move filterable properties from JSON expression indexes to indexed columns.
+
+    Runs inside the opening transaction: a crash leaves the layout-1 file untouched, and a
+    second process that opens the store meanwhile waits and then finds layout 2.
+    """
+    conn.execute("ALTER TABLE amem_generations ADD COLUMN lineage TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE amem_generations SET lineage = lower(hex(randomblob(16)))")
+    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+        spec = _spec_from_json(spec_json)
+        table = _table(spec.name)
+        indexed = _columns(spec)
+        for prop in indexed:
+            conn.execute(f'DROP INDEX IF EXISTS "ix_{spec.name}_{prop.name}"')
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {_column(prop.name)}")
+        if indexed:
+            conn.execute(
+                f"UPDATE {table} SET "
+                + ", ".join(
+                    f"{_column(p.name)} = json_extract(props, '{_json_path(p.name)}')"
+                    for p in indexed
+                )
+            )
+        _index_columns(conn, spec)
+    conn.execute("UPDATE amem_meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def _migrate_from_v2(conn: sqlite3.Connection) -> None:
+    """Count deleting writes per partition, and index every object table by user alone.
+
+    A cache then reads only the rows added since it was built: the ``(user)`` index holds
+    each user's rids in order, so ``user IS ? AND rid > ?`` is a range, where the other
+    indexes made it a scan of all the user's rows; and an unchanged ``removed`` count
+    spares reading every rid to find deleted ones. Runs inside the opening transaction,
+    like ``_migrate_from_v1``. The page size changes later, outside it (``compact_pages``).
+    """
+    conn.execute("ALTER TABLE amem_generations ADD COLUMN removed INTEGER NOT NULL DEFAULT 0")
+    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+        _user_index(conn, _spec_from_json(spec_json))
+    conn.execute(
+        "UPDATE amem_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+    )
+
+
+def _user_index(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
+    conn.execute(f'CREATE INDEX IF NOT EXISTS "ix_{spec.name}_user" ON {_table(spec.name)} (user)')
+
+
+def compact_pages(conn: sqlite3.Connection) -> bool:
+    """Rewrite a file of smaller pages with ``PAGE_SIZE`` pages, if no other process has it open.
+
+    Runs ``VACUUM``, which SQLite makes atomic (a crash leaves the old file), after leaving
+    WAL mode, which only the sole connection to a file may do: when another process has the
+    store open, nothing is done and a later open tries again. Returns whether it was done.
+    """
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    if size >= PAGE_SIZE:
+        return False
+    (timeout,) = conn.execute("PRAGMA busy_timeout").fetchone()
+    # Wait for no one: the store works as it is, and another open will try again.
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        (mode,) = conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+        if mode != "delete":
+            return False
+        try:
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+            conn.execute("VACUUM")
+        finally:
+            conn.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.Error:
+        # Busy, or no room for the copy VACUUM makes: the file is as it was.
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+    return True
+
+
+def _sql_value(prop: Property, value: Any) -> Any:
+    if prop.type == "date":
+        return normalise_date(value)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _filter_sql(spec: CollectionSpec, where: list[Where], alias: str = "") -> tuple[str, list[Any]]:
+    """Translate validated conditions to `` AND ...`` SQL with parameters (never inlined)."""
+    parts: list[str] = []
+    params: list[Any] = []
+    props = f"{alias}props"
+    for cond in where:
+        prop = spec.prop(cond.prop)
+        path = _json_path(cond.prop)
+        expr = _prop_sql(spec, cond.prop, alias)
+        if cond.op == "contains":
+            parts.append(f"EXISTS (SELECT 1 FROM json_each({props}, ?) WHERE value = ?)")
+            params += [path, cond.value]
+        elif cond.op == "in":
+            values = json.dumps([_sql_value(prop, v) for v in cond.value], ensure_ascii=False)
+            if prop.type == "text[]":
+                parts.append(
+                    f"EXISTS (SELECT 1 FROM json_each({props}, ?) "
+                    "WHERE value IN (SELECT value FROM json_each(?)))"
+                )
+                params += [path, values]
+            else:
+                parts.append(f"{expr} IN (SELECT value FROM json_each(?))")
+                params.append(values)
+        else:
+            # ne uses IS NOT so objects without the property match, as Weaviate's NotEqual does.
+            op = {"eq": "=", "ne": "IS NOT", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[
+                cond.op
+            ]
+            parts.append(f"{expr} {op} ?")
+            params.append(_sql_value(prop, cond.value))
+    return "".join(f" AND {p}" for p in parts), params
+
+
+def _stored(row: tuple[Any, ...], include_vector: bool) -> StoredObject:
+    vector = None
+    if include_vector and row[2] is not None:
+        vector = np.frombuffer(row[2], dtype=np.float32).astype(np.float64).tolist()
+    return StoredObject(id=row[0], properties=json.loads(row[1]), vector=vector)
+
+
+def _spec_to_json(spec: CollectionSpec) -> str:
+    return json.dumps(spec.to_dict(), ensure_ascii=False)
+
+
+def _spec_from_json(raw: str) -> CollectionSpec:
+    return CollectionSpec.from_dict(json.loads(raw))
+
+
+def _structure(spec: CollectionSpec) -> tuple[Any, ...]:
+    """Return the parts of a schema that shape storage; descriptions may differ freely."""
+    return (
+        spec.name,
+        spec.per_user,
+        tuple((p.name, p.type, p.searchable, p.filterable) for p in spec.properties),
+    )
+
+
+def _describe(spec: CollectionSpec) -> str:
+    props = ", ".join(
+        f"{p.name}:{p.type}{'+search' if p.searchable else ''}{'' if p.filterable else '-filter'}"
+        for p in spec.properties
+    )
+    return f"per_user={spec.per_user} [{props}]"
+
+
+def _translate(exc: sqlite3.Error) -> StoreError:
+    msg = str(exc)
+    if "no such table" in msg:
+        return UnknownCollectionError(f"collection was dropped by another process ({msg})")
+    return StoreError(f"embedded store error: {msg}")

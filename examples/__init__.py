@@ -1,0 +1,1 @@
+"""Examples of other LangGraph agents using agentic memory (not installed with the package)."""
