@@ -42,7 +42,13 @@ def log_with(store: EmbeddedStore, embeddings: LocalEmbeddings, **policy: Any) -
 
 
 def exchange(
-    log: MessageLog, user: str, thread: str, text: str, *, days: float, important: bool | None = None
+    log: MessageLog,
+    user: str,
+    thread: str,
+    text: str,
+    *,
+    days: float,
+    important: bool | None = None,
 ) -> list[str]:
     """Log a user message and its answer, ``days`` before NOW; return their ids."""
     return log.remember(

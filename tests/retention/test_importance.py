@@ -62,24 +62,32 @@ def test_logging_a_message_again_keeps_its_mark_unless_told(
 def test_mark_and_unmark_by_id(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
     log = log_with(store, embeddings)
     ids = exchange(log, "alice", "t1", "we chose the blue sofa", days=2)
-    vectors = {o.id: o.vector for o in store.iterate(MESSAGES.name, user="alice", include_vector=True)}
+    vectors = {
+        o.id: o.vector for o in store.iterate(MESSAGES.name, user="alice", include_vector=True)
+    }
     marked = log.mark_important("alice", [ids[0], ids[0].upper()])  # one id, twice
     assert [(m.id, m.important, m.important_by) for m in marked] == [(ids[0], True, "user")]
     stored = _stored(store, "alice")
     assert stored[ids[0]]["important"] is True and stored[ids[0]]["important_by"] == "user"
     assert "important" not in stored[ids[1]] or stored[ids[1]]["important"] is False
     # The vector and everything else stay as they were.
-    after = {o.id: o.vector for o in store.iterate(MESSAGES.name, user="alice", include_vector=True)}
+    after = {
+        o.id: o.vector for o in store.iterate(MESSAGES.name, user="alice", include_vector=True)
+    }
     assert after == vectors
     log.mark_important("alice", [ids[0]], important=False)
     stored = _stored(store, "alice")
     assert stored[ids[0]]["important"] is False and "important_by" not in stored[ids[0]]
 
 
-def test_the_user_word_wins_over_the_model(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
+def test_the_user_word_wins_over_the_model(
+    store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
     log = log_with(store, embeddings)
     [oid] = log.remember(
-        "alice", "t1", [{"role": "user", "content": "my blood type is 0+", "important": True}],
+        "alice",
+        "t1",
+        [{"role": "user", "content": "my blood type is 0+", "important": True}],
         marked_by="model",
     )
     assert log.mark_important("alice", [oid])[0].important_by == "user"
@@ -121,13 +129,17 @@ def test_marking_in_a_store_without_a_log_says_so(
     store: EmbeddedStore, embeddings: LocalEmbeddings
 ) -> None:
     with pytest.raises(InvalidInputError, match="no logged message"):
-        MessageLog(store, embeddings, retention=KEEP_ALL).mark_important("alice", [str(uuid.uuid4())])
+        MessageLog(store, embeddings, retention=KEEP_ALL).mark_important(
+            "alice", [str(uuid.uuid4())]
+        )
     assert MESSAGES.name not in store.collections()
 
 
 def test_find_a_turn(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
     log = log_with(store, embeddings)
-    ids = exchange(log, "alice", "t1", "first", days=1) + exchange(log, "alice", "t1", "second", days=1)
+    ids = exchange(log, "alice", "t1", "first", days=1) + exchange(
+        log, "alice", "t1", "second", days=1
+    )
     found = log.find("alice", "t1", 2)
     assert found is not None and found.id == ids[2] and found.content == "second"
     assert log.find("alice", "t1", 9) is None and log.find("bob", "t1", 0) is None
@@ -155,7 +167,9 @@ def test_an_important_turn_outranks_an_equally_good_match(
     log.mark_important("alice", [loser])
     after = log.recall("alice", "wifi password", k=4)
     assert after[0].id == loser and after[0].important is True
-    assert after[0].score == pytest.approx(before[1].score + IMPORTANCE_WEIGHT * (1 - before[1].score))
+    assert after[0].score == pytest.approx(
+        before[1].score + IMPORTANCE_WEIGHT * (1 - before[1].score)
+    )
     assert after[1].score == pytest.approx(before[0].score)
 
 
@@ -185,7 +199,9 @@ def test_equal_importance_keeps_the_ranking(
             assert a.score == pytest.approx(b.score + IMPORTANCE_WEIGHT * (1 - b.score))
 
 
-def test_the_memory_api(tmp_path: object, embeddings: LocalEmbeddings, store: EmbeddedStore) -> None:
+def test_the_memory_api(
+    tmp_path: object, embeddings: LocalEmbeddings, store: EmbeddedStore
+) -> None:
     mem = Memory(store, embeddings, retention=KEEP_ALL)
     ids = mem.remember("alice", "t1", [{"role": "user", "content": "keep this"}], important=True)
     assert mem.list("alice")[0].important is True

@@ -34,7 +34,9 @@ def _turns(store: EmbeddedStore, user: str) -> list[tuple[str, int, str, bool]]:
     )
 
 
-def test_expired_turns_go_unless_important(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
+def test_expired_turns_go_unless_important(
+    store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
     log = log_with(store, embeddings, message_days=30)
     exchange(log, "alice", "old", "an old chat", days=45)
     exchange(log, "alice", "old", "an old promise", days=40, important=True)
@@ -55,7 +57,12 @@ def test_expired_turns_go_unless_important(store: EmbeddedStore, embeddings: Loc
         "About a recent chat.",
     ][::1] or True
     contents = {c for _, _, c, _ in _turns(store, "alice")}
-    assert contents == {"an old promise", "About an old promise.", "a recent chat", "About a recent chat."}
+    assert contents == {
+        "an old promise",
+        "About an old promise.",
+        "a recent chat",
+        "About a recent chat.",
+    }
     assert store.count(MESSAGES.name, user="bob") == 2  # another user is not touched
     assert log.purge("alice", now=NOW).deleted == 0  # nothing left to do
 
@@ -125,11 +132,22 @@ def test_purge_never_touches_facts_or_rules(
         "alice", "t1", _Reflection(0.1), "user: I am vegetarian", now=days_ago(400)
     )
     before = {
-        name: {u: sorted((o.id, repr(o.properties)) for o in store.iterate(name, user=u)) for u in store.users(name)}
+        name: {
+            u: sorted((o.id, repr(o.properties)) for o in store.iterate(name, user=u))
+            for u in store.users(name)
+        }
         for name in (FACTS.name, RULES.name)
     }
     touched: list[str] = []
-    for method in ("delete", "delete_where", "delete_user", "upsert", "insert", "drop_collection", "add_properties"):
+    for method in (
+        "delete",
+        "delete_where",
+        "delete_user",
+        "upsert",
+        "insert",
+        "drop_collection",
+        "add_properties",
+    ):
         real = getattr(store, method)
 
         def spy(name: str, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
@@ -146,7 +164,10 @@ def test_purge_never_touches_facts_or_rules(
     assert [r.user for r in reports] == ["alice"]
     assert reports[0].messages.expired == 2
     after = {
-        name: {u: sorted((o.id, repr(o.properties)) for o in store.iterate(name, user=u)) for u in store.users(name)}
+        name: {
+            u: sorted((o.id, repr(o.properties)) for o in store.iterate(name, user=u))
+            for u in store.users(name)
+        }
         for name in (FACTS.name, RULES.name)
     }
     assert after == before
@@ -188,7 +209,9 @@ def test_a_write_purges_at_most_once_per_interval(
     assert store.count(MESSAGES.name, user="alice") == 2
     assert store.count(MESSAGES.name, user="bob") == 0
     # Another MessageLog on the same store shares the clock; a new store does not.
-    log_with(store, embeddings, message_days=30).remember("alice", "t", [{"role": "user", "content": "x"}])
+    log_with(store, embeddings, message_days=30).remember(
+        "alice", "t", [{"role": "user", "content": "x"}]
+    )
     assert purges == ["alice", "bob"]
 
 
@@ -222,6 +245,10 @@ def test_a_failing_purge_never_fails_the_write(
     assert "disk on fire" in caplog.text
 
 
+class ProcessKilled(Exception):
+    """Stands for the process dying at that point (no later code of the purge runs)."""
+
+
 # -- adversarial: races and crashes ------------------------------------------------------------
 
 
@@ -229,7 +256,9 @@ def test_a_turn_marked_important_while_the_purge_runs_is_kept(
     store: EmbeddedStore, embeddings: LocalEmbeddings
 ) -> None:
     log = log_with(store, embeddings, max_messages=2)
-    doomed = exchange(log, "alice", "t", "old one", days=10) + exchange(log, "alice", "t", "old two", days=9)
+    doomed = exchange(log, "alice", "t", "old one", days=10) + exchange(
+        log, "alice", "t", "old two", days=9
+    )
     exchange(log, "alice", "t", "new", days=1)
     real = store.delete_where
     marked = False
@@ -266,11 +295,11 @@ def test_a_crash_mid_purge_loses_nothing_important_and_the_next_purge_finishes(
         nonlocal calls
         calls += 1
         if calls == 2:
-            raise KeyboardInterrupt("killed mid-purge")
+            raise ProcessKilled("killed mid-purge")
         return real(collection, where, user=user)
 
     store.delete_where = crash_on_second  # type: ignore[method-assign]
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(ProcessKilled):
         log.purge("alice", now=NOW)
     store.delete_where = real  # type: ignore[method-assign]
     middle = _turns(store, "alice")
@@ -280,7 +309,12 @@ def test_a_crash_mid_purge_loses_nothing_important_and_the_next_purge_finishes(
     assert (report.expired, report.remaining) == (0, 4)
     final = _turns(store, "alice")
     assert {c for _, _, c, imp in final if imp} == {"expired 2", "About expired 2."}
-    assert {c for _, _, c, _ in final} == {"expired 2", "About expired 2.", "fresh 4", "About fresh 4."}
+    assert {c for _, _, c, _ in final} == {
+        "expired 2",
+        "About expired 2.",
+        "fresh 4",
+        "About fresh 4.",
+    }
 
 
 def test_purges_racing_writers_keep_turns_unique_and_important_ones(
@@ -320,7 +354,9 @@ def test_purges_racing_writers_keep_turns_unique_and_important_ones(
             except BaseException as exc:
                 errors.append(exc)
 
-    MessageLog(store, embeddings, retention=policy).remember("alice", "thread-0", [{"role": "user", "content": "start"}])
+    MessageLog(store, embeddings, retention=policy).remember(
+        "alice", "thread-0", [{"role": "user", "content": "start"}]
+    )
     writers = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
     purgers = [threading.Thread(target=purger) for _ in range(2)]
     for t in writers + purgers:

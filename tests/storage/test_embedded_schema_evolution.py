@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import agentic_memory.store.embedded as embedded
+import agentic_memory.store.embedded.store as embedded
 from agentic_memory.store import MemoryObject, Property, Where, make_id
 from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore
 from tests.storage.conftest import DIMS, make_spec, vec

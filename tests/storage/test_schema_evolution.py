@@ -53,7 +53,11 @@ def test_added_properties_leave_every_object_as_it_was(
     assert store.add_properties(coll.name, [PINNED, SCORE]) == ["pinned", "score"]
 
     spec = store.spec(coll.name)
-    assert [p.name for p in spec.properties] == [*(p.name for p in coll.properties), "pinned", "score"]
+    assert [p.name for p in spec.properties] == [
+        *(p.name for p in coll.properties),
+        "pinned",
+        "score",
+    ]
     assert spec.prop("pinned").description == "added later"
     after = {o.id: o.properties for o in store.iterate(coll.name, user=ALICE)}
     assert after == before
@@ -69,9 +73,13 @@ def test_added_properties_leave_every_object_as_it_was(
         [MemoryObject(ids[2], {**pinned.properties, "pinned": True, "score": 0.5}, pinned.vector)],
         user=ALICE,
     ).raise_for_failures()
-    assert [o.id for o in store.list_objects(coll.name, user=ALICE, where=[Where("pinned", "eq", True)])] == [ids[2]]
+    assert [
+        o.id for o in store.list_objects(coll.name, user=ALICE, where=[Where("pinned", "eq", True)])
+    ] == [ids[2]]
     assert store.count(coll.name, user=ALICE, where=[Where("pinned", "ne", True)]) == 4
-    deleted = store.delete_where(coll.name, [Where("rank", "lt", 4), Where("pinned", "ne", True)], user=ALICE)
+    deleted = store.delete_where(
+        coll.name, [Where("rank", "lt", 4), Where("pinned", "ne", True)], user=ALICE
+    )
     assert deleted == 3
     assert sorted(o.properties["rank"] for o in store.iterate(coll.name, user=ALICE)) == [2, 4]
     hits = store.hybrid(coll.name, query="zebra", vector=vec(1, 0), user=ALICE, limit=10)

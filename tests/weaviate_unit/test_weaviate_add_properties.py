@@ -44,7 +44,9 @@ WHO = Property("pinned_by", "text", filterable=False)
 
 
 def _posts(w: Wire) -> list[Any]:
-    return [body for method, path, body in w.rest if method == "POST" and path.endswith("/properties")]
+    return [
+        body for method, path, body in w.rest if method == "POST" and path.endswith("/properties")
+    ]
 
 
 def test_the_request_and_the_schema_afterwards(wire: tuple[Wire, Any]) -> None:
