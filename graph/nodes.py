@@ -643,7 +643,7 @@ async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     When the memory model flagged the user message (``turn_important``), it is logged
     marked important, by the model: kept for good and recalled first.
     """
-    _, user, mem = await _setup(runtime)
+    ctx, user, mem = await _setup(runtime)
     last_human = max(
         (i for i, m in enumerate(state.messages) if isinstance(m, HumanMessage)), default=None
     )
@@ -663,7 +663,13 @@ async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "name": flagged.name,
             "important": True,
         }
-    await mem.messages.aremember(user, _thread(_config()), turn, marked_by="model")
+    await mem.messages.aremember(
+        user,
+        _thread(_config()),
+        turn,
+        marked_by="model",
+        retention=ctx.retention(mem.retention),
+    )
     return {"turn_answered": state.end_conversation}
 
 

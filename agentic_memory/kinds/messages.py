@@ -341,6 +341,7 @@ class MessageLog(CollectionBound):
         now: datetime | None = None,
         important: bool | None = None,
         marked_by: MarkedBy = "user",
+        retention: RetentionPolicy | None = None,
     ) -> list[str]:
         """Log the human and AI turns of ``messages``; return their ids in order.
 
@@ -356,6 +357,7 @@ class MessageLog(CollectionBound):
         Afterwards the user's log is purged by the retention policy when
         ``purge_interval_minutes`` have passed since the last purge of this user in this
         process (see :meth:`purge`); a failing purge is logged and never fails the write.
+        ``retention`` replaces the log's policy for that purge (a graph run's own settings).
 
         Raises:
             InvalidInputError: an argument is malformed (including content that is not text
@@ -365,6 +367,7 @@ class MessageLog(CollectionBound):
         """
         turns, meta_json = _prepare(user, thread_id, messages, metadata, now)
         _check_flag(important, "important")
+        _check_policy(retention)
         if marked_by not in ("user", "model"):
             raise InvalidInputError(f"marked_by must be 'user' or 'model', got {marked_by!r}")
         if important is not None:
@@ -407,15 +410,15 @@ class MessageLog(CollectionBound):
                     result.raise_for_failures()
             except ConflictError:
                 continue
-            await self._aafter_write(user)
+            await self._aafter_write(user, retention or self.retention)
             return [item.id for item in plan]
         raise _gave_up(user, thread_id)
 
     remember = blocking(aremember)
 
-    async def _aafter_write(self, user: str) -> None:
+    async def _aafter_write(self, user: str, policy: RetentionPolicy) -> None:
         """Purge the user's log if the policy's interval has passed since the last time."""
-        every = self.retention.purge_interval_minutes
+        every = policy.purge_interval_minutes
         if every is None:
             return
         moment = time.monotonic()
@@ -427,7 +430,7 @@ class MessageLog(CollectionBound):
             # Claimed before the purge runs: concurrent writes of the user do not all purge.
             seen[user] = moment
         try:
-            report = await self.apurge(user)
+            report = await self.apurge(user, retention=policy)
         except StoreError as exc:
             # The write succeeded; the next purge (after the interval) tries again.
             logger.warning("retention purge of %r's message log failed: %s", user, exc)
@@ -666,7 +669,12 @@ class MessageLog(CollectionBound):
     # -- retention ------------------------------------------------------------------------
 
     async def apurge(
-        self, user: str, *, now: datetime | None = None, dry_run: bool = False
+        self,
+        user: str,
+        *,
+        now: datetime | None = None,
+        dry_run: bool = False,
+        retention: RetentionPolicy | None = None,
     ) -> MessagePurge:
         """Apply the retention policy to one user's log; return what was (or would be) deleted.
 
@@ -675,7 +683,8 @@ class MessageLog(CollectionBound):
         turn is never deleted: each delete carries the condition "not important", checked by
         the store when it deletes, so a turn marked important meanwhile stays. Every delete
         is atomic on its own; a purge that dies half-way leaves fewer turns and the next
-        purge goes on from there. ``dry_run`` counts without deleting.
+        purge goes on from there. ``dry_run`` counts without deleting. ``retention``
+        replaces the log's policy for this purge.
 
         Raises:
             InvalidInputError: an argument is malformed.
@@ -683,10 +692,11 @@ class MessageLog(CollectionBound):
         check_user_id(user)
         moment = _moment(now)
         _check_flag(dry_run, "dry_run")
+        _check_policy(retention)
         if not await self._aexists():
             return MessagePurge(user)
         await self._aensure()
-        policy = self.retention
+        policy = retention or self.retention
         cutoff = policy.message_cutoff(moment)
         expired = 0
         if cutoff is not None:
@@ -842,6 +852,13 @@ _UNIMPORTANT = Where("important", "ne", True)
 def _check_flag(value: object, name: str) -> None:
     if value is not None and not isinstance(value, bool):
         raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_policy(retention: object) -> None:
+    if retention is not None and not isinstance(retention, RetentionPolicy):
+        raise InvalidInputError(
+            f"retention must be a RetentionPolicy, got {type(retention).__name__}"
+        )
 
 
 def _check_ids(ids: object) -> list[str]:

@@ -33,6 +33,7 @@ from agentic_memory.api import Memory
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.langgraph_store.common import Clock, Found
 from agentic_memory.langgraph_store.filters import ALPHA_KEY, check_alpha, parse_filter
@@ -101,6 +102,10 @@ class AgenticStore(BaseStore):
             whole value as JSON), as LangGraph's ``IndexConfig.fields``.
         clock: Returns the current time (aware); for tests. Kinds stamp with it too.
         close_store: Close ``store`` when this store is closed.
+        retention: What the memory kinds keep (logged turns' expiry and cap, episodes'
+            cap; facts and rules are never purged); default
+            ``RetentionPolicy.from_env()``. A message item's value shows ``important``
+            and its ``expires_at`` under this policy.
     """
 
     supports_ttl: bool = True
@@ -115,6 +120,7 @@ class AgenticStore(BaseStore):
         index_fields: Sequence[str] | None = None,
         clock: Clock | None = None,
         close_store: bool = False,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         if not isinstance(store, MemoryStore):
             raise InvalidInputError(f"store must be a MemoryStore, got {type(store).__name__}")
@@ -134,7 +140,7 @@ class AgenticStore(BaseStore):
         self._close_store = close_store
         self._closed = False
         self._sweeper: asyncio.Task[None] | None = None
-        self.memory = Memory(store, embeddings)
+        self.memory = Memory(store, embeddings, retention=retention)
         """The memory kinds behind this store: what the agent's graph nodes use."""
         self.facts: FactStore = self.memory.facts
         self.episodes: EpisodicMemory = self.memory.episodes
@@ -172,6 +178,7 @@ class AgenticStore(BaseStore):
         ttl: TTLConfig | None = None,
         alpha: float = DEFAULT_ALPHA,
         index_fields: Sequence[str] | None = None,
+        retention: RetentionPolicy | None = None,
     ) -> AgenticStore:
         """Open the configured memory store and embeddings, as ``Memory.open`` does.
 
@@ -183,10 +190,11 @@ class AgenticStore(BaseStore):
             ttl: See the class.
             alpha: See the class.
             index_fields: See the class.
+            retention: See the class.
 
         The store is closed with this one (``close()``, or leaving a ``with`` block).
         """
-        opened = Memory.open(home=home, backend=backend, embeddings=embeddings)
+        opened = Memory.open(home=home, backend=backend, embeddings=embeddings, retention=retention)
         try:
             return cls(
                 opened.store,
@@ -195,6 +203,7 @@ class AgenticStore(BaseStore):
                 alpha=alpha,
                 index_fields=index_fields,
                 close_store=True,
+                retention=opened.retention,
             )
         except BaseException:
             opened.close()
