@@ -13,6 +13,7 @@ import pytest
 import agentic_memory.store.embedded.store as embedded
 from agentic_memory.store import MemoryObject, Property, Where, make_id
 from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore
+from agentic_memory.store.embedded.sql import SCHEMA_VERSION
 from tests.storage.conftest import DIMS, make_spec, vec
 
 PINNED = Property("pinned", "bool")
@@ -112,3 +113,60 @@ def test_stores_that_upgrade_at_once_all_succeed(tmp_path: Path) -> None:
     assert _columns(tmp_path, "o_Notes").count("p_pinned") == 1
     with EmbeddedStore(tmp_path, dims=DIMS) as store:
         assert store.spec(spec.name).properties == grown.properties
+
+
+def test_a_store_file_from_before_importance_opens_and_gains_it(tmp_path: Path) -> None:
+    """A layout-2 file whose message log has the schema before importance (what earlier
+    versions wrote): migrated to the current layout on open, the log gains ``important``
+    on first use, its messages untouched, and retention works on them."""
+    from datetime import UTC, datetime
+
+    from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V2, MessageLog
+    from agentic_memory.kinds.retention import RetentionPolicy
+    from agentic_memory.models.embeddings import LocalEmbeddings
+    from tests.storage.test_embedded_store import _downgrade_to_layout_2
+
+    emb = LocalEmbeddings()
+    old = datetime(2025, 1, 1, tzinfo=UTC)
+    # The turns as the earlier version logged them: today's, without the new properties.
+    with EmbeddedStore(tmp_path / "today", dims=emb.dims) as today:
+        MessageLog(today, emb).remember(
+            "alice",
+            "t",
+            [{"role": "user", "content": "old turn"}, {"role": "ai", "content": "old answer"}],
+            now=old,
+        )
+        logged = [
+            MemoryObject(
+                o.id,
+                {k: v for k, v in o.properties.items() if k not in ("important", "important_by")},
+                o.vector,
+            )
+            for o in today.iterate(MESSAGES.name, user="alice", include_vector=True)
+            if o.vector is not None
+        ]
+    assert len(logged) == 2
+    with EmbeddedStore(tmp_path, dims=emb.dims) as store:
+        store.ensure_collection(MESSAGES_V2)
+        store.upsert(MESSAGES.name, logged, user="alice").raise_for_failures()
+        before = {o.id: o.properties for o in store.iterate(MESSAGES.name, user="alice")}
+    _downgrade_to_layout_2(tmp_path / DB_FILENAME)
+
+    policy = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=None)
+    with EmbeddedStore(tmp_path, dims=emb.dims) as store:
+        log = MessageLog(store, emb, retention=policy)
+        listed = log.list("alice", thread_id="t")
+        assert [(m.content, m.important) for m in listed] == [
+            ("old turn", False),
+            ("old answer", False),
+        ]
+        assert store.spec(MESSAGES.name).properties == MESSAGES.properties
+        after = {o.id: o.properties for o in store.iterate(MESSAGES.name, user="alice")}
+        assert after == before  # no message was rewritten
+        log.mark_important("alice", [listed[0].id])
+        report = log.purge("alice", now=datetime(2026, 1, 1, tzinfo=UTC))
+        assert (report.expired, report.remaining) == (1, 1)
+    assert "p_important" in _columns(tmp_path, "o_MessageLog")
+    with sqlite3.connect(tmp_path / DB_FILENAME) as conn:
+        version = conn.execute("SELECT value FROM amem_meta WHERE key = 'schema_version'")
+        assert version.fetchone() == (str(SCHEMA_VERSION),)
