@@ -126,15 +126,16 @@ async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> bool:
 async def own_namespaces(ctx: Auth.types.AuthContext, value: Any) -> bool:
     """Allow a store call only on the caller's namespaces (and reads of shared ones).
 
-    Listing namespaces under one kind (``("facts",)``) is narrowed to the caller's own
-    (``("facts", <user>)``); listing every kind at once is refused.
+    Listing namespaces is narrowed to the caller's own: under one kind (``("facts",)``) to
+    ``("facts", <user>)``, and with no prefix (what Studio's memory view asks for) to
+    ``("*", <user>)``, every kind's namespaces of the caller.
     """
     namespace = tuple(value.get("namespace") or ())
     user = ctx.user.identity
     if len(namespace) >= 2 and namespace[1] == user:
         return True
-    if ctx.action == "list_namespaces" and len(namespace) == 1:
-        value["namespace"] = (namespace[0], user)
+    if ctx.action == "list_namespaces" and len(namespace) <= 1:
+        value["namespace"] = (namespace[0] if namespace else "*", user)
         return True
     shared = len(namespace) >= 2 and (
         namespace[0] == "knowledge" or (namespace[0] == "rules" and namespace[1] in _SHARED_OWNERS)

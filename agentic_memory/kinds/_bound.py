@@ -19,6 +19,7 @@ from agentic_memory.store import (
     InvalidInputError,
     MemoryObject,
     MemoryStore,
+    SearchHit,
     StoredObject,
     Where,
 )
@@ -83,6 +84,22 @@ class CollectionBound:
             self.spec.name, user=user, where=where, page_size=_PAGE, include_vector=vectors
         )
         return [obj async for obj in pages]
+
+    async def _ahybrid(
+        self, user: str, query: str, *, alpha: float, limit: int, where: Sequence[Where] = ()
+    ) -> list[SearchHit]:
+        """Hybrid search over this kind's objects of ``user`` ([] before the first write)."""
+        if not await self._aexists():
+            return []
+        return await self.store.ahybrid(
+            self.spec.name,
+            query=query,
+            vector=await self.embeddings.aembed_query(query),
+            alpha=alpha,
+            limit=limit,
+            user=user,
+            where=list(where),
+        )
 
     async def _arewrite(self, user: str, obj_id: str, properties: dict[str, Any]) -> bool:
         """Replace an object's properties and keep its vector; False when it is gone."""

@@ -415,6 +415,25 @@ class FactStore(CollectionBound):
 
     current = blocking(acurrent)
 
+    async def asearch(
+        self, user: str, query: str, *, alpha: float = 0.5, limit: int = 10
+    ) -> list[tuple[Fact, float]]:
+        """Rank the user's current facts by hybrid search over subject and value.
+
+        Returns:
+            Up to ``limit`` (fact, fused score) pairs, best first.
+        """
+        current = {f.id: f for f in await self.acurrent(user)}
+        if not current:
+            return []
+        hits = await self._ahybrid(
+            user, query, alpha=alpha, limit=limit, where=[Where("current", "eq", True)]
+        )
+        # A value whose flag a crash left set is not current: acurrent's answer decides.
+        return [(current[h.id], h.score) for h in hits if h.id in current]
+
+    search = blocking(asearch)
+
     async def ahistory(self, user: str, subject: str) -> list[Fact]:
         """Every value a subject has had, oldest first; the last one is current."""
         check_user_id(user)

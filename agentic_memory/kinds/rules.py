@@ -277,6 +277,25 @@ class RuleBook(CollectionBound):
 
     versions = blocking(aversions)
 
+    async def asearch(
+        self, scope: str, query: str, *, alpha: float = 0.5, limit: int = 10
+    ) -> list[tuple[RuleVersion, float]]:
+        """Rank a scope's stored versions by hybrid search over their rules' text.
+
+        Returns:
+            Up to ``limit`` (version, fused score) pairs, best first; the starting rules,
+            never stored, are not searched.
+        """
+        check_user_id(scope)
+        hits = await self._ahybrid(scope, query, alpha=alpha, limit=limit)
+        return [
+            (_from_stored(scope, StoredObject(h.id, h.properties)), h.score)
+            for h in hits
+            if h.properties.get("version") is not None
+        ]
+
+    search = blocking(asearch)
+
     async def alatest(self, scope: str) -> RuleVersion:
         """Return the current rule set of a scope."""
         check_user_id(scope)

@@ -47,7 +47,6 @@ from agentic_memory.store import (
     InvalidInputError,
     MemoryStore,
     StoredObject,
-    Where,
     check_text,
     check_user_id,
 )
@@ -286,17 +285,8 @@ class FactsSpace(KindSpace):
     ) -> list[tuple[Fact, float | None]]:
         if not current:
             return []
-        by_id = {f.id: f for f in current}
-        hits = self.ctx.store.hybrid(
-            self.collection,
-            query=query,
-            vector=self.ctx.embeddings.embed_query(query),
-            alpha=alpha,
-            limit=min(PAGE_LIMIT, len(current)),
-            user=user,
-            where=[Where("current", "eq", True)],
-        )
-        return [(by_id[h.id], h.score) for h in hits if h.id in by_id]
+        found = self.ctx.facts.search(user, query, alpha=alpha, limit=min(PAGE_LIMIT, len(current)))
+        return [(fact, score) for fact, score in found]
 
     def _item(self, user: str, fact: Fact, history: list[Fact], score: float | None) -> SearchItem:
         first = history[0].valid_from if history else fact.valid_from
@@ -640,19 +630,10 @@ class RulesSpace(KindSpace):
         stored = self._stored(scope)
         ranked: list[tuple[RuleVersion, float | None]]
         if query and stored:
-            by_number = {v.version: v for v in stored}
-            hits = self.ctx.store.hybrid(
-                self.collection,
-                query=query,
-                vector=self.ctx.embeddings.embed_query(query),
-                alpha=alpha,
-                limit=min(PAGE_LIMIT, len(stored)),
-                user=scope,
-            )
+            limit = min(PAGE_LIMIT, len(stored))
             ranked = [
-                (by_number[int(h.properties["version"])], h.score)
-                for h in hits
-                if int(h.properties.get("version") or 0) in by_number
+                (version, score)
+                for version, score in self.ctx.rules.search(scope, query, alpha=alpha, limit=limit)
             ]
         else:
             ranked = [(v, None) for v in reversed(stored)]

@@ -95,3 +95,24 @@ async def test_async_twins(facts: FactStore) -> None:
     assert [f.value for f in await facts.acurrent("alice")] == ["Alice"]
     assert len(await facts.ahistory("alice", "name")) == 1
     assert await facts.aforget("alice", "name") == 1
+
+
+def test_search_ranks_current_facts_of_one_user(facts: FactStore) -> None:
+    assert facts.search("alice", "diet") == []  # nothing stored yet: no collection created
+    facts.remember(
+        "alice",
+        [
+            {"subject": "diet", "value": "vegetarian"},
+            {"subject": "home city", "value": "Lisbon"},
+        ],
+        now=T0,
+    )
+    facts.remember("alice", [{"subject": "diet", "value": "vegan"}], now=T0 + timedelta(days=1))
+    facts.remember("bob", [{"subject": "diet", "value": "carnivore"}], now=T0)
+
+    found = facts.search("alice", "what diet do I follow", alpha=0.0, limit=5)
+    assert [(f.subject, f.value) for f, _ in found][0] == ("diet", "vegan")
+    # Superseded values and other users' facts are never returned.
+    assert {f.value for f, _ in found} <= {"vegan", "Lisbon"}
+    assert all(0.0 <= score <= 1.0 for _, score in found)
+    assert [f.value for f, _ in facts.search("bob", "diet")] == ["carnivore"]

@@ -100,3 +100,15 @@ async def test_async_twins(book: RuleBook) -> None:
     assert (await book.alatest("alice")).version == 2
     assert len(await book.aversions("alice")) == 2
     assert (await book.arollback("alice", 1)).version == 3
+
+
+def test_search_ranks_stored_versions_of_one_scope(book: RuleBook) -> None:
+    assert book.search("alice", "bullet points") == []  # the starting set is never stored
+    book.propose("alice", rules(("Answer with bullet points", "she skims")))
+    book.propose("alice", rules(("Cite the page of every claim", "she checks sources")))
+    book.propose("bob", rules(("Answer with bullet points", "he skims too")))
+
+    found = book.search("alice", "cite the page", alpha=0.0, limit=5)
+    assert [v.version for v, _ in found][0] == 3
+    assert {v.scope for v, _ in found} == {"alice"}
+    assert found[0][0].rules[0].instruction == "Cite the page of every claim"

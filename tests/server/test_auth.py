@@ -99,6 +99,15 @@ async def test_each_user_sees_and_runs_only_their_own_threads(tmp_path: Path) ->
             await bob.store.search_items(("facts", "alice"))
         with pytest.raises(Exception, match="is not yours"):
             await bob.store.put_item(("facts", "alice"), "x", {"value": "forged"})
+        # Listing namespaces (Studio's memory view lists with no prefix) shows only one's own.
+        for client, me in ((alice, "alice"), (bob, "bob")):
+            for prefix in (None, ["messages"]):
+                listed = (await client.store.list_namespaces(prefix=prefix))["namespaces"]
+                assert all(ns[1] == me for ns in listed), (me, prefix, listed)
+        assert ["notes", "bob"] in (await bob.store.list_namespaces())["namespaces"]
+        assert ["messages", "alice", thread] in (await alice.store.list_namespaces())["namespaces"]
+        mine = await alice.store.list_namespaces(prefix=["messages"])
+        assert mine["namespaces"] == [["messages", "alice", thread]]
 
         # No token, or a wrong one: nothing at all.
         for token, detail in ((None, "a bearer token is required"), ("tok-alice-7f3b", "unknown")):
