@@ -144,3 +144,59 @@ def test_old_objects_match_not_equal_on_the_added_property() -> None:
         assert store.delete_where(SPEC.name, unpinned, user=ALICE) == 3
         left = list(store.iterate(SPEC.name, user=ALICE))
         assert [o.properties.get("pinned") for o in left] == [True]
+
+
+def test_a_message_log_from_before_importance_gains_it_on_weaviate() -> None:
+    """A Weaviate class written by the version before importance: the log adds the two
+    properties on first use (no object rewritten), then marks and purges by them."""
+    from datetime import UTC, datetime
+
+    from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V2, MessageLog
+    from agentic_memory.kinds.retention import RetentionPolicy
+    from agentic_memory.models.embeddings import LocalEmbeddings
+
+    emb = LocalEmbeddings()
+    w = FakeServer()
+    old = datetime(2025, 1, 1, tzinfo=UTC)
+    with client_over(w) as client:
+        store = wv.WeaviateStore(client, dims=emb.dims)
+        # Turns as the earlier version stored them: no importance properties.
+        store.ensure_collection(MESSAGES_V2)
+        turns = [{"role": "user", "content": "old turn"}, {"role": "ai", "content": "answer"}]
+        texts = [f"{t['role']}: {t['content']}" for t in turns]
+        vectors = emb.embed_documents(texts)
+        store.upsert(
+            MESSAGES.name,
+            [
+                MemoryObject(
+                    make_id("m", str(i)),
+                    {
+                        "content": t["content"],
+                        "role": "human" if t["role"] == "user" else "ai",
+                        "thread_id": "t",
+                        "turn": i,
+                        "created_at": old.isoformat(),
+                        "search_text": t["content"],
+                    },
+                    vectors[i],
+                )
+                for i, t in enumerate(turns)
+            ],
+            user=ALICE,
+        ).raise_for_failures()
+        before = {o.id: o.properties for o in store.iterate(MESSAGES.name, user=ALICE)}
+        policy = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=None)
+        fresh = wv.WeaviateStore(client, dims=emb.dims)  # another process: the old schema
+        log = MessageLog(fresh, emb, retention=policy)
+        listed = log.list(ALICE, thread_id="t")
+        assert [(m.content, m.important) for m in listed] == [
+            ("old turn", False),
+            ("answer", False),
+        ]
+        names = {p.name for p in fresh.spec(MESSAGES.name).properties}
+        assert {"important", "important_by"} <= names
+        assert {o.id: o.properties for o in fresh.iterate(MESSAGES.name, user=ALICE)} == before
+        log.mark_important(ALICE, [listed[0].id])
+        report = log.purge(ALICE, now=datetime(2026, 1, 1, tzinfo=UTC))
+        assert (report.expired, report.remaining) == (1, 1)
+        assert [m.content for m in log.list(ALICE, thread_id="t")] == ["old turn"]
