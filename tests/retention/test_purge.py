@@ -391,3 +391,70 @@ def test_bad_purge_arguments(store: EmbeddedStore, embeddings: LocalEmbeddings) 
     with pytest.raises(InvalidInputError):
         mem.purge("_global")
     assert mem.purge() == []
+
+
+_KILLED_PURGE = """
+import os, signal, sys
+from datetime import datetime
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
+
+real = EmbeddedStore._delete_rids
+calls = 0
+
+def dies_in_the_second(self, conn, spec, user, rids):
+    global calls
+    calls += 1
+    deleted = real(self, conn, spec, user, rids)
+    if calls == 2:
+        # The rows are deleted inside the open transaction: the process dies before COMMIT.
+        os.kill(os.getpid(), signal.SIGKILL)
+    return deleted
+
+EmbeddedStore._delete_rids = dies_in_the_second
+emb = LocalEmbeddings()
+policy = RetentionPolicy(message_days=30, max_messages=10, purge_interval_minutes=None)
+with EmbeddedStore(sys.argv[1], dims=emb.dims) as store:
+    MessageLog(store, emb, retention=policy).purge("alice", now=datetime.fromisoformat(sys.argv[2]))
+"""
+
+
+def test_a_process_killed_inside_a_purge_delete_leaves_it_whole(
+    store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    log = log_with(store, embeddings, message_days=30, max_messages=10)
+    for i in range(5):
+        exchange(log, "alice", f"old{i}", f"expired {i}", days=60 + i, important=i == 2)
+    for i in range(20):
+        exchange(log, "alice", f"new{i}", f"fresh {i}", days=20 - i / 2)
+    exchange(log, "bob", "b", "bob's old turn", days=90)
+    assert store.count(MESSAGES.name, user="alice") == 50
+
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_PURGE, str(store.path), NOW.isoformat()],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    # The expiry's delete committed (8 unimportant expired turns); the first pruning round
+    # died before its commit and left nothing of itself: no turn of it is gone.
+    with EmbeddedStore(store.path, dims=embeddings.dims) as after:
+        turns = _turns(after, "alice")
+        assert len(turns) == 42
+        assert {c for _, _, c, imp in turns if imp} == {"expired 2", "About expired 2."}
+        assert not any(c.startswith(("expired 0", "expired 1")) for _, _, c, _ in turns)
+        assert sum(c.startswith("fresh") for _, _, c, _ in turns) == 20
+        assert after.count(MESSAGES.name, user="bob") == 2
+        # The next purge finishes the job: the cap, the important exchange within it.
+        report = MessageLog(after, embeddings, retention=log.retention).purge("alice", now=NOW)
+        assert (report.expired, report.over_cap, report.remaining) == (0, 32, 10)
+        kept = {c for _, _, c, _ in _turns(after, "alice")}
+        assert {"expired 2", "About expired 2.", "fresh 19", "About fresh 16."} <= kept
+        assert after.count(MESSAGES.name, user="bob") == 2
