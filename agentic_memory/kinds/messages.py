@@ -410,31 +410,45 @@ class MessageLog(CollectionBound):
                     result.raise_for_failures()
             except ConflictError:
                 continue
-            await self._aafter_write(user, retention or self.retention)
+            await self.apurge_if_due(user, retention=retention)
             return [item.id for item in plan]
         raise _gave_up(user, thread_id)
 
     remember = blocking(aremember)
 
-    async def _aafter_write(self, user: str, policy: RetentionPolicy) -> None:
-        """Purge the user's log if the policy's interval has passed since the last time."""
+    async def apurge_if_due(
+        self, user: str, *, retention: RetentionPolicy | None = None
+    ) -> MessagePurge | None:
+        """Purge the user's log if ``purge_interval_minutes`` have passed since the last time.
+
+        What a write does after it has logged its turns, and what ``AgenticStore``'s sweeper
+        does for every user (so the turns of a user who no longer writes expire too). The
+        interval is counted per store object and user, in this process. Returns the purge's
+        report, or ``None`` when none was due (or automatic purges are off, or it failed: a
+        failure is logged, never raised, and the next one after the interval tries again).
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        check_user_id(user)
+        _check_policy(retention)
+        policy = retention or self.retention
         every = policy.purge_interval_minutes
         if every is None:
-            return
+            return None
         moment = time.monotonic()
         with _LAST_PURGE_LOCK:
             seen = _LAST_PURGE.setdefault(self.store, {})
             last = seen.get(user)
             if last is not None and moment - last < every * 60:
-                return
+                return None
             # Claimed before the purge runs: concurrent writes of the user do not all purge.
             seen[user] = moment
         try:
             report = await self.apurge(user, retention=policy)
         except StoreError as exc:
-            # The write succeeded; the next purge (after the interval) tries again.
             logger.warning("retention purge of %r's message log failed: %s", user, exc)
-            return
+            return None
         if report.deleted:
             logger.info(
                 "retention: deleted %d expired and %d over-cap logged turns of %r",
@@ -442,6 +456,9 @@ class MessageLog(CollectionBound):
                 report.over_cap,
                 user,
             )
+        return report
+
+    purge_if_due = blocking(apurge_if_due)
 
     async def _alast(self, user: str, thread_id: str) -> StoredObject | None:
         # One row through the (thread_id, turn) index: the cost does not grow with the

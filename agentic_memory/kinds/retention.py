@@ -6,8 +6,9 @@ kind               retention
 messages           a logged turn expires ``message_days`` after it was logged (off by
                    default), unless it is important; a user keeps at most ``max_messages``
                    turns (default 50,000), the oldest unimportant ones pruned first.
-                   Purged automatically after a write (at most every
-                   ``purge_interval_minutes`` per user and process) and by an explicit purge.
+                   Purged automatically after a write and by AgenticStore's sweeper
+                   (at most every ``purge_interval_minutes`` per user and process) and
+                   by an explicit purge.
 episodes           a user keeps at most ``max_episodes`` (default 1,000): beyond it the least
                    important, then the oldest, go; important ones never. Only an explicit
                    purge (``amem memories purge``, ``Memory.purge``) prunes them, and it

@@ -55,7 +55,8 @@ from agentic_memory.langgraph_store.namespaces import (
     fixed_prefix,
     matches,
 )
-from agentic_memory.store import InvalidInputError, MemoryStore, check_text
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_text
+from agentic_memory.twins import blocking
 
 __all__ = ["DEFAULT_ALPHA", "AgenticStore", "DefaultTTL"]
 
@@ -450,6 +451,29 @@ class AgenticStore(BaseStore):
         """Async :meth:`sweep_ttl`."""
         return await asyncio.to_thread(self.sweep_ttl)
 
+    async def asweep_retention(self) -> int:
+        """Purge every user's message log whose purge is due; return how many turns went.
+
+        The counterpart of the TTL sweep for the memory kinds: logged turns expire by the
+        retention policy (``retention``), and a user who no longer writes gets no purge
+        after a write, so the sweeper purges each user's log when ``purge_interval_minutes``
+        have passed since its last purge (``MessageLog.apurge_if_due``; never when automatic
+        purges are off). Important turns, episodes, facts and rules are never touched here:
+        episodes are pruned only by an explicit purge (``amem memories purge``).
+        """
+        self._check_open()
+        if MessageLog.spec.name not in await self._store.acollections():
+            return 0
+        deleted = 0
+        for user in await self._store.ausers(MessageLog.spec.name):
+            if user == GLOBAL_SCOPE:
+                continue  # holds no message log; not a user id
+            report = await self.messages.apurge_if_due(user)
+            deleted += report.deleted if report is not None else 0
+        return deleted
+
+    sweep_retention = blocking(asweep_retention)
+
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
@@ -459,6 +483,8 @@ class AgenticStore(BaseStore):
         minutes; without a ``TTLConfig`` and without an interval nothing is swept and the
         returned task is already done (as LangGraph's Postgres store does). Starting it
         again returns the running task. ``stop_ttl_sweeper`` or closing the store stops it.
+        Each sweep also purges the message logs whose retention purge is due
+        (:meth:`asweep_retention`).
         """
         self._check_open()
         if self._sweeper is not None and not self._sweeper.done():
@@ -483,6 +509,13 @@ class AgenticStore(BaseStore):
             else:
                 if removed:
                     logger.info("TTL sweep deleted %d expired item(s)", removed)
+            try:
+                purged = await self.asweep_retention()
+            except Exception:
+                logger.exception("retention sweep failed; retrying at the next interval")
+            else:
+                if purged:
+                    logger.info("retention sweep deleted %d logged turn(s)", purged)
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper; return whether it stopped within ``timeout`` seconds."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 import agentic_memory.store.weaviate as wv
+from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
@@ -15,7 +17,7 @@ from agentic_memory.store import InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore
 from graph.context import Context
 from tests.langgraph_store.ranking_weaviate import RankingWeaviate
-from tests.retention.conftest import NOW
+from tests.retention.conftest import KEEP_ALL, NOW
 from tests.weaviate_unit.conftest import scripted_client
 
 POLICY = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=None)
@@ -150,3 +152,86 @@ def test_bad_operator_settings_fail_clearly() -> None:
         name = next(iter(env))
         with pytest.raises(InvalidInputError, match=name):
             RetentionPolicy.from_env(env)
+
+
+# -- the sweeper purges the logs of users who no longer write -----------------------------------
+
+
+def _idle_users(agentic: AgenticStore, embeddings: LocalEmbeddings) -> None:
+    """Old turns of two users written with automatic purges off, and a fact of each."""
+    quiet = MessageLog(agentic.memory.store, embeddings, retention=KEEP_ALL)
+    # The sweep runs on the real clock: the turns are dated from it.
+    now = datetime.now(UTC)
+    for user in ("alice", "bob"):
+        for text, days, important in (
+            (f"{user}'s old news", 60, None),
+            (f"{user}'s locker code", 50, True),
+            (f"{user}'s recent news", 1, None),
+        ):
+            quiet.remember(
+                user,
+                "t",
+                [
+                    {"role": "user", "content": text},
+                    {"role": "assistant", "content": f"About {text}."},
+                ],
+                now=now - timedelta(days=days),
+                important=important,
+            )
+        agentic.memory.facts.remember(user, [{"subject": "city", "value": "Lyon"}])
+
+
+def _contents(agentic: AgenticStore, user: str) -> set[str]:
+    return {m.content for m in agentic.memory.messages.list(user)}
+
+
+def test_the_retention_sweep_purges_every_users_due_log(
+    tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    policy = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=0)
+    memory = EmbeddedStore(tmp_path / "store", dims=embeddings.dims)
+    with AgenticStore(memory, embeddings, close_store=True, retention=policy) as agentic:
+        _idle_users(agentic, embeddings)
+        assert agentic.sweep_retention() == 4  # each user's old exchange
+        for user in ("alice", "bob"):
+            assert _contents(agentic, user) == {
+                f"{user}'s locker code",
+                f"About {user}'s locker code.",
+                f"{user}'s recent news",
+                f"About {user}'s recent news.",
+            }
+            assert [f.value for f in agentic.memory.facts.current(user)] == ["Lyon"]
+        assert agentic.sweep_retention() == 0
+
+
+def test_no_sweep_purges_when_automatic_purges_are_off(
+    tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    policy = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=None)
+    memory = EmbeddedStore(tmp_path / "store", dims=embeddings.dims)
+    with AgenticStore(memory, embeddings, close_store=True, retention=policy) as agentic:
+        assert agentic.sweep_retention() == 0  # no log yet
+        _idle_users(agentic, embeddings)
+        assert agentic.sweep_retention() == 0
+        assert len(_contents(agentic, "alice")) == 6
+
+
+async def test_the_background_sweeper_purges_too(
+    tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    import asyncio
+
+    policy = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=0)
+    memory = EmbeddedStore(tmp_path / "store", dims=embeddings.dims)
+    agentic = AgenticStore(memory, embeddings, close_store=True, retention=policy)
+    await asyncio.to_thread(_idle_users, agentic, embeddings)
+    await agentic.start_ttl_sweeper(sweep_interval_minutes=0.001)
+    try:
+        for _ in range(200):
+            if await agentic.messages.acount("bob", "t") == 4:
+                break
+            await asyncio.sleep(0.05)
+        assert await agentic.messages.acount("alice", "t") == 4
+        assert await agentic.messages.acount("bob", "t") == 4
+    finally:
+        await agentic.aclose()
