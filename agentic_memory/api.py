@@ -8,7 +8,10 @@
 Each kind of memory is a sub-API built on first use from the store and the embeddings:
 ``messages`` (the message log), ``episodes``, ``facts`` and ``rules``. Adding one is one
 line in the class body, ``name = SubAPI(Factory)``, for any factory taking
-``(store, embeddings)``.
+``(store, embeddings)`` (and ``retention=`` with ``SubAPI(Factory, retained=True)``).
+
+Retention (:mod:`agentic_memory.kinds.retention`): ``purge`` applies the policy,
+``retention`` says what expires when, ``mark_important`` keeps logged turns for good.
 """
 
 from __future__ import annotations
@@ -16,31 +19,77 @@ from __future__ import annotations
 import builtins
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage
 
-from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
-from agentic_memory.kinds.messages import LoggedMessage, MessageLog, RecalledMessage
+from agentic_memory.kinds.messages import (
+    MESSAGES,
+    LoggedMessage,
+    MessageLog,
+    MessageRetention,
+    RecalledMessage,
+)
+from agentic_memory.kinds.retention import NEVER_PURGED, PurgeReport, RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
-from agentic_memory.store import InvalidInputError, MemoryStore
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_user_id
 from agentic_memory.store.open import open_store
 from agentic_memory.twins import blocking
 
-__all__ = ["Memory", "SubAPI"]
+__all__ = ["Memory", "RetentionStatus", "SubAPI"]
 
 T = TypeVar("T")
 
 
-class SubAPI(Generic[T]):
-    """A ``Memory`` attribute that builds ``factory(store, embeddings)`` once per instance."""
+@dataclass(frozen=True)
+class RetentionStatus:
+    """What of one user's memories the retention policy lets go, and when."""
 
-    def __init__(self, factory: Callable[[MemoryStore, Embeddings], T]) -> None:
+    user: str
+    policy: RetentionPolicy
+    messages: MessageRetention
+    episodes: int
+    important_episodes: int
+    episodes_over_cap: int
+    """Pruned by the next explicit purge (``amem memories purge``), never automatically."""
+    facts: int
+    """Never purged."""
+    rule_versions: int
+    """Never purged."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-safe dict."""
+        return {
+            "user": self.user,
+            "policy": self.policy.to_dict(),
+            "messages": self.messages.to_dict(),
+            "episodes": {
+                "total": self.episodes,
+                "important": self.important_episodes,
+                "over_cap": self.episodes_over_cap,
+            },
+            "facts": self.facts,
+            "rule_versions": self.rule_versions,
+            "never_purged": list(NEVER_PURGED),
+        }
+
+
+class SubAPI(Generic[T]):
+    """A ``Memory`` attribute that builds ``factory(store, embeddings)`` once per instance.
+
+    ``retained=True``: the factory also takes ``retention=`` (the Memory's policy).
+    """
+
+    def __init__(self, factory: Callable[..., T], *, retained: bool = False) -> None:
         self.factory = factory
+        self.retained = retained
         self.name = ""
 
     def __set_name__(self, owner: type, name: str) -> None:
@@ -58,7 +107,8 @@ class SubAPI(Generic[T]):
         cache = obj._parts
         if self.name not in cache:
             obj._check_open()
-            cache[self.name] = self.factory(obj.store, obj.embeddings)
+            options = {"retention": obj.retention} if self.retained else {}
+            cache[self.name] = self.factory(obj.store, obj.embeddings, **options)
         part: T = cache[self.name]
         return part
 
@@ -66,13 +116,29 @@ class SubAPI(Generic[T]):
 class Memory:
     """Long-term memory on one store with one embedding model; a context manager."""
 
-    messages = SubAPI(MessageLog)
+    messages = SubAPI(MessageLog, retained=True)
     episodes = SubAPI(EpisodicMemory)
     facts = SubAPI(FactStore)
     rules = SubAPI(RuleBook)
 
-    def __init__(self, store: MemoryStore, embeddings: Embeddings) -> None:
-        """Use an open store and embeddings (``Memory.open`` makes both from settings)."""
+    def __init__(
+        self,
+        store: MemoryStore,
+        embeddings: Embeddings,
+        *,
+        retention: RetentionPolicy | None = None,
+    ) -> None:
+        """Use an open store and embeddings (``Memory.open`` makes both from settings).
+
+        ``retention`` is what is kept (:class:`~agentic_memory.kinds.retention.
+        RetentionPolicy`); default: the operator's environment (``AMEM_MESSAGE_RETENTION_DAYS``
+        and the other variables its ``from_env`` reads).
+        """
+        if retention is not None and not isinstance(retention, RetentionPolicy):
+            raise InvalidInputError(
+                f"retention must be a RetentionPolicy, got {type(retention).__name__}"
+            )
+        self.retention = retention if retention is not None else RetentionPolicy.from_env()
         if not isinstance(store, MemoryStore):
             raise InvalidInputError(f"store must be a MemoryStore, got {type(store).__name__}")
         if not isinstance(embeddings, Embeddings):
@@ -91,6 +157,7 @@ class Memory:
         home: str | Path | None = None,
         backend: str | None = None,
         embeddings: Embeddings | None = None,
+        retention: RetentionPolicy | None = None,
     ) -> Memory:
         """Open the configured store with the configured embeddings.
 
@@ -101,6 +168,7 @@ class Memory:
             embeddings: An embeddings object with a ``dims`` attribute; default
                 ``agentic_memory.models.embeddings.get_embeddings()`` (offline WordLlama unless
                 ``AMEM_EMBEDDINGS`` says otherwise).
+            retention: What is kept; default ``RetentionPolicy.from_env()``.
         """
         emb = embeddings if embeddings is not None else get_embeddings()
         dims = embedding_dims(emb)
@@ -108,8 +176,9 @@ class Memory:
         chosen = backend if backend is not None else os.environ.get("AMEM_STORE", "")
         if home is not None and str(chosen).strip().lower() in ("", "embedded"):
             path = Path(home).expanduser() / "store"
+        policy = retention if retention is not None else RetentionPolicy.from_env()
         store = open_store(dims, backend=backend, path=path)
-        return cls(store, emb)
+        return cls(store, emb, retention=policy)
 
     @property
     def store(self) -> MemoryStore:
@@ -129,9 +198,16 @@ class Memory:
         thread_id: str,
         messages: Sequence[BaseMessage | Mapping[str, Any]],
         metadata: Mapping[str, Any] | None = None,
+        *,
+        important: bool | None = None,
     ) -> builtins.list[str]:
-        """Log a conversation's turns (see ``MessageLog.aremember``); return their ids."""
-        return await self.messages.aremember(user, thread_id, messages, metadata=metadata)
+        """Log a conversation's turns (see ``MessageLog.aremember``); return their ids.
+
+        ``important=True`` keeps them for good and recalls them first.
+        """
+        return await self.messages.aremember(
+            user, thread_id, messages, metadata=metadata, important=important
+        )
 
     remember = blocking(aremember)
 
@@ -177,6 +253,87 @@ class Memory:
         return await self.messages.aforget(user, ids=ids, thread_id=thread_id)
 
     forget = blocking(aforget)
+
+    # -- importance and retention ----------------------------------------------------------
+
+    async def amark_important(
+        self, user: str, ids: Sequence[str], *, important: bool = True
+    ) -> builtins.list[LoggedMessage]:
+        """Mark logged turns important, or unmark them (see ``MessageLog.amark_important``)."""
+        return await self.messages.amark_important(user, ids, important=important)
+
+    mark_important = blocking(amark_important)
+
+    async def apurge(
+        self,
+        user: str | None = None,
+        *,
+        dry_run: bool = False,
+        now: datetime | None = None,
+    ) -> builtins.list[PurgeReport]:
+        """Apply the retention policy to one user, or to every user; return what went.
+
+        Messages: the expired and the over-cap unimportant turns (``MessageLog.apurge``).
+        Episodes: beyond ``max_episodes``, the least important, then the oldest, each named
+        in the report (``EpisodicMemory.aprune``). Facts and rules are never read.
+        ``dry_run`` deletes nothing and reports what would go.
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        if user is not None:
+            check_user_id(user)
+            if user == GLOBAL_SCOPE:
+                raise InvalidInputError(
+                    f"{GLOBAL_SCOPE!r} holds shared rules only: nothing to purge"
+                )
+            users = [user]
+        else:
+            users = await self.ausers_with_history()
+        reports = []
+        for uid in users:
+            messages = await self.messages.apurge(uid, now=now, dry_run=dry_run)
+            episodes = await self.episodes.aprune(uid, self.retention.max_episodes, dry_run=dry_run)
+            reports.append(PurgeReport(uid, dry_run, messages, episodes))
+        return reports
+
+    purge = blocking(apurge)
+
+    async def ausers_with_history(self) -> builtins.list[str]:
+        """Return the users that have logged turns or episodes, sorted."""
+        names = set(await self.store.acollections())
+        found: set[str] = set()
+        for spec in (MESSAGES, EPISODES):
+            if spec.name in names:
+                found.update(await self.store.ausers(spec.name))
+        return sorted(found - {GLOBAL_SCOPE})
+
+    users_with_history = blocking(ausers_with_history)
+
+    async def aretention(
+        self, user: str, *, now: datetime | None = None, upcoming: int = 5
+    ) -> RetentionStatus:
+        """Say what of a user's memories expires when, under the policy in force.
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        messages = await self.messages.aretention(user, now=now, upcoming=upcoming)
+        total = await self.episodes.acount(user)
+        important = await self.episodes.acount(user, important=True) if total else 0
+        cap = self.retention.max_episodes
+        return RetentionStatus(
+            user=user,
+            policy=self.retention,
+            messages=messages,
+            episodes=total,
+            important_episodes=important,
+            episodes_over_cap=0 if cap is None else max(0, min(total - cap, total - important)),
+            facts=await self.facts.asize(user),
+            rule_versions=await self.rules.asize(user),
+        )
+
+    retention_status = blocking(aretention)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -377,12 +377,22 @@ def _check_known_schema(spec: CollectionSpec) -> None:
         spec.per_user,
     ) == (_structure(MESSAGES_V1.properties), MESSAGES_V1.per_user):
         return  # an earlier version's log: agentic_memory.kinds.messages upgrades it on first use
-    # Descriptions may change between versions; names, types and indexing may not.
-    if (_structure(spec.properties), spec.per_user) != (_structure(expected[0]), expected[1]):
+    # Descriptions may change between versions; names, types and indexing may not. An
+    # earlier version's schema may lack properties added at the end since (the import adds
+    # them: MemoryStore.extend_collection).
+    wanted = _structure(expected[0])
+    given = _structure(spec.properties)
+    if (given, spec.per_user) != (wanted[: len(given)], expected[1]) or not given:
         raise TransferError(
             f"collection {spec.name!r} in the file has a different schema than this build's "
             "(exported by another version of agentic-memory?)"
         )
+
+
+def _extends(longer: CollectionSpec, shorter: CollectionSpec) -> bool:
+    """Whether ``longer`` is ``shorter`` with properties added at its end."""
+    a, b = _structure(longer.properties), _structure(shorter.properties)
+    return a[: len(b)] == b
 
 
 def _is_text(value: object) -> bool:
@@ -569,15 +579,22 @@ def import_memories(
         summary.reembedded = True
         summary.notes.append(f"vectors recomputed from the text: {why}")
 
+    older: set[str] = set()
     for name, spec in header.collections.items():
         try:
             existing = store.spec(name)
         except UnknownCollectionError:
             continue
-        if existing.properties != spec.properties or existing.per_user != spec.per_user:
+        if existing.per_user != spec.per_user:
+            raise TransferError(f"collection {name!r} exists in the target with another schema")
+        if _extends(existing, spec):
+            older.add(name)  # the file was written before properties the target has
+        elif not _extends(spec, existing):
             raise TransferError(f"collection {name!r} exists in the target with another schema")
     for spec in header.collections.values():
-        store.ensure_collection(spec)
+        if spec.name not in older:
+            # Creates it, or adds what a target written by an earlier version lacks.
+            store.extend_collection(spec)
 
     # Keyed by id: a later line for the same id replaces the earlier one, as a second upsert would.
     pending: dict[tuple[str, str | None], dict[str, _Line]] = {}

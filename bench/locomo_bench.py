@@ -74,6 +74,7 @@ from langchain_core.embeddings import Embeddings
 
 from agentic_memory.api import Memory
 from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
 from agentic_memory.store import InvalidInputError
 from graph.context import Context
@@ -444,7 +445,12 @@ class ProjectIndex:
     """The project's message log on an embedded store in a temporary folder."""
 
     def __init__(self, embeddings: MeteredEmbeddings, folder: Path) -> None:
-        self.memory = Memory.open(home=folder, backend="embedded", embeddings=embeddings)
+        # The conversations are dated years back: an operator's retention policy
+        # (AMEM_MESSAGE_RETENTION_DAYS) would purge them as they are written.
+        keep = RetentionPolicy(message_days=None, max_messages=None, purge_interval_minutes=None)
+        self.memory = Memory.open(
+            home=folder, backend="embedded", embeddings=embeddings, retention=keep
+        )
         self.log: MessageLog = self.memory.messages
         self._dia: dict[str, str] = {}
 

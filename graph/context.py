@@ -8,9 +8,10 @@ model endpoints and keys come from the environment, choices come from the run.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
+from agentic_memory.kinds.retention import RetentionPolicy
 from graph.context_window import TokenBudgets
 
 __all__ = ["Context"]
@@ -114,6 +115,21 @@ class Context:
     budget_reserve: int = field(
         default=_BUDGETS.reserve, metadata=_describe("Tokens kept free for the answer.")
     )
+    message_retention_days: float | None = field(
+        default=None,
+        metadata=_describe(
+            "Days after which this user's logged turns expire unless marked important "
+            "(0: never by age). Unset: the operator's AMEM_MESSAGE_RETENTION_DAYS (default: "
+            "never). Facts and rules never expire."
+        ),
+    )
+    max_messages: int | None = field(
+        default=None,
+        metadata=_describe(
+            "Most logged turns kept for this user; beyond it the oldest unimportant ones are "
+            "purged (0: no cap). Unset: the operator's AMEM_MAX_MESSAGES (default 50000)."
+        ),
+    )
     compaction_threshold: float = field(
         default=0.65,
         metadata=_describe(
@@ -149,6 +165,31 @@ class Context:
             raise ValueError("context compaction_threshold must be in (0, 1]")
         if not isinstance(self.extract_facts, bool):
             raise ValueError("context extract_facts must be true or false")
+        days = self.message_retention_days
+        if days is not None and (not _number(days) or days < 0):
+            raise ValueError(
+                "context message_retention_days must be a non-negative number of days "
+                f"(0: never by age) or unset: {days!r}"
+            )
+        cap = self.max_messages
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+            raise ValueError(
+                f"context max_messages must be a non-negative integer (0: no cap) or unset: {cap!r}"
+            )
+
+    def retention(self, operator: RetentionPolicy) -> RetentionPolicy:
+        """Return the operator's policy with this run's retention settings in its place.
+
+        A setting the run leaves unset keeps the operator's value (from the environment);
+        one it sets always wins, 0 meaning off.
+        """
+        policy = operator
+        if self.message_retention_days is not None:
+            days = float(self.message_retention_days)
+            policy = replace(policy, message_days=days or None)
+        if self.max_messages is not None:
+            policy = replace(policy, max_messages=self.max_messages or None)
+        return policy
 
     @property
     def budgets(self) -> TokenBudgets:

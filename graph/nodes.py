@@ -465,6 +465,7 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
     known = await mem.facts.acurrent(user)
     calls: list[dict[str, Any]] = []
     changes: list[dict[str, Any]] = []
+    important = False
     if ctx.extract_facts and _text(message).strip():
         prompt = (await prompts.aload("fact_extraction")).format(
             known_facts="\n".join(f"- {f.subject}: {f.value}" for f in known) or _NONE,
@@ -480,6 +481,7 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
             calls = [c.to_dict() for c in exc.calls]
         else:
             calls = [c.to_dict() for c in records]
+            important = bool(extracted.important)
             usable = _usable_facts(extracted.facts)
             if usable:
                 stored = await mem.facts.aremember(user, usable, source_thread=_thread(_config()))
@@ -488,6 +490,7 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
     return {
         "facts": [f.to_dict() for f in known],
         "facts_remembered": changes,
+        "turn_important": important,
         "model_calls": replace_calls(calls),
         "reflection": None,
         "rules_version_created": None,
@@ -635,19 +638,38 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Write this turn's user message and answer to the message log (for later recall)."""
-    _, user, mem = await _setup(runtime)
+    """Write this turn's user message and answer to the message log (for later recall).
+
+    When the memory model flagged the user message (``turn_important``), it is logged
+    marked important, by the model: kept for good and recalled first.
+    """
+    ctx, user, mem = await _setup(runtime)
     last_human = max(
         (i for i, m in enumerate(state.messages) if isinstance(m, HumanMessage)), default=None
     )
     if last_human is None:
         raise InvalidInputError("log_turn found no user message in this turn")
-    turn = [
+    turn: list[BaseMessage | dict[str, Any]] = [
         m
         for m in state.messages[last_human:]
         if isinstance(m, HumanMessage | AIMessage) and _text(m).strip()
     ]
-    await mem.messages.aremember(user, _thread(_config()), turn)
+    if state.turn_important and turn and isinstance(turn[0], HumanMessage):
+        flagged = turn[0]
+        turn[0] = {
+            "role": "user",
+            "content": flagged.content,
+            "id": flagged.id,
+            "name": flagged.name,
+            "important": True,
+        }
+    await mem.messages.aremember(
+        user,
+        _thread(_config()),
+        turn,
+        marked_by="model",
+        retention=ctx.retention(mem.retention),
+    )
     return {"turn_answered": state.end_conversation}
 
 

@@ -98,6 +98,10 @@ class State(InputState):
     facts: list[dict[str, Any]] = field(default_factory=list)
     """The user's current facts after this turn: subject, value, category, ..."""
 
+    turn_important: bool = False
+    """Whether the memory model flagged this turn's user message as worth keeping for good
+    (``ExtractedFacts.important``); ``log_turn`` logs it marked important."""
+
     facts_remembered: list[dict[str, Any]] = field(default_factory=list)
     """Facts stored this turn: subject, value, category, action ("added"/"superseded"),
     previous_value. A client can say "I'll remember that you're vegetarian"."""

@@ -34,7 +34,7 @@ from agentic_memory.kinds.knowledge import alist_knowledge_bases
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import RuleBook, rules_scope
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
-from agentic_memory.store import MemoryStore, StoreError, open_store
+from agentic_memory.store import InvalidInputError, MemoryStore, StoreError, open_store
 
 if TYPE_CHECKING:
     from graph.context import Context
@@ -46,6 +46,8 @@ Type a message and press Enter. Commands:
   /facts          the facts remembered about you
   /rules          the behaviour rules in force
   /recall QUERY   search your past conversations (episodes and messages)
+  /important      keep the last exchange (your message and the answer) for good: never
+                  purged, recalled first; /important MESSAGE sends MESSAGE and keeps it
   /forget SUBJECT forget every value of a fact (e.g. /forget diet)
   /help           this help"""
 
@@ -62,6 +64,8 @@ class TurnResult:
     answer: str = ""
     streamed: bool = False
     facts_remembered: list[dict[str, Any]] = field(default_factory=list)
+    flagged_important: bool = False
+    """The memory model flagged the user's message as worth keeping for good."""
     chunks: list[dict[str, Any]] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
 
@@ -154,6 +158,15 @@ class ChatSession:
                         sys.stdout.flush()
                         result.streamed = True
             elif mode == "updates":
+                if (chunk.get("remember_facts") or {}).get("turn_important"):
+                    result.flagged_important = True
+                    render.out().print(
+                        Text("I'll keep your message word for word ", style="green")
+                        + Text(
+                            "(the model marked it important; amem memories messages list "
+                            f"--user {self.user} --thread {self.thread_id} shows it)"
+                        )
+                    )
                 remembered = (chunk.get("remember_facts") or {}).get("facts_remembered")
                 if remembered:
                     # Shown before the answer: the facts node finishes before generate starts.
@@ -272,6 +285,47 @@ class ChatSession:
             empty="No past message matches.",
         )
 
+    async def mark_important(self, text: str) -> list[str]:
+        """Mark the last exchange important (after sending ``text``, when given).
+
+        The user's last message and the answers after it are marked in the message log:
+        kept for good (never purged) and recalled first. Returns the marked ids.
+        """
+        if text.strip():
+            await self.send(text)
+        snapshot = await self.graph.aget_state(self.config)
+        messages = (snapshot.values or {}).get("messages") or []
+        last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+        if last is None:
+            render.error("nothing to mark yet: send a message first, or /important MESSAGE")
+            return []
+        exchange = [
+            m
+            for m in messages[last:]
+            if isinstance(m, HumanMessage | AIMessage) and m.id and _text(m).strip()
+        ]
+        ids = [MessageLog.message_id(self.user, self.thread_id, str(m.id)) for m in exchange]
+        try:
+            marked = await MessageLog(self.store, self.embeddings).amark_important(self.user, ids)
+        except InvalidInputError:
+            render.error(
+                "the last exchange is not in the message log (its turn failed?): nothing was "
+                "marked; send the message again"
+            )
+            return []
+        quote = " ".join(_text(exchange[0]).split())
+        if len(quote) > 60:
+            quote = quote[:59] + "…"
+        answers = len(exchange) - 1
+        turns = " ".join(f"--turn {m.turn}" for m in marked)
+        render.say(
+            f'Marked important: "{quote}"'
+            + (" and the answer" if answers == 1 else f" and {answers} answers" if answers else "")
+            + ". Kept for good and recalled first (undo: amem memories messages important "
+            f"--unmark --user {self.user} --thread {self.thread_id} {turns})."
+        )
+        return ids
+
     async def forget(self, subject: str) -> None:
         """Forget every value of one fact subject."""
         if not subject.strip():
@@ -311,6 +365,8 @@ class ChatSession:
             await self.recall(arg)
         elif command == "/forget":
             await self.forget(arg)
+        elif command == "/important":
+            await self.mark_important(arg)
         else:
             render.error(f"unknown command {command}; type /help")
         return "continue"

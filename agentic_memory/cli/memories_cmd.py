@@ -1,8 +1,10 @@
 """``amem memories``: inspect, export, import and forget what the agent remembers.
 
 Every command reads the configured store (``AMEM_STORE``, ``AMEM_HOME``, ``WEAVIATE_URL``)
-with the configured embeddings (``AMEM_EMBEDDINGS``). Output is a rich table for people;
-``--json`` prints one JSON document for scripts. Per-user data needs ``--user``.
+with the configured embeddings (``AMEM_EMBEDDINGS``) and retention policy
+(``AMEM_MESSAGE_RETENTION_DAYS`` and the others of
+:mod:`agentic_memory.kinds.retention`). Output is a rich table for people; ``--json`` prints
+one JSON document for scripts. Per-user data needs ``--user``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import LangGraphError
 from rich.progress import Progress
 
+from agentic_memory.api import Memory, RetentionStatus
 from agentic_memory.cli import render
 from agentic_memory.forget import (
     ForgetReport,
@@ -42,7 +45,8 @@ from agentic_memory.kinds.knowledge import (
     list_sources,
     resolve_kb,
 )
-from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.messages import MESSAGES, LoggedMessage, MessageLog
+from agentic_memory.kinds.retention import PurgeReport, RetentionPolicy
 from agentic_memory.kinds.rules import RULES, RuleBook, RuleVersion, rules_scope
 from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
 from agentic_memory.store import (
@@ -144,6 +148,11 @@ def need_user(user: str | None) -> str:
 
 def _has(store: MemoryStore, name: str) -> bool:
     return name in store.collections()
+
+
+def policy() -> RetentionPolicy:
+    """Return the retention policy in force (the environment's), or fail with a clear error."""
+    return RetentionPolicy.from_env()
 
 
 # -- users -------------------------------------------------------------------------------------
@@ -255,6 +264,30 @@ def episodes_show(
             render.print_mapping(data, title=f"Episode {episode_id}")
 
 
+@episodes_app.command("important")
+def episodes_important(
+    episode_ids: Annotated[list[str], typer.Argument(help="Episode ids (episodes list --json).")],
+    user: UserOpt = None,
+    unmark: Annotated[bool, typer.Option("--unmark", help="Take the mark off instead.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Mark episodes important: recalled first, never pruned by a purge (--unmark: undo)."""
+    with cli_errors(), opened() as o:
+        uid = need_user(user)
+        marked = EpisodicMemory(o.store, o.embeddings).mark_important(
+            uid, episode_ids, important=not unmark
+        )
+        items = [e.to_dict() for e in marked]
+        if json_out:
+            render.emit_json(items)
+            return
+        render.say(
+            f"{'Unmarked' if unmark else 'Marked'} {len(items)} episode(s) of {uid} "
+            + ("(back to their own importance)." if unmark else "important (never pruned).")
+        )
+        render.print_records(items, [*_EPISODE_COLUMNS, ("important", "important")])
+
+
 # -- facts -------------------------------------------------------------------------------------
 
 
@@ -324,7 +357,22 @@ _MESSAGE_COLUMNS = [
     ("role", "role"),
     ("content", "content"),
     ("created", "created_at"),
+    ("important", "marked"),
+    ("expires", "expires"),
 ]
+
+
+def message_row(message: LoggedMessage) -> dict[str, Any]:
+    """Return a logged turn as a table row: who marked it important, and when it expires."""
+    row = message.to_dict()
+    by = "the model" if message.important_by == "model" else "you"
+    row["marked"] = f"yes ({by})" if message.important else ""
+    row["expires"] = "never" if message.important else message.expires_at or "-"
+    return row
+
+
+def _policy_note(retention: RetentionPolicy) -> None:
+    render.note("Retention: " + retention.describe()[0])
 
 
 @messages_app.command("list")
@@ -337,13 +385,15 @@ def messages_list(
     """List a user's logged messages, by thread and turn."""
     with cli_errors(), opened() as o:
         uid = need_user(user)
-        found = MessageLog(o.store, o.embeddings).list(uid, thread_id=thread, limit=limit)
-        items = [m.to_dict() for m in found]
+        retention = policy()
+        log = MessageLog(o.store, o.embeddings, retention=retention)
+        found = log.list(uid, thread_id=thread, limit=limit)
         if json_out:
-            render.emit_json(items)
+            render.emit_json([m.to_dict() for m in found])
         else:
             title = f"Messages of {uid}" + (f" in {thread}" if thread else "")
-            render.print_records(items, _MESSAGE_COLUMNS, title=title)
+            render.print_records([message_row(m) for m in found], _MESSAGE_COLUMNS, title=title)
+            _policy_note(retention)
 
 
 @messages_app.command("search")
@@ -358,16 +408,80 @@ def messages_search(
     """Search a user's message log (hybrid BM25 + vector)."""
     with cli_errors(), opened() as o:
         uid = need_user(user)
-        found = MessageLog(o.store, o.embeddings).recall(
+        found = MessageLog(o.store, o.embeddings, retention=policy()).recall(
             uid, query, k=k, alpha=alpha, thread_id=thread
         )
-        items = [m.to_dict() for m in found]
         if json_out:
-            render.emit_json(items)
+            render.emit_json([m.to_dict() for m in found])
         else:
+            rows = [message_row(m) | {"score": m.score} for m in found]
             render.print_records(
-                items, [*_MESSAGE_COLUMNS[:4], ("score", "score")], title=f"Messages for {query!r}"
+                rows,
+                [*_MESSAGE_COLUMNS[:4], ("important", "marked"), ("score", "score")],
+                title=f"Messages for {query!r}",
             )
+
+
+@messages_app.command("important")
+def messages_important(
+    message_ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Message ids (messages list --json); or use --thread/--turn."),
+    ] = None,
+    user: UserOpt = None,
+    thread: Annotated[
+        str | None,
+        typer.Option(
+            "--thread", "-t", help="The turns of this thread (all of them without --turn)."
+        ),
+    ] = None,
+    turn: Annotated[
+        list[int] | None,
+        typer.Option("--turn", min=0, help="A turn number of --thread (repeat for several)."),
+    ] = None,
+    unmark: Annotated[bool, typer.Option("--unmark", help="Take the mark off instead.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Mark logged messages important: kept for good, recalled first (--unmark: undo)."""
+    with cli_errors(), opened() as o:
+        uid = need_user(user)
+        if turn and thread is None:
+            raise CliError("--turn needs --thread THREAD (turn numbers count per thread)")
+        if not message_ids and thread is None:
+            raise CliError("give message ids, or --thread THREAD [--turn N ...]")
+        log = MessageLog(o.store, o.embeddings, retention=policy())
+        ids = list(message_ids or [])
+        if thread is not None:
+            if turn:
+                for number in turn:
+                    found = log.find(uid, thread, number)
+                    if found is None:
+                        raise CliError(f"{uid!r} has no turn {number} in thread {thread!r}")
+                    ids.append(found.id)
+            else:
+                ids += [m.id for m in _thread_turns(log, uid, thread)]
+                if not ids:
+                    raise CliError(f"{uid!r} has no logged turn in thread {thread!r}")
+        marked = log.mark_important(uid, ids, important=not unmark)
+        if json_out:
+            render.emit_json([m.to_dict() for m in marked])
+            return
+        render.say(
+            f"{'Unmarked' if unmark else 'Marked'} {len(marked)} message(s) of {uid}"
+            + (
+                ": the retention policy applies to them again."
+                if unmark
+                else " important: kept for good, recalled first."
+            )
+        )
+        render.print_records([message_row(m) for m in marked], _MESSAGE_COLUMNS)
+
+
+def _thread_turns(log: MessageLog, user: str, thread: str) -> list[LoggedMessage]:
+    out: list[LoggedMessage] = []
+    while batch := log.list(user, thread_id=thread, limit=1000, offset=len(out)):
+        out.extend(batch)
+    return out
 
 
 # -- rules -------------------------------------------------------------------------------------
@@ -595,6 +709,187 @@ def kb_delete_source(
             render.emit_json({"kb": name, "source": source, "chunks_deleted": removed})
         else:
             render.say(f"Removed {source} from {name} ({removed} chunks).")
+
+
+# -- retention ---------------------------------------------------------------------------------
+
+
+_NEXT_COLUMNS = [
+    ("thread", "thread_id"),
+    ("turn", "turn"),
+    ("role", "role"),
+    ("content", "content"),
+    ("logged", "created_at"),
+    ("expires", "expires"),
+]
+
+
+def _overview_row(status: RetentionStatus) -> dict[str, Any]:
+    m = status.messages
+    first = m.next[0] if m.next else None
+    return {
+        "user": status.user,
+        "turns": m.total,
+        "important": m.important,
+        "expired": m.expired,
+        "over_cap": m.over_cap,
+        "next_expiry": first.expires_at if first is not None else None,
+        "episodes": status.episodes,
+        "episodes_over_cap": status.episodes_over_cap,
+        "facts": status.facts,
+    }
+
+
+@app.command("retention")
+def retention_cmd(
+    user: UserOpt = None,
+    upcoming: Annotated[
+        int, typer.Option("--next", "-n", min=0, help="How many of the first turns to go to show.")
+    ] = 10,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show what expires when: the policy in force, and per user what the next purge removes."""
+    with cli_errors(), opened() as o:
+        retention = policy()
+        mem = Memory(o.store, o.embeddings, retention=retention)
+        if user is not None:
+            status = mem.retention_status(need_user(user), upcoming=upcoming)
+            if json_out:
+                render.emit_json(status.to_dict())
+                return
+            for line in retention.describe():
+                render.say(line)
+            m = status.messages
+            render.print_mapping(
+                {
+                    "logged turns": m.total,
+                    "important (kept for good)": m.important,
+                    "expired, deleted by the next purge": m.expired,
+                    "over the cap, pruned by the next purge": m.over_cap,
+                    "episodes": status.episodes,
+                    "important episodes": status.important_episodes,
+                    "episodes over the cap (explicit purge only)": status.episodes_over_cap,
+                    "facts (never purged)": status.facts,
+                    "rule versions (never purged)": status.rule_versions,
+                },
+                title=f"Retention for {status.user}",
+            )
+            render.print_records(
+                [message_row(x) for x in m.next],
+                _NEXT_COLUMNS,
+                title="First turns to go (oldest unimportant)",
+                empty="no unimportant turn: nothing can be purged",
+            )
+            return
+        statuses = [mem.retention_status(u, upcoming=1) for u in mem.users_with_history()]
+        if json_out:
+            render.emit_json(
+                {"policy": retention.to_dict(), "users": [s.to_dict() for s in statuses]}
+            )
+            return
+        for line in retention.describe():
+            render.say(line)
+        render.print_records(
+            [_overview_row(s) for s in statuses],
+            [
+                ("user", "user"),
+                ("turns", "turns"),
+                ("important", "important"),
+                ("expired", "expired"),
+                ("over cap", "over_cap"),
+                ("next expiry", "next_expiry"),
+                ("episodes", "episodes"),
+                ("episodes over cap", "episodes_over_cap"),
+                ("facts", "facts"),
+            ],
+            title="Retention",
+            empty="no user has logged turns or episodes yet",
+        )
+
+
+def print_purge_reports(reports: list[PurgeReport], *, json_out: bool) -> None:
+    """Print what a purge deleted (or would delete), per user."""
+    if json_out:
+        render.emit_json([r.to_dict() for r in reports])
+        return
+    dry = bool(reports) and reports[0].dry_run
+    rows = []
+    for r in reports:
+        episodes = r.episodes
+        rows.append(
+            (
+                r.user,
+                r.messages.expired,
+                r.messages.over_cap,
+                len(episodes.pruned) if episodes else 0,
+                r.messages.remaining,
+                episodes.remaining if episodes else "",
+            )
+        )
+    render.out().print(
+        render.table(
+            ["user", "expired turns", "over-cap turns", "episodes", "turns left", "episodes left"],
+            rows,
+            title="Would be purged (dry run)" if dry else "Purged",
+        )
+    )
+    pruned = [
+        {**e, "user": r.user} for r in reports if r.episodes is not None for e in r.episodes.pruned
+    ]
+    if pruned:
+        render.print_records(
+            pruned,
+            [
+                ("user", "user"),
+                ("episode", "id"),
+                ("created", "created_at"),
+                ("importance", "importance"),
+                ("summary", "summary"),
+            ],
+            title="Episodes that would be pruned" if dry else "Episodes pruned",
+        )
+    for r in reports:
+        if r.messages.important_over_cap:
+            render.note(
+                f"{r.user}: {r.messages.important_over_cap} turn(s) over the cap are important "
+                "and kept (unmark some with `amem memories messages important --unmark`)"
+            )
+        if r.episodes is not None and r.episodes.important_over_cap:
+            render.note(
+                f"{r.user}: {r.episodes.important_over_cap} important episode(s) over the cap are kept"
+            )
+    render.note("Facts and rules are never purged.")
+
+
+@app.command("purge")
+def purge_cmd(
+    user: UserOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be deleted; delete nothing.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Apply the retention policy now, to one user or to everyone.
+
+    Deletes expired and over-cap logged turns and the episodes over the cap; important
+    memories, facts and rules are never deleted.
+    """
+    with cli_errors():
+        uid = need_user(user) if user is not None else None
+        retention = policy()
+        if not dry_run and not yes:
+            whose = f"{uid!r}" if uid else "every user"
+            if not sys.stdin.isatty():
+                raise CliError(
+                    f"purging {whose} needs --yes (or --dry-run to see what would be deleted)"
+                )
+            typer.confirm(
+                f"Purge {whose} by the retention policy? This cannot be undone", abort=True
+            )
+        with opened() as o:
+            reports = Memory(o.store, o.embeddings, retention=retention).purge(uid, dry_run=dry_run)
+        print_purge_reports(reports, json_out=json_out)
 
 
 # -- export / import ---------------------------------------------------------------------------
@@ -832,4 +1127,13 @@ def forget_cmd(
         print_forget_report(report, json_out=json_out)
 
 
-__all__ = ["app", "cli_errors", "need_user", "opened", "print_forget_report"]
+__all__ = [
+    "app",
+    "cli_errors",
+    "message_row",
+    "need_user",
+    "opened",
+    "policy",
+    "print_forget_report",
+    "print_purge_reports",
+]

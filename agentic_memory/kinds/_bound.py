@@ -61,10 +61,11 @@ class CollectionBound:
         self.embeddings = embeddings
         self._ready = False
 
-    # Ensuring twice is harmless (same schema), so a racing first use needs no lock.
+    # Ensuring twice is harmless (same schema), so a racing first use needs no lock. A
+    # collection an earlier version wrote gets the properties added to the spec since.
     async def _aensure(self) -> None:
         if not self._ready:
-            await self.store.aensure_collection(self.spec)
+            await self.store.aextend_collection(self.spec)
             self._ready = True
 
     async def _aexists(self) -> bool:
@@ -110,6 +111,13 @@ class CollectionBound:
         )
         result.raise_for_failures()
         return True
+
+    async def asize(self, user: str) -> int:
+        """Return how many objects this kind holds for ``user`` (or scope)."""
+        check_scope_id(user)
+        if not await self._aexists():
+            return 0
+        return await self.store.acount(self.spec.name, user=user)
 
     async def aforget_user(self, user: str) -> int:
         """Delete everything this kind holds for ``user``; return how many objects."""

@@ -7,8 +7,13 @@ relativeScoreFusion into a relevance in [0, 1]) by a weighted sum::
     recency = 0.5 ** (age_in_days / half_life_days)
 
 so a relevant episode wins, and among similar ones the recent and important come first.
-``importance`` (0..1) is set by the reflection itself. The weights are
-:data:`RELEVANCE_WEIGHT`, :data:`RECENCY_WEIGHT` and :data:`IMPORTANCE_WEIGHT`.
+``importance`` (0..1) is set by the reflection itself; an episode the user marked
+``important`` counts 1. The weights are :data:`RELEVANCE_WEIGHT`, :data:`RECENCY_WEIGHT`
+and :data:`IMPORTANCE_WEIGHT`.
+
+Retention (:mod:`agentic_memory.kinds.retention`): a user keeps at most ``max_episodes``;
+an explicit purge (:meth:`EpisodicMemory.prune`) removes the least important, then the
+oldest, and names each one. An episode marked important is never pruned.
 
 Everything about episodes lives here: the collection schema (:data:`EPISODES`), what the
 memory model writes when a conversation ends (:class:`Reflection`), the text an episode is
@@ -20,6 +25,7 @@ embedded from (:func:`embedding_text`), how a recalled episode is shown in the p
 from __future__ import annotations
 
 import builtins
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -28,6 +34,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_user_id
+from agentic_memory.kinds.retention import EpisodePurge
 from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
@@ -42,6 +49,7 @@ from agentic_memory.twins import blocking
 
 __all__ = [
     "EPISODES",
+    "EPISODES_V1",
     "IMPORTANCE_WEIGHT",
     "RECENCY_WEIGHT",
     "RELEVANCE_WEIGHT",
@@ -71,9 +79,19 @@ EPISODES = CollectionSpec(
         Property("thread_id", "text"),
         Property("created_at", "date"),
         Property("importance", "number", description="0..1, set by the reflection"),
+        # Added later: a collection without it gets it on first use (see EPISODES_V1).
+        Property("important", "bool", description="marked important by the user: never pruned"),
     ),
 )
 """The per-user collection of episodes: one reflection per finished conversation."""
+
+EPISODES_V1 = CollectionSpec(
+    name=EPISODES.name,
+    per_user=True,
+    description=EPISODES.description,
+    properties=EPISODES.properties[:-1],
+)
+"""The schema before ``important``; a store holding it gets the property on first use."""
 
 Tag = Annotated[str, Field(min_length=1, max_length=40)]
 
@@ -153,6 +171,8 @@ class Episode:
     what_to_avoid: str
     importance: float
     created_at: str
+    important: bool = False
+    """Marked important by the user: recalled as if ``importance`` were 1, never pruned."""
 
     def to_dict(self, *, with_conversation: bool = False) -> dict[str, Any]:
         """Return a JSON-safe dict (the conversation text only when asked for)."""
@@ -174,7 +194,13 @@ class Episode:
             what_to_avoid=str(p.get("what_to_avoid") or ""),
             importance=float(p.get("importance") or 0.0),
             created_at=str(p.get("created_at") or ""),
+            important=bool(p.get("important")),
         )
+
+    @property
+    def weight(self) -> float:
+        """The importance recall and pruning use: 1 when marked important."""
+        return 1.0 if self.important else self.importance
 
 
 @dataclass(frozen=True)
@@ -264,6 +290,10 @@ class EpisodicMemory(CollectionBound):
         }
         vector = (await self.embeddings.aembed_documents([embedding_text(props)]))[0]
         episode_id = self.episode_id(user, thread_id, conversation)
+        # Reflecting on the same conversation again replaces it, not the user's mark.
+        earlier = await self.store.aget(EPISODES.name, episode_id, user=user)
+        if earlier is not None and earlier.properties.get("important"):
+            props["important"] = True
         result = await self.store.aupsert(
             EPISODES.name, [MemoryObject(episode_id, props, vector)], user=user
         )
@@ -309,7 +339,7 @@ class EpisodicMemory(CollectionBound):
             score = (
                 RELEVANCE_WEIGHT * hit.score
                 + RECENCY_WEIGHT * recency
-                + IMPORTANCE_WEIGHT * episode.importance
+                + IMPORTANCE_WEIGHT * episode.weight
             )
             ranked.append(RecalledEpisode(episode, hit.score, recency, score))
         ranked.sort(key=lambda r: (-r.score, r.episode.id))
@@ -363,6 +393,124 @@ class EpisodicMemory(CollectionBound):
         ids = [e.id for e in await self._aall(user, [Where("thread_id", "eq", thread_id)])]
         return Forgotten(await self.aforget(user, ids)), ids
 
+    async def amark_important(
+        self, user: str, episode_ids: Sequence[str], *, important: bool = True
+    ) -> builtins.list[Episode]:
+        """Mark episodes important (recalled first, never pruned), or unmark them.
+
+        Every id must be one of the user's episodes; all are checked before any changes.
+
+        Raises:
+            InvalidInputError: an argument is malformed or an id is not an episode of this
+                user (another user's is not found either); nothing was changed.
+        """
+        check_user_id(user)
+        if isinstance(episode_ids, str) or not isinstance(episode_ids, Sequence):
+            raise InvalidInputError("episode_ids must be a list of ids, not one string")
+        if not isinstance(important, bool):
+            raise InvalidInputError(f"important must be True or False, got {important!r}")
+        wanted = list(dict.fromkeys(_episode_id(i) for i in episode_ids))
+        if not wanted:
+            return []
+        if not await self._aexists():
+            raise InvalidInputError(f"user {user!r} has no episode {wanted[0]}")
+        await self._aensure()
+        found = []
+        for oid in wanted:
+            obj = await self.store.aget(EPISODES.name, oid, user=user, include_vector=True)
+            if obj is None or obj.vector is None:
+                raise InvalidInputError(f"user {user!r} has no episode {oid}; nothing was marked")
+            found.append(obj)
+        changed = []
+        for obj in found:
+            props = {**obj.properties, "important": important}
+            if props != obj.properties:
+                assert obj.vector is not None
+                changed.append(MemoryObject(obj.id, props, obj.vector))
+        if changed:
+            written = await self.store.aupsert(EPISODES.name, changed, user=user)
+            written.raise_for_failures()
+        return [
+            Episode._from_stored(StoredObject(o.id, {**o.properties, "important": important}))
+            for o in found
+        ]
+
+    mark_important = blocking(amark_important)
+
+    async def aprune(
+        self, user: str, max_episodes: int | None, *, dry_run: bool = False
+    ) -> EpisodePurge:
+        """Keep at most ``max_episodes``: delete the least important, then the oldest.
+
+        An episode marked important is never deleted (each delete is conditional on it, so
+        one marked meanwhile stays). ``None`` keeps everything. Returns the episodes deleted
+        (or, with ``dry_run``, that would be).
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        check_user_id(user)
+        if max_episodes is not None and (
+            isinstance(max_episodes, bool) or not isinstance(max_episodes, int) or max_episodes < 1
+        ):
+            raise InvalidInputError(
+                f"max_episodes must be a positive integer or None, got {max_episodes!r}"
+            )
+        if not await self._aexists():
+            return EpisodePurge(user)
+        await self._aensure()
+        episodes = [Episode._from_stored(o) for o in await self._aall(user)]
+        if max_episodes is None or len(episodes) <= max_episodes:
+            return EpisodePurge(user, remaining=len(episodes))
+        candidates = sorted(
+            (e for e in episodes if not e.important),
+            key=lambda e: (e.importance, _sortable(e.created_at), e.id),
+        )
+        chosen = candidates[: len(episodes) - max_episodes]
+        pruned = []
+        for episode in chosen:
+            if not dry_run:
+                gone = await self.store.adelete_where(
+                    EPISODES.name,
+                    [
+                        Where("thread_id", "eq", episode.thread_id),
+                        Where("created_at", "eq", episode.created_at),
+                        Where("important", "ne", True),
+                    ],
+                    user=user,
+                )
+                if not gone:
+                    continue  # marked important, or deleted by someone else, meanwhile
+            pruned.append(
+                {
+                    "id": episode.id,
+                    "thread_id": episode.thread_id,
+                    "created_at": episode.created_at,
+                    "importance": episode.importance,
+                    "summary": episode.conversation_summary,
+                }
+            )
+        remaining = len(episodes) - len(pruned)
+        return EpisodePurge(
+            user,
+            pruned=pruned,
+            remaining=remaining,
+            important_over_cap=max(0, remaining - max_episodes),
+        )
+
+    prune = blocking(aprune)
+
+    async def acount(self, user: str, *, important: bool | None = None) -> int:
+        """Return how many episodes the user has (only the important ones, or the others)."""
+        check_user_id(user)
+        if not await self._aexists():
+            return 0
+        if important is None:
+            return await self.store.acount(EPISODES.name, user=user)
+        await self._aensure()
+        flag = Where("important", "eq" if important else "ne", True)
+        return await self.store.acount(EPISODES.name, user=user, where=[flag])
+
     async def aids(self, user: str) -> builtins.list[str]:
         """Return the ids of every episode of the user."""
         check_user_id(user)
@@ -376,6 +524,22 @@ class EpisodicMemory(CollectionBound):
             for o in await self._aall(user)
             if o.properties.get("thread_id")
         }
+
+
+def _episode_id(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"an episode id must be a string, got {type(value).__name__}")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise InvalidInputError(f"{value!r:.80} is not an episode id (a UUID)") from None
+
+
+def _sortable(created_at: str) -> datetime:
+    try:
+        return datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
 
 
 def _moment(now: datetime | None) -> datetime:

@@ -96,6 +96,10 @@ class ExtractedFact(BaseModel):
 class ExtractedFacts(BaseModel):
     """Durable facts found in the user's newest message (possibly none).
 
+    ``important`` flags the message itself for keeping: the log stores it marked, so the
+    retention policy never purges it and recall ranks it first (no extra model call: the
+    fact extraction runs on every user message anyway).
+
     Bounded (at most five, short strings) so that even a small local model, whose output is
     constrained by this JSON schema, returns something that validates.
     """
@@ -103,6 +107,15 @@ class ExtractedFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     facts: list[ExtractedFact] = Field(default_factory=list, max_length=5)
+    important: bool = Field(
+        default=False,
+        description=(
+            "True only if the user's newest message itself is worth keeping word for word "
+            "for good: they ask you to remember it, or it records something they will need "
+            "again exactly (a decision, a date, a number, an address). False for chat, "
+            "questions and anything the facts above already hold."
+        ),
+    )
 
 
 def embedding_text(properties: Mapping[str, Any]) -> str:

@@ -22,6 +22,17 @@ Recall searches a keyword text the log prepares for every message (``search_text
 :mod:`agentic_memory.kinds.recall_text`: stems without stop words, of the message, its speaker, its date
 and the turn before it) and the vector of ``"<speaker>: <content>"``. The hybrid hits are
 then re-ranked with their context (see :meth:`MessageLog.recall`).
+
+Importance: a turn can be marked important by the user (:meth:`MessageLog.mark_important`,
+``amem memories messages important``, ``/important`` in ``amem chat``) or flagged by the
+memory model when it extracts facts (``ExtractedFacts.important``; ``log_turn`` stores it).
+An important turn is recalled before an equally relevant one and is never purged.
+
+Retention (:mod:`agentic_memory.kinds.retention`): a turn expires ``message_days`` after it
+was logged (off by default), unless important, and a user keeps at most ``max_messages``
+turns, the oldest unimportant ones pruned first. Writes purge their user's log at most every
+``purge_interval_minutes``; :meth:`MessageLog.purge` does it on request. Listings show each
+turn's expiry (``expires_at``).
 """
 
 from __future__ import annotations
@@ -31,17 +42,23 @@ import builtins
 import dataclasses
 import functools
 import json
+import logging
 import random
+import threading
+import time
+import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
 from agentic_memory.kinds._bound import CollectionBound, check_user_id
 from agentic_memory.kinds.recall_text import embedding_text, keyword_query, keywords, search_text
+from agentic_memory.kinds.retention import MessagePurge, RetentionPolicy
 from agentic_memory.store import (
     CollectionSpec,
     ConflictError,
@@ -51,6 +68,7 @@ from agentic_memory.store import (
     Property,
     SearchHit,
     StoredObject,
+    StoreError,
     UnknownCollectionError,
     Where,
     check_text,
@@ -59,18 +77,24 @@ from agentic_memory.store import (
 from agentic_memory.twins import blocking
 
 __all__ = [
+    "IMPORTANCE_WEIGHT",
     "MAX_MESSAGE_CHARS",
     "MESSAGES",
     "MESSAGES_V1",
+    "MESSAGES_V2",
     "NEIGHBOUR_WEIGHT",
     "OWN_WORDS_WEIGHT",
     "RERANK_POOL",
     "THREAD_WEIGHT",
     "LoggedMessage",
+    "MarkedBy",
     "MessageLog",
+    "MessageRetention",
     "RecalledMessage",
     "Role",
 ]
+
+logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 100_000
 """The longest message (and recall query) accepted, in characters.
@@ -82,6 +106,7 @@ admission uses the same limit.
 """
 
 Role = Literal["human", "ai"]
+MarkedBy = Literal["user", "model"]
 
 _ROLES: dict[str, Role | None] = {
     "human": "human",
@@ -110,6 +135,11 @@ OWN_WORDS_WEIGHT = 1.0
 not the turn before it that its keyword text also holds): a classic coordination factor,
 counted like the hybrid relevance, so a turn that says the words outranks the reply that
 only follows them."""
+IMPORTANCE_WEIGHT = 0.2
+"""An important turn closes this share of the gap between its score and a perfect one
+(``score + IMPORTANCE_WEIGHT * (1 - score)``): it outranks an equally relevant turn, and
+a turn somewhat more relevant, but not a clearly better match. When every candidate is
+equally important the order does not change (the lift is monotonic)."""
 
 
 MESSAGES = CollectionSpec(
@@ -132,10 +162,32 @@ MESSAGES = CollectionSpec(
             description="prepared keyword text (agentic_memory.kinds.recall_text): stems of the content, "
             "speaker, date and preceding turn, without stop words",
         ),
+        # Added in the third schema (a store of the second gets them on first use, its
+        # messages untouched): see MESSAGES_V2.
+        Property(
+            "important",
+            "bool",
+            description="kept for good and recalled first: marked by the user or flagged "
+            "by the model",
+        ),
+        Property(
+            "important_by",
+            "text",
+            filterable=False,
+            description="who marked it important: user or model",
+        ),
     ),
     # A write reads the thread's last turn; recall's neighbours are (thread, turn) too.
     indexes=(("thread_id", "turn"),),
 )
+
+_ADDED_IN_V3 = ("important", "important_by")
+
+MESSAGES_V2 = dataclasses.replace(
+    MESSAGES, properties=tuple(p for p in MESSAGES.properties if p.name not in _ADDED_IN_V3)
+)
+"""The schema before importance: a store holding it gets the two properties added (no
+message is rewritten) on first use."""
 
 MESSAGES_V1 = CollectionSpec(
     name="MessageLog",
@@ -169,6 +221,12 @@ class LoggedMessage:
     metadata: dict[str, Any]
     speaker: str = field(default="", kw_only=True)
     """The message's ``name`` when it had one, else ""."""
+    important: bool = field(default=False, kw_only=True)
+    """Kept for good (never purged) and recalled first."""
+    important_by: str = field(default="", kw_only=True)
+    """Who marked it important: ``"user"`` or ``"model"`` ("" when it is not)."""
+    expires_at: str | None = field(default=None, kw_only=True)
+    """When the retention policy lets it expire (RFC 3339); ``None``: not by age."""
 
     def to_message(self) -> BaseMessage:
         """Return it as a LangChain message (``HumanMessage`` or ``AIMessage``)."""
@@ -194,6 +252,8 @@ class LoggedMessage:
             "created_at": p.get("created_at", ""),
             "metadata": json.loads(raw_meta) if raw_meta else {},
             "speaker": p.get("speaker") or "",
+            "important": bool(p.get("important")),
+            "important_by": str(p.get("important_by") or "") if p.get("important") else "",
         }
 
     @classmethod
@@ -208,18 +268,61 @@ class RecalledMessage(LoggedMessage):
     score: float
 
 
+M = TypeVar("M", bound=LoggedMessage)
+
+
+@dataclass(frozen=True)
+class MessageRetention:
+    """Where one user's message log stands with the retention policy (what expires when)."""
+
+    user: str
+    total: int
+    important: int
+    expired: int
+    """Turns already past their expiry, deleted by the next purge."""
+    over_cap: int
+    """Unimportant turns beyond ``max_messages``, pruned (oldest first) by the next purge."""
+    next: list[LoggedMessage]
+    """The oldest unimportant turns, each with ``expires_at``: the first to go."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-safe dict."""
+        return {**asdict(self), "next": [m.to_dict() for m in self.next]}
+
+
 @dataclass(frozen=True)
 class _Turn:
     role: Role
     text: str
     message_id: str | None
     name: str = ""
+    important: bool | None = None
+
+
+_LAST_PURGE: weakref.WeakKeyDictionary[MemoryStore, dict[str, float]] = weakref.WeakKeyDictionary()
+"""When each user's log was last purged after a write, per store (monotonic seconds)."""
+_LAST_PURGE_LOCK = threading.Lock()
 
 
 class MessageLog(CollectionBound):
     """Per-user message log on a :class:`~agentic_memory.store.MemoryStore` (``MessageLog``)."""
 
     spec = MESSAGES
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embeddings: Embeddings,
+        *,
+        retention: RetentionPolicy | None = None,
+    ) -> None:
+        """Use ``store`` and ``embeddings``; ``retention`` defaults to the environment's."""
+        super().__init__(store, embeddings)
+        if retention is not None and not isinstance(retention, RetentionPolicy):
+            raise InvalidInputError(
+                f"retention must be a RetentionPolicy, got {type(retention).__name__}"
+            )
+        self.retention = retention if retention is not None else RetentionPolicy.from_env()
 
     @staticmethod
     def message_id(user: str, thread_id: str, key: str) -> str:
@@ -236,12 +339,25 @@ class MessageLog(CollectionBound):
         *,
         metadata: Mapping[str, Any] | None = None,
         now: datetime | None = None,
+        important: bool | None = None,
+        marked_by: MarkedBy = "user",
+        retention: RetentionPolicy | None = None,
     ) -> list[str]:
         """Log the human and AI turns of ``messages``; return their ids in order.
 
         Turn numbers continue from what the thread already holds. ``metadata`` (a JSON
         object) is stored with every message of this call; when it is omitted, a message
         that is already logged keeps its metadata.
+
+        ``important`` marks every message of the call important (``True``) or not
+        (``False``); a dict message's own ``"important"`` key wins for that message. When
+        neither says, a new message is not important and a logged one keeps its mark.
+        ``marked_by`` records who marked them (``"user"`` or ``"model"``).
+
+        Afterwards the user's log is purged by the retention policy when
+        ``purge_interval_minutes`` have passed since the last purge of this user in this
+        process (see :meth:`purge`); a failing purge is logged and never fails the write.
+        ``retention`` replaces the log's policy for that purge (a graph run's own settings).
 
         Raises:
             InvalidInputError: an argument is malformed (including content that is not text
@@ -250,6 +366,15 @@ class MessageLog(CollectionBound):
                 attempt; no new turn of this call was logged.
         """
         turns, meta_json = _prepare(user, thread_id, messages, metadata, now)
+        _check_flag(important, "important")
+        _check_policy(retention)
+        if marked_by not in ("user", "model"):
+            raise InvalidInputError(f"marked_by must be 'user' or 'model', got {marked_by!r}")
+        if important is not None:
+            turns = [
+                t if t.important is not None else dataclasses.replace(t, important=important)
+                for t in turns
+            ]
         if not turns:
             return []
         await self._aensure()
@@ -266,7 +391,9 @@ class MessageLog(CollectionBound):
                 turn: await self._aturn_text(user, thread_id, turn)
                 for turn in _earlier_turns_needed(user, thread_id, turns, known, last)
             }
-            plan = _plan(user, thread_id, turns, known, last, before, meta_json, _stamp(now))
+            plan = _plan(
+                user, thread_id, turns, known, last, before, meta_json, _stamp(now), marked_by
+            )
             missing = _unembedded(plan, vectors)
             if missing:
                 embedded = await self.embeddings.aembed_documents(missing)
@@ -283,10 +410,55 @@ class MessageLog(CollectionBound):
                     result.raise_for_failures()
             except ConflictError:
                 continue
+            await self.apurge_if_due(user, retention=retention)
             return [item.id for item in plan]
         raise _gave_up(user, thread_id)
 
     remember = blocking(aremember)
+
+    async def apurge_if_due(
+        self, user: str, *, retention: RetentionPolicy | None = None
+    ) -> MessagePurge | None:
+        """Purge the user's log if ``purge_interval_minutes`` have passed since the last time.
+
+        What a write does after it has logged its turns, and what ``AgenticStore``'s sweeper
+        does for every user (so the turns of a user who no longer writes expire too). The
+        interval is counted per store object and user, in this process. Returns the purge's
+        report, or ``None`` when none was due (or automatic purges are off, or it failed: a
+        failure is logged, never raised, and the next one after the interval tries again).
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        check_user_id(user)
+        _check_policy(retention)
+        policy = retention or self.retention
+        every = policy.purge_interval_minutes
+        if every is None:
+            return None
+        moment = time.monotonic()
+        with _LAST_PURGE_LOCK:
+            seen = _LAST_PURGE.setdefault(self.store, {})
+            last = seen.get(user)
+            if last is not None and moment - last < every * 60:
+                return None
+            # Claimed before the purge runs: concurrent writes of the user do not all purge.
+            seen[user] = moment
+        try:
+            report = await self.apurge(user, retention=policy)
+        except StoreError as exc:
+            logger.warning("retention purge of %r's message log failed: %s", user, exc)
+            return None
+        if report.deleted:
+            logger.info(
+                "retention: deleted %d expired and %d over-cap logged turns of %r",
+                report.expired,
+                report.over_cap,
+                user,
+            )
+        return report
+
+    purge_if_due = blocking(apurge_if_due)
 
     async def _alast(self, user: str, thread_id: str) -> StoredObject | None:
         # One row through the (thread_id, turn) index: the cost does not grow with the
@@ -334,7 +506,8 @@ class MessageLog(CollectionBound):
                      + NEIGHBOUR_WEIGHT * better of the adjacent turns' hits
                      + OWN_WORDS_WEIGHT * share of the query's keywords in the turn) / 2.5
 
-        (a missing neighbour counts 0), so the score stays in [0, 1].
+        (a missing neighbour counts 0), so the score stays in [0, 1]; an important turn's
+        score is then lifted by :data:`IMPORTANCE_WEIGHT` of what it lacks to 1.
 
         ``thread_id`` restricts the search to one thread; ``exclude_thread`` leaves one out
         (typically the current conversation, whose turns are already in the context).
@@ -354,17 +527,24 @@ class MessageLog(CollectionBound):
             user=user,
             where=where,
         )
-        return _rerank(hits, k, query)
+        return [self._with_expiry(m) for m in _rerank(hits, k, query)]
 
     recall = blocking(arecall)
+
+    def _with_expiry(self, message: M) -> M:
+        expiry = self.retention.message_expiry(message.created_at, message.important)
+        return dataclasses.replace(message, expires_at=expiry)
+
+    def _logged(self, obj: StoredObject) -> LoggedMessage:
+        return self._with_expiry(LoggedMessage._from_stored(obj))
 
     # -- schema ---------------------------------------------------------------------------
 
     async def _aensure(self) -> None:
         if not self._ready:
-            # A log of the earlier schema is upgraded (in worker threads) before first use.
+            # A log of an earlier schema is upgraded (in worker threads) before first use.
             await asyncio.to_thread(upgrade_message_log, self.store, self.embeddings)
-            await self.store.aensure_collection(MESSAGES)
+            await self.store.aextend_collection(MESSAGES)
             self._ready = True
 
     # -- browse ---------------------------------------------------------------------------
@@ -408,7 +588,7 @@ class MessageLog(CollectionBound):
             offset=offset,
             sort_by="turn",
         )
-        return [LoggedMessage._from_stored(o) for o in objs]
+        return [self._logged(o) for o in objs]
 
     async def athreads(self, user: str) -> builtins.list[str]:
         """Return the ids of the user's threads that have logged turns, sorted."""
@@ -424,6 +604,227 @@ class MessageLog(CollectionBound):
             return 0
         by_thread = [Where("thread_id", "eq", _check_thread(thread_id))]
         return await self.store.acount(MESSAGES.name, user=user, where=by_thread)
+
+    async def afind(self, user: str, thread_id: str, turn: int) -> LoggedMessage | None:
+        """Return turn number ``turn`` of a thread, or ``None`` when it is not logged.
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        check_user_id(user)
+        _check_thread(thread_id)
+        if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
+            raise InvalidInputError(f"turn must be a non-negative integer, got {turn!r}")
+        if not await self._aexists():
+            return None
+        found = await self.store.alist_objects(
+            MESSAGES.name,
+            user=user,
+            where=[Where("thread_id", "eq", thread_id), Where("turn", "eq", turn)],
+            limit=1,
+        )
+        return self._logged(found[0]) if found else None
+
+    find = blocking(afind)
+
+    # -- importance -----------------------------------------------------------------------
+
+    async def amark_important(
+        self,
+        user: str,
+        ids: Sequence[str],
+        *,
+        important: bool = True,
+        by: MarkedBy = "user",
+    ) -> builtins.list[LoggedMessage]:
+        """Mark logged turns important (kept for good, recalled first), or unmark them.
+
+        Every id must be one of ``user``'s logged turns; they are all checked before any is
+        changed. Returns the turns as they are now stored. A turn that a purge deletes while
+        it is being marked is stored again, marked.
+
+        Raises:
+            InvalidInputError: an argument is malformed, or an id is not a logged turn of
+                this user (another user's turn is not found either); nothing was changed.
+        """
+        check_user_id(user)
+        wanted = _check_ids(ids)
+        _check_flag(important, "important")
+        if by not in ("user", "model"):
+            raise InvalidInputError(f"by must be 'user' or 'model', got {by!r}")
+        if not wanted:
+            return []
+        if not await self._aexists():
+            raise InvalidInputError(f"user {user!r} has no logged message {wanted[0]}")
+        await self._aensure()
+        found: builtins.list[StoredObject] = []
+        for oid in wanted:
+            obj = await self.store.aget(MESSAGES.name, oid, user=user, include_vector=True)
+            if obj is None or obj.vector is None:
+                raise InvalidInputError(
+                    f"user {user!r} has no logged message {oid}; nothing was marked"
+                )
+            found.append(obj)
+        changed: builtins.list[MemoryObject] = []
+        result: builtins.list[LoggedMessage] = []
+        for obj in found:
+            props = dict(obj.properties)
+            props.pop("important_by", None)
+            # The user's word wins: a turn the model flagged and the user marks is theirs.
+            props.update(_importance(important, obj, by))
+            if props != obj.properties:
+                assert obj.vector is not None
+                changed.append(MemoryObject(obj.id, props, obj.vector))
+            result.append(self._logged(StoredObject(obj.id, props)))
+        if changed:
+            written = await self.store.aupsert(MESSAGES.name, changed, user=user)
+            written.raise_for_failures()
+        return result
+
+    mark_important = blocking(amark_important)
+
+    # -- retention ------------------------------------------------------------------------
+
+    async def apurge(
+        self,
+        user: str,
+        *,
+        now: datetime | None = None,
+        dry_run: bool = False,
+        retention: RetentionPolicy | None = None,
+    ) -> MessagePurge:
+        """Apply the retention policy to one user's log; return what was (or would be) deleted.
+
+        Deletes the unimportant turns logged more than ``message_days`` ago, then, while the
+        user has more than ``max_messages`` turns, the oldest unimportant ones. An important
+        turn is never deleted: each delete carries the condition "not important", checked by
+        the store when it deletes, so a turn marked important meanwhile stays. Every delete
+        is atomic on its own; a purge that dies half-way leaves fewer turns and the next
+        purge goes on from there. ``dry_run`` counts without deleting. ``retention``
+        replaces the log's policy for this purge.
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        check_user_id(user)
+        moment = _moment(now)
+        _check_flag(dry_run, "dry_run")
+        _check_policy(retention)
+        if not await self._aexists():
+            return MessagePurge(user)
+        await self._aensure()
+        policy = retention or self.retention
+        cutoff = policy.message_cutoff(moment)
+        expired = 0
+        if cutoff is not None:
+            old = [Where("created_at", "lt", cutoff), _UNIMPORTANT]
+            if dry_run:
+                expired = await self.store.acount(MESSAGES.name, user=user, where=old)
+            else:
+                expired = await self.store.adelete_where(MESSAGES.name, old, user=user)
+        total = await self.store.acount(MESSAGES.name, user=user)
+        if dry_run:
+            total -= expired
+        cap, over = policy.max_messages, 0
+        if cap is not None and total > cap:
+            if dry_run:
+                prunable = (
+                    await self.store.acount(MESSAGES.name, user=user, where=[_UNIMPORTANT])
+                    - expired
+                )
+                over = min(total - cap, prunable)
+            else:
+                over = await self._aprune_oldest(user, cap)
+        remaining = total - over if dry_run else await self.store.acount(MESSAGES.name, user=user)
+        return MessagePurge(
+            user,
+            expired=expired,
+            over_cap=over,
+            cutoff=cutoff,
+            remaining=remaining,
+            important_over_cap=max(0, remaining - cap) if cap is not None else 0,
+        )
+
+    purge = blocking(apurge)
+
+    async def _aprune_oldest(self, user: str, cap: int) -> int:
+        """Delete the oldest unimportant turns until the user has ``cap``; return how many.
+
+        Recounts every round, so purges that run at once do not prune twice as much. Each
+        round reads the oldest turns, then deletes in one statement every unimportant turn
+        logged before the first one to keep; turns logged at that very instant (a user
+        message and its answer share one) are deleted one by one, by thread and turn.
+        """
+        name = MESSAGES.name
+        deleted = 0
+        while (excess := await self.store.acount(name, user=user) - cap) > 0:
+            want = min(excess, _PAGE)
+            oldest = await self.store.alist_objects(
+                name, user=user, where=[_UNIMPORTANT], limit=want + 1, sort_by="created_at"
+            )
+            if not oldest:
+                break  # the rest is important: kept
+            chosen, rest = oldest[:want], oldest[want:]
+            if rest:
+                boundary = str(rest[0].properties["created_at"])
+                older = [Where("created_at", "lt", boundary), _UNIMPORTANT]
+                tied = [o for o in chosen if _same_instant(o, boundary)]
+            else:
+                # Every unimportant turn is chosen; none written since is older than these.
+                newest = str(chosen[-1].properties["created_at"])
+                older = [Where("created_at", "lte", newest), _UNIMPORTANT]
+                tied = []
+            n = await self.store.adelete_where(name, older, user=user)
+            for obj in tied:
+                n += await self.store.adelete_where(
+                    name,
+                    [
+                        Where("thread_id", "eq", str(obj.properties["thread_id"])),
+                        Where("turn", "eq", int(obj.properties["turn"])),
+                        _UNIMPORTANT,
+                    ],
+                    user=user,
+                )
+            if n == 0:
+                break  # another purge took them, or they were marked important meanwhile
+            deleted += n
+        return deleted
+
+    async def aretention(
+        self, user: str, *, now: datetime | None = None, upcoming: int = 5
+    ) -> MessageRetention:
+        """Say what of the user's log expires when: counts and the first turns to go.
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        check_user_id(user)
+        moment = _moment(now)
+        if isinstance(upcoming, bool) or not isinstance(upcoming, int) or upcoming < 0:
+            raise InvalidInputError(f"upcoming must be a non-negative integer, got {upcoming!r}")
+        if not await self._aexists():
+            return MessageRetention(user, 0, 0, 0, 0, [])
+        await self._aensure()
+        name, store = MESSAGES.name, self.store
+        total = await store.acount(name, user=user)
+        important = await store.acount(name, user=user, where=[Where("important", "eq", True)])
+        cutoff = self.retention.message_cutoff(moment)
+        expired = 0
+        if cutoff is not None:
+            old = [Where("created_at", "lt", cutoff), _UNIMPORTANT]
+            expired = await store.acount(name, user=user, where=old)
+        cap = self.retention.max_messages
+        over = 0 if cap is None else max(0, min(total - expired - cap, total - important - expired))
+        first: builtins.list[StoredObject] = []
+        if upcoming:
+            first = await store.alist_objects(
+                name, user=user, where=[_UNIMPORTANT], limit=upcoming, sort_by="created_at"
+            )
+        return MessageRetention(
+            user, total, important, expired, over, [self._logged(o) for o in first]
+        )
+
+    retention_status = blocking(aretention)
 
     # -- forget ---------------------------------------------------------------------------
 
@@ -459,6 +860,57 @@ class _Planned:
     write: bool
     new: bool
     """Not stored yet: created with a fresh turn number (create-only)."""
+
+
+_UNIMPORTANT = Where("important", "ne", True)
+"""Not marked important: a turn without the property (logged before it existed) too."""
+
+
+def _check_flag(value: object, name: str) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_policy(retention: object) -> None:
+    if retention is not None and not isinstance(retention, RetentionPolicy):
+        raise InvalidInputError(
+            f"retention must be a RetentionPolicy, got {type(retention).__name__}"
+        )
+
+
+def _check_ids(ids: object) -> list[str]:
+    if isinstance(ids, str) or not isinstance(ids, Sequence):
+        raise InvalidInputError("ids must be a list of message ids, not one string")
+    out: list[str] = []
+    for oid in ids:
+        if not isinstance(oid, str):
+            raise InvalidInputError(f"a message id must be a string, got {type(oid).__name__}")
+        try:
+            canonical = str(uuid.UUID(oid))
+        except ValueError:
+            raise InvalidInputError(
+                f"{oid!r:.80} is not a message id (ids are UUIDs, as `amem memories messages "
+                "list --json` shows them)"
+            ) from None
+        if canonical not in out:
+            out.append(canonical)
+    return out
+
+
+def _moment(now: datetime | None) -> datetime:
+    moment = now or datetime.now(UTC)
+    if not isinstance(moment, datetime) or moment.tzinfo is None:
+        raise InvalidInputError("now must be a datetime with a timezone")
+    return moment
+
+
+def _same_instant(obj: StoredObject, when: str) -> bool:
+    try:
+        return datetime.fromisoformat(
+            str(obj.properties.get("created_at", "")).replace("Z", "+00:00")
+        ) == datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return False
 
 
 def _check_thread(thread_id: object, name: str = "thread_id") -> str:
@@ -518,6 +970,7 @@ def _turn_of(message: object, index: int) -> _Turn | None:
         content: object = message.content
         message_id = message.id
         name: object = message.name
+        flag: object = None
     elif isinstance(message, Mapping):
         if "role" not in message or "content" not in message:
             raise InvalidInputError(f"{where}: a dict message needs 'role' and 'content'")
@@ -525,6 +978,8 @@ def _turn_of(message: object, index: int) -> _Turn | None:
         content = message["content"]
         message_id = message.get("id")
         name = message.get("name")
+        flag = message.get("important")
+        _check_flag(flag, f"{where}: important")
         if not isinstance(kind, str):
             raise InvalidInputError(f"{where}: role must be a string, got {kind!r}")
     else:
@@ -547,7 +1002,9 @@ def _turn_of(message: object, index: int) -> _Turn | None:
     role = _ROLES[kind]
     if role is None or not text.strip():
         return None
-    return _Turn(role, text, message_id, " ".join((name or "").split()))
+    return _Turn(
+        role, text, message_id, " ".join((name or "").split()), flag if flag is None else bool(flag)
+    )
 
 
 def _prepare(
@@ -642,6 +1099,7 @@ def _plan(
     before: dict[int, str],
     meta_json: str | None,
     created_at: str,
+    marked_by: str = "user",
 ) -> list[_Planned]:
     """Give each turn its id, turn number and properties; skip writes that change nothing.
 
@@ -674,12 +1132,44 @@ def _plan(
         props = _message_properties(
             t.text, t.role, thread_id, turn, stamp, t.name, meta, texts.get(turn - 1, "")
         )
+        props.update(_importance(t.important, old, marked_by))
         unchanged = old is not None and all(
             old.properties.get(name) == props.get(name)
-            for name in ("content", "role", "speaker", "metadata_json", "search_text")
+            for name in (
+                "content",
+                "role",
+                "speaker",
+                "metadata_json",
+                "search_text",
+                "important",
+                "important_by",
+            )
         )
         plan.append(_Planned(oid, props, not unchanged, old is None))
     return plan
+
+
+def _importance(flag: bool | None, old: StoredObject | None, marked_by: str) -> dict[str, Any]:
+    """Return the importance properties of a message written again (``old``) or anew.
+
+    No flag keeps what a logged message has (a turn logged again is not unmarked); a new
+    one is not important.
+    """
+    if flag is None:
+        if old is None:
+            return {"important": False}
+        kept: dict[str, Any] = {
+            k: old.properties[k] for k in ("important", "important_by") if k in old.properties
+        }
+        return kept
+    if not flag:
+        return {"important": False}
+    was = (
+        old.properties.get("important_by")
+        if old is not None and old.properties.get("important")
+        else None
+    )
+    return {"important": True, "important_by": "user" if "user" in (marked_by, was) else "model"}
 
 
 def _number(last: StoredObject | None) -> int | None:
@@ -778,7 +1268,10 @@ def _rerank(hits: Sequence[SearchHit], k: int, query: str) -> list[RecalledMessa
             + NEIGHBOUR_WEIGHT * neighbour
             + OWN_WORDS_WEIGHT * own
         ) / scale
-        scored.append((min(1.0, max(0.0, score)), h))
+        score = min(1.0, max(0.0, score))
+        if h.properties.get("important"):
+            score += IMPORTANCE_WEIGHT * (1.0 - score)
+        scored.append((score, h))
     scored.sort(key=lambda pair: (-pair[0], pair[1].id))
     return [
         RecalledMessage(**LoggedMessage._fields(StoredObject(h.id, h.properties)), score=score)
@@ -797,7 +1290,11 @@ def _shape(spec: CollectionSpec) -> tuple[Any, ...]:
 
 
 def upgrade_message_log(store: MemoryStore, embeddings: Embeddings) -> bool:
-    """Bring a ``MessageLog`` of the earlier schema (:data:`MESSAGES_V1`) to the current one.
+    """Bring a ``MessageLog`` of an earlier schema to the current one.
+
+    A log of the second schema (:data:`MESSAGES_V2`) only lacks the importance properties:
+    they are added (``MemoryStore.add_properties``) and no message is rewritten. A log of
+    the first (:data:`MESSAGES_V1`) is copied as follows.
 
     Every message is copied, with its keyword text and vector computed as :meth:`MessageLog.
     remember` computes them, into a staging collection; only once the copy is complete is the
@@ -808,6 +1305,12 @@ def upgrade_message_log(store: MemoryStore, embeddings: Embeddings) -> bool:
     """
     staging = dataclasses.replace(MESSAGES, name=_UPGRADE_COLLECTION)
     names = set(store.collections())
+    extended = False
+    for spec in (MESSAGES, staging):
+        # The staging copy too: an upgrade from the first schema that an earlier version
+        # left half-done holds the second.
+        if spec.name in names and _shape(store.spec(spec.name)) == _shape(MESSAGES_V2):
+            extended = bool(store.extend_collection(spec)) or extended
     if MESSAGES.name in names:
         current = _shape(store.spec(MESSAGES.name))
         if current == _shape(MESSAGES_V1):
@@ -816,9 +1319,9 @@ def upgrade_message_log(store: MemoryStore, embeddings: Embeddings) -> bool:
                 _copy_upgraded(store, embeddings, user, staging.name)
             store.drop_collection(MESSAGES.name)
         elif current != _shape(MESSAGES) or _UPGRADE_COLLECTION not in names:
-            return False  # current already, or unknown (ensure_collection then says so)
+            return extended  # current now, or unknown (ensure_collection then says so)
     elif _UPGRADE_COLLECTION not in names:
-        return False
+        return extended
     store.ensure_collection(MESSAGES)
     for user in store.users(staging.name):
         batch: list[MemoryObject] = []

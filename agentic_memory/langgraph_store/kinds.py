@@ -331,9 +331,11 @@ _EPISODE_FIELDS = frozenset(
         "what_worked",
         "what_to_avoid",
         "importance",
+        "important",
     }
 )
 _EPISODE_ECHO = frozenset({"created_at"})
+_EPISODE_REQUIRED = tuple(sorted(_EPISODE_FIELDS - {"important"}))
 
 
 @dataclass
@@ -369,8 +371,14 @@ class EpisodesSpace(KindSpace):
         if value is None:
             return lambda: _discard(episodes.forget(user, [key]) if _is_uuid(key) else 0)
         fields = _check_fields(
-            value, _EPISODE_FIELDS, _EPISODE_ECHO, "an episode", required=tuple(_EPISODE_FIELDS)
+            value, _EPISODE_FIELDS, _EPISODE_ECHO, "an episode", required=_EPISODE_REQUIRED
         )
+        # The user's mark (kept for good, recalled first): absent keeps the stored one.
+        important = fields.get("important")
+        if important is not None and not isinstance(important, bool):
+            raise InvalidInputError(
+                f"an episode's important is true, false or absent, got {important!r}"
+            )
         for name in ("thread_id", "conversation", "conversation_summary"):
             if not isinstance(fields[name], str) or not fields[name].strip():
                 raise InvalidInputError(f"an episode's {name} must be a non-empty string")
@@ -425,9 +433,11 @@ class EpisodesSpace(KindSpace):
                     )
                 stamp = now()
             assert number is not None
-            episodes.store_reflection(
+            stored = episodes.store_reflection(
                 user, thread, reflection, fields["conversation"], conversation=number, now=stamp
             )
+            if important is not None:
+                episodes.mark_important(user, [stored], important=important)
 
         return write
 
@@ -677,8 +687,11 @@ def _rule_list(raw: object) -> list[dict[str, Any]]:
 # -- messages ---------------------------------------------------------------------------------
 
 
-_MESSAGE_FIELDS = frozenset({"role", "content", "speaker", "metadata"})
+_MESSAGE_FIELDS = frozenset({"role", "content", "speaker", "metadata", "important"})
 _MESSAGE_ECHO = frozenset({"turn", "created_at"})
+_MESSAGE_DERIVED = frozenset({"important_by", "expires_at"})
+"""Read-only fields a put may echo back and that it ignores: they follow from ``important``
+and the retention policy, so a value read, edited and put back is accepted."""
 _ROLES = frozenset({"human", "user", "ai", "assistant"})
 
 
@@ -750,8 +763,17 @@ class MessagesSpace(KindSpace):
 
             return delete
         fields = _check_fields(
-            value, _MESSAGE_FIELDS, _MESSAGE_ECHO, "a message", required=("role", "content")
+            value,
+            _MESSAGE_FIELDS,
+            _MESSAGE_ECHO | _MESSAGE_DERIVED,
+            "a message",
+            required=("role", "content"),
         )
+        important = fields.get("important")
+        if important is not None and not isinstance(important, bool):
+            raise InvalidInputError(
+                f"a message's important is true, false or absent, got {important!r}"
+            )
         if fields["role"] not in _ROLES:
             raise InvalidInputError(
                 f"a logged message's role is one of {', '.join(sorted(_ROLES))}, got "
@@ -780,11 +802,12 @@ class MessagesSpace(KindSpace):
                         "by its stored id (delete it and log a new one)"
                     )
             for name in sorted(_MESSAGE_ECHO & fields.keys()):
-                if alias is None or fields[name] != _message_value(alias)[name]:
+                if alias is None or fields[name] != _message_value(alias, log)[name]:
                     raise InvalidInputError(
                         f"{name} is set by the message log; leave it out of the value"
                     )
-            log.remember(user, thread, [message], metadata=metadata, now=now())
+            # important absent: a new message is not important, a logged one keeps its mark.
+            log.remember(user, thread, [message], metadata=metadata, now=now(), important=important)
 
         return write
 
@@ -831,6 +854,9 @@ class MessagesSpace(KindSpace):
             "turn": message.turn,
             "created_at": message.created_at,
             "metadata": message.metadata,
+            "important": message.important,
+            "important_by": message.important_by,
+            "expires_at": message.expires_at,
         }
         stamp = parse_time(message.created_at)
         return SearchItem(
@@ -843,7 +869,7 @@ class MessagesSpace(KindSpace):
         )
 
     def _item(self, user: str, obj: StoredObject, score: float | None, *, key: str) -> SearchItem:
-        value = _message_value(obj)
+        value = _message_value(obj, self.ctx.messages)
         stamp = parse_time(value["created_at"])
         return SearchItem(
             namespace=(self.root, user, str(obj.properties.get("thread_id", ""))),
@@ -855,16 +881,22 @@ class MessagesSpace(KindSpace):
         )
 
 
-def _message_value(obj: StoredObject) -> dict[str, Any]:
+def _message_value(obj: StoredObject, log: MessageLog) -> dict[str, Any]:
     p = obj.properties
     raw = p.get("metadata_json")
+    created = str(p.get("created_at", ""))
+    important = bool(p.get("important"))
     return {
         "role": p.get("role", "human"),
         "content": p.get("content", ""),
         "speaker": p.get("speaker") or "",
         "turn": int(p.get("turn", 0)),
-        "created_at": p.get("created_at", ""),
+        "created_at": created,
         "metadata": json.loads(raw) if raw else {},
+        "important": important,
+        "important_by": str(p.get("important_by") or "") if important else "",
+        # When the retention policy lets it expire; None: not by age.
+        "expires_at": log.retention.message_expiry(created, important),
     }
 
 

@@ -33,6 +33,7 @@ from agentic_memory.api import Memory
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.langgraph_store.common import Clock, Found
 from agentic_memory.langgraph_store.filters import ALPHA_KEY, check_alpha, parse_filter
@@ -54,7 +55,8 @@ from agentic_memory.langgraph_store.namespaces import (
     fixed_prefix,
     matches,
 )
-from agentic_memory.store import InvalidInputError, MemoryStore, check_text
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_text
+from agentic_memory.twins import blocking
 
 __all__ = ["DEFAULT_ALPHA", "AgenticStore", "DefaultTTL"]
 
@@ -101,6 +103,10 @@ class AgenticStore(BaseStore):
             whole value as JSON), as LangGraph's ``IndexConfig.fields``.
         clock: Returns the current time (aware); for tests. Kinds stamp with it too.
         close_store: Close ``store`` when this store is closed.
+        retention: What the memory kinds keep (logged turns' expiry and cap, episodes'
+            cap; facts and rules are never purged); default
+            ``RetentionPolicy.from_env()``. A message item's value shows ``important``
+            and its ``expires_at`` under this policy.
     """
 
     supports_ttl: bool = True
@@ -115,6 +121,7 @@ class AgenticStore(BaseStore):
         index_fields: Sequence[str] | None = None,
         clock: Clock | None = None,
         close_store: bool = False,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         if not isinstance(store, MemoryStore):
             raise InvalidInputError(f"store must be a MemoryStore, got {type(store).__name__}")
@@ -134,7 +141,7 @@ class AgenticStore(BaseStore):
         self._close_store = close_store
         self._closed = False
         self._sweeper: asyncio.Task[None] | None = None
-        self.memory = Memory(store, embeddings)
+        self.memory = Memory(store, embeddings, retention=retention)
         """The memory kinds behind this store: what the agent's graph nodes use."""
         self.facts: FactStore = self.memory.facts
         self.episodes: EpisodicMemory = self.memory.episodes
@@ -172,6 +179,7 @@ class AgenticStore(BaseStore):
         ttl: TTLConfig | None = None,
         alpha: float = DEFAULT_ALPHA,
         index_fields: Sequence[str] | None = None,
+        retention: RetentionPolicy | None = None,
     ) -> AgenticStore:
         """Open the configured memory store and embeddings, as ``Memory.open`` does.
 
@@ -183,10 +191,11 @@ class AgenticStore(BaseStore):
             ttl: See the class.
             alpha: See the class.
             index_fields: See the class.
+            retention: See the class.
 
         The store is closed with this one (``close()``, or leaving a ``with`` block).
         """
-        opened = Memory.open(home=home, backend=backend, embeddings=embeddings)
+        opened = Memory.open(home=home, backend=backend, embeddings=embeddings, retention=retention)
         try:
             return cls(
                 opened.store,
@@ -195,6 +204,7 @@ class AgenticStore(BaseStore):
                 alpha=alpha,
                 index_fields=index_fields,
                 close_store=True,
+                retention=opened.retention,
             )
         except BaseException:
             opened.close()
@@ -441,6 +451,29 @@ class AgenticStore(BaseStore):
         """Async :meth:`sweep_ttl`."""
         return await asyncio.to_thread(self.sweep_ttl)
 
+    async def asweep_retention(self) -> int:
+        """Purge every user's message log whose purge is due; return how many turns went.
+
+        The counterpart of the TTL sweep for the memory kinds: logged turns expire by the
+        retention policy (``retention``), and a user who no longer writes gets no purge
+        after a write, so the sweeper purges each user's log when ``purge_interval_minutes``
+        have passed since its last purge (``MessageLog.apurge_if_due``; never when automatic
+        purges are off). Important turns, episodes, facts and rules are never touched here:
+        episodes are pruned only by an explicit purge (``amem memories purge``).
+        """
+        self._check_open()
+        if MessageLog.spec.name not in await self._store.acollections():
+            return 0
+        deleted = 0
+        for user in await self._store.ausers(MessageLog.spec.name):
+            if user == GLOBAL_SCOPE:
+                continue  # holds no message log; not a user id
+            report = await self.messages.apurge_if_due(user)
+            deleted += report.deleted if report is not None else 0
+        return deleted
+
+    sweep_retention = blocking(asweep_retention)
+
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
@@ -450,6 +483,8 @@ class AgenticStore(BaseStore):
         minutes; without a ``TTLConfig`` and without an interval nothing is swept and the
         returned task is already done (as LangGraph's Postgres store does). Starting it
         again returns the running task. ``stop_ttl_sweeper`` or closing the store stops it.
+        Each sweep also purges the message logs whose retention purge is due
+        (:meth:`asweep_retention`).
         """
         self._check_open()
         if self._sweeper is not None and not self._sweeper.done():
@@ -474,6 +509,13 @@ class AgenticStore(BaseStore):
             else:
                 if removed:
                     logger.info("TTL sweep deleted %d expired item(s)", removed)
+            try:
+                purged = await self.asweep_retention()
+            except Exception:
+                logger.exception("retention sweep failed; retrying at the next interval")
+            else:
+                if purged:
+                    logger.info("retention sweep deleted %d logged turn(s)", purged)
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper; return whether it stopped within ``timeout`` seconds."""

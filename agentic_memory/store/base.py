@@ -12,6 +12,7 @@ import math
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -26,6 +27,8 @@ from agentic_memory.store.types import (
     InvalidInputError,
     MemoryObject,
     MissingUserError,
+    Property,
+    SchemaConflictError,
     SearchHit,
     StoredObject,
     UnknownCollectionError,
@@ -102,6 +105,58 @@ class MemoryStore(ABC):
         self.spec(name)
         self._drop_collection(name)
         self._specs.pop(name, None)
+
+    def add_properties(self, collection: str, properties: Sequence[Property]) -> list[str]:
+        """Add properties to an existing collection; return the names that were added.
+
+        No stored object is rewritten: objects written before have none of the new
+        properties (a filter ``ne`` matches them, every other condition does not). A property
+        that the collection already has with the same type and indexing is skipped, so
+        processes that upgrade one store at the same time all succeed. A searchable property
+        cannot be added: its keyword index would miss every stored object.
+
+        Raises:
+            UnknownCollectionError: there is no such collection.
+            InvalidInputError: a property is malformed, reserved, searchable, or given twice;
+                nothing was changed.
+            SchemaConflictError: the collection has a property of that name (in any case)
+                with another type or indexing; nothing was changed.
+        """
+        spec = self.spec(collection)
+        wanted = _check_new_properties(spec, properties)
+        if not wanted:
+            return []
+        stored, added = self._add_properties(spec.name, wanted)
+        self._specs[spec.name] = stored
+        return added
+
+    def extend_collection(self, spec: CollectionSpec) -> list[str]:
+        """Create the collection, or add the properties ``spec`` ends with that it lacks.
+
+        The way a schema grows between versions: new properties are appended to the end of
+        the spec, and a store written by an earlier version gets them on first use (see
+        :meth:`add_properties`) while its objects stay as they are. Any other difference
+        from the stored schema is refused as ``ensure_collection`` refuses it. Returns the
+        names of the properties added.
+
+        Raises:
+            SchemaConflictError: the stored schema is not ``spec`` without some of its last
+                properties; nothing was changed.
+        """
+        _validate_spec(spec)
+        if spec.name not in self.collections():
+            self.ensure_collection(spec)
+            return []
+        # Read from the store, not the cache: another process may have extended it already.
+        stored = self._load_spec(spec.name)
+        if stored is None:  # dropped meanwhile
+            self.ensure_collection(spec)
+            return []
+        self._specs[spec.name] = stored
+        missing = missing_suffix(stored, spec)
+        added = self.add_properties(spec.name, missing) if missing else []
+        self.ensure_collection(spec)
+        return added
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -336,6 +391,8 @@ class MemoryStore(ABC):
     aensure_collection = in_thread(ensure_collection)
     acollections = in_thread(collections)
     adrop_collection = in_thread(drop_collection)
+    aadd_properties = in_thread(add_properties)
+    aextend_collection = in_thread(extend_collection)
     aupsert = in_thread(upsert)
     ainsert = in_thread(insert)
     adelete = in_thread(delete)
@@ -400,6 +457,17 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def _collections(self) -> list[str]: ...
+
+    @abstractmethod
+    def _add_properties(
+        self, name: str, properties: list[Property]
+    ) -> tuple[CollectionSpec, list[str]]:
+        """Add the checked properties the stored schema lacks, as one step where it can.
+
+        Checks them again against the schema in storage (another process may have changed
+        it since this one cached it): one of the same name must have the same shape.
+        Returns the stored schema afterwards and the names this call added.
+        """
 
     @abstractmethod
     def _drop_collection(self, name: str) -> None: ...
@@ -529,6 +597,86 @@ def _validate_spec(spec: CollectionSpec) -> None:
         if prop.searchable and prop.type not in ("text", "text[]"):
             raise InvalidInputError(f"only text properties can be searchable ({prop.name!r})")
     _validate_indexes(spec)
+
+
+def property_shape(prop: Property) -> tuple[str, str, bool, bool]:
+    """Return what must match for two properties to be one: name, type and indexing."""
+    return (prop.name, prop.type, prop.searchable, prop.filterable)
+
+
+def missing_suffix(stored: CollectionSpec, spec: CollectionSpec) -> list[Property]:
+    """Return the properties ``spec`` adds to ``stored`` at its end ([] when none).
+
+    Raises:
+        SchemaConflictError: ``stored`` is not ``spec`` without some of its last properties
+            (compared by name, type and indexing; the order of the shared ones is not
+            compared, as Weaviate keeps its own).
+    """
+    names = {p.name for p in stored.properties}
+    missing = [p for p in spec.properties if p.name not in names]
+    common = [p for p in spec.properties if p.name in names]
+    if (
+        stored.per_user != spec.per_user
+        or {property_shape(p) for p in stored.properties} != {property_shape(p) for p in common}
+        or (missing and list(spec.properties[-len(missing) :]) != missing)
+    ):
+        raise SchemaConflictError(
+            f"collection {spec.name!r} exists with a schema that {spec.name!r} cannot be "
+            "reached from by adding properties at its end: stored "
+            f"{', '.join(p.name for p in stored.properties)}; "
+            f"requested {', '.join(p.name for p in spec.properties)}"
+        )
+    return missing
+
+
+_PROPERTY_TYPES = frozenset({"text", "text[]", "int", "number", "bool", "date"})
+
+
+def absent_properties(stored: CollectionSpec, properties: Sequence[Property]) -> list[Property]:
+    """Return the properties ``stored`` lacks; one it has (in any case) must be the same.
+
+    Raises:
+        SchemaConflictError: ``stored`` has a property of that name with another type or
+            indexing.
+    """
+    known = {p.name.lower(): p for p in stored.properties}
+    absent = []
+    for prop in properties:
+        old = known.get(prop.name.lower())
+        if old is None:
+            absent.append(prop)
+        elif property_shape(old) != property_shape(prop):
+            raise SchemaConflictError(
+                f"collection {stored.name!r} already has a property {old.name!r} "
+                f"({old.type}, searchable={old.searchable}, filterable={old.filterable})"
+            )
+    return absent
+
+
+def _check_new_properties(spec: CollectionSpec, properties: object) -> list[Property]:
+    """Validate properties to add to ``spec``; return those it does not have yet."""
+    if isinstance(properties, Property) or not isinstance(properties, Sequence):
+        raise InvalidInputError("add_properties takes a sequence of Property")
+    seen: set[str] = set()
+    for prop in properties:
+        if not isinstance(prop, Property):
+            raise InvalidInputError(f"expected Property, got {type(prop).__name__}")
+        if not isinstance(prop.name, str) or not PROPERTY_NAME_RE.match(prop.name):
+            raise InvalidInputError(f"invalid property name {prop.name!r}")
+        if prop.type not in _PROPERTY_TYPES:
+            raise InvalidInputError(f"unknown property type {prop.type!r} for {prop.name!r}")
+        if prop.searchable:
+            raise InvalidInputError(
+                f"cannot add the searchable property {prop.name!r} to {spec.name!r}: the "
+                "objects already stored would be missing from its keyword index"
+            )
+        if prop.name.lower() in seen:
+            raise InvalidInputError(f"property {prop.name!r} is given twice")
+        seen.add(prop.name.lower())
+    wanted = absent_properties(spec, list(properties))
+    # Reserved words and the other rules of a new collection's names.
+    _validate_spec(replace(spec, properties=(*spec.properties, *wanted)))
+    return wanted
 
 
 def _validate_indexes(spec: CollectionSpec) -> None:

@@ -54,7 +54,7 @@ from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
-from agentic_memory.store.base import GLOBAL_SCOPE, PAGE_LIMIT, MemoryStore
+from agentic_memory.store.base import GLOBAL_SCOPE, PAGE_LIMIT, MemoryStore, absent_properties
 from agentic_memory.store.locks import KeyLocks
 from agentic_memory.store.open import amem_home
 from agentic_memory.store.ranking import (
@@ -79,6 +79,7 @@ from agentic_memory.store.types import (
     SearchHit,
     StoredObject,
     StoreError,
+    UnknownCollectionError,
     UpsertResult,
     Where,
 )
@@ -711,6 +712,42 @@ class WeaviateStore(MemoryStore):
                 f"collection {spec.name!r} exists with a different schema: "
                 f"{_describe(current)} != {_describe(spec)}"
             )
+
+    @_guarded
+    def _add_properties(
+        self, name: str, properties: list[Property]
+    ) -> tuple[CollectionSpec, list[str]]:
+        stored = self._stored_spec(name)
+        wanted = absent_properties(stored, properties)
+        config = self._client.collections.get(name).config
+        added: list[str] = []
+        for prop in wanted:
+            # Per-user collections are multi-tenant: the server adds the property to the
+            # class, and every tenant's shard gets its (empty) index on load.
+            for translated in weaviate_properties(
+                CollectionSpec(name=name, properties=(prop,), per_user=False)
+            ):
+                try:
+                    config.add_property(translated)
+                except weaviate.exceptions.WeaviateBaseError:
+                    # The client checks first, then posts: another process may add the same
+                    # property in between (the server then answers 422 "already in use").
+                    # That is success if it is there now with the same shape.
+                    if absent_properties(self._stored_spec(name), [prop]):
+                        raise
+                    break
+            else:
+                added.append(prop.name)
+        after = self._stored_spec(name)
+        if absent_properties(after, wanted):
+            raise StoreError(f"Weaviate did not keep the properties added to {name!r}")
+        return after, added
+
+    def _stored_spec(self, name: str) -> CollectionSpec:
+        loaded = self._load_spec_and_dims(name)
+        if loaded is None:
+            raise UnknownCollectionError(f"collection {name!r} does not exist in Weaviate")
+        return loaded[0]
 
     def _load_spec_and_dims(self, name: str) -> tuple[CollectionSpec, int] | None:
         if not self._client.collections.exists(name):

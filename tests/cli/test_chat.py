@@ -33,7 +33,8 @@ def _facts(request: dict[str, Any]) -> dict[str, Any]:
     text = last_user_text(request)
     if "I am vegetarian" in text:
         return {"facts": [{"subject": "diet", "value": "vegetarian", "category": "preference"}]}
-    return {"facts": []}
+    # The memory model flags a message that records something to keep exactly.
+    return {"facts": [], "important": "locker code" in text}
 
 
 def _answer(request: dict[str, Any]) -> str:
@@ -336,3 +337,37 @@ def test_knowledge_base_names_given_in_another_case_are_found(
     assert "no knowledge base" not in result.stderr
     assert "Oil it every 200 hours [pump.md p.1]." in result.stdout
     assert "Documents: searching manuals." in result.stdout
+
+
+def test_important_marks_the_last_exchange_and_the_model_flags_what_to_keep(
+    env: dict[str, str], server: FakeOpenAIServer, home: Path, embeddings: LocalEmbeddings
+) -> None:
+    child = _spawn(env, "--user", "alice", "--thread", "t1")
+    _say(child, "/important")
+    child.expect_exact("nothing to mark yet")
+    _say(child, "Hi there")
+    child.expect_exact("assistant> Hello! How can I help?")
+    _say(child, "/important")
+    child.expect_exact('Marked important: "Hi there" and the answer.')
+    _say(child, "/important Remember the plumber comes on Friday")
+    child.expect_exact('Marked important: "Remember the plumber comes on Friday" and the answer.')
+    _say(child, "My locker code is 4411")
+    child.expect_exact("I'll keep your message word for word")
+    _say(child, "Just chatting")
+    child.expect_exact("assistant> Hello! How can I help?")
+    _say(child, "/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    with EmbeddedStore(home / "store", dims=256) as store:
+        logged = MessageLog(store, embeddings).list("alice", thread_id="t1")
+    marks = {(m.role, m.content): m.important_by for m in logged if m.important}
+    assert marks == {
+        ("human", "Hi there"): "user",
+        ("ai", "Hello! How can I help?"): "user",
+        ("human", "Remember the plumber comes on Friday"): "user",
+        ("human", "My locker code is 4411"): "model",
+    }  # the two marked answers have the same text: one key
+    assert [m.content for m in logged if not m.important and m.role == "human"] == ["Just chatting"]
+    assert [m.important for m in logged if m.role == "ai"] == [True, True, False, False]

@@ -305,7 +305,11 @@ async def test_files_written_before_secure_deletion_are_vacuumed_once(
     cp_path = tmp_path / "old-checkpoints.sqlite"
     # An older version: rows deleted without secure deletion leave their text in free space,
     # and the files carry no mark that says otherwise.
-    add_messages(store, embeddings, "alice", "alice-old", ["my old quokka story"])
+    # Enough long rows to fill whole pages: their deletion frees those pages with the text
+    # still in them, whatever the row layout (one short row's page may instead be rebuilt
+    # by SQLite's rebalancing, which drops the deleted text and proves nothing).
+    story = [f"my old quokka story, part {i}: " + "we walked on and on " * 150 for i in range(12)]
+    add_messages(store, embeddings, "alice", "alice-old", story)
     async with AsyncSqliteSaver.from_conn_string(str(cp_path)) as cp:
         await cp.setup()
         await _failed_turn(cp, "alice-old", "alice")

@@ -11,7 +11,7 @@ import pytest
 
 from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.kinds.facts import FACTS
-from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.kinds.rules import RULES
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE
@@ -302,3 +302,44 @@ def test_an_export_whose_schema_only_differs_in_descriptions_is_imported(
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
         summary = import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
         assert summary.total == len(lines) - 1
+
+
+def _as_before_importance(path: Path) -> list[dict[str, object]]:
+    """Rewrite an export as the version before importance wrote it (no such properties)."""
+    lines = _lines(path)
+    added = {"important", "important_by"}
+    for name in (MESSAGES.name, EPISODES.name):
+        spec = lines[0]["collections"][name]  # type: ignore[index]
+        spec["properties"] = [p for p in spec["properties"] if p["name"] not in added]
+    for line in lines[1:]:
+        if line["kind"] in ("message", "episode"):
+            props = line["properties"]
+            for key in added:
+                props.pop(key, None)  # type: ignore[attr-defined]
+    path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
+    return lines
+
+
+def test_an_export_from_before_importance_is_imported_anywhere(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    path = tmp_path / "mem.jsonl"
+    _export(store, path)
+    lines = _as_before_importance(path)
+    # Into a fresh store: its collections take the file's schema and gain the new properties
+    # on first use, as a store written by that version does.
+    with EmbeddedStore(tmp_path / "fresh", dims=256) as fresh:
+        summary = import_memories(fresh, path, embeddings=embeddings, embedding_model=MODEL)
+        assert summary.total == len(lines) - 1
+        log = MessageLog(fresh, embeddings)
+        turns = log.list("alice")
+        assert turns and not any(m.important for m in turns)
+        log.mark_important("alice", [turns[0].id])
+        assert "important" in {p.name for p in fresh.spec(MESSAGES.name).properties}
+    # Into a store of this version: the objects come in without the properties.
+    with EmbeddedStore(tmp_path / "current", dims=256) as current:
+        MessageLog(current, embeddings).remember("carol", "t", [{"role": "user", "content": "hi"}])
+        summary = import_memories(current, path, embeddings=embeddings, embedding_model=MODEL)
+        assert summary.total == len(lines) - 1
+        assert current.spec(MESSAGES.name).properties == MESSAGES.properties
+        assert not any(m.important for m in MessageLog(current, embeddings).list("alice"))

@@ -238,6 +238,8 @@ class Wire:
             if name in self.schemas:
                 return httpx.Response(200, json=self.schemas[name])
             return httpx.Response(404)
+        if parts[2] == "properties":
+            return self._add_property(name, body)
         tenants = self.tenants.setdefault(name, set())
         if len(parts) == 4:
             if parts[3] in tenants:
@@ -250,6 +252,26 @@ class Wire:
             tenants.difference_update(body)
             return httpx.Response(200)
         return httpx.Response(405)
+
+    def _add_property(self, name: str, body: dict[str, Any]) -> httpx.Response:
+        """``POST /v1/schema/{class}/properties`` as 1.32.9 answers it.
+
+        ``usecases/schema/property.go`` AddClassProperty (merge=false from the REST handler):
+        a missing class or a name already in use in any case is a 422 with the error; else
+        the property gets the server's index defaults and is appended to the class.
+        """
+        schema = self.schemas.get(name)
+        if schema is None:
+            return _unprocessable(f"class is nil: not found: {name}")
+        taken = {p["name"].lower() for p in schema.get("properties", [])}
+        if body["name"].lower() in taken:
+            return _unprocessable(
+                f"class {name!r}: conflict for property {body['name']!r}: already in use or "
+                "provided multiple times"
+            )
+        prop = _fill_server_defaults({"properties": [copy.deepcopy(body)]})["properties"][0]
+        schema.setdefault("properties", []).append(prop)
+        return httpx.Response(200, json=prop)
 
     def search(self, request: Any) -> Any:
         self.grpc.append(("search", request))
@@ -282,6 +304,10 @@ class Wire:
 
     def requests(self, kind: str) -> list[Any]:
         return [r for k, r in self.grpc if k == kind]
+
+
+def _unprocessable(message: str) -> httpx.Response:
+    return httpx.Response(422, json={"error": [{"message": message}]})
 
 
 def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,9 @@ run export and forget past 10,000 objects through the real weaviate-client.
 from __future__ import annotations
 
 import struct
+import time
 import uuid as uuidlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +39,9 @@ _OP = base_pb2.Filters.Operator
 class Stored:
     properties: dict[str, Any]
     vector: list[float]
+    created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    """Unix milliseconds, as the server keeps them (kept when the object is replaced)."""
+    updated_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
 class FakeServer(Wire):
@@ -78,7 +82,11 @@ class FakeServer(Wire):
                     f"{len(obj.vectors[0].vector_bytes) // 4}f", obj.vectors[0].vector_bytes
                 )
             )
-            bucket[str(uuidlib.UUID(obj.uuid))] = Stored(props, vector)
+            oid = str(uuidlib.UUID(obj.uuid))
+            stored = Stored(props, vector)
+            if oid in bucket:
+                stored.created_ms = bucket[oid].created_ms
+            bucket[oid] = stored
         return dict(self.batch_errors)
 
     def search(self, request: Any) -> Any:
@@ -109,9 +117,7 @@ class FakeServer(Wire):
         chosen = ids[request.offset : request.offset + limit]
         with_vector = bool(request.metadata.vectors) or request.metadata.vector
         return search_get_pb2.SearchReply(
-            results=[
-                _result(i, bucket[i], types, with_vector, request.metadata.vectors) for i in chosen
-            ]
+            results=[_result(i, bucket[i], types, with_vector, request.metadata) for i in chosen]
         )
 
     def batch_delete(self, request: Any) -> Any:
@@ -219,7 +225,8 @@ def _sort_key(prop: str, bucket: dict[str, Stored], types: dict[str, str]) -> An
     return key
 
 
-def _result(oid: str, obj: Stored, types: dict[str, str], with_vector: bool, names: Any) -> Any:
+def _result(oid: str, obj: Stored, types: dict[str, str], with_vector: bool, asked: Any) -> Any:
+    names = asked.vectors
     fields = {}
     for key, value in obj.properties.items():
         if value is None:
@@ -255,6 +262,12 @@ def _result(oid: str, obj: Stored, types: dict[str, str], with_vector: bool, nam
             non_ref_props=properties_pb2.Properties(fields=fields), target_collection="X"
         ),
         metadata=search_get_pb2.MetadataResult(
-            id_as_bytes=uuidlib.UUID(oid).bytes, vectors=vectors
+            id_as_bytes=uuidlib.UUID(oid).bytes,
+            vectors=vectors,
+            # Sent when asked for (a fetch by id always asks), as the server does.
+            creation_time_unix=obj.created_ms if asked.creation_time_unix else 0,
+            creation_time_unix_present=bool(asked.creation_time_unix),
+            last_update_time_unix=obj.updated_ms if asked.last_update_time_unix else 0,
+            last_update_time_unix_present=bool(asked.last_update_time_unix),
         ),
     )

@@ -154,6 +154,23 @@ def _index_columns(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
         )
 
 
+def _add_columns(conn: sqlite3.Connection, spec: CollectionSpec, added: list[Property]) -> None:
+    """Give added filterable properties their column and index; existing rows hold NULL.
+
+    NULL is what the JSON of those rows says too (no such key), so filters on the column and
+    on the JSON agree without rewriting a row. ``ALTER TABLE ... ADD COLUMN`` only changes
+    the table's schema text, so this is as cheap on a million rows as on none.
+    """
+    table = _table(spec.name)
+    for prop in added:
+        if prop.filterable and prop.type != "text[]":
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {_column(prop.name)}")
+            conn.execute(
+                f'CREATE INDEX IF NOT EXISTS "ix_{spec.name}_{prop.name}" '
+                f"ON {table} (user, {_column(prop.name)})"
+            )
+
+
 def _compound_indexes(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
     """Create the spec's compound indexes that are missing (also on stores made before them).
 

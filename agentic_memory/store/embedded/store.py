@@ -7,6 +7,7 @@ rules live in ``agentic_memory.store.ranking``; ``docs/storage.md`` cites the se
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from agentic_memory.store.base import MemoryStore
+from agentic_memory.store.base import MemoryStore, absent_properties
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, IntArray
 from agentic_memory.store.embedded.cache import PartitionCache
@@ -30,6 +31,7 @@ from agentic_memory.store.embedded.sql import (
     _ZEROED_KEY,
     DB_FILENAME,
     PAGE_SIZE,
+    _add_columns,
     _bump,
     _column,
     _column_value,
@@ -66,10 +68,12 @@ from agentic_memory.store.types import (
     ConflictError,
     InvalidInputError,
     MemoryObject,
+    Property,
     SchemaConflictError,
     SearchHit,
     StoredObject,
     StoreError,
+    UnknownCollectionError,
     UpsertResult,
     Where,
 )
@@ -220,6 +224,30 @@ class EmbeddedStore(MemoryStore):
             )
 
         self._write(create)
+
+    def _add_properties(
+        self, name: str, properties: list[Property]
+    ) -> tuple[CollectionSpec, list[str]]:
+        def add(conn: sqlite3.Connection) -> tuple[CollectionSpec, list[str]]:
+            row = conn.execute(
+                "SELECT spec FROM amem_collections WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                raise UnknownCollectionError(f"collection {name!r} was dropped meanwhile")
+            stored = _spec_from_json(row[0])
+            added = absent_properties(stored, properties)
+            if not added:
+                return stored, []
+            grown = dataclasses.replace(stored, properties=(*stored.properties, *added))
+            _add_columns(conn, grown, added)
+            conn.execute(
+                "UPDATE amem_collections SET spec = ? WHERE name = ?", (_spec_to_json(grown), name)
+            )
+            return grown, [p.name for p in added]
+
+        # One transaction: the columns, their indexes and the catalogue change together, and
+        # a second process doing the same waits, then finds them and adds nothing.
+        return self._write(add)
 
     def _check_compatible(self, spec: CollectionSpec, stored: CollectionSpec, dims: int) -> None:
         if dims != self.dims:
