@@ -195,6 +195,8 @@ def _predicate(filters: Any, types: dict[str, str]) -> Any:
             haves = have if isinstance(have, list) else [have]
             return any(_norm(h, dtype) in want for h in haves)
         if op == _OP.OPERATOR_NOT_EQUAL:
+            # inverted/row_reader_roaring_set.go: every doc id AND NOT the equal ones, so an
+            # object without the property (written before it was added) matches.
             return have is None or _norm(have, dtype) != want
         if have is None:
             return False
