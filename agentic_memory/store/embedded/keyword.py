@@ -1,8 +1,8 @@
-"""Keyword search: tokenising at write time and per-property BM25 postings in numpy.
+"""Keyword search: per-property BM25 postings in numpy, built from the stored text.
 
-Each row stores its searchable text's token counts once (``encode_terms``); a partition's
-postings are assembled from them, merged in place when rows are added or deleted, and ranked
-like Weaviate's BlockMax-WAND BM25 (``_bm25_top``; the rules in ``agentic_memory.store.ranking``).
+A partition's postings are built by tokenising its rows' searchable properties
+(``text_postings``), merged in place when rows are added or deleted, and ranked like
+Weaviate's BlockMax-WAND BM25 (``_bm25_top``; the rules in ``agentic_memory.store.ranking``).
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ def term_hash(term: str) -> int:
 def encode_terms(
     spec: CollectionSpec, objects: list[dict[str, Any]]
 ) -> tuple[list[bytes], list[bytes]]:
-    """Tokenise the searchable properties of a batch of objects once, at write time.
+    """Return the term counts store layouts 1 to 3 kept per row (layout 4 keeps none).
 
     Returns, per object, the token count of each searchable property (uint32 each) and one
-    (term hash, term frequency, property index) entry per distinct term and property.
+    (term hash, term frequency, property index) entry per distinct term and property. Kept
+    to write files of those layouts in migration tests.
     """
     searchable = spec.searchable
     lengths: list[int] = []
@@ -259,6 +260,48 @@ def _postings(
             )
         )
     return _Postings(props=props, lengths=lengths.astype(np.float32))
+
+
+def text_postings(spec: CollectionSpec, objects: list[dict[str, Any]], first_row: int) -> _Postings:
+    """Tokenise the searchable properties of consecutive rows numbered from ``first_row``.
+
+    The same postings as the term counts layouts 1 to 3 stored (``encode_terms`` decoded by
+    ``_postings``): per property, (term hash, row, count) sorted by term hash, then row; and
+    each row's token count. All rows at once: the tokens go into one list, a dict numbers the
+    distinct terms (each hashed once), and numpy counts the (term, row) pairs.
+    """
+    n = len(objects)
+    width = len(spec.searchable)
+    lengths = np.zeros((n, width), dtype=np.float32)
+    props: list[_Pairs] = []
+    for p, name in enumerate(spec.searchable):
+        tokens: list[str] = []
+        counts = np.zeros(n, dtype=np.int64)
+        for row, properties in enumerate(objects):
+            value = properties.get(name) or ""
+            found = tokenize(" ".join(value) if isinstance(value, list) else value)
+            counts[row] = len(found)
+            tokens.extend(found)
+        lengths[:, p] = counts
+        if not tokens:
+            props.append(_empty_pairs())
+            continue
+        number = {term: i for i, term in enumerate(dict.fromkeys(tokens))}
+        term_of = np.fromiter(map(number.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        hash_of = np.fromiter(map(term_hash, number), dtype=np.int64, count=len(number))
+        row_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+        pairs, tf = np.unique(term_of * n + row_of, return_counts=True)
+        pair_hash = hash_of[pairs // n]
+        docs = pairs % n
+        order = np.lexsort((docs, pair_hash))
+        props.append(
+            _Pairs(
+                pair_hash=pair_hash[order],
+                docs=docs[order] + first_row,
+                tf=tf[order].astype(np.float32),
+            )
+        )
+    return _Postings(props=props, lengths=lengths)
 
 
 def _finish(postings: _Postings) -> _KeywordIndex:
