@@ -892,3 +892,36 @@ def test_text_written_under_tokenizer_1_is_searched_with_todays_tokens(tmp_path:
         assert [h.id for h in hits] == [make_id(expected)], query
     assert reopened.hybrid(spec.name, query="stanbul", vector=vec(1, 0), alpha=0.0, user="u") == []
     reopened.close()
+
+
+def test_postings_of_the_stored_text_equal_the_term_counts_layout_3_stored() -> None:
+    # Layout 4 tokenises the text when a keyword index is built; the postings must be the
+    # ones decoded from the per-row term counts layouts 1-3 stored, bit for bit.
+    rng = random.Random(11)
+    words = ["apple", "Äpfel", "İstanbul", "ΟΔΟΣ", "东京", "x_y", "naïve", "42", "the", "e\u0301"]
+    spec = make_spec("Postings")
+    objects: list[dict[str, object]] = []
+    for i in range(300):
+        props: dict[str, object] = {"rank": i}
+        if i % 4:
+            props["body"] = " ".join(rng.choices(words, k=rng.randint(0, 30)))
+        if i % 3:
+            props["title"] = rng.choice(words) + "-" + rng.choice(words)
+        if i % 5:
+            props["tags"] = rng.choices(words, k=rng.randint(0, 4))
+        objects.append(props)
+    for first_row in (0, 17):
+        mine = embedded.keyword.text_postings(spec, objects, first_row)
+        lengths, terms = embedded.encode_terms(spec, objects)
+        stored = embedded.keyword._postings(lengths, terms, len(spec.searchable), first_row)
+        np.testing.assert_array_equal(mine.lengths, stored.lengths)
+        assert mine.lengths.dtype == stored.lengths.dtype
+        assert len(mine.props) == len(stored.props) == 3
+        for a, b in zip(mine.props, stored.props, strict=True):
+            assert b.pair_hash.size > 0
+            for field in ("pair_hash", "docs", "tf"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+                assert getattr(a, field).dtype == getattr(b, field).dtype
+    empty = embedded.keyword.text_postings(spec, [{}, {"body": ""}], 0)
+    assert all(p.pair_hash.size == 0 for p in empty.props)
+    np.testing.assert_array_equal(empty.lengths, np.zeros((2, 3), dtype=np.float32))

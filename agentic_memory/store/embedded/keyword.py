@@ -267,41 +267,50 @@ def text_postings(spec: CollectionSpec, objects: list[dict[str, Any]], first_row
 
     The same postings as the term counts layouts 1 to 3 stored (``encode_terms`` decoded by
     ``_postings``): per property, (term hash, row, count) sorted by term hash, then row; and
-    each row's token count. All rows at once: the tokens go into one list, a dict numbers the
-    distinct terms (each hashed once), and numpy counts the (term, row) pairs.
+    each row's token count. All rows at once, with no Python work per (term, row) pair: the
+    tokens go into one list, a dict numbers the distinct terms (each hashed once) in term
+    hash order, and one numpy sort of term number * rows + row groups and orders the pairs.
     """
     n = len(objects)
-    width = len(spec.searchable)
-    lengths = np.zeros((n, width), dtype=np.float32)
+    lengths = np.zeros((n, len(spec.searchable)), dtype=np.float32)
     props: list[_Pairs] = []
     for p, name in enumerate(spec.searchable):
-        tokens: list[str] = []
-        counts = np.zeros(n, dtype=np.int64)
-        for row, properties in enumerate(objects):
-            value = properties.get(name) or ""
-            found = tokenize(" ".join(value) if isinstance(value, list) else value)
-            counts[row] = len(found)
-            tokens.extend(found)
+        per_row = list(map(tokenize, map(_text_of, (o.get(name) for o in objects))))
+        counts = np.fromiter(map(len, per_row), dtype=np.int64, count=n)
         lengths[:, p] = counts
+        tokens = list(itertools.chain.from_iterable(per_row))
         if not tokens:
             props.append(_empty_pairs())
             continue
-        number = {term: i for i, term in enumerate(dict.fromkeys(tokens))}
-        term_of = np.fromiter(map(number.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-        hash_of = np.fromiter(map(term_hash, number), dtype=np.int64, count=len(number))
-        row_of = np.repeat(np.arange(n, dtype=np.int64), counts)
-        pairs, tf = np.unique(term_of * n + row_of, return_counts=True)
-        pair_hash = hash_of[pairs // n]
-        docs = pairs % n
-        order = np.lexsort((docs, pair_hash))
+        number: dict[str, int] = dict.fromkeys(tokens, 0)
+        terms = list(number)
+        hashes = np.fromiter(map(term_hash, terms), dtype=np.int64, count=len(terms))
+        by_hash = np.argsort(hashes, kind="stable")
+        for rank, i in enumerate(by_hash.tolist()):
+            number[terms[i]] = rank
+        keys = np.fromiter(map(number.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        keys *= n
+        keys += np.repeat(np.arange(n, dtype=np.int64), counts)
+        keys.sort()
+        # One pair per run of equal keys; its count is the run's length.
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        pairs = keys[starts]
+        tf = np.diff(np.append(starts, keys.size))
         props.append(
             _Pairs(
-                pair_hash=pair_hash[order],
-                docs=docs[order] + first_row,
-                tf=tf[order].astype(np.float32),
+                pair_hash=hashes[by_hash][pairs // n],
+                docs=pairs % n + first_row,
+                tf=tf.astype(np.float32),
             )
         )
     return _Postings(props=props, lengths=lengths)
+
+
+def _text_of(value: str | list[str] | None) -> str:
+    """Return the text a searchable value is tokenised as (``text[]``: its items joined)."""
+    if not value:
+        return ""
+    return " ".join(value) if isinstance(value, list) else value
 
 
 def _finish(postings: _Postings) -> _KeywordIndex:
