@@ -28,8 +28,13 @@ default RRF reranker, filters as pre-filters. This store and LanceDB are queried
 process, query by query, interleaved; the baseline runs the same queries in its own process
 right before. The machine is shared: compare ratios within one run, never single timings.
 
+With ``--rounds N`` (and ``--baseline``), the baseline and this checkout each run N times in
+processes of their own, alternating, and the table gives each metric's median over the rounds;
+LanceDB then runs alone. A single sequential run puts whatever load the machine has at that
+moment on one side only.
+
 Run: ``python bench/partition_growth_bench.py [--objects 100000] [--queries 200] [--trials 10]
-[--new 100] [--baseline DIR] [--out bench/results/partition_growth.md]``
+[--new 100] [--baseline DIR [--rounds N]] [--out bench/results/partition_growth.md]``
 """
 
 from __future__ import annotations
@@ -331,6 +336,30 @@ def _baseline(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _alternating(path: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Measure the baseline and this checkout ``--rounds`` times each, alternating runs.
+
+    Each run is a process of its own; the medians over the rounds are returned (baseline,
+    this checkout). Alternating spreads changes of the machine's load over both.
+    """
+    mine_path = Path(__file__).resolve().parent.parent
+    runs: dict[Path, list[dict[str, Any]]] = {path: [], mine_path: []}
+    for _ in range(args.rounds):
+        for checkout in runs:
+            runs[checkout].append(_baseline(checkout, args))
+
+    def median(records: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in records[0].items():
+            if isinstance(value, int | float):
+                out[key] = statistics.median(r[key] for r in records)
+            else:
+                out[key] = " ".join(str(r[key]) for r in records)
+        return out
+
+    return median(runs[path]), median(runs[mine_path])
+
+
 def _rows(results: dict[str, dict[str, Any]]) -> Iterator[str]:
     yield (
         "| system | ingest docs/s | file MB | write + search new ms (p50) | max | write ms (p50) "
@@ -347,6 +376,10 @@ def _rows(results: dict[str, dict[str, Any]]) -> Iterator[str]:
         )
 
 
+def _sizes(args: argparse.Namespace) -> tuple[int, int, int, int]:
+    return args.objects, args.queries, args.trials, args.new
+
+
 def main() -> None:
     """Measure, print and write the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -359,13 +392,24 @@ def main() -> None:
     parser.add_argument("--label", default="embedded")
     parser.add_argument("--no-lancedb", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --baseline: run both checkouts this many times, alternating, each in a "
+        "process of its own, and report medians (LanceDB then runs alone)",
+    )
     args = parser.parse_args()
     results: dict[str, dict[str, Any]] = {}
-    if args.baseline is not None:
-        results[args.baseline_label] = _baseline(args.baseline, args)
-    names = ["embedded"] + ([] if args.no_lancedb else ["lancedb"])
-    mine = measure(names, args.objects, args.queries, args.trials, args.new)
-    results[args.label] = mine["embedded"]
+    if args.baseline is not None and args.rounds > 1:
+        results[args.baseline_label], results[args.label] = _alternating(args.baseline, args)
+        mine = {} if args.no_lancedb else measure(["lancedb"], *_sizes(args))
+    else:
+        if args.baseline is not None:
+            results[args.baseline_label] = _baseline(args.baseline, args)
+        names = ["embedded"] + ([] if args.no_lancedb else ["lancedb"])
+        mine = measure(names, *_sizes(args))
+        results[args.label] = mine["embedded"]
     if "lancedb" in mine:
         results["lancedb 0.40"] = mine["lancedb"]
     lines = list(_rows(results))
@@ -399,7 +443,8 @@ def main() -> None:
             f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `python "
             f"bench/partition_growth_bench.py --objects {args.objects} --queries {args.queries} "
             f"--trials {args.trials} --new {args.new}"
-            f"{' --baseline DIR' if args.baseline else ''}` "
+            f"{' --baseline DIR' if args.baseline else ''}"
+            f"{f' --rounds {args.rounds}' if args.rounds > 1 else ''}` "
             f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores shared "
             f"with other jobs, load average {load:.1f}, Python {platform.python_version()}, "
             f"SQLite {sqlite3.sqlite_version}). See the script's docstring for the data and "
