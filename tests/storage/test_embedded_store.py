@@ -925,3 +925,30 @@ def test_postings_of_the_stored_text_equal_the_term_counts_layout_3_stored() -> 
     empty = embedded.keyword.text_postings(spec, [{}, {"body": ""}], 0)
     assert all(p.pair_hash.size == 0 for p in empty.props)
     np.testing.assert_array_equal(empty.lengths, np.zeros((2, 3), dtype=np.float32))
+
+
+def test_stored_properties_round_trip_and_damage_is_a_store_error(tmp_path: Path) -> None:
+    from agentic_memory.store.embedded.sql import decode_body, encode_body
+
+    for props in ({}, {"a": "x"}, {"text": "ünïcode " * 50, "n": 1.5, "tags": ["a", "b"]}):
+        text = json.dumps(props, ensure_ascii=False)
+        body = encode_body(text)
+        assert decode_body(body) == props
+        # Short JSON stays raw (deflating would lengthen it); long JSON is deflated.
+        assert body[:1] == (b"\x01" if len(text) > 100 else b"\x00")
+        assert len(body) <= len(text.encode()) + 1
+    long = encode_body(json.dumps({"text": "word " * 100}))
+    with pytest.raises(StoreError, match="damaged"):
+        decode_body(long[:-5])
+    with pytest.raises(StoreError, match="unknown encoding"):
+        decode_body(b"\x07{}")
+    # A damaged row read through the store is a store error too, not a crash.
+    spec = make_spec("Damaged")
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    store.ensure_collection(spec)
+    store.upsert(spec.name, [MemoryObject(make_id("d"), {"body": "word " * 100}, vec(1))], user="u")
+    with store._read() as conn:
+        conn.execute(f'UPDATE "o_{spec.name}" SET body = substr(body, 1, 20)')
+    with pytest.raises(StoreError, match="damaged"):
+        store.get(spec.name, make_id("d"), user="u")
+    store.close()

@@ -60,10 +60,13 @@ def encode_body(props_json: str) -> bytes:
 def decode_body_json(blob: bytes) -> str:
     """Return the JSON text of a stored body (``encode_body``)."""
     tag, data = blob[:1], blob[1:]
-    if tag == _BODY_ZLIB:
-        return zlib.decompress(data).decode("utf-8")
-    if tag == _BODY_RAW:
-        return data.decode("utf-8")
+    try:
+        if tag == _BODY_ZLIB:
+            return zlib.decompress(data).decode("utf-8")
+        if tag == _BODY_RAW:
+            return data.decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise StoreError(f"stored properties are damaged: {exc}") from exc
     raise StoreError(f"stored properties have an unknown encoding (tag {tag!r})")
 
 
