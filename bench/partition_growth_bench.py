@@ -17,6 +17,8 @@ Measured per system:
 - **searchable after write**: ``--trials`` times, write ``--new`` new objects and run a
   hybrid search for one of them; the time from the start of the write to the result, the
   write alone, and whether the new object came first.
+- **first search s**: the first hybrid search after the ingest, which builds the in-memory
+  index of the partition (ours: unit vectors and BM25 postings, tokenising the stored text).
 - **hybrid p50 / p95** (alpha 0.5, limit 10, ``--queries`` queries of 2-6 words and a vector
   near a stored one), and **filtered p50 / p95** (``chunk_index < 50``: half the objects).
 
@@ -26,8 +28,13 @@ default RRF reranker, filters as pre-filters. This store and LanceDB are queried
 process, query by query, interleaved; the baseline runs the same queries in its own process
 right before. The machine is shared: compare ratios within one run, never single timings.
 
+With ``--rounds N`` (and ``--baseline``), the baseline and this checkout each run N times in
+processes of their own, alternating, and the table gives each metric's median over the rounds;
+LanceDB then runs alone. A single sequential run puts whatever load the machine has at that
+moment on one side only.
+
 Run: ``python bench/partition_growth_bench.py [--objects 100000] [--queries 200] [--trials 10]
-[--new 100] [--baseline DIR] [--out bench/results/partition_growth.md]``
+[--new 100] [--baseline DIR [--rounds N]] [--out bench/results/partition_growth.md]``
 """
 
 from __future__ import annotations
@@ -258,7 +265,9 @@ def measure(
             system.finish()
             spent[system.name] += time.perf_counter() - start
             out[system.name]["ingest"] = objects / spent[system.name]
+            start = time.perf_counter()
             system.search(*data.queries[0], filtered=False)  # load / warm up
+            out[system.name]["first_search"] = time.perf_counter() - start
         # Queries, interleaved.
         for filtered in (False, True):
             times: dict[str, list[float]] = {s.name: [] for s in systems}
@@ -327,19 +336,48 @@ def _baseline(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _alternating(path: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Measure the baseline and this checkout ``--rounds`` times each, alternating runs.
+
+    Each run is a process of its own; the medians over the rounds are returned (baseline,
+    this checkout). Alternating spreads changes of the machine's load over both.
+    """
+    mine_path = Path(__file__).resolve().parent.parent
+    runs: dict[Path, list[dict[str, Any]]] = {path: [], mine_path: []}
+    for _ in range(args.rounds):
+        for checkout in runs:
+            runs[checkout].append(_baseline(checkout, args))
+
+    def median(records: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in records[0].items():
+            if isinstance(value, int | float):
+                out[key] = statistics.median(r[key] for r in records)
+            else:
+                out[key] = " ".join(str(r[key]) for r in records)
+        return out
+
+    return median(runs[path]), median(runs[mine_path])
+
+
 def _rows(results: dict[str, dict[str, Any]]) -> Iterator[str]:
     yield (
         "| system | ingest docs/s | file MB | write + search new ms (p50) | max | write ms (p50) "
-        "| new doc first | hybrid p50 ms | hybrid p95 ms | filtered p50 ms | filtered p95 ms |"
+        "| new doc first | first search s | hybrid p50 ms | hybrid p95 ms | filtered p50 ms "
+        "| filtered p95 ms |"
     )
-    yield "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    yield "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for name, r in results.items():
         yield (
             f"| {name} | {r['ingest']:,.0f} | {r['size_mb']:.1f} | {r['searchable_p50']:.1f} "
             f"| {r['searchable_max']:.1f} | {r['write_p50']:.1f} | {r['found']} "
-            f"| {r['hybrid_p50']:.2f} | {r['hybrid_p95']:.2f} | {r['filtered_p50']:.2f} "
+            f"| {r['first_search']:.2f} | {r['hybrid_p50']:.2f} | {r['hybrid_p95']:.2f} | {r['filtered_p50']:.2f} "
             f"| {r['filtered_p95']:.2f} |"
         )
+
+
+def _sizes(args: argparse.Namespace) -> tuple[int, int, int, int]:
+    return args.objects, args.queries, args.trials, args.new
 
 
 def main() -> None:
@@ -354,13 +392,24 @@ def main() -> None:
     parser.add_argument("--label", default="embedded")
     parser.add_argument("--no-lancedb", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --baseline: run both checkouts this many times, alternating, each in a "
+        "process of its own, and report medians (LanceDB then runs alone)",
+    )
     args = parser.parse_args()
     results: dict[str, dict[str, Any]] = {}
-    if args.baseline is not None:
-        results[args.baseline_label] = _baseline(args.baseline, args)
-    names = ["embedded"] + ([] if args.no_lancedb else ["lancedb"])
-    mine = measure(names, args.objects, args.queries, args.trials, args.new)
-    results[args.label] = mine["embedded"]
+    if args.baseline is not None and args.rounds > 1:
+        results[args.baseline_label], results[args.label] = _alternating(args.baseline, args)
+        mine = {} if args.no_lancedb else measure(["lancedb"], *_sizes(args))
+    else:
+        if args.baseline is not None:
+            results[args.baseline_label] = _baseline(args.baseline, args)
+        names = ["embedded"] + ([] if args.no_lancedb else ["lancedb"])
+        mine = measure(names, *_sizes(args))
+        results[args.label] = mine["embedded"]
     if "lancedb" in mine:
         results["lancedb 0.40"] = mine["lancedb"]
     lines = list(_rows(results))
@@ -374,6 +423,17 @@ def main() -> None:
             f"hybrid p95 x{ours['hybrid_p95'] / lance['hybrid_p95']:.2f}, "
             f"filtered p95 x{ours['filtered_p95'] / lance['filtered_p95']:.2f}",
         ]
+    if args.baseline is not None:
+        ours, base = results[args.label], results[args.baseline_label]
+        lines += [
+            "",
+            f"{args.label} / {args.baseline_label}: file size "
+            f"x{ours['size_mb'] / base['size_mb']:.2f}, ingest x{ours['ingest'] / base['ingest']:.2f}, "
+            f"first search x{ours['first_search'] / base['first_search']:.2f}, "
+            f"new doc searchable x{ours['searchable_p50'] / base['searchable_p50']:.2f}, "
+            f"hybrid p95 x{ours['hybrid_p95'] / base['hybrid_p95']:.2f}, "
+            f"filtered p95 x{ours['filtered_p95'] / base['filtered_p95']:.2f}",
+        ]
     table = "\n".join(lines)
     print(table)
     if args.out is not None:
@@ -383,7 +443,8 @@ def main() -> None:
             f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `python "
             f"bench/partition_growth_bench.py --objects {args.objects} --queries {args.queries} "
             f"--trials {args.trials} --new {args.new}"
-            f"{' --baseline DIR' if args.baseline else ''}` "
+            f"{' --baseline DIR' if args.baseline else ''}"
+            f"{f' --rounds {args.rounds}' if args.rounds > 1 else ''}` "
             f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores shared "
             f"with other jobs, load average {load:.1f}, Python {platform.python_version()}, "
             f"SQLite {sqlite3.sqlite_version}). See the script's docstring for the data and "

@@ -7,6 +7,7 @@ rule text learned only from the user removed from the global rules, bookkeeping 
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
@@ -26,6 +27,7 @@ from agentic_memory.kinds.rules import FORGOTTEN_NOTE, RULES, RuleBook
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore, term_hash
+from agentic_memory.store.embedded.sql import decode_body_json
 from graph.graph import compile_graph
 from graph.persistence import sqlite_checkpointer
 from tests.cli.conftest import T0, Reflection, Seeded, add_messages
@@ -110,8 +112,30 @@ def _add_global_rules_from_alice(store: EmbeddedStore, embeddings: LocalEmbeddin
     )
 
 
+def _inflated(raw: bytes) -> bytes:
+    """Return ``raw`` followed by every zlib stream found in it, decompressed.
+
+    The store keeps each row's properties deflated (a tag byte 1, then a zlib stream): a grep
+    of the raw bytes alone would not see their text, in live rows or in stale free space.
+    """
+    found = [raw]
+    view = memoryview(raw)
+    at = raw.find(b"\x01\x78")
+    while at >= 0:
+        inflater = zlib.decompressobj()
+        try:
+            found.append(inflater.decompress(view[at + 1 : at + 1 + (1 << 20)]))
+        except zlib.error:
+            pass
+        at = raw.find(b"\x01\x78", at + 1)
+    return b"".join(found)
+
+
 def _sql_values(path: Path) -> list[tuple[str, str, Any]]:
-    """Every value of every column of every table of a SQLite file, read through SQL."""
+    """Every value of every column of every table of a SQLite file, read through SQL.
+
+    Stored properties (``body``) are given decompressed.
+    """
     out: list[tuple[str, str, Any]] = []
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
@@ -120,7 +144,10 @@ def _sql_values(path: Path) -> list[tuple[str, str, Any]]:
             cursor = conn.execute(f'SELECT * FROM "{table}"')
             columns = [d[0] for d in cursor.description]
             for row in cursor:
-                out.extend((table, col, value) for col, value in zip(columns, row, strict=True))
+                out.extend(
+                    (table, col, decode_body_json(value) if col == "body" else value)
+                    for col, value in zip(columns, row, strict=True)
+                )
     return out
 
 
@@ -140,7 +167,7 @@ def _traces(files: list[Path], words: list[str]) -> list[str]:
     for path in files:
         if not path.exists():
             continue
-        raw = path.read_bytes()
+        raw = _inflated(path.read_bytes())
         hits += [f"{path.name}: raw bytes {n!r}" for n in needles if n in raw]
         if path.suffix in (".sqlite", ".sqlite3"):
             for table, column, value in _sql_values(path):
@@ -317,7 +344,8 @@ async def test_files_written_before_secure_deletion_are_vacuumed_once(
         (
             store.path / DB_FILENAME,
             [
-                "DELETE FROM \"o_MessageLog\" WHERE user = 'alice' AND props LIKE '%quokka%'",
+                "DELETE FROM \"o_MessageLog\" WHERE user = 'alice' AND amem_props(body) LIKE "
+                "'%quokka%'",
                 "DELETE FROM amem_meta WHERE key = 'free_space_zeroed'",
             ],
         ),
@@ -330,11 +358,12 @@ async def test_files_written_before_secure_deletion_are_vacuumed_once(
         ),
     ):
         with sqlite3.connect(path) as conn:
+            conn.create_function("amem_props", 1, decode_body_json)
             for statement in statements:
                 conn.execute(statement)
         with sqlite3.connect(path) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    assert b"quokka" in (store.path / DB_FILENAME).read_bytes()
+    assert b"quokka" in _inflated((store.path / DB_FILENAME).read_bytes())
     assert SSN.encode() in cp_path.read_bytes()
 
     # The application's own checkpointer, opened without this package's settings.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -20,6 +21,7 @@ from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
+    Property,
     StoreError,
     Where,
     amem_home,
@@ -438,6 +440,7 @@ def test_layout_1_store_is_migrated_on_open_with_the_same_answers(tmp_path: Path
     store.close()
     filterable = [p.name for p in spec.properties if p.filterable and p.type != "text[]"]
     assert filterable == ["title", "body", "kind", "rank", "weight", "flag", "at"]
+    _downgrade_to_layout_3(tmp_path / DB_FILENAME)
     _downgrade_to_layout_2(tmp_path / DB_FILENAME)
     _downgrade_to_layout_1(tmp_path / DB_FILENAME, spec.name, filterable)
 
@@ -520,6 +523,7 @@ def test_layout_2_store_is_migrated_on_open_with_the_same_answers(
     before = _layout_2_answers(store, specs)
     store.close()
     db = tmp_path / DB_FILENAME
+    _downgrade_to_layout_3(db)
     _downgrade_to_layout_2(db)
 
     # A crash inside the migration (here: after its first statement) leaves the layout-2
@@ -713,9 +717,156 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
     writer.close()
 
 
-def test_terms_of_tokenizer_1_are_rewritten_once_on_open(tmp_path: Path) -> None:
+def _downgrade_to_layout_3(db: Path, tokenize: object = None) -> None:
+    """Rewrite a store file into layout 3, as the code before layout 4 wrote it: properties
+    as plain JSON, every row's term counts (by ``tokenize``, if given) in ``lengths`` and
+    ``terms``, no ``body``."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("BEGIN")
+    monkey = embedded.keyword.tokenize
+    try:
+        if tokenize is not None:
+            embedded.keyword.tokenize = tokenize  # type: ignore[assignment]
+        for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+            spec = embedded.sql._spec_from_json(spec_json)
+            table, old = f'"o_{spec.name}"', f'"o3_{spec.name}"'
+            columns = "".join(f', "p_{p.name}"' for p in embedded.sql._columns(spec))
+            conn.execute(
+                f"CREATE TABLE {old} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL, user TEXT, "
+                "props TEXT NOT NULL, vector BLOB NOT NULL, "
+                f"lengths BLOB NOT NULL, terms BLOB NOT NULL{columns})"
+            )
+            rows = conn.execute(
+                f"SELECT rid, id, user, body, vector{columns} FROM {table}"
+            ).fetchall()
+            for rid, oid, user, body, vector, *values in rows:
+                props = embedded.sql.decode_body_json(body)
+                lengths, terms = embedded.encode_terms(spec, [json.loads(props)])
+                conn.execute(
+                    f"INSERT INTO {old} VALUES (?, ?, ?, ?, ?, ?, ?{', ?' * len(values)})",
+                    (rid, oid, user, props, vector, lengths[0], terms[0], *values),
+                )
+            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"ALTER TABLE {old} RENAME TO {table}")
+            embedded.sql._object_indexes(conn, spec)
+    finally:
+        embedded.keyword.tokenize = monkey
+    conn.execute("UPDATE amem_meta SET value = '3' WHERE key = 'schema_version'")
+    conn.execute("DELETE FROM amem_meta WHERE key = 'vacuum_pending'")
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def test_layout_3_store_is_migrated_on_open_with_the_same_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Layout 4 stores properties compressed and no term counts: keyword indexes tokenise the
+    # stored text. A layout-3 file is migrated in the opening transaction (a crash in it
+    # leaves the file as it was), gives the same answers, and shrinks once vacuumed.
+    rng = random.Random(7)
+    words = "apple pear plum fig kiwi lime date grape quince melon".split()
+    note = Property("note", "text", filterable=False)
+    specs = [
+        dataclasses.replace(s, properties=(*s.properties, note))
+        for s in (make_spec("MigPer"), make_spec("MigShared", per_user=False))
+    ]
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    for spec in specs:
+        store.ensure_collection(spec)
+        for user in ("alice", "bob") if spec.per_user else (None,):
+            store.upsert(
+                spec.name,
+                [
+                    MemoryObject(
+                        make_id(spec.name, str(user), str(i)),
+                        {
+                            "body": " ".join(rng.choices(words, k=40)),
+                            "rank": i,
+                            "tags": [f"t{i % 3}", "ünïcode"],
+                            "note": f"note {i % 7}",
+                        },
+                        [rng.uniform(-1, 1) for _ in range(DIMS)],
+                    )
+                    for i in range(150)
+                ],
+                user=user,
+            )
+        user = "alice" if spec.per_user else None
+        store.delete(spec.name, [make_id(spec.name, str(user), str(i)) for i in (3, 50)], user=user)
+
+    def answers(s: EmbeddedStore) -> list[object]:
+        out = _layout_2_answers(s, specs)
+        for spec in specs:
+            user = "alice" if spec.per_user else None
+            out.append(
+                [
+                    (o.id, o.properties, o.vector)
+                    for o in s.iterate(
+                        spec.name,
+                        user=user,
+                        where=[Where("tags", "contains", "t1")],
+                        page_size=40,
+                        include_vector=True,
+                    )
+                ]
+            )
+            # "note" has no column: sorting by it reads the compressed JSON.
+            out.append(
+                [o.id for o in s.list_objects(spec.name, user=user, sort_by="note", limit=500)]
+            )
+        return out
+
+    before = answers(store)
+    assert all(before), "every query finds something, so the comparison means something"
+    store.close()
+    db = tmp_path / DB_FILENAME
+    _downgrade_to_layout_3(db)
+    layout_3_bytes = db.stat().st_size
+
+    def crash(*_: object) -> None:
+        raise RuntimeError("power cut")
+
+    monkeypatch.setattr(embedded.sql, "_object_indexes", crash)
+    with pytest.raises(RuntimeError, match="power cut"):
+        EmbeddedStore(tmp_path, dims=DIMS)
+    monkeypatch.undo()
+    conn = sqlite3.connect(db, isolation_level=None)
+    assert conn.execute("SELECT value FROM amem_meta WHERE key = 'schema_version'").fetchone() == (
+        "3",
+    )
+    columns = [r[1] for r in conn.execute(f'PRAGMA table_info("o_{specs[0].name}")')]
+    assert "terms" in columns and "body" not in columns
+    conn.close()
+
+    # Another process has the file open: the layout is migrated, the file not yet vacuumed.
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("SELECT count(*) FROM amem_meta").fetchone()
+    migrated = EmbeddedStore(tmp_path, dims=DIMS)
+    assert answers(migrated) == before
+    with migrated._read() as conn:
+        assert conn.execute(
+            "SELECT value FROM amem_meta WHERE key = 'schema_version'"
+        ).fetchone() == (str(embedded.SCHEMA_VERSION),)
+        columns = [r[1] for r in conn.execute(f'PRAGMA table_info("o_{specs[0].name}")')]
+        assert "body" in columns and "terms" not in columns and "lengths" not in columns
+        assert conn.execute("SELECT value FROM amem_meta WHERE key = 'vacuum_pending'").fetchone()
+    migrated.close()
+    other.close()
+
+    # Alone with the file, the next open vacuums it: smaller, same answers.
+    reopened = EmbeddedStore(tmp_path, dims=DIMS)
+    with reopened._read() as conn:
+        pending = conn.execute("SELECT 1 FROM amem_meta WHERE key = 'vacuum_pending'").fetchone()
+        assert pending is None
+    assert db.stat().st_size < layout_3_bytes
+    assert answers(reopened) == before
+    reopened.close()
+
+
+def test_text_written_under_tokenizer_1_is_searched_with_todays_tokens(tmp_path: Path) -> None:
     # Tokenizer 1 lower-cased before splitting: "İstanbul" became "i" + "stanbul" and a final
-    # capital sigma "ς"; Weaviate (Go) splits first and maps letter by letter.
+    # capital sigma "ς"; Weaviate (Go) splits first and maps letter by letter. Layout 3 kept
+    # those counts per row; layout 4 tokenises the stored text with today's tokenizer.
     import re
 
     spec = make_spec("Old")
@@ -728,27 +879,76 @@ def test_terms_of_tokenizer_1_are_rewritten_once_on_open(tmp_path: Path) -> None
         user="u",
     )
     store.close()
-    conn = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
     old_tokenize = lambda text: re.findall(r"[^\W_]+", text.lower())  # noqa: E731
-    monkey = embedded.keyword.tokenize
-    try:
-        embedded.keyword.tokenize = old_tokenize  # type: ignore[assignment]
-        for key in ("a", "c"):
-            props = {"body": texts[key]}
-            lengths, terms = embedded.encode_terms(spec, [props])
-            conn.execute(
-                f'UPDATE "o_{spec.name}" SET lengths = ?, terms = ? WHERE id = ?',
-                (lengths[0], terms[0], make_id(key)),
-            )
-    finally:
-        embedded.keyword.tokenize = monkey
-    conn.execute("DELETE FROM amem_meta WHERE key = 'tokenizer'")
-    conn.close()
+    _downgrade_to_layout_3(tmp_path / DB_FILENAME, old_tokenize)
+    with sqlite3.connect(tmp_path / DB_FILENAME) as conn:
+        (stored,) = conn.execute(
+            f'SELECT terms FROM "o_{spec.name}" WHERE id = ?', (make_id("a"),)
+        ).fetchone()
+    assert embedded.term_hash("stanbul").to_bytes(8, "little", signed=True) in stored
     reopened = EmbeddedStore(tmp_path, dims=DIMS)
     for query, expected in (("istanbul", "a"), ("οδοσ", "a"), ("σ", "c")):
         hits = reopened.hybrid(spec.name, query=query, vector=vec(1, 0), alpha=0.0, user="u")
         assert [h.id for h in hits] == [make_id(expected)], query
-    with reopened._read() as conn2:
-        (version,) = conn2.execute("SELECT value FROM amem_meta WHERE key = 'tokenizer'").fetchone()
-    assert version == embedded.TOKENIZER_VERSION
+    assert reopened.hybrid(spec.name, query="stanbul", vector=vec(1, 0), alpha=0.0, user="u") == []
     reopened.close()
+
+
+def test_postings_of_the_stored_text_equal_the_term_counts_layout_3_stored() -> None:
+    # Layout 4 tokenises the text when a keyword index is built; the postings must be the
+    # ones decoded from the per-row term counts layouts 1-3 stored, bit for bit.
+    rng = random.Random(11)
+    words = ["apple", "Äpfel", "İstanbul", "ΟΔΟΣ", "东京", "x_y", "naïve", "42", "the", "e\u0301"]
+    spec = make_spec("Postings")
+    objects: list[dict[str, object]] = []
+    for i in range(300):
+        props: dict[str, object] = {"rank": i}
+        if i % 4:
+            props["body"] = " ".join(rng.choices(words, k=rng.randint(0, 30)))
+        if i % 3:
+            props["title"] = rng.choice(words) + "-" + rng.choice(words)
+        if i % 5:
+            props["tags"] = rng.choices(words, k=rng.randint(0, 4))
+        objects.append(props)
+    for first_row in (0, 17):
+        mine = embedded.keyword.text_postings(spec, objects, first_row)
+        lengths, terms = embedded.encode_terms(spec, objects)
+        stored = embedded.keyword._postings(lengths, terms, len(spec.searchable), first_row)
+        np.testing.assert_array_equal(mine.lengths, stored.lengths)
+        assert mine.lengths.dtype == stored.lengths.dtype
+        assert len(mine.props) == len(stored.props) == 3
+        for a, b in zip(mine.props, stored.props, strict=True):
+            assert b.pair_hash.size > 0
+            for field in ("pair_hash", "docs", "tf"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+                assert getattr(a, field).dtype == getattr(b, field).dtype
+    empty = embedded.keyword.text_postings(spec, [{}, {"body": ""}], 0)
+    assert all(p.pair_hash.size == 0 for p in empty.props)
+    np.testing.assert_array_equal(empty.lengths, np.zeros((2, 3), dtype=np.float32))
+
+
+def test_stored_properties_round_trip_and_damage_is_a_store_error(tmp_path: Path) -> None:
+    from agentic_memory.store.embedded.sql import decode_body, encode_body
+
+    for props in ({}, {"a": "x"}, {"text": "ünïcode " * 50, "n": 1.5, "tags": ["a", "b"]}):
+        text = json.dumps(props, ensure_ascii=False)
+        body = encode_body(text)
+        assert decode_body(body) == props
+        # Short JSON stays raw (deflating would lengthen it); long JSON is deflated.
+        assert body[:1] == (b"\x01" if len(text) > 100 else b"\x00")
+        assert len(body) <= len(text.encode()) + 1
+    long = encode_body(json.dumps({"text": "word " * 100}))
+    with pytest.raises(StoreError, match="damaged"):
+        decode_body(long[:-5])
+    with pytest.raises(StoreError, match="unknown encoding"):
+        decode_body(b"\x07{}")
+    # A damaged row read through the store is a store error too, not a crash.
+    spec = make_spec("Damaged")
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    store.ensure_collection(spec)
+    store.upsert(spec.name, [MemoryObject(make_id("d"), {"body": "word " * 100}, vec(1))], user="u")
+    with store._read() as conn:
+        conn.execute(f'UPDATE "o_{spec.name}" SET body = substr(body, 1, 20)')
+    with pytest.raises(StoreError, match="damaged"):
+        store.get(spec.name, make_id("d"), user="u")
+    store.close()

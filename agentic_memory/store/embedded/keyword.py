@@ -1,8 +1,8 @@
-"""Keyword search: tokenising at write time and per-property BM25 postings in numpy.
+"""Keyword search: per-property BM25 postings in numpy, built from the stored text.
 
-Each row stores its searchable text's token counts once (``encode_terms``); a partition's
-postings are assembled from them, merged in place when rows are added or deleted, and ranked
-like Weaviate's BlockMax-WAND BM25 (``_bm25_top``; the rules in ``agentic_memory.store.ranking``).
+A partition's postings are built by tokenising its rows' searchable properties
+(``text_postings``), merged in place when rows are added or deleted, and ranked like
+Weaviate's BlockMax-WAND BM25 (``_bm25_top``; the rules in ``agentic_memory.store.ranking``).
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ def term_hash(term: str) -> int:
 def encode_terms(
     spec: CollectionSpec, objects: list[dict[str, Any]]
 ) -> tuple[list[bytes], list[bytes]]:
-    """Tokenise the searchable properties of a batch of objects once, at write time.
+    """Return the term counts store layouts 1 to 3 kept per row (layout 4 keeps none).
 
     Returns, per object, the token count of each searchable property (uint32 each) and one
-    (term hash, term frequency, property index) entry per distinct term and property.
+    (term hash, term frequency, property index) entry per distinct term and property. Kept
+    to write files of those layouts in migration tests.
     """
     searchable = spec.searchable
     lengths: list[int] = []
@@ -259,6 +260,57 @@ def _postings(
             )
         )
     return _Postings(props=props, lengths=lengths.astype(np.float32))
+
+
+def text_postings(spec: CollectionSpec, objects: list[dict[str, Any]], first_row: int) -> _Postings:
+    """Tokenise the searchable properties of consecutive rows numbered from ``first_row``.
+
+    The same postings as the term counts layouts 1 to 3 stored (``encode_terms`` decoded by
+    ``_postings``): per property, (term hash, row, count) sorted by term hash, then row; and
+    each row's token count. All rows at once, with no Python work per (term, row) pair: the
+    tokens go into one list, a dict numbers the distinct terms (each hashed once) in term
+    hash order, and one numpy sort of term number * rows + row groups and orders the pairs.
+    """
+    n = len(objects)
+    lengths = np.zeros((n, len(spec.searchable)), dtype=np.float32)
+    props: list[_Pairs] = []
+    for p, name in enumerate(spec.searchable):
+        per_row = list(map(tokenize, map(_text_of, (o.get(name) for o in objects))))
+        counts = np.fromiter(map(len, per_row), dtype=np.int64, count=n)
+        lengths[:, p] = counts
+        tokens = list(itertools.chain.from_iterable(per_row))
+        if not tokens:
+            props.append(_empty_pairs())
+            continue
+        number: dict[str, int] = dict.fromkeys(tokens, 0)
+        terms = list(number)
+        hashes = np.fromiter(map(term_hash, terms), dtype=np.int64, count=len(terms))
+        by_hash = np.argsort(hashes, kind="stable")
+        for rank, i in enumerate(by_hash.tolist()):
+            number[terms[i]] = rank
+        keys = np.fromiter(map(number.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        keys *= n
+        keys += np.repeat(np.arange(n, dtype=np.int64), counts)
+        keys.sort()
+        # One pair per run of equal keys; its count is the run's length.
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        pairs = keys[starts]
+        tf = np.diff(np.append(starts, keys.size))
+        props.append(
+            _Pairs(
+                pair_hash=hashes[by_hash][pairs // n],
+                docs=pairs % n + first_row,
+                tf=tf.astype(np.float32),
+            )
+        )
+    return _Postings(props=props, lengths=lengths)
+
+
+def _text_of(value: str | list[str] | None) -> str:
+    """Return the text a searchable value is tokenised as (``text[]``: its items joined)."""
+    if not value:
+        return ""
+    return " ".join(value) if isinstance(value, list) else value
 
 
 def _finish(postings: _Postings) -> _KeywordIndex:

@@ -1,8 +1,10 @@
 """SQL layout of the embedded store: catalogue, columns, filters and migrations.
 
 Layout: ``store.sqlite3`` (WAL mode) holds a catalogue of collection schemas and, per
-collection, an object table ``o_<Name>`` (id, user, JSON properties, float32 vector, the
-term counts of the searchable properties, and a column per filterable scalar property).
+collection, an object table ``o_<Name>``: id, user, the properties (``body``: their JSON,
+compressed), the float32 vector, a column per filterable scalar property, and ``props``: the
+JSON of the filterable ``text[]`` properties, which filters read. The searchable text's term
+counts are not stored: a partition's keyword index tokenises the text when it is built.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+import zlib
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
-from agentic_memory.store.embedded.keyword import encode_terms
 from agentic_memory.store.ranking import text_sort_key
 from agentic_memory.store.types import (
     CollectionSpec,
@@ -29,12 +31,87 @@ from agentic_memory.store.types import (
 )
 
 DB_FILENAME = "store.sqlite3"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 PAGE_SIZE = 16_384
-"""Bytes per database page. A row (a 256-d vector, its text and term counts) takes ~2.6 KB:
-one fitted in a 4 KB page and left the rest empty, so the file was ~1.5 times its content."""
+"""Bytes per database page. A row (a 256-d vector and its compressed text) takes ~1.5 KB: a
+4 KB page holds two and leaves the rest empty, a 16 KB page wastes ~5 %."""
 _ZEROED_KEY = "free_space_zeroed"
 """``amem_meta`` key of a store file written with ``secure_delete`` since its creation."""
+_VACUUM_KEY = "vacuum_pending"
+"""``amem_meta`` key set by a migration that freed pages: the next open alone with the file
+vacuums it (``compact_pages``), so the file shrinks."""
+
+_BODY_RAW = b"\x00"
+_BODY_ZLIB = b"\x01"
+_BODY_LEVEL = 6
+
+
+def encode_body(props_json: str) -> bytes:
+    """Return the stored form of a row's properties: their UTF-8 JSON, deflated if shorter.
+
+    One tag byte tells which: raw (0) or zlib (1, with its checksum). Per row,
+    so a read decodes only the rows it returns, and a delete leaves nothing of the row behind.
+    """
+    raw = props_json.encode("utf-8")
+    packed = zlib.compress(raw, _BODY_LEVEL)
+    return _BODY_ZLIB + packed if len(packed) < len(raw) else _BODY_RAW + raw
+
+
+def decode_body_json(blob: bytes) -> str:
+    """Return the JSON text of a stored body (``encode_body``)."""
+    tag, data = blob[:1], blob[1:]
+    try:
+        if tag == _BODY_ZLIB:
+            return zlib.decompress(data).decode("utf-8")
+        if tag == _BODY_RAW:
+            return data.decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise StoreError(f"stored properties are damaged: {exc}") from exc
+    raise StoreError(f"stored properties have an unknown encoding (tag {tag!r})")
+
+
+def decode_body(blob: bytes) -> dict[str, Any]:
+    """Return the properties of a stored body (``encode_body``)."""
+    props: dict[str, Any] = json.loads(decode_body_json(blob))
+    return props
+
+
+def _sql_body_json(blob: bytes | None) -> str | None:
+    """``amem_props(body)`` in SQL: the JSON of a body, for sorting by a property without a column."""
+    return None if blob is None else decode_body_json(blob)
+
+
+def _array_props(spec: CollectionSpec) -> list[Property]:
+    """Return the properties kept in ``props`` JSON too: the filterable ``text[]`` ones."""
+    return [p for p in spec.properties if p.filterable and p.type == "text[]"]
+
+
+def filter_json(spec: CollectionSpec, props: dict[str, Any]) -> str | None:
+    """Return the ``props`` column of a row: the JSON of its filterable ``text[]`` values."""
+    kept = {p.name: props[p.name] for p in _array_props(spec) if p.name in props}
+    return json.dumps(kept, ensure_ascii=False) if kept else None
+
+
+def _object_table_sql(spec: CollectionSpec, table: str) -> str:
+    columns = "".join(f", {_column(p.name)}" for p in _columns(spec))
+    return (
+        f"CREATE TABLE {table} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL, user TEXT, "
+        f"props TEXT, body BLOB NOT NULL, vector BLOB NOT NULL{columns})"
+    )
+
+
+def _object_indexes(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
+    obj = _table(spec.name)
+    conn.execute(f'CREATE INDEX "ix_{spec.name}_user_id" ON {obj} (user, id)')
+    _user_index(conn, spec)
+    _index_columns(conn, spec)
+    _compound_indexes(conn, spec)
+
+
+def create_object_table(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
+    """Create a collection's object table and its indexes."""
+    conn.execute(_object_table_sql(spec, _table(spec.name)))
+    _object_indexes(conn, spec)
 
 
 def _create_catalogue(conn: sqlite3.Connection) -> None:
@@ -47,10 +124,12 @@ def _create_catalogue(conn: sqlite3.Connection) -> None:
         )
         # Written with secure_delete from the start: no stale text in its free space.
         conn.execute(f"INSERT INTO amem_meta (key, value) VALUES ('{_ZEROED_KEY}', '1')")
-    elif int(row[0]) in (1, 2):
+    elif int(row[0]) in (1, 2, 3):
         if int(row[0]) == 1:
             _migrate_from_v1(conn)
-        _migrate_from_v2(conn)
+        if int(row[0]) <= 2:
+            _migrate_from_v2(conn)
+        _migrate_from_v3(conn)
     elif int(row[0]) != SCHEMA_VERSION:
         raise SchemaConflictError(
             f"store file has layout version {row[0]}, this code reads {SCHEMA_VERSION}"
@@ -71,7 +150,6 @@ def _create_catalogue(conn: sqlite3.Connection) -> None:
         "lineage TEXT NOT NULL DEFAULT '', removed INTEGER NOT NULL DEFAULT 0, "
         "PRIMARY KEY (collection, scope))"
     )
-    _retokenize(conn)
 
 
 def normalise_date(value: str) -> str:
@@ -187,53 +265,22 @@ def _compound_indexes(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
 
 
 def _prop_sql(spec: CollectionSpec, prop: str, alias: str = "") -> str:
-    """Return a scalar property's SQL: its column, or its JSON path when it has none."""
+    """Return a scalar property's SQL: its column, or its JSON path when it has none.
+
+    Only sorting reads a property without a column (filters need a filterable one): its
+    value comes from the decompressed body (``amem_props``, registered by the store).
+    """
     if any(p.name == prop for p in _columns(spec)):
         return f"{alias}{_column(prop)}"
-    return f"json_extract({alias}props, '{_json_path(prop)}')"
+    return f"json_extract(amem_props({alias}body), '{_json_path(prop)}')"
 
 
 TOKENIZER_VERSION = "2"
 """Version 2 splits text before lower-casing it, letter by letter (Go's order): version 1
 lower-cased first, which split words at U+0130 ("İ" becomes "i" plus a combining dot) and
-gave a word-final capital sigma the final form ("ς" instead of Go's "σ")."""
-
-_RETOKENIZE_CHARS = ("\u0130", "\u03a3")
-
-
-def _retokenize(conn: sqlite3.Connection) -> None:
-    """Re-tokenise the few rows whose terms tokenizer version 1 got wrong; once per store.
-
-    Runs in the opening transaction. Only rows holding U+0130 or a capital sigma can differ;
-    their partitions get a new lineage, so caches reload them.
-    """
-    row = conn.execute("SELECT value FROM amem_meta WHERE key = 'tokenizer'").fetchone()
-    if row is not None and row[0] == TOKENIZER_VERSION:
-        return
-    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
-        spec = _spec_from_json(spec_json)
-        if not spec.searchable:
-            continue
-        table = _table(spec.name)
-        like = " OR ".join("props LIKE ?" for _ in _RETOKENIZE_CHARS)
-        rows = conn.execute(
-            f"SELECT rid, user, props FROM {table} WHERE {like}",
-            [f"%{c}%" for c in _RETOKENIZE_CHARS],
-        ).fetchall()
-        if not rows:
-            continue
-        lengths, terms = encode_terms(spec, [json.loads(r[2]) for r in rows])
-        conn.executemany(
-            f"UPDATE {table} SET lengths = ?, terms = ? WHERE rid = ?",
-            [(a, b, r[0]) for a, b, r in zip(lengths, terms, rows, strict=True)],
-        )
-        for user in {r[1] for r in rows}:
-            _bump(conn, spec.name, user, keeps_lineage=False)
-    conn.execute(
-        "INSERT INTO amem_meta (key, value) VALUES ('tokenizer', ?) "
-        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (TOKENIZER_VERSION,),
-    )
+gave a word-final capital sigma the final form ("ς" instead of Go's "σ"). Layout 4 stores no
+term counts (keyword indexes tokenise the stored text when built), so a file written under
+an older tokenizer needs no rewrite."""
 
 
 def _migrate_from_v1(conn: sqlite3.Connection) -> None:
@@ -275,6 +322,60 @@ def _migrate_from_v2(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE amem_generations ADD COLUMN removed INTEGER NOT NULL DEFAULT 0")
     for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
         _user_index(conn, _spec_from_json(spec_json))
+    conn.execute("UPDATE amem_meta SET value = '3' WHERE key = 'schema_version'")
+
+
+_MIGRATION_BATCH = 2000
+
+
+def _migrate_from_v3(conn: sqlite3.Connection) -> None:
+    """Store each row's properties compressed and drop its term counts (layout 4).
+
+    Every object table is copied into a new one of layout 4, row by row in rid order (rids,
+    and with them every partition's lineage, stay valid), then replaces it. Runs inside the
+    opening transaction, like ``_migrate_from_v1``; the pages this frees are given back to
+    the file system by the next open alone with the file (``compact_pages``).
+    """
+    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+        spec = _spec_from_json(spec_json)
+        table = _table(spec.name)
+        new = f'"o4_{spec.name}"'
+        conn.execute(_object_table_sql(spec, new))
+        names = "".join(f", {_column(p.name)}" for p in _columns(spec))
+        marks = ", ?" * len(_columns(spec))
+        insert = (
+            f"INSERT INTO {new} (rid, id, user, props, body, vector{names}) "
+            f"VALUES (?, ?, ?, ?, ?, ?{marks})"
+        )
+        after = 0
+        while True:
+            rows = conn.execute(
+                f"SELECT rid, id, user, props, vector{names} FROM {table} "
+                "WHERE rid > ? ORDER BY rid LIMIT ?",
+                (after, _MIGRATION_BATCH),
+            ).fetchall()
+            if not rows:
+                break
+            conn.executemany(
+                insert,
+                [
+                    (
+                        rid,
+                        oid,
+                        user,
+                        filter_json(spec, json.loads(props)),
+                        encode_body(props),
+                        vector,
+                        *columns,
+                    )
+                    for rid, oid, user, props, vector, *columns in rows
+                ],
+            )
+            after = rows[-1][0]
+        conn.execute(f"DROP TABLE {table}")
+        conn.execute(f"ALTER TABLE {new} RENAME TO {table}")
+        _object_indexes(conn, spec)
+    conn.execute(f"INSERT OR REPLACE INTO amem_meta (key, value) VALUES ('{_VACUUM_KEY}', '1')")
     conn.execute(
         "UPDATE amem_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
     )
@@ -285,14 +386,15 @@ def _user_index(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
 
 
 def compact_pages(conn: sqlite3.Connection) -> bool:
-    """Rewrite a file of smaller pages with ``PAGE_SIZE`` pages, if no other process has it open.
+    """Rewrite the file if it has smaller pages than ``PAGE_SIZE`` or a migration freed pages.
 
     Runs ``VACUUM``, which SQLite makes atomic (a crash leaves the old file), after leaving
     WAL mode, which only the sole connection to a file may do: when another process has the
     store open, nothing is done and a later open tries again. Returns whether it was done.
     """
     (size,) = conn.execute("PRAGMA page_size").fetchone()
-    if size >= PAGE_SIZE:
+    pending = conn.execute("SELECT 1 FROM amem_meta WHERE key = ?", (_VACUUM_KEY,)).fetchone()
+    if size >= PAGE_SIZE and pending is None:
         return False
     (timeout,) = conn.execute("PRAGMA busy_timeout").fetchone()
     # Wait for no one: the store works as it is, and another open will try again.
@@ -304,6 +406,8 @@ def compact_pages(conn: sqlite3.Connection) -> bool:
         try:
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             conn.execute("VACUUM")
+            # After the VACUUM: a crash between the two only vacuums once more.
+            conn.execute("DELETE FROM amem_meta WHERE key = ?", (_VACUUM_KEY,))
         finally:
             conn.execute("PRAGMA journal_mode = WAL")
     except sqlite3.Error:
@@ -356,10 +460,11 @@ def _filter_sql(spec: CollectionSpec, where: list[Where], alias: str = "") -> tu
 
 
 def _stored(row: tuple[Any, ...], include_vector: bool) -> StoredObject:
+    """Return the object of a row (id, body, vector or NULL)."""
     vector = None
     if include_vector and row[2] is not None:
         vector = np.frombuffer(row[2], dtype=np.float32).astype(np.float64).tolist()
-    return StoredObject(id=row[0], properties=json.loads(row[1]), vector=vector)
+    return StoredObject(id=row[0], properties=decode_body(row[1]), vector=vector)
 
 
 def _spec_to_json(spec: CollectionSpec) -> str:

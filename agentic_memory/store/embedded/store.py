@@ -26,7 +26,7 @@ from agentic_memory.store.base import MemoryStore, absent_properties
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, IntArray
 from agentic_memory.store.embedded.cache import PartitionCache
-from agentic_memory.store.embedded.keyword import _bm25_top, encode_terms
+from agentic_memory.store.embedded.keyword import _bm25_top
 from agentic_memory.store.embedded.sql import (
     _ZEROED_KEY,
     DB_FILENAME,
@@ -40,17 +40,20 @@ from agentic_memory.store.embedded.sql import (
     _create_catalogue,
     _describe,
     _filter_sql,
-    _index_columns,
     _prop_sql,
     _spec_from_json,
     _spec_to_json,
+    _sql_body_json,
     _sql_text_key,
     _stored,
     _structure,
     _table,
     _translate,
-    _user_index,
     compact_pages,
+    create_object_table,
+    decode_body,
+    encode_body,
+    filter_json,
     normalise_date,
 )
 from agentic_memory.store.embedded.vectors import _cosine_top
@@ -116,6 +119,7 @@ class EmbeddedStore(MemoryStore):
         try:
             # Text sorts like Weaviate's: case-insensitively (agentic_memory.store.ranking.text_sort_key).
             conn.create_function("amem_text_key", 1, _sql_text_key, deterministic=True)
+            conn.create_function("amem_props", 1, _sql_body_json, deterministic=True)
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             # Deleted rows and freed pages are overwritten with zeros, whatever the SQLite
             # build's default: forgotten memories must not stay readable in the file.
@@ -207,17 +211,7 @@ class EmbeddedStore(MemoryStore):
                 self._check_compatible(spec, _spec_from_json(row[0]), int(row[1]))
                 _compound_indexes(conn, spec)
                 return
-            obj = _table(spec.name)
-            columns = "".join(f", {_column(p.name)}" for p in _columns(spec))
-            conn.execute(
-                f"CREATE TABLE {obj} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL, user TEXT, "
-                "props TEXT NOT NULL, vector BLOB NOT NULL, "
-                f"lengths BLOB NOT NULL, terms BLOB NOT NULL{columns})"
-            )
-            conn.execute(f'CREATE INDEX "ix_{spec.name}_user_id" ON {obj} (user, id)')
-            _user_index(conn, spec)
-            _index_columns(conn, spec)
-            _compound_indexes(conn, spec)
+            create_object_table(conn, spec)
             conn.execute(
                 "INSERT INTO amem_collections (name, spec, dims, created_at) VALUES (?, ?, ?, ?)",
                 (spec.name, _spec_to_json(spec), self.dims, datetime.now(UTC).isoformat()),
@@ -314,13 +308,12 @@ class EmbeddedStore(MemoryStore):
                 ).fetchall()
             )
             conn.executemany(
-                f"INSERT INTO {obj_t} (id, user, props, vector, lengths, terms{names}) "
-                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
+                f"INSERT INTO {obj_t} (id, user, props, body, vector{names}) "
+                f"VALUES (?, ?, ?, ?, ?{marks})",
                 [(oid, user, *rest) for oid, *rest in rows if oid not in existing],
             )
             conn.executemany(
-                f"UPDATE {obj_t} SET props = ?, vector = ?, lengths = ?, terms = ?{updates} "
-                "WHERE rid = ?",
+                f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
                 [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
             )
             # Replaced rows change in place (same rid): a cache cannot be extended past that.
@@ -371,8 +364,8 @@ class EmbeddedStore(MemoryStore):
                         guarded=True,
                     )
             conn.executemany(
-                f"INSERT INTO {obj_t} (id, user, props, vector, lengths, terms{names}) "
-                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
+                f"INSERT INTO {obj_t} (id, user, props, body, vector{names}) "
+                f"VALUES (?, ?, ?, ?, ?{marks})",
                 [(oid, user, *rest) for oid, *rest in rows],
             )
             _bump(conn, spec.name, user, keeps_lineage=True)
@@ -385,7 +378,7 @@ class EmbeddedStore(MemoryStore):
     ) -> list[tuple[Any, ...]]:
         """Encode a batch before the transaction, so a bad value aborts before any write.
 
-        Each row is (id, props JSON, vector, lengths, terms, *filterable column values).
+        Each row is (id, filterable text[] JSON, body, vector, *filterable column values).
         """
         known = {p.name: p.type for p in spec.properties}
         indexed = _columns(spec)
@@ -418,18 +411,16 @@ class EmbeddedStore(MemoryStore):
             first = objects[int(np.argmax(too_large))].id
             raise InvalidInputError(f"object {first}: vector values exceed the float32 range")
         vectors = wide.astype(np.float32)
-        lengths, terms = encode_terms(spec, stored)
         return [
             (
                 str(uuid.UUID(obj.id)),
-                props_json,
+                filter_json(spec, props),
+                encode_body(props_json),
                 vector.tobytes(),
-                length,
-                term,
                 *(_column_value(props.get(prop.name)) for prop in indexed),
             )
-            for obj, props, props_json, vector, length, term in zip(
-                objects, stored, encoded, vectors, lengths, terms, strict=True
+            for obj, props, props_json, vector in zip(
+                objects, stored, encoded, vectors, strict=True
             )
         ]
 
@@ -548,7 +539,7 @@ class EmbeddedStore(MemoryStore):
         obj_t = _table(spec.name)
         with self._read() as conn:
             row = conn.execute(
-                f"SELECT id, props, vector FROM {obj_t} WHERE user IS ? AND id = ?",
+                f"SELECT id, body, vector FROM {obj_t} WHERE user IS ? AND id = ?",
                 (user, str(uuid.UUID(id))),
             ).fetchone()
         if row is None:
@@ -578,7 +569,7 @@ class EmbeddedStore(MemoryStore):
             order = f"{key} {direction}, id ASC"
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT id, props, NULL FROM {obj_t} WHERE user IS ?{cond} "
+                f"SELECT id, body, NULL FROM {obj_t} WHERE user IS ?{cond} "
                 f"ORDER BY {order} LIMIT ? OFFSET ?",
                 (user, *params, limit, offset),
             ).fetchall()
@@ -599,7 +590,7 @@ class EmbeddedStore(MemoryStore):
         vector = "vector" if include_vector else "NULL"
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT id, props, {vector} FROM {obj_t} WHERE user IS ?{keyset}{cond} "
+                f"SELECT id, body, {vector} FROM {obj_t} WHERE user IS ?{keyset}{cond} "
                 "ORDER BY id LIMIT ?",
                 (user, *([] if after is None else [after]), *params, limit),
             ).fetchall()
@@ -678,7 +669,7 @@ class EmbeddedStore(MemoryStore):
                 return []
             rows = conn.execute(
                 # CROSS JOIN pins the plan to rowid lookups instead of a scan of the user's rows.
-                f"SELECT o.rid, o.props FROM json_each(?) AS j "
+                f"SELECT o.rid, o.body FROM json_each(?) AS j "
                 f"CROSS JOIN {obj_t} AS o ON o.rid = j.value WHERE o.user IS ?",
                 (json.dumps([int(part.rowids[i]) for i in top]), user),
             ).fetchall()
@@ -688,7 +679,7 @@ class EmbeddedStore(MemoryStore):
         return [
             SearchHit(
                 id=part.ids[i],
-                properties=json.loads(props[int(part.rowids[i])]),
+                properties=decode_body(props[int(part.rowids[i])]),
                 score=score,
                 keyword_score=keyword_of.get(i),
                 vector_score=vector_of.get(i),
