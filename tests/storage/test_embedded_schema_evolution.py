@@ -124,7 +124,7 @@ def test_a_store_file_from_before_importance_opens_and_gains_it(tmp_path: Path) 
     from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V2, MessageLog
     from agentic_memory.kinds.retention import RetentionPolicy
     from agentic_memory.models.embeddings import LocalEmbeddings
-    from tests.storage.test_embedded_store import _downgrade_to_layout_2
+    from tests.storage.test_embedded_store import _downgrade_to_layout_2, _downgrade_to_layout_3
 
     emb = LocalEmbeddings()
     old = datetime(2025, 1, 1, tzinfo=UTC)
@@ -150,6 +150,7 @@ def test_a_store_file_from_before_importance_opens_and_gains_it(tmp_path: Path) 
         store.ensure_collection(MESSAGES_V2)
         store.upsert(MESSAGES.name, logged, user="alice").raise_for_failures()
         before = {o.id: o.properties for o in store.iterate(MESSAGES.name, user="alice")}
+    _downgrade_to_layout_3(tmp_path / DB_FILENAME)
     _downgrade_to_layout_2(tmp_path / DB_FILENAME)
 
     policy = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=None)
