@@ -4,6 +4,11 @@ VENV ?= .venv
 PYTHON ?= python3
 PORT ?= 2024
 BIN := $(VENV)/bin
+# llama.cpp (the [local] extra) is compiled with GGML_NATIVE=OFF and a fixed baseline (x86-64:
+# AVX2/FMA/F16C, no AVX-512/AMX; aarch64: ARMv8-A), never -march=native, whose library dies with
+# SIGILL on another CPU. The flags come from agentic_memory/models/llama_build.py and are
+# exported to every pip step below, so no step can compile llama.cpp natively from source.
+export CMAKE_ARGS = $(shell $(PYTHON) agentic_memory/models/llama_build.py cmake-args)
 
 .PHONY: install system-deps run test lint
 

@@ -7,6 +7,7 @@ instructions. The checker itself is tested on small libraries compiled by the te
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import shutil
@@ -55,6 +56,23 @@ def test_the_portable_flags() -> None:
     assert not any("GGML_CPU_ARM_ARCH" in a or "AVX" in a for a in arm)
     assert not any("record" in a for a in portable_cmake_args("arm64", "Darwin"))
     assert all("native" not in a.lower() or a == "-DGGML_NATIVE=OFF" for a in x86 + arm)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make (the README's set-up)")
+def test_every_set_up_step_gets_the_portable_flags(tmp_path: Path) -> None:
+    """``make install``'s pip steps see CMAKE_ARGS with GGML_NATIVE=OFF: none builds natively."""
+    probe = tmp_path / "probe.mk"
+    probe.write_text(f'include {ROOT / "Makefile"}\nprobe:\n\t@echo "$$CMAKE_ARGS"\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("AMEM_LLAMA_CMAKE_ARGS", "CMAKE_ARGS")}
+    out = subprocess.run(
+        ["make", "-s", "-C", str(ROOT), "-f", str(probe), "probe"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == portable_cmake_args()
+    assert "-DGGML_NATIVE=OFF" in out
 
 
 def test_an_explicit_override_replaces_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
