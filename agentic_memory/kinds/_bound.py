@@ -22,11 +22,43 @@ from agentic_memory.store import (
     SearchHit,
     StoredObject,
     Where,
+    check_text,
 )
+from agentic_memory.store.base import check_alpha
 from agentic_memory.store.base import check_user_id as check_scope_id
 from agentic_memory.twins import blocking
 
 _PAGE = 1000
+
+MAX_MESSAGE_CHARS = 100_000
+"""The longest message (and search query) accepted, in characters.
+
+About 25,000 tokens of English prose: more than a whole default context window (7,900
+tokens), yet it is embedded and stored in well under a second, where a 10 MB message took
+27 s. Longer input is refused before any work with ``InvalidInputError``; the graph's
+admission uses the same limit.
+"""
+
+
+def check_search(query: object, k: object, alpha: object = 0.5, *, k_name: str = "k") -> str:
+    """Validate a search's arguments before anything is embedded; return the query.
+
+    Raises:
+        InvalidInputError: the query is empty, too long or not valid Unicode text, ``k`` is
+            not a positive integer, or ``alpha`` is not in [0, 1].
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("query must be a non-empty string")
+    if len(query) > MAX_MESSAGE_CHARS:
+        raise InvalidInputError(
+            f"query: {len(query):,} characters is more than the {MAX_MESSAGE_CHARS:,} a "
+            "search may have"
+        )
+    check_text(query, "query")
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise InvalidInputError(f"{k_name} must be a positive integer, got {k!r}")
+    check_alpha(alpha)
+    return query
 
 
 @dataclass(frozen=True)
@@ -89,6 +121,7 @@ class CollectionBound:
         self, user: str, query: str, *, alpha: float, limit: int, where: Sequence[Where] = ()
     ) -> list[SearchHit]:
         """Hybrid search over this kind's objects of ``user`` ([] before the first write)."""
+        check_search(query, limit, alpha, k_name="limit")
         if not await self._aexists():
             return []
         return await self.store.ahybrid(

@@ -33,7 +33,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_user_id
+from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_search, check_user_id
 from agentic_memory.kinds.retention import EpisodePurge
 from agentic_memory.store import (
     CollectionSpec,
@@ -318,11 +318,7 @@ class EpisodicMemory(CollectionBound):
             InvalidInputError: an argument is malformed.
         """
         check_user_id(user)
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("query must be a non-empty string")
-        check_text(query, "query")
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+        check_search(query, k, alpha)
         if not half_life_days > 0:
             raise InvalidInputError(f"half_life_days must be positive, got {half_life_days!r}")
         moment = _moment(now)

@@ -26,7 +26,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_user_id
+from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_search, check_user_id
 from agentic_memory.store import (
     CollectionSpec,
     ConflictError,
@@ -423,6 +423,7 @@ class FactStore(CollectionBound):
         Returns:
             Up to ``limit`` (fact, fused score) pairs, best first.
         """
+        check_search(query, limit, alpha, k_name="limit")
         current = {f.id: f for f in await self.acurrent(user)}
         if not current:
             return []

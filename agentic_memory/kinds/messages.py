@@ -56,7 +56,12 @@ from typing import Any, Literal, TypeVar
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
-from agentic_memory.kinds._bound import CollectionBound, check_user_id
+from agentic_memory.kinds._bound import (
+    MAX_MESSAGE_CHARS,
+    CollectionBound,
+    check_search,
+    check_user_id,
+)
 from agentic_memory.kinds.recall_text import embedding_text, keyword_query, keywords, search_text
 from agentic_memory.kinds.retention import MessagePurge, RetentionPolicy
 from agentic_memory.store import (
@@ -96,14 +101,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_MESSAGE_CHARS = 100_000
-"""The longest message (and recall query) accepted, in characters.
-
-About 25,000 tokens of English prose: more than a whole default context window (7,900
-tokens), yet it is embedded and stored in well under a second, where a 10 MB message took
-27 s. Longer input is refused before any work with ``InvalidInputError``; the graph's
-admission uses the same limit.
-"""
 
 Role = Literal["human", "ai"]
 MarkedBy = Literal["user", "model"]
@@ -1375,11 +1372,7 @@ def _recall_filters(
     user: object, query: object, k: object, thread_id: object, exclude_thread: object
 ) -> list[Where]:
     check_user_id(user)
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInputError("query must be a non-empty string")
-    check_message_text(query, "query")
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+    check_search(query, k)
     where: list[Where] = []
     if thread_id is not None:
         where.append(Where("thread_id", "eq", _check_thread(thread_id)))

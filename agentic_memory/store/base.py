@@ -351,8 +351,7 @@ class MemoryStore(ABC):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
         check_text(query, "the query")
         self._check_vector(vector)
-        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
-            raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
+        check_alpha(alpha)
         _check_positive("limit", limit)
         if limit > PAGE_LIMIT:
             # Weaviate refuses more than QUERY_MAXIMUM_RESULTS hits (db/search.go).
@@ -727,6 +726,13 @@ def _check_finite(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]
 def _check_page_size(value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= PAGE_LIMIT:
         raise InvalidInputError(f"page_size must be an integer in 1..{PAGE_LIMIT}, got {value!r}")
+
+
+def check_alpha(alpha: object) -> float:
+    """Return a hybrid-search ``alpha`` as a float, or raise ``InvalidInputError``."""
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
+        raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
+    return float(alpha)
 
 
 def _check_positive(name: str, value: object) -> None:

@@ -116,3 +116,24 @@ def test_search_ranks_current_facts_of_one_user(facts: FactStore) -> None:
     assert {f.value for f, _ in found} <= {"vegan", "Lisbon"}
     assert all(0.0 <= score <= 1.0 for _, score in found)
     assert [f.value for f, _ in facts.search("bob", "diet")] == ["carnivore"]
+
+
+@pytest.mark.parametrize(
+    ("query", "kwargs", "message"),
+    [
+        ("", {}, "non-empty"),
+        ("   ", {}, "non-empty"),
+        ("diet \ud800", {}, "lone surrogate"),
+        ("diet " * 30_000, {}, "more than the 100,000"),
+        ("diet", {"limit": 0}, "limit must be a positive integer"),
+        ("diet", {"alpha": 1.5}, "alpha must be a number in"),
+    ],
+)
+def test_search_refuses_bad_arguments_before_embedding(
+    facts: FactStore, query: str, kwargs: dict[str, float], message: str
+) -> None:
+    # Before any fact is stored too: bad input is an error, not an empty answer.
+    for _ in range(2):
+        with pytest.raises(InvalidInputError, match=message):
+            facts.search("alice", query, **kwargs)
+        facts.remember("alice", [{"subject": "diet", "value": "vegan"}], now=T0)

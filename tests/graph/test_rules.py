@@ -112,3 +112,13 @@ def test_search_ranks_stored_versions_of_one_scope(book: RuleBook) -> None:
     assert [v.version for v, _ in found][0] == 3
     assert {v.scope for v, _ in found} == {"alice"}
     assert found[0][0].rules[0].instruction == "Cite the page of every claim"
+
+
+def test_search_refuses_bad_arguments(book: RuleBook) -> None:
+    for query, message in (("", "non-empty"), ("\udc00", "lone surrogate")):
+        with pytest.raises(InvalidInputError, match=message):
+            book.search("alice", query)
+    with pytest.raises(InvalidInputError, match="alpha"):
+        book.search("alice", "bullet", alpha=-0.1)
+    with pytest.raises(InvalidInputError, match="reserved|empty"):
+        book.search("", "bullet")
