@@ -108,6 +108,13 @@ async def test_each_user_sees_and_runs_only_their_own_threads(tmp_path: Path) ->
         assert ["messages", "alice", thread] in (await alice.store.list_namespaces())["namespaces"]
         mine = await alice.store.list_namespaces(prefix=["messages"])
         assert mine["namespaces"] == [["messages", "alice", thread]]
+        # A wildcard cannot reach another user: "*" alone is narrowed, "*" as the user refused.
+        assert (await bob.store.list_namespaces(prefix=["*"]))["namespaces"] == [["notes", "bob"]]
+        for hostile in (["*", "alice"], ["messages", "*"], ["messages", "alice"]):
+            with pytest.raises(Exception, match="is not yours"):
+                await bob.store.list_namespaces(prefix=hostile)
+        with pytest.raises(Exception, match="is not yours"):
+            await bob.store.search_items(["*", "alice"], query="locker")
 
         # No token, or a wrong one: nothing at all.
         for token, detail in ((None, "a bearer token is required"), ("tok-alice-7f3b", "unknown")):
