@@ -747,39 +747,52 @@ class MessageLog(CollectionBound):
     async def _aprune_oldest(self, user: str, cap: int) -> int:
         """Delete the oldest unimportant turns until the user has ``cap``; return how many.
 
-        Recounts every round, so purges that run at once do not prune twice as much. Each
-        round reads the oldest turns, then deletes in one statement every unimportant turn
-        logged before the first one to keep; turns logged at that very instant (a user
-        message and its answer share one) are deleted one by one, by thread and turn.
+        Each round reads the oldest unimportant turns it needs, then checks, from the turns
+        no other purge can take (those logged at or after the newest chosen one, and the
+        important ones), that ``cap`` turns stay once the chosen ones are gone; a purge
+        running at the same time may have pruned since this one counted, and then the round
+        starts again. The chosen turns are deleted by name (thread and turn), each still on
+        condition of being unimportant: a range of dates would also take a turn another
+        writer stamped earlier but stored after the read.
         """
         name = MESSAGES.name
-        deleted = 0
+        deleted = stale = 0
         while (excess := await self.store.acount(name, user=user) - cap) > 0:
-            want = min(excess, _PAGE)
-            oldest = await self.store.alist_objects(
-                name, user=user, where=[_UNIMPORTANT], limit=want + 1, sort_by="created_at"
+            chosen = await self.store.alist_objects(
+                name,
+                user=user,
+                where=[_UNIMPORTANT],
+                limit=min(excess, _PAGE),
+                sort_by="created_at",
             )
-            if not oldest:
+            if not chosen:
                 break  # the rest is important: kept
-            chosen, rest = oldest[:want], oldest[want:]
-            if rest:
-                boundary = str(rest[0].properties["created_at"])
-                older = [Where("created_at", "lt", boundary), _UNIMPORTANT]
-                tied = [o for o in chosen if _same_instant(o, boundary)]
-            else:
-                # Every unimportant turn is chosen; none written since is older than these.
-                newest = str(chosen[-1].properties["created_at"])
-                older = [Where("created_at", "lte", newest), _UNIMPORTANT]
-                tied = []
-            n = await self.store.adelete_where(name, older, user=user)
-            for obj in tied:
+            stamp = str(chosen[-1].properties["created_at"])
+            tied = sum(1 for o in chosen if str(o.properties["created_at"]) == stamp)
+            stays = (
+                await self.store.acount(name, user=user, where=[Where("created_at", "gte", stamp)])
+                - tied
+                + await self.store.acount(
+                    name,
+                    user=user,
+                    where=[Where("created_at", "lt", stamp), Where("important", "eq", True)],
+                )
+            )
+            if stays < cap:
+                stale += 1
+                if stale > _PRUNE_RETRIES:
+                    break  # other purges keep pruning this log: they finish the job
+                continue
+            turns: dict[str, list[int]] = {}
+            for obj in chosen:
+                turns.setdefault(str(obj.properties["thread_id"]), []).append(
+                    int(obj.properties["turn"])
+                )
+            n = 0
+            for thread, numbers in turns.items():
                 n += await self.store.adelete_where(
                     name,
-                    [
-                        Where("thread_id", "eq", str(obj.properties["thread_id"])),
-                        Where("turn", "eq", int(obj.properties["turn"])),
-                        _UNIMPORTANT,
-                    ],
+                    [Where("thread_id", "eq", thread), Where("turn", "in", numbers), _UNIMPORTANT],
                     user=user,
                 )
             if n == 0:
@@ -859,6 +872,9 @@ class _Planned:
     """Not stored yet: created with a fresh turn number (create-only)."""
 
 
+_PRUNE_RETRIES = 8
+"""Rounds a purge starts again because another purge pruned the same log meanwhile."""
+
 _UNIMPORTANT = Where("important", "ne", True)
 """Not marked important: a turn without the property (logged before it existed) too."""
 
@@ -899,15 +915,6 @@ def _moment(now: datetime | None) -> datetime:
     if not isinstance(moment, datetime) or moment.tzinfo is None:
         raise InvalidInputError("now must be a datetime with a timezone")
     return moment
-
-
-def _same_instant(obj: StoredObject, when: str) -> bool:
-    try:
-        return datetime.fromisoformat(
-            str(obj.properties.get("created_at", "")).replace("Z", "+00:00")
-        ) == datetime.fromisoformat(when.replace("Z", "+00:00"))
-    except ValueError:
-        return False
 
 
 def _check_thread(thread_id: object, name: str = "thread_id") -> str:
