@@ -5,9 +5,14 @@
 ...     mem.remember("alice", "t1", [{"role": "user", "content": "I love hiking"}])
 ...     hits = mem.recall("alice", "outdoor activities")
 
+In a notebook or any ``async def`` (a running event loop), await the ``a…`` methods instead:
+``await mem.aremember(...)``, ``await mem.arecall(...)``; the sync ones refuse to run there
+(``SyncCallInEventLoopError``), since they would stop the loop until done.
+
 Each kind of memory is a sub-API built on first use from the store and the embeddings:
-``messages`` (the message log), ``episodes``, ``facts`` and ``rules``. Adding one is one
-line in the class body, ``name = SubAPI(Factory)``, for any factory taking
+``messages`` (the message log), ``episodes``, ``facts`` and ``rules``. Their methods are
+async only (``await mem.facts.acurrent("alice")``; from a script, ``asyncio.run(...)``).
+Adding one is one line in the class body, ``name = SubAPI(Factory)``, for any factory taking
 ``(store, embeddings)`` (and ``retention=`` with ``SubAPI(Factory, retained=True)``).
 
 Retention (:mod:`agentic_memory.kinds.retention`): ``purge`` applies the policy,
@@ -41,9 +46,9 @@ from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_user_id
 from agentic_memory.store.open import open_store
-from agentic_memory.twins import blocking
+from agentic_memory.twins import SyncCallInEventLoopError, run_sync
 
-__all__ = ["Memory", "RetentionStatus", "SubAPI"]
+__all__ = ["Memory", "RetentionStatus", "SubAPI", "SyncCallInEventLoopError"]
 
 T = TypeVar("T")
 
@@ -209,8 +214,6 @@ class Memory:
             user, thread_id, messages, metadata=metadata, important=important
         )
 
-    remember = blocking(aremember)
-
     async def arecall(
         self,
         user: str,
@@ -226,21 +229,15 @@ class Memory:
             user, query, k=k, alpha=alpha, thread_id=thread_id, exclude_thread=exclude_thread
         )
 
-    recall = blocking(arecall)
-
     async def alist(
         self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
     ) -> builtins.list[LoggedMessage]:
         """Page through a user's log by thread, then turn (see ``MessageLog.alist``)."""
         return await self.messages.alist(user, thread_id=thread_id, limit=limit, offset=offset)
 
-    list = blocking(alist)
-
     async def athreads(self, user: str) -> builtins.list[str]:
         """Return the user's thread ids that have logged turns."""
         return await self.messages.athreads(user)
-
-    threads = blocking(athreads)
 
     async def aforget(
         self,
@@ -252,8 +249,6 @@ class Memory:
         """Delete logged turns by id or by thread (see ``MessageLog.aforget``)."""
         return await self.messages.aforget(user, ids=ids, thread_id=thread_id)
 
-    forget = blocking(aforget)
-
     # -- importance and retention ----------------------------------------------------------
 
     async def amark_important(
@@ -261,8 +256,6 @@ class Memory:
     ) -> builtins.list[LoggedMessage]:
         """Mark logged turns important, or unmark them (see ``MessageLog.amark_important``)."""
         return await self.messages.amark_important(user, ids, important=important)
-
-    mark_important = blocking(amark_important)
 
     async def apurge(
         self,
@@ -297,8 +290,6 @@ class Memory:
             reports.append(PurgeReport(uid, dry_run, messages, episodes))
         return reports
 
-    purge = blocking(apurge)
-
     async def ausers_with_history(self) -> builtins.list[str]:
         """Return the users that have logged turns or episodes, sorted."""
         names = set(await self.store.acollections())
@@ -307,8 +298,6 @@ class Memory:
             if spec.name in names:
                 found.update(await self.store.ausers(spec.name))
         return sorted(found - {GLOBAL_SCOPE})
-
-    users_with_history = blocking(ausers_with_history)
 
     async def aretention(
         self, user: str, *, now: datetime | None = None, upcoming: int = 5
@@ -333,7 +322,147 @@ class Memory:
             rule_versions=await self.rules.asize(user),
         )
 
-    retention_status = blocking(aretention)
+    # -- the sync edge: the same calls for scripts and the CLI ---------------------------
+    #
+    # Each runs its coroutine on a new event loop in the calling thread (``run_sync``); in a
+    # thread whose loop is running (a notebook, an async function) it raises
+    # ``SyncCallInEventLoopError``: await the ``a…`` method there.
+
+    def remember(
+        self,
+        user: str,
+        thread_id: str,
+        messages: Sequence[BaseMessage | Mapping[str, Any]],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        important: bool | None = None,
+    ) -> builtins.list[str]:
+        """Log a conversation's turns; return their ids (blocking :meth:`aremember`).
+
+        ``important=True`` keeps them for good and recalls them first.
+
+        Raises:
+            InvalidInputError: a message, the metadata or an id is malformed; nothing was
+                written.
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(
+            self.aremember(user, thread_id, messages, metadata, important=important),
+            instead="await mem.aremember(...)",
+        )
+
+    def recall(
+        self,
+        user: str,
+        query: str,
+        k: int = 5,
+        *,
+        alpha: float = 0.5,
+        thread_id: str | None = None,
+        exclude_thread: str | None = None,
+    ) -> builtins.list[RecalledMessage]:
+        """Find a user's logged turns for ``query``, best first (blocking :meth:`arecall`).
+
+        Raises:
+            InvalidInputError: the query, ``k`` or ``alpha`` is malformed.
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(
+            self.arecall(
+                user, query, k, alpha=alpha, thread_id=thread_id, exclude_thread=exclude_thread
+            ),
+            instead="await mem.arecall(...)",
+        )
+
+    def list(
+        self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
+    ) -> builtins.list[LoggedMessage]:
+        """Page through a user's log by thread, then turn (blocking :meth:`alist`).
+
+        Raises:
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(
+            self.alist(user, thread_id=thread_id, limit=limit, offset=offset),
+            instead="await mem.alist(...)",
+        )
+
+    def threads(self, user: str) -> builtins.list[str]:
+        """Return the user's thread ids that have logged turns (blocking :meth:`athreads`).
+
+        Raises:
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(self.athreads(user), instead="await mem.athreads(...)")
+
+    def forget(
+        self,
+        user: str,
+        *,
+        ids: Sequence[str] | None = None,
+        thread_id: str | None = None,
+    ) -> int:
+        """Delete logged turns by id or by thread; return how many (blocking :meth:`aforget`).
+
+        Raises:
+            InvalidInputError: neither or both of ``ids`` and ``thread_id`` were given.
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(
+            self.aforget(user, ids=ids, thread_id=thread_id), instead="await mem.aforget(...)"
+        )
+
+    def mark_important(
+        self, user: str, ids: Sequence[str], *, important: bool = True
+    ) -> builtins.list[LoggedMessage]:
+        """Mark logged turns important, or unmark them (blocking :meth:`amark_important`).
+
+        Raises:
+            InvalidInputError: an id is not one of the user's turns; nothing was changed.
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(
+            self.amark_important(user, ids, important=important),
+            instead="await mem.amark_important(...)",
+        )
+
+    def purge(
+        self,
+        user: str | None = None,
+        *,
+        dry_run: bool = False,
+        now: datetime | None = None,
+    ) -> builtins.list[PurgeReport]:
+        """Apply the retention policy to one user, or every user (blocking :meth:`apurge`).
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(
+            self.apurge(user, dry_run=dry_run, now=now), instead="await mem.apurge(...)"
+        )
+
+    def users_with_history(self) -> builtins.list[str]:
+        """Return the users with logged turns or episodes (blocking :meth:`ausers_with_history`).
+
+        Raises:
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(self.ausers_with_history(), instead="await mem.ausers_with_history()")
+
+    def retention_status(
+        self, user: str, *, now: datetime | None = None, upcoming: int = 5
+    ) -> RetentionStatus:
+        """Say what of a user's memories expires when (blocking :meth:`aretention`).
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(
+            self.aretention(user, now=now, upcoming=upcoming), instead="await mem.aretention(...)"
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -616,7 +616,7 @@ async def _forget_store_items(
 
     if ITEMS.name in await store.acollections():
         items = AgenticStore(store, embeddings or _LazyEmbeddings())
-        report.add_deleted(ITEMS.name, await asyncio.to_thread(items.forget_user, user))
+        report.add_deleted(ITEMS.name, await items.aforget_user(user))
 
 
 async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:

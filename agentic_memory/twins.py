@@ -1,29 +1,35 @@
-"""One implementation, both calling styles: sync and async twins generated, never copied.
+"""The two crossings between sync and async code: one per direction, each at one layer.
 
-Two descriptors make the twin of a method from the method itself:
+* **Storage engines are synchronous** where their drivers are (SQLite, Weaviate's sync
+  client). ``aname = in_thread(name)`` gives such a class the coroutine method that runs the
+  *whole* call in a worker thread (argument checks and schema loading included), and
+  ``in_thread_iterator`` does the same for a method returning an iterator (the call, then
+  each chunk of items, in worker threads). An event loop never runs storage code.
+* **Everything above is asynchronous**: the memory kinds, ``Memory``'s ``a…`` methods,
+  ``AgenticStore.abatch``, forgetting, the graph's nodes. The outer edge (``Memory``'s sync
+  methods, ``AgenticStore.batch``, the CLI) runs one of those coroutines with
+  :func:`run_sync`: on a new event loop in the calling thread, for the duration of the call.
+  There is no event loop of this package's own, and no sync code that waits on a loop.
 
-* ``aname = in_thread(name)`` on a class whose work is synchronous (the storage engines:
-  SQLite, Weaviate's sync client) gives a coroutine method that runs it in a worker thread,
-  so an event loop never blocks;
-* ``name = blocking(aname)`` on a class whose work is asynchronous (the memory kinds)
-  gives a plain method that runs the coroutine to completion on a private event loop,
-  so scripts, notebooks and the CLI call it like any function.
-
-Both keep the signature and the return type (``ParamSpec``), so a twin is one typed line
-in the class body. A blocking twin called from inside that private loop (a coroutine
-calling a sync twin) would wait on itself: that raises ``RuntimeError`` instead.
+A sync call from a thread whose event loop is running (a notebook cell, an ``async def``, a
+LangGraph node) would block that loop for the whole call, so :func:`run_sync` refuses it with
+:class:`SyncCallInEventLoopError`, naming the ``a…`` method to await instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from concurrent.futures import Future
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-__all__ = ["blocking", "in_thread", "in_thread_function", "in_thread_iterator", "run_blocking"]
+__all__ = [
+    "SyncCallInEventLoopError",
+    "in_thread",
+    "in_thread_function",
+    "in_thread_iterator",
+    "run_sync",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,8 +39,46 @@ T = TypeVar("T")
 _CHUNK = 256
 
 
+class SyncCallInEventLoopError(RuntimeError):
+    """A blocking (sync) memory call was made from a thread whose event loop is running.
+
+    It would stop that loop (every other task of a notebook or a server) until the call is
+    done; await the ``a…`` method named in the message instead.
+    """
+
+
+def run_sync(coroutine: Coroutine[Any, Any, R], *, instead: str) -> R:
+    """Run ``coroutine`` to completion on a new event loop in this thread; return its result.
+
+    The sync edge of the async API. Each call gets its own loop (``asyncio.run``), closed
+    when the call returns, so nothing outlives it and nothing is bound to another thread.
+
+    Args:
+        coroutine: The call to run (it is closed unawaited when refused).
+        instead: What to await in a running loop, for the message, e.g.
+            ``"await mem.arecall(...)"``.
+
+    Raises:
+        SyncCallInEventLoopError: This thread is running an event loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    coroutine.close()
+    raise SyncCallInEventLoopError(
+        "a blocking memory call was made from a running event loop (a notebook cell, an "
+        f"async function, a graph node), which it would stop until it is done: use {instead} "
+        "there"
+    )
+
+
 class in_thread(Generic[S, P, R]):
-    """``aname = in_thread(name)``: the coroutine twin of a synchronous method."""
+    """``aname = in_thread(name)``: the coroutine method of a synchronous storage method.
+
+    The whole call runs in a worker thread; the coroutine shows the method's signature and
+    docstring (``inspect.signature``, ``help``).
+    """
 
     def __init__(self, method: Callable[Concatenate[S, P], R]) -> None:
         self._method = method
@@ -61,20 +105,24 @@ class in_thread(Generic[S, P, R]):
         async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
             return await asyncio.to_thread(bound, *args, **kwargs)
 
-        twin.__name__ = self._name or f"a{method.__name__}"
-        twin.__doc__ = f"Async :meth:`{method.__name__}` (runs in a worker thread)."
+        _describe(twin, bound, self._name or f"a{method.__name__}", "runs in a worker thread")
         return twin
 
 
 class in_thread_iterator(Generic[S, P, T]):
-    """``aname = in_thread_iterator(name)``: the async-iterator twin of a method returning an iterator.
+    """``aname = in_thread_iterator(name)``: the async iterator of a method returning one.
 
-    The method is called at once (so its arguments are checked at once); its items are then
-    pulled in worker threads, a chunk at a time, so a page read never blocks the event loop.
+    The method itself (its argument checks and schema loading, which may read the store)
+    runs in a worker thread when iteration starts, and its items are pulled in worker
+    threads a chunk at a time; so bad arguments raise at the first ``__anext__``.
     """
 
     def __init__(self, method: Callable[Concatenate[S, P], Iterator[T]]) -> None:
         self._method = method
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> in_thread_iterator[S, P, T]: ...
@@ -90,97 +138,33 @@ class in_thread_iterator(Generic[S, P, T]):
         bound: Callable[P, Iterator[T]] = getattr(obj, self._method.__name__)
 
         def twin(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
-            return _pull(bound(*args, **kwargs))
+            return _pull(lambda: bound(*args, **kwargs))
 
-        twin.__doc__ = f"Async :meth:`{self._method.__name__}` (pages read in worker threads)."
+        name = self._name or f"a{self._method.__name__}"
+        _describe(twin, bound, name, "the call and each page run in worker threads")
         return twin
 
 
-async def _pull(items: Iterator[T]) -> AsyncIterator[T]:
+async def _pull(start: Callable[[], Iterator[T]]) -> AsyncIterator[T]:
+    items = await asyncio.to_thread(start)
     while chunk := await asyncio.to_thread(lambda: list(itertools.islice(items, _CHUNK))):
         for item in chunk:
             yield item
 
 
 def in_thread_function(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
-    """Return the coroutine twin of a plain function, run in a worker thread."""
+    """Return the coroutine function of a synchronous storage function (run in a thread)."""
 
     async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
         return await asyncio.to_thread(function, *args, **kwargs)
 
-    twin.__name__ = f"a{function.__name__}"
-    twin.__doc__ = f"Async :func:`{function.__name__}` (runs in a worker thread)."
+    _describe(twin, function, f"a{function.__name__}", "runs in a worker thread")
     return twin
 
 
-class blocking(Generic[S, P, R]):
-    """``name = blocking(aname)``: the synchronous twin of a coroutine method."""
-
-    def __init__(self, method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]]) -> None:
-        self._method = method
-        self._name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> blocking[S, P, R]: ...
-
-    @overload
-    def __get__(self, obj: S, owner: type | None = None) -> Callable[P, R]: ...
-
-    def __get__(
-        self, obj: S | None, owner: type | None = None
-    ) -> blocking[S, P, R] | Callable[P, R]:
-        if obj is None:
-            return self
-        method = self._method
-        bound: Callable[P, Coroutine[Any, Any, R]] = getattr(obj, method.__name__)
-
-        def twin(*args: P.args, **kwargs: P.kwargs) -> R:
-            return run_blocking(bound(*args, **kwargs))
-
-        twin.__name__ = self._name or method.__name__.removeprefix("a")
-        twin.__doc__ = f"Blocking :meth:`{method.__name__}` (for scripts, notebooks, the CLI)."
-        return twin
-
-
-_LOOP: asyncio.AbstractEventLoop | None = None
-_LOOP_THREAD: threading.Thread | None = None
-_LOOP_LOCK = threading.Lock()
-
-
-def _loop() -> asyncio.AbstractEventLoop:
-    """Return the private loop of blocking twins, started on first use (a daemon thread).
-
-    One loop for every caller, rather than ``asyncio.run`` per call: it works where a loop
-    is already running in the caller's thread (Jupyter), and worker threads are reused.
-    """
-    global _LOOP, _LOOP_THREAD
-    with _LOOP_LOCK:
-        if _LOOP is None or _LOOP.is_closed():
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(
-                target=loop.run_forever, name="agentic-memory-blocking", daemon=True
-            )
-            thread.start()
-            _LOOP, _LOOP_THREAD = loop, thread
-        return _LOOP
-
-
-def run_blocking(coroutine: Coroutine[Any, Any, R]) -> R:
-    """Run a coroutine to completion on the private loop and return its result.
-
-    Raises:
-        RuntimeError: called from a coroutine running on that same loop (it would wait on
-            itself forever): await the async method there instead.
-    """
-    loop = _loop()
-    if threading.current_thread() is _LOOP_THREAD:
-        coroutine.close()
-        raise RuntimeError(
-            "a blocking memory call was made from inside the memory's own event loop: "
-            "await the async method (the one whose name starts with 'a') instead"
-        )
-    future: Future[R] = asyncio.run_coroutine_threadsafe(coroutine, loop)
-    return future.result()
+def _describe(twin: Callable[..., Any], wrapped: Callable[..., Any], name: str, how: str) -> None:
+    """Give ``twin`` the name, signature and docstring of the call it runs."""
+    twin.__name__ = twin.__qualname__ = name
+    twin.__wrapped__ = wrapped  # type: ignore[attr-defined]  # inspect.signature follows it
+    doc = wrapped.__doc__ or ""
+    twin.__doc__ = f"Async :meth:`{wrapped.__name__}` ({how}).\n\n{doc}".rstrip()

@@ -56,6 +56,7 @@ The peers need the benchmark's dependency group: ``pip install -c constraints.tx
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import math
@@ -460,15 +461,17 @@ class ProjectIndex:
         for session in conversation.sessions:
             messages = _messages(conversation, session)
             for start in range(0, len(messages), 2):
-                ids = self.log.remember(
-                    user, _thread(session), messages[start : start + 2], now=session.date
+                ids = asyncio.run(
+                    self.log.aremember(
+                        user, _thread(session), messages[start : start + 2], now=session.date
+                    )
                 )
                 for oid, msg in zip(ids, messages[start : start + 2], strict=True):
                     self._dia[oid] = msg["id"]
 
     def search(self, conversation: Conversation, question: str, k: int, alpha: float) -> list[str]:
         """Recall as ``recall_episodic`` does for past turns (all of the user's threads)."""
-        hits = self.log.recall(_user(conversation), question, k=k, alpha=alpha)
+        hits = asyncio.run(self.log.arecall(_user(conversation), question, k=k, alpha=alpha))
         return [self._dia[h.id] for h in hits]
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ Run: ``python bench/message_write_bench.py [--sizes 1000,5000,20000] [--writes 2
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import os
@@ -96,13 +97,15 @@ def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, 
                 return 0
 
             def one(i: int, log: MessageLog = log) -> None:
-                log.remember(
-                    "alice",
-                    f"new-{i % 10}",
-                    [
-                        {"role": "user", "content": f"question {i}", "id": f"h{i}"},
-                        {"role": "ai", "content": f"answer {i}", "id": f"a{i}"},
-                    ],
+                asyncio.run(
+                    log.aremember(
+                        "alice",
+                        f"new-{i % 10}",
+                        [
+                            {"role": "user", "content": f"question {i}", "id": f"h{i}"},
+                            {"role": "ai", "content": f"answer {i}", "id": f"a{i}"},
+                        ],
+                    )
                 )
 
             for i in range(10):  # warm-up: the first turns of the ten threads
@@ -116,7 +119,7 @@ def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, 
                 one(i)
                 times.append((time.perf_counter() - start) * 1000)
             conn.set_progress_handler(None, _STEP)
-            log.recall("alice", "warm up the cached index", k=5)
+            asyncio.run(log.arecall("alice", "warm up the cached index", k=5))
             after: list[float] = []
             cached: list[float] = []
             for r in range(recalls):
@@ -126,7 +129,7 @@ def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, 
                     (cached, f"history of message {(r * 53) % size}"),
                 ):
                     start = time.perf_counter()
-                    log.recall("alice", query, k=5)
+                    asyncio.run(log.arecall("alice", query, k=5))
                     series.append((time.perf_counter() - start) * 1000)
             store.close()
             times.sort()

@@ -15,7 +15,8 @@ depends on the request:
 - without tools: the text from ``text_script`` (a callable on the request body, or a list
   of replies used in order, the last one repeated); by default "Reply N: <last user text>".
 
-Every request body is kept in ``server.requests`` for assertions.
+Every request body is kept in ``server.requests`` for assertions. ``keep_alive=True`` answers
+over HTTP/1.1 and keeps connections open, as OpenAI does (clients then reuse them).
 
 Usage::
 
@@ -122,8 +123,12 @@ class FakeOpenAIServer:
         text_script: TextScript | None = None,
         tool_scripts: Mapping[str, ToolScript] | None = None,
         embedding_dims: int = 32,
+        keep_alive: bool = False,
     ) -> None:
         self.model = model
+        # OpenAI keeps connections open (HTTP/1.1), so clients pool them: a pooled connection
+        # is bound to the event loop that opened it, which a test of loop handling needs.
+        self.keep_alive = keep_alive
         self.embedding_dims = embedding_dims
         self.embedding_requests: list[Request] = []
         self._text_script = text_script
@@ -141,6 +146,8 @@ class FakeOpenAIServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if self.keep_alive else "HTTP/1.0"
+
             def log_message(self, format: str, *args: Any) -> None:
                 return
 

@@ -226,9 +226,9 @@ class ChatSession:
         version = result.state.get("rules_version_created")
         if version:
             book = RuleBook(self.store, self.embeddings)
-            created = await asyncio.to_thread(book.get, self.scope, int(version))
+            created = await book.aget(self.scope, int(version))
             parent = created.parent_version or int(version) - 1
-            diff = await asyncio.to_thread(book.diff, self.scope, parent, int(version))
+            diff = await book.adiff(self.scope, parent, int(version))
             render.out().print(Text(f"Rules updated: version {version}", style="bold"))
             render.out().print(render.diff_text(rules_diff_lines(str(diff))))
         else:

@@ -215,7 +215,8 @@ def episodes_list(user: UserOpt = None, limit: LimitOpt = 50, json_out: JsonOpt 
     """List a user's episodes, newest first."""
     with cli_errors(), opened() as o:
         uid = need_user(user)
-        items = [e.to_dict() for e in EpisodicMemory(o.store, o.embeddings).list(uid, limit=limit)]
+        listed = asyncio.run(EpisodicMemory(o.store, o.embeddings).alist(uid, limit=limit))
+        items = [e.to_dict() for e in listed]
         if json_out:
             render.emit_json(items)
         else:
@@ -233,7 +234,9 @@ def episodes_search(
     """Recall a user's episodes by hybrid search, ranked as the agent ranks them."""
     with cli_errors(), opened() as o:
         uid = need_user(user)
-        found = EpisodicMemory(o.store, o.embeddings).recall(uid, query, k=k, alpha=alpha)
+        found = asyncio.run(
+            EpisodicMemory(o.store, o.embeddings).arecall(uid, query, k=k, alpha=alpha)
+        )
         items = [r.to_dict() for r in found]
         if json_out:
             render.emit_json(items)
@@ -254,7 +257,7 @@ def episodes_show(
     """Show one episode with its whole conversation."""
     with cli_errors(), opened() as o:
         uid = need_user(user)
-        episode = EpisodicMemory(o.store, o.embeddings).get(uid, episode_id)
+        episode = asyncio.run(EpisodicMemory(o.store, o.embeddings).aget(uid, episode_id))
         if episode is None:
             raise CliError(f"user {uid!r} has no episode {episode_id!r}")
         data = episode.to_dict(with_conversation=True)
@@ -274,8 +277,10 @@ def episodes_important(
     """Mark episodes important: recalled first, never pruned by a purge (--unmark: undo)."""
     with cli_errors(), opened() as o:
         uid = need_user(user)
-        marked = EpisodicMemory(o.store, o.embeddings).mark_important(
-            uid, episode_ids, important=not unmark
+        marked = asyncio.run(
+            EpisodicMemory(o.store, o.embeddings).amark_important(
+                uid, episode_ids, important=not unmark
+            )
         )
         items = [e.to_dict() for e in marked]
         if json_out:
@@ -387,7 +392,7 @@ def messages_list(
         uid = need_user(user)
         retention = policy()
         log = MessageLog(o.store, o.embeddings, retention=retention)
-        found = log.list(uid, thread_id=thread, limit=limit)
+        found = asyncio.run(log.alist(uid, thread_id=thread, limit=limit))
         if json_out:
             render.emit_json([m.to_dict() for m in found])
         else:
@@ -408,8 +413,10 @@ def messages_search(
     """Search a user's message log (hybrid BM25 + vector)."""
     with cli_errors(), opened() as o:
         uid = need_user(user)
-        found = MessageLog(o.store, o.embeddings, retention=policy()).recall(
-            uid, query, k=k, alpha=alpha, thread_id=thread
+        found = asyncio.run(
+            MessageLog(o.store, o.embeddings, retention=policy()).arecall(
+                uid, query, k=k, alpha=alpha, thread_id=thread
+            )
         )
         if json_out:
             render.emit_json([m.to_dict() for m in found])
@@ -454,15 +461,15 @@ def messages_important(
         if thread is not None:
             if turn:
                 for number in turn:
-                    found = log.find(uid, thread, number)
+                    found = asyncio.run(log.afind(uid, thread, number))
                     if found is None:
                         raise CliError(f"{uid!r} has no turn {number} in thread {thread!r}")
                     ids.append(found.id)
             else:
-                ids += [m.id for m in _thread_turns(log, uid, thread)]
+                ids += [m.id for m in asyncio.run(_thread_turns(log, uid, thread))]
                 if not ids:
                     raise CliError(f"{uid!r} has no logged turn in thread {thread!r}")
-        marked = log.mark_important(uid, ids, important=not unmark)
+        marked = asyncio.run(log.amark_important(uid, ids, important=not unmark))
         if json_out:
             render.emit_json([m.to_dict() for m in marked])
             return
@@ -477,9 +484,9 @@ def messages_important(
         render.print_records([message_row(m) for m in marked], _MESSAGE_COLUMNS)
 
 
-def _thread_turns(log: MessageLog, user: str, thread: str) -> list[LoggedMessage]:
+async def _thread_turns(log: MessageLog, user: str, thread: str) -> list[LoggedMessage]:
     out: list[LoggedMessage] = []
-    while batch := log.list(user, thread_id=thread, limit=1000, offset=len(out)):
+    while batch := await log.alist(user, thread_id=thread, limit=1000, offset=len(out)):
         out.extend(batch)
     return out
 
@@ -520,7 +527,7 @@ def rules_list(
     """List every version of a rule set (version 1 is the starting set)."""
     with cli_errors(), opened() as o:
         scope = rule_scope(user, global_scope)
-        versions = RuleBook(o.store, o.embeddings).versions(scope)
+        versions = asyncio.run(RuleBook(o.store, o.embeddings).aversions(scope))
         if json_out:
             render.emit_json([v.to_dict() | {"stored": v.stored} for v in versions])
             return
@@ -550,7 +557,7 @@ def rules_show(
     with cli_errors(), opened() as o:
         scope = rule_scope(user, global_scope)
         book = RuleBook(o.store, o.embeddings)
-        v = book.latest(scope) if version is None else book.get(scope, version)
+        v = asyncio.run(book.alatest(scope) if version is None else book.aget(scope, version))
         if json_out:
             render.emit_json(v.to_dict())
             return
@@ -575,7 +582,7 @@ def rules_diff(
     """Compare two versions: rules added, removed and reworded."""
     with cli_errors(), opened() as o:
         scope = rule_scope(user, global_scope)
-        d = RuleBook(o.store, o.embeddings).diff(scope, a, b)
+        d = asyncio.run(RuleBook(o.store, o.embeddings).adiff(scope, a, b))
         if json_out:
             render.emit_json(
                 {
@@ -614,7 +621,7 @@ def rules_rollback(
     """Restore an old version: it is written again as the newest version."""
     with cli_errors(), opened() as o:
         scope = rule_scope(user, global_scope)
-        created = RuleBook(o.store, o.embeddings).rollback(scope, version)
+        created = asyncio.run(RuleBook(o.store, o.embeddings).arollback(scope, version))
         if json_out:
             render.emit_json(created.to_dict())
         else:

@@ -1,8 +1,8 @@
 """The common base of the memory kinds that live in one collection of a store.
 
-Every kind is written once, asynchronously (the graph and the LangGraph server only ever
-await it); its blocking twins for scripts, notebooks and the CLI are generated with
-:class:`agentic_memory.twins.blocking`, one line each.
+Every kind is asynchronous only (the graph and the LangGraph server await it; scripts use
+``Memory``'s sync methods or ``asyncio.run``), and reaches its store through the store's
+``a…`` methods, which run the storage work in worker threads.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from agentic_memory.store import (
 )
 from agentic_memory.store.base import check_alpha
 from agentic_memory.store.base import check_user_id as check_scope_id
-from agentic_memory.twins import blocking
 
 _PAGE = 1000
 
@@ -158,5 +157,3 @@ class CollectionBound:
         if not await self._aexists():
             return 0
         return await self.store.adelete_user(self.spec.name, user)
-
-    forget_user = blocking(aforget_user)

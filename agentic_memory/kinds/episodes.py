@@ -45,7 +45,6 @@ from agentic_memory.store import (
     check_text,
     make_id,
 )
-from agentic_memory.twins import blocking
 
 __all__ = [
     "EPISODES",
@@ -300,8 +299,6 @@ class EpisodicMemory(CollectionBound):
         result.raise_for_failures()
         return episode_id
 
-    store_reflection = blocking(astore)
-
     async def arecall(
         self,
         user: str,
@@ -341,8 +338,6 @@ class EpisodicMemory(CollectionBound):
         ranked.sort(key=lambda r: (-r.score, r.episode.id))
         return ranked[:k]
 
-    recall = blocking(arecall)
-
     async def alist(
         self, user: str, *, limit: int = 100, offset: int = 0
     ) -> builtins.list[Episode]:
@@ -360,8 +355,6 @@ class EpisodicMemory(CollectionBound):
         )
         return [Episode._from_stored(o) for o in objs]
 
-    list = blocking(alist)
-
     async def aget(self, user: str, episode_id: str) -> Episode | None:
         """One episode by id, or ``None``."""
         check_user_id(user)
@@ -370,16 +363,12 @@ class EpisodicMemory(CollectionBound):
         obj = await self.store.aget(EPISODES.name, episode_id, user=user)
         return Episode._from_stored(obj) if obj else None
 
-    get = blocking(aget)
-
     async def aforget(self, user: str, episode_ids: Sequence[str]) -> int:
         """Delete episodes by id; return how many existed."""
         check_user_id(user)
         if not await self._aexists() or not episode_ids:
             return 0
         return await self.store.adelete(EPISODES.name, episode_ids, user=user)
-
-    forget = blocking(aforget)
 
     async def aforget_thread(
         self, user: str, thread_id: str
@@ -430,8 +419,6 @@ class EpisodicMemory(CollectionBound):
             Episode._from_stored(StoredObject(o.id, {**o.properties, "important": important}))
             for o in found
         ]
-
-    mark_important = blocking(amark_important)
 
     async def aprune(
         self, user: str, max_episodes: int | None, *, dry_run: bool = False
@@ -493,8 +480,6 @@ class EpisodicMemory(CollectionBound):
             remaining=remaining,
             important_over_cap=max(0, remaining - max_episodes),
         )
-
-    prune = blocking(aprune)
 
     async def acount(self, user: str, *, important: bool | None = None) -> int:
         """Return how many episodes the user has (only the important ones, or the others)."""

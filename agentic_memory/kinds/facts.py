@@ -38,7 +38,6 @@ from agentic_memory.store import (
     check_text,
     make_id,
 )
-from agentic_memory.twins import blocking
 
 __all__ = [
     "CATEGORIES",
@@ -305,8 +304,6 @@ class FactStore(CollectionBound):
             f"facts of {user!r} kept changing during {_MAX_ATTEMPTS} attempts to write them"
         )
 
-    remember = blocking(aremember)
-
     async def _aretire(self, user: str, retire: list[tuple[str, dict[str, Any]]]) -> None:
         """Mark superseded values as such (the chain already says so; this sets the flags)."""
         updates: list[MemoryObject] = []
@@ -329,8 +326,6 @@ class FactStore(CollectionBound):
             return 0
         return await self.store.adelete_where(FACTS.name, [Where("subject", "eq", key)], user=user)
 
-    forget = blocking(aforget)
-
     async def aforget_fact(self, user: str, fact_id: str) -> Forgotten:
         """Delete one value of a subject and re-link the rest of its history.
 
@@ -348,8 +343,6 @@ class FactStore(CollectionBound):
         deleted = await self.store.adelete(FACTS.name, [fact_id], user=user)
         relinked = await self._arelink(user, [str(found.properties.get("subject", ""))])
         return Forgotten(deleted, relinked)
-
-    forget_fact = blocking(aforget_fact)
 
     async def aforget_thread(self, user: str, thread_id: str) -> Forgotten:
         """Delete the values learned in one conversation; an older value becomes current again."""
@@ -413,8 +406,6 @@ class FactStore(CollectionBound):
             out += [Fact._from_stored(o) for o in objs]
         return sorted(out, key=lambda f: f.subject)
 
-    current = blocking(acurrent)
-
     async def asearch(
         self, user: str, query: str, *, alpha: float = 0.5, limit: int = 10
     ) -> list[tuple[Fact, float]]:
@@ -433,8 +424,6 @@ class FactStore(CollectionBound):
         # A value whose flag a crash left set is not current: acurrent's answer decides.
         return [(current[h.id], h.score) for h in hits if h.id in current]
 
-    search = blocking(asearch)
-
     async def ahistory(self, user: str, subject: str) -> list[Fact]:
         """Every value a subject has had, oldest first; the last one is current."""
         check_user_id(user)
@@ -448,15 +437,11 @@ class FactStore(CollectionBound):
             for o in state.ordered
         ]
 
-    history = blocking(ahistory)
-
     async def aall_values(self, user: str) -> list[Fact]:
         """Every value of every subject of the user (current and superseded), by subject."""
         check_user_id(user)
         facts = [Fact._from_stored(o) for o in await self._aall(user)]
         return sorted(facts, key=lambda f: (f.subject, f.valid_from, f.id))
-
-    all_values = blocking(aall_values)
 
     async def athreads(self, user: str) -> set[str]:
         """Return the conversations the user's facts were learned in."""

@@ -656,13 +656,13 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-# -- async twins ------------------------------------------------------------------------------
-
-
-# -- coroutine twins (each runs its function in a worker thread) ------------------------------
+# -- coroutine functions: each runs its storage function whole in a worker thread -------------
 
 aprune_knowledge_base = in_thread_function(prune_knowledge_base)
 asearch_knowledge = in_thread_function(search_knowledge)
 alist_sources = in_thread_function(list_sources)
 adelete_source = in_thread_function(delete_source)
 alist_knowledge_bases = in_thread_function(list_knowledge_bases)
+afind_knowledge_base = in_thread_function(find_knowledge_base)
+aget_source = in_thread_function(get_source)
+alist_chunks = in_thread_function(list_chunks)

@@ -79,7 +79,6 @@ from agentic_memory.store import (
     check_text,
     make_id,
 )
-from agentic_memory.twins import blocking
 
 __all__ = [
     "IMPORTANCE_WEIGHT",
@@ -411,8 +410,6 @@ class MessageLog(CollectionBound):
             return [item.id for item in plan]
         raise _gave_up(user, thread_id)
 
-    remember = blocking(aremember)
-
     async def apurge_if_due(
         self, user: str, *, retention: RetentionPolicy | None = None
     ) -> MessagePurge | None:
@@ -454,8 +451,6 @@ class MessageLog(CollectionBound):
                 user,
             )
         return report
-
-    purge_if_due = blocking(apurge_if_due)
 
     async def _alast(self, user: str, thread_id: str) -> StoredObject | None:
         # One row through the (thread_id, turn) index: the cost does not grow with the
@@ -526,8 +521,6 @@ class MessageLog(CollectionBound):
         )
         return [self._with_expiry(m) for m in _rerank(hits, k, query)]
 
-    recall = blocking(arecall)
-
     def _with_expiry(self, message: M) -> M:
         expiry = self.retention.message_expiry(message.created_at, message.important)
         return dataclasses.replace(message, expires_at=expiry)
@@ -572,8 +565,6 @@ class MessageLog(CollectionBound):
             offset = 0
         return out
 
-    list = blocking(alist)
-
     async def _athread_page(
         self, user: str, thread_id: str, limit: int, offset: int
     ) -> builtins.list[LoggedMessage]:
@@ -591,8 +582,6 @@ class MessageLog(CollectionBound):
         """Return the ids of the user's threads that have logged turns, sorted."""
         check_user_id(user)
         return sorted({str(o.properties.get("thread_id", "")) for o in await self._aall(user)})
-
-    threads = blocking(athreads)
 
     async def acount(self, user: str, thread_id: str) -> int:
         """Return how many turns of one thread are logged."""
@@ -621,8 +610,6 @@ class MessageLog(CollectionBound):
             limit=1,
         )
         return self._logged(found[0]) if found else None
-
-    find = blocking(afind)
 
     # -- importance -----------------------------------------------------------------------
 
@@ -677,8 +664,6 @@ class MessageLog(CollectionBound):
             written = await self.store.aupsert(MESSAGES.name, changed, user=user)
             written.raise_for_failures()
         return result
-
-    mark_important = blocking(amark_important)
 
     # -- retention ------------------------------------------------------------------------
 
@@ -741,8 +726,6 @@ class MessageLog(CollectionBound):
             remaining=remaining,
             important_over_cap=max(0, remaining - cap) if cap is not None else 0,
         )
-
-    purge = blocking(apurge)
 
     async def _aprune_oldest(self, user: str, cap: int) -> int:
         """Delete the oldest unimportant turns until the user has ``cap``; return how many.
@@ -834,8 +817,6 @@ class MessageLog(CollectionBound):
             user, total, important, expired, over, [self._logged(o) for o in first]
         )
 
-    retention_status = blocking(aretention)
-
     # -- forget ---------------------------------------------------------------------------
 
     async def aforget(
@@ -856,8 +837,6 @@ class MessageLog(CollectionBound):
         return await self.store.adelete_where(
             MESSAGES.name, [Where("thread_id", "eq", thread_id)], user=user
         )
-
-    forget = blocking(aforget)
 
 
 # -- validation and planning (pure) -------------------------------------------------------

@@ -47,7 +47,6 @@ from agentic_memory.store import (
     make_id,
 )
 from agentic_memory.store.base import check_user_id
-from agentic_memory.twins import blocking
 
 __all__ = [
     "FORGOTTEN_NOTE",
@@ -275,8 +274,6 @@ class RuleBook(CollectionBound):
             return [await self._astarting(scope)]
         return [_from_stored(scope, o) for o in objs]
 
-    versions = blocking(aversions)
-
     async def asearch(
         self, scope: str, query: str, *, alpha: float = 0.5, limit: int = 10
     ) -> list[tuple[RuleVersion, float]]:
@@ -294,8 +291,6 @@ class RuleBook(CollectionBound):
             if h.properties.get("version") is not None
         ]
 
-    search = blocking(asearch)
-
     async def alatest(self, scope: str) -> RuleVersion:
         """Return the current rule set of a scope."""
         check_user_id(scope)
@@ -305,8 +300,6 @@ class RuleBook(CollectionBound):
             RULES.name, user=scope, limit=1, sort_by="version", descending=True
         )
         return _from_stored(scope, top[0]) if top else await self._astarting(scope)
-
-    latest = blocking(alatest)
 
     async def aget(self, scope: str, version: int) -> RuleVersion:
         """One version of a scope.
@@ -318,8 +311,6 @@ class RuleBook(CollectionBound):
             if candidate.version == version:
                 return candidate
         raise InvalidInputError(f"rules of {scope!r} have no version {version!r}")
-
-    get = blocking(aget)
 
     async def adiff(self, scope: str, a: int, b: int) -> RuleDiff:
         """Compare two versions: rules added, removed and reworded (matched by similarity)."""
@@ -341,8 +332,6 @@ class RuleBook(CollectionBound):
                 removed.remove(before)
                 added.remove(best)
         return RuleDiff(scope, a, b, added=added, removed=removed, changed=changed)
-
-    diff = blocking(adiff)
 
     async def ascopes(self) -> list[str]:
         """Return the scopes that have stored versions (users, and the shared scope)."""
@@ -433,8 +422,6 @@ class RuleBook(CollectionBound):
             return new
         raise RuleConflictError(scope, base_version, (await self.alatest(scope)).version)
 
-    propose = blocking(apropose)
-
     async def arollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
         """Write a new version equal to ``version``; return it.
 
@@ -459,13 +446,9 @@ class RuleBook(CollectionBound):
         assert created is not None
         return created
 
-    rollback = blocking(arollback)
-
     async def aforget_scope(self, scope: str) -> int:
         """Delete every stored version of a scope; return how many."""
         return await self.aforget_user(scope)
-
-    forget_scope = blocking(aforget_scope)
 
     async def _awrite(self, scope: str, versions: list[RuleVersion]) -> None:
         texts = [v.render() for v in versions]

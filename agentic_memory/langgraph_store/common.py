@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -104,8 +104,8 @@ def check_plain(value: object, what: str) -> None:
     )
 
 
-def pooled(
-    fetch: Callable[[int], list[Found | None]],
+async def pooled(
+    fetch: Callable[[int], Awaitable[list[Found | None]]],
     keep: Callable[[Found], bool],
     need: int,
     cap: int,
@@ -118,7 +118,7 @@ def pooled(
     """
     k = max(1, min(need, cap))
     while True:
-        got = fetch(k)
+        got = await fetch(k)
         kept = [f for f in got if f is not None and keep(f)]
         if len(kept) >= need or len(got) < k or k >= cap:
             return kept[:need]

@@ -136,11 +136,11 @@ class GenericSpace:
         self._ready = False
         self._marker = [1.0] + [0.0] * (store.dims - 1)
 
-    def ensure(self) -> None:
+    async def ensure(self) -> None:
         """Create the two collections on first use (harmless when they exist)."""
         if not self._ready:
-            self._store.ensure_collection(ITEMS)
-            self._store.ensure_collection(TOUCHES)
+            await self._store.aensure_collection(ITEMS)
+            await self._store.aensure_collection(TOUCHES)
             self._ready = True
 
     # -- writes ---------------------------------------------------------------------------
@@ -188,18 +188,18 @@ class GenericSpace:
             texts.extend(t for t in get_text_at_path(value, path) if t.strip())
         return texts
 
-    def write(self, put: GenericPut, vector: Sequence[float] | None) -> None:
+    async def write(self, put: GenericPut, vector: Sequence[float] | None) -> None:
         """Write a prepared put; ``vector`` is the embedding of its text (None: not indexed)."""
-        self.ensure()
+        await self.ensure()
         oid = item_id(put.namespace, put.key)
         if put.value_json is None:
-            self._store.delete(ITEMS.name, [oid])
+            await self._store.adelete(ITEMS.name, [oid])
             return
         now = self._clock()
         stamp = now.timestamp()
         created = now
-        existing = self._store.get(ITEMS.name, oid)
-        if existing is not None and oid not in self._dead([existing], stamp):
+        existing = await self._store.aget(ITEMS.name, oid)
+        if existing is not None and oid not in await self._dead([existing], stamp):
             created = parse_time(existing.properties["created_at"])
         props: dict[str, Any] = {
             "namespace": join(put.namespace),
@@ -215,13 +215,13 @@ class GenericSpace:
             "put_token": uuid.uuid4().hex,
         }
         obj = MemoryObject(oid, props, self._marker if vector is None else vector)
-        self._store.upsert(ITEMS.name, [obj]).raise_for_failures()
+        (await self._store.aupsert(ITEMS.name, [obj])).raise_for_failures()
 
-    def refresh(self, touches: Sequence[Touch]) -> None:
+    async def refresh(self, touches: Sequence[Touch]) -> None:
         """Push back the expiry of items just read (see the module docstring)."""
         if not touches:
             return
-        self.ensure()
+        await self.ensure()
         stamp = self._clock().timestamp()
         objects = {
             touch_id(t.item_id, t.put_token): MemoryObject(
@@ -235,15 +235,15 @@ class GenericSpace:
             )
             for t in touches
         }
-        self._store.upsert(TOUCHES.name, list(objects.values())).raise_for_failures()
+        (await self._store.aupsert(TOUCHES.name, list(objects.values()))).raise_for_failures()
 
     # -- reads ----------------------------------------------------------------------------
 
-    def get(self, namespace: tuple[str, ...], key: str) -> tuple[Item, Touch | None] | None:
+    async def get(self, namespace: tuple[str, ...], key: str) -> tuple[Item, Touch | None] | None:
         """Return a live item and what refreshing it writes, or ``None``."""
-        self.ensure()
-        obj = self._store.get(ITEMS.name, item_id(namespace, key))
-        if obj is None or obj.id in self._dead([obj], self._clock().timestamp()):
+        await self.ensure()
+        obj = await self._store.aget(ITEMS.name, item_id(namespace, key))
+        if obj is None or obj.id in await self._dead([obj], self._clock().timestamp()):
             return None
         found = _found(obj.id, obj.properties, None)
         item = found.item
@@ -256,7 +256,7 @@ class GenericSpace:
         )
         return plain, found.touch
 
-    def search(
+    async def search(
         self,
         prefix: tuple[str, ...],
         query: str | None,
@@ -269,33 +269,35 @@ class GenericSpace:
         With a query: the hybrid search over indexed items, best first, then items that
         are not indexed (no score), newest first. Without: newest ``updated_at`` first.
         """
-        self.ensure()
+        await self.ensure()
         where = [Where("prefixes", "contains", join(prefix))] if prefix else []
         stamp = self._clock().timestamp()
         if not query:
-            return self._listing(where, flt, need, stamp)
-        vector = self._embeddings.embed_query(query)
+            return await self._listing(where, flt, need, stamp)
+        vector = await self._embeddings.aembed_query(query)
         scored_where = [*where, Where("indexed", "eq", True)]
 
-        def fetch(k: int) -> list[Found | None]:
-            hits = self._store.hybrid(
+        async def fetch(k: int) -> list[Found | None]:
+            hits = await self._store.ahybrid(
                 ITEMS.name, query=query, vector=vector, alpha=alpha, limit=k, where=scored_where
             )
-            dead = self._dead(hits, stamp)
+            dead = await self._dead(hits, stamp)
             return [None if h.id in dead else _found(h.id, h.properties, h.score) for h in hits]
 
-        found = pooled(fetch, lambda f: flt.matches(f.item.value), need, PAGE_LIMIT)
+        found = await pooled(fetch, lambda f: flt.matches(f.item.value), need, PAGE_LIMIT)
         if len(found) < need:
             unindexed = [*where, Where("indexed", "eq", False)]
-            found += self._listing(unindexed, flt, need - len(found), stamp)
+            found += await self._listing(unindexed, flt, need - len(found), stamp)
         return found
 
-    def _listing(self, where: list[Where], flt: ItemFilter, need: int, stamp: float) -> list[Found]:
+    async def _listing(
+        self, where: list[Where], flt: ItemFilter, need: int, stamp: float
+    ) -> list[Found]:
         out: list[Found] = []
         page = min(PAGE_LIMIT, max(need, 100))
         offset = 0
         while len(out) < need:
-            objs = self._store.list_objects(
+            objs = await self._store.alist_objects(
                 ITEMS.name,
                 where=where,
                 limit=page,
@@ -303,7 +305,7 @@ class GenericSpace:
                 sort_by="updated_at",
                 descending=True,
             )
-            dead = self._dead(objs, stamp)
+            dead = await self._dead(objs, stamp)
             for obj in objs:
                 if obj.id in dead:
                     continue
@@ -315,21 +317,21 @@ class GenericSpace:
             offset += page
         return out[:need]
 
-    def namespaces(self, fixed: tuple[str, ...]) -> set[tuple[str, ...]]:
+    async def namespaces(self, fixed: tuple[str, ...]) -> set[tuple[str, ...]]:
         """Namespaces under ``fixed`` that hold at least one live item."""
-        self.ensure()
+        await self.ensure()
         where = [Where("prefixes", "contains", join(fixed))] if fixed else []
         stamp = self._clock().timestamp()
         alive: set[str] = set()
-        for obj in self._store.iterate(ITEMS.name, where=where, page_size=_PAGE):
+        async for obj in self._store.aiterate(ITEMS.name, where=where, page_size=_PAGE):
             name = str(obj.properties["namespace"])
-            if name not in alive and not self._dead([obj], stamp):
+            if name not in alive and not await self._dead([obj], stamp):
                 alive.add(name)
         return {split(name) for name in alive}
 
     # -- TTL ------------------------------------------------------------------------------
 
-    def _dead(self, objs: Sequence[StoredObject | Any], stamp: float) -> set[str]:
+    async def _dead(self, objs: Sequence[StoredObject | Any], stamp: float) -> set[str]:
         """Ids among ``objs`` (stored objects or hits) whose TTL has run out at ``stamp``."""
         dead: set[str] = set()
         for obj in objs:
@@ -337,52 +339,55 @@ class GenericSpace:
             if expires is None or float(expires) > stamp:
                 continue
             token = str(obj.properties.get("put_token") or "")
-            touch = self._store.get(TOUCHES.name, touch_id(obj.id, token))
+            touch = await self._store.aget(TOUCHES.name, touch_id(obj.id, token))
             if touch is None or float(touch.properties.get("expires_at") or 0.0) <= stamp:
                 dead.add(obj.id)
         return dead
 
-    def sweep(self) -> int:
+    async def sweep(self) -> int:
         """Delete the items whose TTL has run out (and spent touches); return how many items."""
-        self.ensure()
+        await self.ensure()
         stamp = self._clock().timestamp()
-        expired = list(
-            self._store.iterate(
+        expired = [
+            obj
+            async for obj in self._store.aiterate(
                 ITEMS.name, where=[Where("expires_at", "lte", stamp)], page_size=_PAGE
             )
-        )
-        dead = self._dead(expired, stamp)
+        ]
+        dead = await self._dead(expired, stamp)
         tokens = [str(o.properties.get("put_token") or "") for o in expired if o.id in dead]
         removed = 0
         for start in range(0, len(tokens), _SWEEP_BATCH):
             batch = tokens[start : start + _SWEEP_BATCH]
             # The token condition spares an item put again since it was read.
-            removed += self._store.delete_where(
+            removed += await self._store.adelete_where(
                 ITEMS.name,
                 [Where("put_token", "in", batch), Where("expires_at", "lte", stamp)],
             )
-        self._store.delete_where(TOUCHES.name, [Where("expires_at", "lte", stamp)])
+        await self._store.adelete_where(TOUCHES.name, [Where("expires_at", "lte", stamp)])
         return removed
 
-    def forget_prefix(self, prefix: tuple[str, ...]) -> int:
+    async def forget_prefix(self, prefix: tuple[str, ...]) -> int:
         """Delete every item under a namespace prefix; return how many."""
-        self.ensure()
-        return self._store.delete_where(ITEMS.name, [Where("prefixes", "contains", join(prefix))])
+        await self.ensure()
+        return await self._store.adelete_where(
+            ITEMS.name, [Where("prefixes", "contains", join(prefix))]
+        )
 
-    def forget_owner(self, owner: str) -> int:
+    async def forget_owner(self, owner: str) -> int:
         """Delete every item whose namespace's second label is ``owner``; return how many."""
-        self.ensure()
+        await self.ensure()
         ids = [
             obj.id
-            for obj in self._store.iterate(ITEMS.name, page_size=_PAGE)
+            async for obj in self._store.aiterate(ITEMS.name, page_size=_PAGE)
             if split(str(obj.properties["namespace"]))[1:2] == (owner,)
         ]
         removed = 0
         for start in range(0, len(ids), _SWEEP_BATCH):
-            removed += self._store.delete(ITEMS.name, ids[start : start + _SWEEP_BATCH])
+            removed += await self._store.adelete(ITEMS.name, ids[start : start + _SWEEP_BATCH])
         for start in range(0, len(ids), _SWEEP_BATCH):
             chunk = ids[start : start + _SWEEP_BATCH]
-            self._store.delete_where(TOUCHES.name, [Where("item_id", "in", chunk)])
+            await self._store.adelete_where(TOUCHES.name, [Where("item_id", "in", chunk)])
         return removed
 
 

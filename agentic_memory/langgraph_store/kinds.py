@@ -9,7 +9,10 @@ namespace by namespace, is in ``docs/langgraph-store.md``.
 A put is checked in two steps: :meth:`KindSpace.prepare` checks what it can without reading
 the store (shape, types, unknown fields) and returns the write, which checks what needs the
 stored state (an edited field that only the store sets, a rule base version) before it
-changes anything.
+changes anything. Everything that reads or writes is a coroutine over the kinds' async
+methods (``AgenticStore.abatch`` awaits it on the caller's loop; the storage work itself runs
+in worker threads); knowledge bases, whose functions are synchronous storage code, are read
+through their ``a…`` functions, which run them whole in a worker thread.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -29,13 +32,13 @@ from agentic_memory.kinds.episodes import Episode, EpisodicMemory
 from agentic_memory.kinds.facts import Fact, FactStore, normalise_subject
 from agentic_memory.kinds.knowledge import (
     KnowledgeHit,
-    find_knowledge_base,
-    get_source,
+    afind_knowledge_base,
+    aget_source,
+    alist_chunks,
+    alist_knowledge_bases,
+    alist_sources,
+    asearch_knowledge,
     knowledge_collection,
-    list_chunks,
-    list_knowledge_bases,
-    list_sources,
-    search_knowledge,
 )
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import MAX_RULES, RuleBook, RuleConflictError, RuleVersion
@@ -62,7 +65,7 @@ __all__ = [
     "RulesSpace",
 ]
 
-Write = Callable[[], None]
+Write = Callable[[], Awaitable[None]]
 _PAGE = 100
 _RECALL_CAP = 1000
 """The largest recall a search asks a kind for while a filter drops candidates."""
@@ -129,40 +132,40 @@ class KindSpace(ABC):
             )
         return owner
 
-    def owners(self) -> list[str]:
+    async def owners(self) -> list[str]:
         """Owners with something stored, addressable as a namespace label, sorted."""
         name = self.collection
-        if name not in self.ctx.store.collections():
+        if name not in await self.ctx.store.acollections():
             return []
-        return sorted(u for u in self.ctx.store.users(name) if _addressable(u))
+        return sorted(u for u in await self.ctx.store.ausers(name) if _addressable(u))
 
-    def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+    async def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         """Return the namespaces a search under ``prefix`` reads, one query each, in order."""
         if len(prefix) <= 1:
-            return [(self.root, owner) for owner in self.owners()]
+            return [(self.root, owner) for owner in await self.owners()]
         if len(prefix) == 2:
             return [(self.root, self.check_owner(prefix[1]))]
         return []
 
-    def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
+    async def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
         """Return the kind's namespaces that hold something, under the labels ``fixed``."""
         del deep
-        return {ns for ns in self._listed(fixed) if ns[: len(fixed)] == fixed}
+        return {ns for ns in await self._listed(fixed) if ns[: len(fixed)] == fixed}
 
-    def _listed(self, fixed: tuple[str, ...]) -> list[tuple[str, ...]]:
+    async def _listed(self, fixed: tuple[str, ...]) -> list[tuple[str, ...]]:
         try:
-            named = self.partitions(fixed[:2])
+            named = await self.partitions(fixed[:2])
         except InvalidInputError:
             return []  # a listing under a label that cannot be an owner lists nothing
         if len(fixed) < 2:
             return named  # every owner with something stored
-        existing = set(self.owners())
+        existing = set(await self.owners())
         return [ns for ns in named if ns[1] in existing]
 
     # -- items ----------------------------------------------------------------------------
 
     @abstractmethod
-    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+    async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """Return one item, or ``None``."""
 
     @abstractmethod
@@ -172,7 +175,7 @@ class KindSpace(ABC):
         """Check a put (``value`` None: a delete) and return the write."""
 
     @abstractmethod
-    def search(
+    async def search(
         self,
         partition: tuple[str, ...],
         query: str | None,
@@ -197,11 +200,11 @@ class FactsSpace(KindSpace):
 
     collection = FactStore.spec.name
 
-    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+    async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """Return the current value of a subject, dated from its first value."""
         user = self.check_item_namespace(namespace)[1]
         subject = normalise_subject(key)
-        history = self.ctx.facts.history(user, subject)
+        history = await self.ctx.facts.ahistory(user, subject)
         if not history:
             return None
         return _plain(self._item(user, _current(history), history, None))
@@ -214,7 +217,11 @@ class FactsSpace(KindSpace):
         subject = normalise_subject(key)
         facts, now = self.ctx.facts, self.ctx.now
         if value is None:
-            return lambda: _discard(facts.forget(user, subject))
+
+            async def forget() -> None:
+                await facts.aforget(user, subject)
+
+            return forget
         fields = _check_fields(value, _FACT_FIELDS, _FACT_ECHO, "a fact", required=("value",))
         if not isinstance(fields["value"], str):
             raise InvalidInputError(
@@ -232,8 +239,8 @@ class FactsSpace(KindSpace):
         if source is not None and not isinstance(source, str):
             raise InvalidInputError(f"source_thread must be a string or None, got {source!r}")
 
-        def write() -> None:
-            history = facts.history(user, subject)
+        async def write() -> None:
+            history = await facts.ahistory(user, subject)
             current = _current(history) if history else None
             if "valid_from" in fields and (
                 current is None or fields["valid_from"] != current.valid_from
@@ -255,11 +262,11 @@ class FactsSpace(KindSpace):
                     "category changes only together with a new value"
                 )
             incoming = {"subject": subject, "value": fields["value"], "category": chosen}
-            facts.remember(user, [incoming], source_thread=source, now=now())
+            await facts.aremember(user, [incoming], source_thread=source, now=now())
 
         return write
 
-    def search(
+    async def search(
         self,
         partition: tuple[str, ...],
         query: str | None,
@@ -269,23 +276,25 @@ class FactsSpace(KindSpace):
     ) -> list[Found]:
         """List current facts by subject, or rank them by hybrid search over subject and value."""
         user = partition[1]
-        current = self.ctx.facts.current(user)
+        current = await self.ctx.facts.acurrent(user)
         if query:
-            ranked = self._rank(user, query, current, alpha)
+            ranked = await self._rank(user, query, current, alpha)
         else:
             ranked = [(fact, None) for fact in current]
         chosen = [(f, s) for f, s in ranked if flt.matches(_fact_value(f))][:need]
         return [
-            Found(self._item(user, f, self.ctx.facts.history(user, f.subject), s))
+            Found(self._item(user, f, await self.ctx.facts.ahistory(user, f.subject), s))
             for f, s in chosen
         ]
 
-    def _rank(
+    async def _rank(
         self, user: str, query: str, current: list[Fact], alpha: float
     ) -> list[tuple[Fact, float | None]]:
         if not current:
             return []
-        found = self.ctx.facts.search(user, query, alpha=alpha, limit=min(PAGE_LIMIT, len(current)))
+        found = await self.ctx.facts.asearch(
+            user, query, alpha=alpha, limit=min(PAGE_LIMIT, len(current))
+        )
         return [(fact, score) for fact, score in found]
 
     def _item(self, user: str, fact: Fact, history: list[Fact], score: float | None) -> SearchItem:
@@ -354,12 +363,12 @@ class EpisodesSpace(KindSpace):
 
     collection = EpisodicMemory.spec.name
 
-    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+    async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One episode by id."""
         user = self.check_item_namespace(namespace)[1]
         if not _is_uuid(key):
             return None
-        episode = self.ctx.episodes.get(user, key)
+        episode = await self.ctx.episodes.aget(user, key)
         return None if episode is None else _plain(self._item(user, episode, None))
 
     def prepare(
@@ -369,7 +378,12 @@ class EpisodesSpace(KindSpace):
         user = self.check_item_namespace(namespace)[1]
         episodes, now = self.ctx.episodes, self.ctx.now
         if value is None:
-            return lambda: _discard(episodes.forget(user, [key]) if _is_uuid(key) else 0)
+
+            async def forget() -> None:
+                if _is_uuid(key):
+                    await episodes.aforget(user, [key])
+
+            return forget
         fields = _check_fields(
             value, _EPISODE_FIELDS, _EPISODE_ECHO, "an episode", required=_EPISODE_REQUIRED
         )
@@ -407,8 +421,8 @@ class EpisodesSpace(KindSpace):
             importance=float(importance),
         )
 
-        def write() -> None:
-            existing = episodes.get(user, key) if _is_uuid(key) else None
+        async def write() -> None:
+            existing = await episodes.aget(user, key) if _is_uuid(key) else None
             if existing is not None:
                 if existing.thread_id != thread:
                     raise InvalidInputError(
@@ -422,7 +436,9 @@ class EpisodesSpace(KindSpace):
             else:
                 if "created_at" in fields:
                     raise InvalidInputError("created_at is set by the store; leave it out")
-                known = sum(1 for e in _all_episodes(episodes, user) if e.thread_id == thread)
+                known = sum(
+                    [1 async for e in _all_episodes(episodes, user) if e.thread_id == thread]
+                )
                 number = _conversation_number(user, thread, key, known + 1)
                 if number is None:
                     expected = EpisodicMemory.episode_id(user, thread, known + 1)
@@ -433,15 +449,15 @@ class EpisodesSpace(KindSpace):
                     )
                 stamp = now()
             assert number is not None
-            stored = episodes.store_reflection(
+            stored = await episodes.astore(
                 user, thread, reflection, fields["conversation"], conversation=number, now=stamp
             )
             if important is not None:
-                episodes.mark_important(user, [stored], important=important)
+                await episodes.amark_important(user, [stored], important=important)
 
         return write
 
-    def search(
+    async def search(
         self,
         partition: tuple[str, ...],
         query: str | None,
@@ -449,22 +465,22 @@ class EpisodesSpace(KindSpace):
         need: int,
         alpha: float,
     ) -> list[Found]:
-        """Episodes newest first, or by ``EpisodicMemory.recall`` (relevance, recency, importance)."""
+        """Episodes newest first, or by ``EpisodicMemory.arecall`` (relevance, recency, importance)."""
         user = partition[1]
         episodes = self.ctx.episodes
         if query:
             moment = self.ctx.now()
 
-            def fetch(k: int) -> list[Found | None]:
-                recalled = episodes.recall(user, query, k=k, alpha=alpha, now=moment)
+            async def fetch(k: int) -> list[Found | None]:
+                recalled = await episodes.arecall(user, query, k=k, alpha=alpha, now=moment)
                 found: list[Found | None] = [
                     Found(self._item(user, r.episode, r.score)) for r in recalled
                 ]
                 return found
 
-            return pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
+            return await pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
         out: list[Found] = []
-        for episode in _all_episodes(episodes, user):
+        async for episode in _all_episodes(episodes, user):
             found = Found(self._item(user, episode, None))
             if flt.matches(found.item.value):
                 out.append(found)
@@ -486,11 +502,12 @@ class EpisodesSpace(KindSpace):
         )
 
 
-def _all_episodes(episodes: EpisodicMemory, user: str) -> Iterator[Episode]:
+async def _all_episodes(episodes: EpisodicMemory, user: str) -> AsyncIterator[Episode]:
     offset = 0
     while True:
-        page = episodes.list(user, limit=_PAGE, offset=offset)
-        yield from page
+        page = await episodes.alist(user, limit=_PAGE, offset=offset)
+        for episode in page:
+            yield episode
         if len(page) < _PAGE:
             return
         offset += _PAGE
@@ -531,16 +548,16 @@ class RulesSpace(KindSpace):
         """Check a scope: a user id or the global scope."""
         return check_user_id(owner)
 
-    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+    async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One stored version; ``"latest"`` is the newest (none while nothing is stored)."""
         scope = self.check_item_namespace(namespace)[1]
         if key == LATEST:
-            latest = self.ctx.rules.latest(scope)
+            latest = await self.ctx.rules.alatest(scope)
             return _plain(self._item(scope, latest, None, key=LATEST)) if latest.stored else None
         number = _version_number(key)
         if number is None:
             return None
-        for version in self._stored(scope):
+        for version in await self._stored(scope):
             if version.version == number:
                 return _plain(self._item(scope, version, None))
         return None
@@ -584,8 +601,8 @@ class RulesSpace(KindSpace):
             sources[name] = given
         book, now = self.ctx.rules, self.ctx.now
 
-        def write() -> None:
-            latest = book.latest(scope)
+        async def write() -> None:
+            latest = await book.alatest(scope)
             if base is not None and base != latest.version:
                 raise RuleVersionConflictError(scope, base, latest.version)
             for name in sorted(_RULE_ECHO & fields.keys()):
@@ -597,9 +614,9 @@ class RulesSpace(KindSpace):
                     )
             try:
                 if rollback is not None:
-                    book.rollback(scope, rollback, note=note)
+                    await book.arollback(scope, rollback, note=note)
                 else:
-                    book.propose(
+                    await book.apropose(
                         scope,
                         rules,
                         base_version=base,
@@ -617,7 +634,7 @@ class RulesSpace(KindSpace):
 
         return write
 
-    def search(
+    async def search(
         self,
         partition: tuple[str, ...],
         query: str | None,
@@ -627,21 +644,19 @@ class RulesSpace(KindSpace):
     ) -> list[Found]:
         """List stored versions newest first, or rank them by hybrid search over their text."""
         scope = partition[1]
-        stored = self._stored(scope)
+        stored = await self._stored(scope)
         ranked: list[tuple[RuleVersion, float | None]]
         if query and stored:
             limit = min(PAGE_LIMIT, len(stored))
-            ranked = [
-                (version, score)
-                for version, score in self.ctx.rules.search(scope, query, alpha=alpha, limit=limit)
-            ]
+            found = await self.ctx.rules.asearch(scope, query, alpha=alpha, limit=limit)
+            ranked = [(version, score) for version, score in found]
         else:
             ranked = [(v, None) for v in reversed(stored)]
         out = [Found(self._item(scope, v, s)) for v, s in ranked]
         return [f for f in out if flt.matches(f.item.value)][:need]
 
-    def _stored(self, scope: str) -> list[RuleVersion]:
-        return [v for v in self.ctx.rules.versions(scope) if v.stored]
+    async def _stored(self, scope: str) -> list[RuleVersion]:
+        return [v for v in await self.ctx.rules.aversions(scope) if v.stored]
 
     def _item(
         self, scope: str, version: RuleVersion, score: float | None, *, key: str | None = None
@@ -708,45 +723,45 @@ class MessagesSpace(KindSpace):
         """The namespace form."""
         return "('messages', user, thread_id)"
 
-    def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+    async def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         """Return a user's whole log, or one thread of it."""
         if len(prefix) == 3:
             self.check_owner(prefix[1])
             return [prefix]
-        return super().partitions(prefix)
+        return await super().partitions(prefix)
 
-    def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
+    async def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
         """One namespace per thread (``deep``), or per user when the caller truncates anyway."""
-        users = [p[1] for p in self._listed(fixed[:2])]
+        users = [p[1] for p in await self._listed(fixed[:2])]
         found: set[tuple[str, ...]] = set()
         for user in users:
             if not deep:
                 found.add((self.root, user))
                 continue
-            for thread in self.ctx.messages.threads(user):
+            for thread in await self.ctx.messages.athreads(user):
                 if _addressable(thread):
                     found.add((self.root, user, thread))
         return {ns for ns in found if ns[: len(fixed)] == fixed}
 
-    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+    async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One logged message, by its stored id or by the message's own id."""
         user, thread = self.check_item_namespace(namespace)[1:]
-        obj = self._resolve(user, thread, key)
+        obj = await self._resolve(user, thread, key)
         if obj is None:
             return None
         return _plain(self._item(user, obj, None, key=key))
 
-    def _resolve(self, user: str, thread: str, key: str) -> StoredObject | None:
-        direct = self._read(user, key) if _is_uuid(key) else None
+    async def _resolve(self, user: str, thread: str, key: str) -> StoredObject | None:
+        direct = await self._read(user, key) if _is_uuid(key) else None
         if direct is not None and direct.properties.get("thread_id") == thread:
             return direct
-        return self._read(user, MessageLog.message_id(user, thread, key))
+        return await self._read(user, MessageLog.message_id(user, thread, key))
 
-    def _read(self, user: str, oid: str) -> StoredObject | None:
+    async def _read(self, user: str, oid: str) -> StoredObject | None:
         # MessageLog has no read by id yet (see docs/langgraph-store.md): read its collection.
-        if self.collection not in self.ctx.store.collections():
+        if self.collection not in await self.ctx.store.acollections():
             return None
-        return self.ctx.store.get(self.collection, oid, user=user)
+        return await self.ctx.store.aget(self.collection, oid, user=user)
 
     def prepare(
         self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
@@ -756,10 +771,10 @@ class MessagesSpace(KindSpace):
         log, now = self.ctx.messages, self.ctx.now
         if value is None:
 
-            def delete() -> None:
-                found = self._resolve(user, thread, key)
+            async def delete() -> None:
+                found = await self._resolve(user, thread, key)
                 if found is not None:
-                    log.forget(user, ids=[found.id])
+                    await log.aforget(user, ids=[found.id])
 
             return delete
         fields = _check_fields(
@@ -791,10 +806,10 @@ class MessagesSpace(KindSpace):
         if speaker:
             message["name"] = speaker
 
-        def write() -> None:
-            alias = self._read(user, MessageLog.message_id(user, thread, key))
+        async def write() -> None:
+            alias = await self._read(user, MessageLog.message_id(user, thread, key))
             if alias is None and _is_uuid(key):
-                stored = self._read(user, key)
+                stored = await self._read(user, key)
                 if stored is not None:
                     raise InvalidInputError(
                         f"{key} is the stored id of a logged message: a message is written "
@@ -807,11 +822,13 @@ class MessagesSpace(KindSpace):
                         f"{name} is set by the message log; leave it out of the value"
                     )
             # important absent: a new message is not important, a logged one keeps its mark.
-            log.remember(user, thread, [message], metadata=metadata, now=now(), important=important)
+            await log.aremember(
+                user, thread, [message], metadata=metadata, now=now(), important=important
+            )
 
         return write
 
-    def search(
+    async def search(
         self,
         partition: tuple[str, ...],
         query: str | None,
@@ -819,24 +836,24 @@ class MessagesSpace(KindSpace):
         need: int,
         alpha: float,
     ) -> list[Found]:
-        """List turns by thread and turn number, or find them with ``MessageLog.recall``."""
+        """List turns by thread and turn number, or find them with ``MessageLog.arecall``."""
         user = partition[1]
         thread = partition[2] if len(partition) == 3 else None
         log = self.ctx.messages
         if query:
 
-            def fetch(k: int) -> list[Found | None]:
-                recalled = log.recall(user, query, k=k, alpha=alpha, thread_id=thread)
+            async def fetch(k: int) -> list[Found | None]:
+                recalled = await log.arecall(user, query, k=k, alpha=alpha, thread_id=thread)
                 found: list[Found | None] = [
                     Found(self._logged(user, r, r.score)) for r in recalled
                 ]
                 return found
 
-            return pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
+            return await pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
         out: list[Found] = []
         offset = 0
         while len(out) < need:
-            page = log.list(user, thread_id=thread, limit=_PAGE, offset=offset)
+            page = await log.alist(user, thread_id=thread, limit=_PAGE, offset=offset)
             for message in page:
                 found = Found(self._logged(user, message, None))
                 if flt.matches(found.item.value):
@@ -918,28 +935,28 @@ class KnowledgeSpace(KindSpace):
         knowledge_collection(owner)
         return owner
 
-    def owners(self) -> list[str]:
+    async def owners(self) -> list[str]:
         """Return the knowledge bases."""
-        return sorted(kb for kb in list_knowledge_bases(self.ctx.store) if _addressable(kb))
+        return sorted(kb for kb in await alist_knowledge_bases(self.ctx.store) if _addressable(kb))
 
-    def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+    async def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         """Every knowledge base, or the one named (in any case), if it exists."""
         if len(prefix) == 2:
             self.check_owner(prefix[1])
-            kept = find_knowledge_base(self.ctx.store, prefix[1])
+            kept = await afind_knowledge_base(self.ctx.store, prefix[1])
             return [] if kept is None else [(self.root, kept)]
-        return super().partitions(prefix)
+        return await super().partitions(prefix)
 
-    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+    async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One visible chunk by id."""
         self.check_item_namespace(namespace)
-        kb = find_knowledge_base(self.ctx.store, namespace[1])
+        kb = await afind_knowledge_base(self.ctx.store, namespace[1])
         if kb is None or not _is_uuid(key):
             return None
-        obj = self.ctx.store.get(knowledge_collection(kb).name, key)
+        obj = await self.ctx.store.aget(knowledge_collection(kb).name, key)
         if obj is None:
             return None
-        info = get_source(self.ctx.store, kb, str(obj.properties.get("source") or ""))
+        info = await aget_source(self.ctx.store, kb, str(obj.properties.get("source") or ""))
         if info is None or info.revision != obj.properties.get("revision"):
             return None  # a chunk of a replaced or unfinished ingestion: not visible
         return _plain(self._chunk(kb, obj.id, obj.properties, info.ingested_at, None))
@@ -954,7 +971,7 @@ class KnowledgeSpace(KindSpace):
             "`amem ingest ... --collection <kb>` or the `ingest` graph"
         )
 
-    def search(
+    async def search(
         self,
         partition: tuple[str, ...],
         query: str | None,
@@ -965,11 +982,13 @@ class KnowledgeSpace(KindSpace):
         """Chunks by source and position, or by ``search_knowledge`` (hybrid, cited)."""
         kb = partition[1]
         store = self.ctx.store
-        dates = {info.source: info.ingested_at for info in list_sources(store, kb)}
+        dates = {info.source: info.ingested_at for info in await alist_sources(store, kb)}
         if query:
 
-            def fetch(k: int) -> list[Found | None]:
-                hits = search_knowledge(store, self.ctx.embeddings, kb, query, k=k, alpha=alpha)
+            async def fetch(k: int) -> list[Found | None]:
+                hits = await asearch_knowledge(
+                    store, self.ctx.embeddings, kb, query, k=k, alpha=alpha
+                )
                 found: list[Found | None] = [
                     Found(
                         self._chunk(
@@ -991,10 +1010,10 @@ class KnowledgeSpace(KindSpace):
                 ]
                 return found
 
-            return pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
+            return await pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
         out: list[Found] = []
         for source, ingested in sorted(dates.items()):
-            for obj in list_chunks(store, kb, source):
+            for obj in await alist_chunks(store, kb, source):
                 found = Found(self._chunk(kb, obj.id, obj.properties, ingested, None))
                 if flt.matches(found.item.value):
                     out.append(found)
@@ -1082,7 +1101,3 @@ def _is_uuid(key: str) -> bool:
 def _addressable(label: str) -> bool:
     """Whether a stored name can be a LangGraph namespace label."""
     return bool(label) and SEPARATOR not in label and "\x00" not in label
-
-
-def _discard(_: object) -> None:
-    return None

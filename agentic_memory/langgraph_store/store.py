@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -56,7 +56,7 @@ from agentic_memory.langgraph_store.namespaces import (
     matches,
 )
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_text
-from agentic_memory.twins import blocking
+from agentic_memory.twins import run_sync
 
 __all__ = ["DEFAULT_ALPHA", "AgenticStore", "DefaultTTL"]
 
@@ -79,8 +79,10 @@ class DefaultTTL(float):
     """
 
 
-Step = Callable[[dict[str, list[float]]], Result]
+Step = Callable[[dict[str, list[float]]], Awaitable[Result]]
 """A checked operation; runs with the vectors of the batch's generic puts, by text."""
+
+_AWAIT_INSTEAD = "the store's async methods (await store.aget/aput/asearch/abatch(...))"
 
 
 class AgenticStore(BaseStore):
@@ -222,7 +224,7 @@ class AgenticStore(BaseStore):
 
     # -- batches --------------------------------------------------------------------------
 
-    def batch(self, ops: Iterable[Op]) -> list[Result]:
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run operations in order; every one is checked before the first runs.
 
         A get or search sees the puts made before it in the same batch. An operation
@@ -231,6 +233,9 @@ class AgenticStore(BaseStore):
         ``ValueError``) and nothing of the batch runs. A kind's own rules and refusals that
         depend on what is stored (a rule version that is no longer the latest) are checked
         when the operation runs, before it writes: the batch stops there.
+
+        Runs on the caller's event loop through the memory kinds' async methods; the
+        storage work runs in worker threads, so the loop never blocks.
         """
         self._check_open()
         if isinstance(ops, GetOp | PutOp | SearchOp | ListNamespacesOp):
@@ -241,14 +246,25 @@ class AgenticStore(BaseStore):
             steps.append(self._prepare(op, to_embed))
         texts = list(to_embed)
         vectors = (
-            dict(zip(texts, self._embeddings.embed_documents(texts), strict=True)) if texts else {}
+            dict(zip(texts, await self._embeddings.aembed_documents(texts), strict=True))
+            if texts
+            else {}
         )
-        return [step(vectors) for step in steps]
+        return [await step(vectors) for step in steps]
 
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async :meth:`batch`: the work runs in a worker thread."""
-        listed = list(ops)
-        return await asyncio.to_thread(self.batch, listed)
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run operations in order, blocking until done (see :meth:`abatch`).
+
+        LangGraph's sync store methods (``get``, ``put``, ``search``, ...) come here. The
+        batch runs on a new event loop in the calling thread; the sync methods of a
+        LangGraph graph's nodes run in worker threads, where this is fine.
+
+        Raises:
+            SyncCallInEventLoopError: called from a thread whose event loop is running
+                (an ``async def`` node, a notebook cell): await ``aget``/``aput``/``asearch``
+                there.
+        """
+        return run_sync(self.abatch(ops), instead=_AWAIT_INSTEAD)
 
     def _prepare(self, op: object, to_embed: dict[str, None]) -> Step:
         if isinstance(op, GetOp):
@@ -270,13 +286,13 @@ class AgenticStore(BaseStore):
             return lambda _: kind.get(namespace, key)
         refresh = bool(op.refresh_ttl)
 
-        def get(_: dict[str, list[float]]) -> Item | None:
-            found = self._generic.get(namespace, key)
+        async def get(_: dict[str, list[float]]) -> Item | None:
+            found = await self._generic.get(namespace, key)
             if found is None:
                 return None
             item, touch = found
             if refresh and touch is not None:
-                self._generic.refresh([touch])
+                await self._generic.refresh([touch])
             return item
 
         return get
@@ -301,21 +317,21 @@ class AgenticStore(BaseStore):
                 )
             write = kind.prepare(namespace, key, op.value)
 
-            def run_kind(_: dict[str, list[float]]) -> None:
-                write()
+            async def run_kind(_: dict[str, list[float]]) -> None:
+                await write()
 
             return run_kind
         put = self._generic.prepare(namespace, key, op.value, op.index, op.ttl)
         if put.text:
             to_embed[put.text] = None
 
-        def run(vectors: dict[str, list[float]]) -> None:
-            self._write_generic(put, vectors)
+        async def run(vectors: dict[str, list[float]]) -> None:
+            await self._write_generic(put, vectors)
 
         return run
 
-    def _write_generic(self, put: GenericPut, vectors: dict[str, list[float]]) -> None:
-        self._generic.write(put, vectors[put.text] if put.text else None)
+    async def _write_generic(self, put: GenericPut, vectors: dict[str, list[float]]) -> None:
+        await self._generic.write(put, vectors[put.text] if put.text else None)
 
     def _prepare_search(self, op: SearchOp) -> Step:
         prefix = check_labels(op.namespace_prefix, "namespace prefix")
@@ -342,18 +358,18 @@ class AgenticStore(BaseStore):
             for kind in kinds:
                 kind.check_owner(prefix[1])  # a reserved namespace is refused before any work
 
-        def search(_: dict[str, list[float]]) -> list[SearchItem]:
+        async def search(_: dict[str, list[float]]) -> list[SearchItem]:
             if limit == 0:
                 return []
             # Read when the search runs: it sees owners created earlier in the batch.
             sources: list[tuple[KindSpace | GenericSpace, tuple[str, ...]]] = [
-                (kind, part) for kind in kinds for part in kind.partitions(prefix)
+                (kind, part) for kind in kinds for part in await kind.partitions(prefix)
             ]
             if not prefix or prefix[0] not in KIND_ROOTS:
                 sources.append((self._generic, prefix))
             collected: list[Found] = []
             for space, part in sources:
-                collected += space.search(part, query, flt, need, alpha)
+                collected += await space.search(part, query, flt, need, alpha)
                 if query is None and len(collected) >= need:
                     break
             if query is not None and len(sources) > 1:
@@ -361,7 +377,7 @@ class AgenticStore(BaseStore):
                 collected.sort(key=lambda f: -f.item.score if f.item.score is not None else 1.0)
             page = collected[offset:need]
             if refresh:
-                self._generic.refresh([f.touch for f in page if f.touch is not None])
+                await self._generic.refresh([f.touch for f in page if f.touch is not None])
             return [f.item for f in page]
 
         return search
@@ -389,12 +405,12 @@ class AgenticStore(BaseStore):
             and all(c.match_type == "prefix" and len(c.path) <= 2 for c in conditions)
         )
 
-        def run(_: dict[str, list[float]]) -> list[tuple[str, ...]]:
+        async def run(_: dict[str, list[float]]) -> list[tuple[str, ...]]:
             found: set[tuple[str, ...]] = set()
             for kind in self._kinds_under(fixed):
-                found |= kind.namespaces(fixed, deep)
+                found |= await kind.namespaces(fixed, deep)
             if not fixed or fixed[0] not in KIND_ROOTS:
-                found |= self._generic.namespaces(fixed)
+                found |= await self._generic.namespaces(fixed)
             names = [ns for ns in found if matches(conditions, ns)]
             if max_depth is not None:
                 names = list({ns[:max_depth] for ns in names})
@@ -413,7 +429,7 @@ class AgenticStore(BaseStore):
 
     # -- forgetting -----------------------------------------------------------------------
 
-    def forget_namespace(self, prefix: tuple[str, ...]) -> int:
+    async def aforget_namespace(self, prefix: tuple[str, ...]) -> int:
         """Delete every generic item under a namespace prefix; return how many.
 
         Raises:
@@ -427,9 +443,20 @@ class AgenticStore(BaseStore):
                 f"forget_namespace deletes generic items under a non-empty prefix that is not "
                 f"a memory kind ({', '.join(KIND_ROOTS)}), got {labels}"
             )
-        return self._generic.forget_prefix(labels)
+        return await self._generic.forget_prefix(labels)
 
-    def forget_user(self, user: str) -> int:
+    def forget_namespace(self, prefix: tuple[str, ...]) -> int:
+        """Delete every generic item under a namespace prefix (blocking :meth:`aforget_namespace`).
+
+        Raises:
+            InvalidInputError: the prefix is empty or names a memory kind.
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(
+            self.aforget_namespace(prefix), instead="await store.aforget_namespace(...)"
+        )
+
+    async def aforget_user(self, user: str) -> int:
         """Delete the generic items of a user: those whose namespace's second label is ``user``.
 
         That is the convention LangGraph code follows (``("memories", user)``) and the one
@@ -438,18 +465,30 @@ class AgenticStore(BaseStore):
         """
         self._check_open()
         check_labels((user,), "user")
-        return self._generic.forget_owner(user)
+        return await self._generic.forget_owner(user)
+
+    def forget_user(self, user: str) -> int:
+        """Delete the generic items of a user; return how many (blocking :meth:`aforget_user`).
+
+        Raises:
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(self.aforget_user(user), instead="await store.aforget_user(...)")
 
     # -- TTL ------------------------------------------------------------------------------
 
-    def sweep_ttl(self) -> int:
+    async def asweep_ttl(self) -> int:
         """Delete the generic items whose TTL has run out; return how many were deleted."""
         self._check_open()
-        return self._generic.sweep()
+        return await self._generic.sweep()
 
-    async def asweep_ttl(self) -> int:
-        """Async :meth:`sweep_ttl`."""
-        return await asyncio.to_thread(self.sweep_ttl)
+    def sweep_ttl(self) -> int:
+        """Delete the expired generic items; return how many (blocking :meth:`asweep_ttl`).
+
+        Raises:
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(self.asweep_ttl(), instead="await store.asweep_ttl()")
 
     async def asweep_retention(self) -> int:
         """Purge every user's message log whose purge is due; return how many turns went.
@@ -472,7 +511,13 @@ class AgenticStore(BaseStore):
             deleted += report.deleted if report is not None else 0
         return deleted
 
-    sweep_retention = blocking(asweep_retention)
+    def sweep_retention(self) -> int:
+        """Purge the message logs whose purge is due (blocking :meth:`asweep_retention`).
+
+        Raises:
+            SyncCallInEventLoopError: called from a running event loop.
+        """
+        return run_sync(self.asweep_retention(), instead="await store.asweep_retention()")
 
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None

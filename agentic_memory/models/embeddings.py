@@ -9,6 +9,7 @@ configuration. Every vector returned is L2-normalised.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -179,16 +180,18 @@ class _NormalisedOpenAI(Embeddings):
         """Embed one query."""
         return _normalise(np.array([self.inner.embed_query(text)]))[0]
 
+    # The sync client in a worker thread, not the async one: an async HTTP client pools its
+    # connections on the event loop that opened them, and the sync edge of the memory API
+    # (``Memory.remember`` and the others) runs each call on a loop of its own, so a pooled
+    # connection of a closed loop would fail the next call ("Event loop is closed").
+
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed texts without blocking the event loop."""
-        _check_texts(texts)
-        if not texts:
-            return []
-        return _normalise(np.array(await self.inner.aembed_documents(texts)))
+        """Embed texts in a worker thread, without blocking the event loop."""
+        return await asyncio.to_thread(self.embed_documents, texts)
 
     async def aembed_query(self, text: str) -> list[float]:
-        """Embed one query without blocking the event loop."""
-        return _normalise(np.array([await self.inner.aembed_query(text)]))[0]
+        """Embed one query in a worker thread, without blocking the event loop."""
+        return await asyncio.to_thread(self.embed_query, text)
 
 
 _OPENAI_DIMS = {
