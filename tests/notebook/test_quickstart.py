@@ -47,6 +47,15 @@ def test_quickstart_runs_top_to_bottom(
 ) -> None:
     monkeypatch.setenv("AMEM_NOTEBOOK_FAKE_MODEL", "1")
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    # What a user who forgets the await meets: the kernel's loop is running, so the sync
+    # form refuses with a message naming the method to await (before the store is closed).
+    probe = nbformat.v4.new_code_cell(
+        "try:\n"
+        "    Memory(store, embeddings).recall('alice', 'rice')\n"
+        "except Exception as exc:\n"
+        "    print('refused:', type(exc).__name__, exc)"
+    )
+    nb.cells.insert(len(nb.cells) - 1, probe)
     client = NotebookClient(
         nb, kernel_name=kernel, timeout=300, resources={"metadata": {"path": str(tmp_path)}}
     )
@@ -61,7 +70,7 @@ def test_quickstart_runs_top_to_bottom(
     assert "Nice to meet you, Alice!" in out
     assert "1.5 cups of water" in out and "[rice-cooker.pdf p.1]" in out
     # Memories after the first conversation.
-    shown = [_text(c) for c in nb.cells if c.source.strip() == "show_memories()"]
+    shown = [_text(c) for c in nb.cells if c.source.strip() == "await show_memories()"]
     assert len(shown) == 2
     assert "diet = vegetarian" in shown[0] and "Rules (version 2)" in shown[0]
     assert shown[0].count("The user asked:") == 1 and shown[1].count("The user asked:") == 2
@@ -72,3 +81,6 @@ def test_quickstart_runs_top_to_bottom(
     # Rules: three versions, a diff, a rollback to version 2 written as version 4.
     assert "version 3:" in out
     assert "version 4 restores version 2:" in out
+    refused = _text(probe)
+    assert refused.startswith("refused: SyncCallInEventLoopError"), refused
+    assert "await mem.arecall(...)" in refused
