@@ -107,7 +107,8 @@ async def _secure(saver: AsyncSqliteSaver, target: Path | None, *, new: bool) ->
             )
             await saver.conn.commit()
     # Files of an older version, created world-readable.
-    tighten(target.with_name(target.name + suffix) for suffix in ("", "-wal", "-shm"))
+    files = [target.with_name(target.name + suffix) for suffix in ("", "-wal", "-shm")]
+    await asyncio.to_thread(tighten, files)
 
 
 @asynccontextmanager

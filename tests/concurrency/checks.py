@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from agentic_memory.kinds.facts import FACTS, FactStore
@@ -13,12 +14,12 @@ from tests.concurrency.workers import HashEmbeddings, fact_value, message_text
 
 def check_facts(store: MemoryStore, reported: list[str], writers: list[str], n: int) -> None:
     facts = FactStore(store, HashEmbeddings())
-    history = facts.history("alice", "city")
+    history = asyncio.run(facts.ahistory("alice", "city"))
     expected = {fact_value(w, i) for w in writers for i in range(n)}
     assert len(history) == len(expected), "every update is in the history exactly once"
     assert {f.value for f in history} == expected
     assert sorted(f.id for f in history) == sorted(reported)
-    current = [f for f in facts.current("alice") if f.subject == "city"]
+    current = [f for f in asyncio.run(facts.acurrent("alice")) if f.subject == "city"]
     assert len(current) == 1 and current[0].id == history[-1].id
     flagged = store.count(
         FACTS.name,
@@ -36,7 +37,7 @@ def check_facts(store: MemoryStore, reported: list[str], writers: list[str], n: 
 
 
 def check_rules(store: MemoryStore, reported: list[int], writers: list[str], n: int) -> None:
-    versions = RuleBook(store, HashEmbeddings()).versions("alice")
+    versions = asyncio.run(RuleBook(store, HashEmbeddings()).aversions("alice"))
     total = len(writers) * n
     assert sorted(reported) == list(range(2, total + 2)), "each caller got its own version"
     assert [v.version for v in versions] == list(range(1, total + 2))
@@ -49,7 +50,7 @@ def check_rules(store: MemoryStore, reported: list[int], writers: list[str], n: 
 
 def check_messages(store: MemoryStore, reported: list[str], writers: list[str], n: int) -> None:
     log = MessageLog(store, HashEmbeddings())
-    logged = log.list("alice", thread_id="t", limit=10_000)
+    logged = asyncio.run(log.alist("alice", thread_id="t", limit=10_000))
     total = len(writers) * n
     assert len(logged) == total, "no message is lost"
     assert [m.turn for m in logged] == list(range(total)), "turns unique and increasing"

@@ -74,17 +74,21 @@ def test_a_value_written_between_read_and_write_is_superseded_not_lost(
 ) -> None:
     facts = FactStore(store, HashEmbeddings())
     other = FactStore(store, HashEmbeddings())
-    facts.remember("alice", [{"subject": "city", "value": "Paris"}], now=T0)
+    asyncio.run(facts.aremember("alice", [{"subject": "city", "value": "Paris"}], now=T0))
     _Interleave(
         monkeypatch,
         store,
         "insert",
-        lambda: other.remember("alice", [{"subject": "city", "value": "Lyon"}], now=T0),
+        lambda: asyncio.run(
+            other.aremember("alice", [{"subject": "city", "value": "Lyon"}], now=T0)
+        ),
     )
-    (change,) = facts.remember("alice", [{"subject": "city", "value": "Nice"}], now=T0)
+    (change,) = asyncio.run(
+        facts.aremember("alice", [{"subject": "city", "value": "Nice"}], now=T0)
+    )
     # The Lyon writer won the race for Paris's successor; Nice superseded Lyon, not Paris.
     assert change.previous is not None and change.previous.value == "Lyon"
-    history = facts.history("alice", "city")
+    history = asyncio.run(facts.ahistory("alice", "city"))
     assert [f.value for f in history] == ["Paris", "Lyon", "Nice"]
     assert [f.current for f in history] == [False, False, True]
     assert history[0].superseded_by == history[1].id and history[1].superseded_by == history[2].id
@@ -96,24 +100,29 @@ def test_restating_what_another_writer_just_wrote_changes_nothing(
     store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     facts = FactStore(store, HashEmbeddings())
-    facts.remember("alice", [{"subject": "diet", "value": "vegan"}])
+    asyncio.run(facts.aremember("alice", [{"subject": "diet", "value": "vegan"}]))
     _Interleave(
         monkeypatch,
         store,
         "insert",
-        lambda: FactStore(store, HashEmbeddings()).remember(
-            "alice", [{"subject": "diet", "value": "vegetarian"}]
+        lambda: asyncio.run(
+            FactStore(store, HashEmbeddings()).aremember(
+                "alice", [{"subject": "diet", "value": "vegetarian"}]
+            )
         ),
     )
-    assert facts.remember("alice", [{"subject": "diet", "value": "Vegetarian"}]) == []
-    assert [f.value for f in facts.history("alice", "diet")] == ["vegan", "vegetarian"]
+    assert asyncio.run(facts.aremember("alice", [{"subject": "diet", "value": "Vegetarian"}])) == []
+    assert [f.value for f in asyncio.run(facts.ahistory("alice", "diet"))] == [
+        "vegan",
+        "vegetarian",
+    ]
 
 
 def test_a_crash_between_the_two_steps_leaves_one_current_value(
     store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     facts = FactStore(store, HashEmbeddings())
-    facts.remember("alice", [{"subject": "city", "value": "Paris"}], now=T0)
+    asyncio.run(facts.aremember("alice", [{"subject": "city", "value": "Paris"}], now=T0))
 
     def crash(*args: Any, **kwargs: Any) -> Any:
         raise StoreError("power cut")
@@ -121,15 +130,19 @@ def test_a_crash_between_the_two_steps_leaves_one_current_value(
     with monkeypatch.context() as m:
         m.setattr(store, "upsert", crash)  # the new value is inserted, the old one not retired
         with pytest.raises(StoreError, match="power cut"):
-            facts.remember("alice", [{"subject": "city", "value": "Lyon"}], now=T0 + timedelta(1))
+            asyncio.run(
+                facts.aremember(
+                    "alice", [{"subject": "city", "value": "Lyon"}], now=T0 + timedelta(1)
+                )
+            )
     assert _flagged(store, "city") == 2  # both rows still say "current"…
-    assert [(f.value, f.current) for f in facts.current("alice")] == [("Lyon", True)]
-    history = facts.history("alice", "city")
+    assert [(f.value, f.current) for f in asyncio.run(facts.acurrent("alice"))] == [("Lyon", True)]
+    history = asyncio.run(facts.ahistory("alice", "city"))
     assert [(f.value, f.current) for f in history] == [("Paris", False), ("Lyon", True)]
     # …until the next write of the subject, which repairs the flag with the right links.
-    facts.remember("alice", [{"subject": "city", "value": "lyon"}])  # a restatement
+    asyncio.run(facts.aremember("alice", [{"subject": "city", "value": "lyon"}]))  # a restatement
     assert _flagged(store, "city") == 1
-    paris, lyon = facts.history("alice", "city")
+    paris, lyon = asyncio.run(facts.ahistory("alice", "city"))
     assert (paris.superseded_by, paris.valid_to) == (lyon.id, lyon.valid_from)
 
 
@@ -153,16 +166,16 @@ def test_a_store_with_the_old_races_damage_still_has_one_current_value(
             MemoryObject(make_id("fact", "alice", "city", str(n)), props, emb.embed_query(value))
         )
     store.upsert(FACTS.name, rows, user="alice")
-    assert [f.value for f in facts.current("alice")] == ["C"]
-    assert [(f.value, f.current) for f in facts.history("alice", "city")] == [
+    assert [f.value for f in asyncio.run(facts.acurrent("alice"))] == ["C"]
+    assert [(f.value, f.current) for f in asyncio.run(facts.ahistory("alice", "city"))] == [
         ("A", False),
         ("B", False),
         ("C", True),
     ]
-    (change,) = facts.remember("alice", [{"subject": "city", "value": "D"}])
+    (change,) = asyncio.run(facts.aremember("alice", [{"subject": "city", "value": "D"}]))
     assert change.previous is not None and change.previous.value == "C"
-    assert [f.value for f in facts.history("alice", "city")] == ["A", "B", "C", "D"]
-    assert [f.value for f in facts.current("alice")] == ["D"]
+    assert [f.value for f in asyncio.run(facts.ahistory("alice", "city"))] == ["A", "B", "C", "D"]
+    assert [f.value for f in asyncio.run(facts.acurrent("alice"))] == ["D"]
 
 
 def test_a_value_after_a_forgotten_one_does_not_overwrite_the_current_one(
@@ -172,20 +185,26 @@ def test_a_value_after_a_forgotten_one_does_not_overwrite_the_current_one(
     deletion, and the current value was overwritten."""
     facts = FactStore(store, HashEmbeddings())
     for i, value in enumerate(["A", "B", "C"]):
-        facts.remember("alice", [{"subject": "city", "value": value}], now=T0 + timedelta(i))
-    middle = facts.history("alice", "city")[1]
+        asyncio.run(
+            facts.aremember("alice", [{"subject": "city", "value": value}], now=T0 + timedelta(i))
+        )
+    middle = asyncio.run(facts.ahistory("alice", "city"))[1]
     asyncio.run(forget_fact(store, "alice", middle.id))
-    facts.remember("alice", [{"subject": "city", "value": "D"}], now=T0 + timedelta(5))
-    history = facts.history("alice", "city")
+    asyncio.run(
+        facts.aremember("alice", [{"subject": "city", "value": "D"}], now=T0 + timedelta(5))
+    )
+    history = asyncio.run(facts.ahistory("alice", "city"))
     assert [f.value for f in history] == ["A", "C", "D"]
-    assert [f.value for f in facts.current("alice")] == ["D"]
+    assert [f.value for f in asyncio.run(facts.acurrent("alice"))] == ["D"]
     assert _flagged(store, "city") == 1
 
 
 def test_naive_now_is_refused_before_anything_is_read(store: EmbeddedStore) -> None:
     facts = FactStore(store, HashEmbeddings())
     with pytest.raises(InvalidInputError, match="timezone"):
-        facts.remember("alice", [{"subject": "a", "value": "b"}], now=datetime(2026, 1, 1))
+        asyncio.run(
+            facts.aremember("alice", [{"subject": "a", "value": "b"}], now=datetime(2026, 1, 1))
+        )
     assert FACTS.name not in store.collections()
 
 
@@ -198,21 +217,28 @@ def _rules(text: str) -> list[dict[str, str]]:
 
 def test_propose_on_a_stale_base_is_a_conflict_and_writes_nothing(store: EmbeddedStore) -> None:
     book = RuleBook(store, HashEmbeddings())
-    first = book.propose("alice", _rules("Be brief"))
+    first = asyncio.run(book.apropose("alice", _rules("Be brief")))
     assert first is not None and first.version == 2
-    assert book.propose("alice", _rules("Be kind"), base_version=2) is not None  # version 3
+    assert (
+        asyncio.run(book.apropose("alice", _rules("Be kind"), base_version=2)) is not None
+    )  # version 3
     with pytest.raises(RuleConflictError, match="at version 3, not 2") as info:
-        book.propose("alice", _rules("Be loud"), base_version=2)
+        asyncio.run(book.apropose("alice", _rules("Be loud"), base_version=2))
     assert (info.value.base_version, info.value.latest_version) == (2, 3)
     assert isinstance(info.value, ConflictError)
-    assert [v.version for v in book.versions("alice")] == [1, 2, 3]
+    assert [v.version for v in asyncio.run(book.aversions("alice"))] == [1, 2, 3]
     # Based on the starting set (version 1, not yet stored) is a base like any other.
     with pytest.raises(RuleConflictError):
-        RuleBook(store, HashEmbeddings()).propose("alice", _rules("x"), base_version=1)
-    assert RuleBook(store, HashEmbeddings()).propose("bob", _rules("x"), base_version=1) is not None
+        asyncio.run(
+            RuleBook(store, HashEmbeddings()).apropose("alice", _rules("x"), base_version=1)
+        )
+    assert (
+        asyncio.run(RuleBook(store, HashEmbeddings()).apropose("bob", _rules("x"), base_version=1))
+        is not None
+    )
     for bad in (0, -1, True, "2", 2.0):
         with pytest.raises(InvalidInputError, match="base_version"):
-            book.propose("alice", _rules("y"), base_version=bad)  # type: ignore[arg-type]
+            asyncio.run(book.apropose("alice", _rules("y"), base_version=bad))  # type: ignore[arg-type]
 
 
 def test_a_version_taken_between_read_and_write_gives_the_next_number(
@@ -220,11 +246,14 @@ def test_a_version_taken_between_read_and_write_gives_the_next_number(
 ) -> None:
     book = RuleBook(store, HashEmbeddings())
     other = RuleBook(store, HashEmbeddings())
-    _Interleave(monkeypatch, store, "insert", lambda: other.propose("alice", _rules("Theirs")))
-    mine = book.propose("alice", _rules("Mine"))
+    _Interleave(
+        monkeypatch, store, "insert", lambda: asyncio.run(other.apropose("alice", _rules("Theirs")))
+    )
+    mine = asyncio.run(book.apropose("alice", _rules("Mine")))
     assert mine is not None and (mine.version, mine.parent_version) == (3, 2)
     assert [
-        (v.version, v.rules[0].instruction if v.version > 1 else "") for v in book.versions("alice")
+        (v.version, v.rules[0].instruction if v.version > 1 else "")
+        for v in asyncio.run(book.aversions("alice"))
     ][1:] == [
         (2, "Theirs"),
         (3, "Mine"),
@@ -235,12 +264,17 @@ def test_a_based_proposal_that_loses_the_race_reports_it(
     store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     book = RuleBook(store, HashEmbeddings())
-    book.propose("alice", _rules("Start"))
+    asyncio.run(book.apropose("alice", _rules("Start")))
     other = RuleBook(store, HashEmbeddings())
-    _Interleave(monkeypatch, store, "insert", lambda: other.propose("alice", _rules("Theirs")))
+    _Interleave(
+        monkeypatch, store, "insert", lambda: asyncio.run(other.apropose("alice", _rules("Theirs")))
+    )
     with pytest.raises(RuleConflictError, match="at version 3, not 2"):
-        book.propose("alice", _rules("Mine"), base_version=2)
-    assert [v.rules[0].instruction for v in book.versions("alice")[1:]] == ["Start", "Theirs"]
+        asyncio.run(book.apropose("alice", _rules("Mine"), base_version=2))
+    assert [v.rules[0].instruction for v in asyncio.run(book.aversions("alice"))[1:]] == [
+        "Start",
+        "Theirs",
+    ]
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -251,17 +285,21 @@ def test_a_turn_taken_between_read_and_write_is_renumbered(
 ) -> None:
     log = MessageLog(store, HashEmbeddings())
     other = MessageLog(store, HashEmbeddings())
-    log.remember("alice", "t", [{"role": "user", "content": "first"}])
+    asyncio.run(log.aremember("alice", "t", [{"role": "user", "content": "first"}]))
     _Interleave(
         monkeypatch,
         store,
         "insert",
-        lambda: other.remember("alice", "t", [{"role": "user", "content": "theirs", "id": "x"}]),
+        lambda: asyncio.run(
+            other.aremember("alice", "t", [{"role": "user", "content": "theirs", "id": "x"}])
+        ),
     )
-    ids = log.remember(
-        "alice", "t", [{"role": "user", "content": "mine"}, {"role": "ai", "content": "reply"}]
+    ids = asyncio.run(
+        log.aremember(
+            "alice", "t", [{"role": "user", "content": "mine"}, {"role": "ai", "content": "reply"}]
+        )
     )
-    logged = log.list("alice", thread_id="t")
+    logged = asyncio.run(log.alist("alice", thread_id="t"))
     assert [(m.turn, m.content) for m in logged] == [
         (0, "first"),
         (1, "theirs"),
@@ -281,10 +319,14 @@ def test_a_message_logged_twice_at_once_is_stored_once(
         monkeypatch,
         store,
         "insert",
-        lambda: MessageLog(store, HashEmbeddings()).remember("alice", "t", message),
+        lambda: asyncio.run(MessageLog(store, HashEmbeddings()).aremember("alice", "t", message)),
     )
-    assert log.remember("alice", "t", message) == [MessageLog.message_id("alice", "t", "m1")]
-    assert [(m.turn, m.content) for m in log.list("alice", thread_id="t")] == [(0, "same")]
+    assert asyncio.run(log.aremember("alice", "t", message)) == [
+        MessageLog.message_id("alice", "t", "m1")
+    ]
+    assert [(m.turn, m.content) for m in asyncio.run(log.alist("alice", thread_id="t"))] == [
+        (0, "same")
+    ]
 
 
 def test_async_log_retries_too(store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,10 +336,10 @@ def test_async_log_retries_too(store: EmbeddedStore, monkeypatch: pytest.MonkeyP
         monkeypatch,
         store,
         "insert",
-        lambda: other.remember("alice", "t", [{"role": "user", "content": "theirs"}]),
+        lambda: asyncio.run(other.aremember("alice", "t", [{"role": "user", "content": "theirs"}])),
     )
     ids = asyncio.run(log.aremember("alice", "t", [{"role": "user", "content": "mine"}]))
-    logged = log.list("alice", thread_id="t")
+    logged = asyncio.run(log.alist("alice", thread_id="t"))
     assert [(m.turn, m.content) for m in logged] == [(0, "theirs"), (1, "mine")]
     assert ids == [logged[1].id]
     assert store.count(MESSAGES.name, user="alice") == 2

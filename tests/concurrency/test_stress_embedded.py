@@ -67,7 +67,7 @@ def test_asyncio_tasks_sharing_one_store(tmp_path: Path) -> None:
         names = [f"a{t}" for t in range(tasks)]
         check_facts(store, reported["facts"], names, n)
         # The notes of the async writer are empty: check versions and parents only.
-        versions = RuleBook(store, HashEmbeddings()).versions("alice")
+        versions = asyncio.run(RuleBook(store, HashEmbeddings()).aversions("alice"))
         assert sorted(reported["rules"]) == list(range(2, tasks * n + 2))
         assert [v.version for v in versions] == list(range(1, tasks * n + 2))
         check_messages(store, reported["messages"], names, n)

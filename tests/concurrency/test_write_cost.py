@@ -6,6 +6,7 @@ during one ``remember`` measures the rows it visits, independent of machine load
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -53,13 +54,15 @@ def _steps_of_one_write(store: EmbeddedStore, log: MessageLog, thread: str) -> i
     assert isinstance(conn, sqlite3.Connection)
     conn.set_progress_handler(tick, _STEP)
     try:
-        log.remember(
-            "alice",
-            thread,
-            [
-                {"role": "user", "content": "hello", "id": f"h-{thread}"},
-                {"role": "ai", "content": "hi"},
-            ],
+        asyncio.run(
+            log.aremember(
+                "alice",
+                thread,
+                [
+                    {"role": "user", "content": "hello", "id": f"h-{thread}"},
+                    {"role": "ai", "content": "hi"},
+                ],
+            )
         )
     finally:
         conn.set_progress_handler(None, _STEP)
@@ -72,7 +75,7 @@ def _cost(tmp_path: Path, other_rows: int) -> int:
         log = MessageLog(store, HashEmbeddings())
         # A thread of its own with a few turns, like a conversation under way.
         for i in range(5):
-            log.remember("alice", "now", [{"role": "user", "content": f"turn {i}"}])
+            asyncio.run(log.aremember("alice", "now", [{"role": "user", "content": f"turn {i}"}]))
         return _steps_of_one_write(store, log, "now")
 
 

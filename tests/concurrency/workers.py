@@ -69,7 +69,9 @@ def write_facts(store: MemoryStore, worker: str, n: int, user: str, subject: str
     facts = FactStore(store, HashEmbeddings())
     ids: list[str] = []
     for i in range(n):
-        changes = facts.remember(user, [{"subject": subject, "value": fact_value(worker, i)}])
+        changes = asyncio.run(
+            facts.aremember(user, [{"subject": subject, "value": fact_value(worker, i)}])
+        )
         ids += [c.fact.id for c in changes]
     return ids
 
@@ -79,7 +81,7 @@ def write_rules(store: MemoryStore, worker: str, n: int, scope: str) -> list[int
     book = RuleBook(store, HashEmbeddings())
     created: list[int] = []
     for i in range(n):
-        version = book.propose(scope, rule_text(worker, i), note=f"{worker}/{i}")
+        version = asyncio.run(book.apropose(scope, rule_text(worker, i), note=f"{worker}/{i}"))
         if version is not None:
             created.append(version.version)
     return created
@@ -90,7 +92,9 @@ def write_messages(store: MemoryStore, worker: str, n: int, user: str, thread: s
     log = MessageLog(store, HashEmbeddings())
     ids: list[str] = []
     for i in range(n):
-        ids += log.remember(user, thread, [{"role": "user", "content": message_text(worker, i)}])
+        ids += asyncio.run(
+            log.aremember(user, thread, [{"role": "user", "content": message_text(worker, i)}])
+        )
     return ids
 
 

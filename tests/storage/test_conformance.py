@@ -659,11 +659,12 @@ def test_iterate_yields_every_match_once_in_id_order(
 
 
 async def test_aiterate(store: MemoryStore, coll: CollectionSpec) -> None:
-    store.upsert(coll.name, [obj(f"a{i}", body="x") for i in range(7)], user=ALICE)
+    await store.aupsert(coll.name, [obj(f"a{i}", body="x") for i in range(7)], user=ALICE)
     got = [o.id async for o in store.aiterate(coll.name, user=ALICE, page_size=2)]
     assert got == sorted(make_id(f"a{i}") for i in range(7))
+    # The arguments are checked in the worker thread, when the iteration starts.
     with pytest.raises(InvalidInputError):
-        store.aiterate(coll.name, user=ALICE, page_size=0)
+        [o async for o in store.aiterate(coll.name, user=ALICE, page_size=0)]
 
 
 def test_reserved_and_clashing_property_names_are_refused(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sqlite3
 import threading
@@ -130,11 +131,13 @@ def test_a_store_file_from_before_importance_opens_and_gains_it(tmp_path: Path) 
     old = datetime(2025, 1, 1, tzinfo=UTC)
     # The turns as the earlier version logged them: today's, without the new properties.
     with EmbeddedStore(tmp_path / "today", dims=emb.dims) as today:
-        MessageLog(today, emb).remember(
-            "alice",
-            "t",
-            [{"role": "user", "content": "old turn"}, {"role": "ai", "content": "old answer"}],
-            now=old,
+        asyncio.run(
+            MessageLog(today, emb).aremember(
+                "alice",
+                "t",
+                [{"role": "user", "content": "old turn"}, {"role": "ai", "content": "old answer"}],
+                now=old,
+            )
         )
         logged = [
             MemoryObject(
@@ -156,7 +159,7 @@ def test_a_store_file_from_before_importance_opens_and_gains_it(tmp_path: Path) 
     policy = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=None)
     with EmbeddedStore(tmp_path, dims=emb.dims) as store:
         log = MessageLog(store, emb, retention=policy)
-        listed = log.list("alice", thread_id="t")
+        listed = asyncio.run(log.alist("alice", thread_id="t"))
         assert [(m.content, m.important) for m in listed] == [
             ("old turn", False),
             ("old answer", False),
@@ -164,8 +167,8 @@ def test_a_store_file_from_before_importance_opens_and_gains_it(tmp_path: Path) 
         assert store.spec(MESSAGES.name).properties == MESSAGES.properties
         after = {o.id: o.properties for o in store.iterate(MESSAGES.name, user="alice")}
         assert after == before  # no message was rewritten
-        log.mark_important("alice", [listed[0].id])
-        report = log.purge("alice", now=datetime(2026, 1, 1, tzinfo=UTC))
+        asyncio.run(log.amark_important("alice", [listed[0].id]))
+        report = asyncio.run(log.apurge("alice", now=datetime(2026, 1, 1, tzinfo=UTC)))
         assert (report.expired, report.remaining) == (1, 1)
     assert "p_important" in _columns(tmp_path, "o_MessageLog")
     with sqlite3.connect(tmp_path / DB_FILENAME) as conn:

@@ -91,9 +91,9 @@ def test_iterate_and_deep_listings(store: EmbeddedStore) -> None:
     assert seen == BIG + SMALL
 
 
-def test_facts_of_a_subject_past_10000(store: EmbeddedStore) -> None:
+async def test_facts_of_a_subject_past_10000(store: EmbeddedStore) -> None:
     facts = FactStore(store, embeddings=None)  # type: ignore[arg-type]
-    assert len(facts.history(ALICE, "s1")) == 5025
+    assert len(await facts.ahistory(ALICE, "s1")) == 5025
 
 
 def test_export_past_10000(store: EmbeddedStore) -> None:
@@ -110,8 +110,8 @@ async def test_forget_a_thread_then_the_user_past_10000(store: EmbeddedStore) ->
     report = await forget_thread(store, ALICE, "big")
     assert report.deleted[("embedded", MESSAGES.name)] == BIG
     assert report.deleted[("embedded", FACTS.name)] == 10_050
-    assert store.count(MESSAGES.name, user=ALICE) == SMALL
+    assert await store.acount(MESSAGES.name, user=ALICE) == SMALL
     report = await forget_user(store, ALICE)
     assert report.deleted[("embedded", MESSAGES.name)] == SMALL
-    assert store.users(MESSAGES.name) == [] and store.users(FACTS.name) == []
-    assert EPISODES.name not in store.collections()
+    assert await store.ausers(MESSAGES.name) == [] and await store.ausers(FACTS.name) == []
+    assert EPISODES.name not in await store.acollections()

@@ -7,6 +7,7 @@ listings from those, so export, forget and listings work on any number of object
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import io
 import json
@@ -137,7 +138,7 @@ def test_deep_listing_is_served_past_the_window(
     assert max(_windows(w)) <= QUERY_MAXIMUM_RESULTS
     # The message log's own listing goes through it.
     log = MessageLog(store, embeddings=None)  # type: ignore[arg-type]
-    turns = log.list(ALICE, thread_id="big", offset=BIG - 10, limit=20)
+    turns = asyncio.run(log.alist(ALICE, thread_id="big", offset=BIG - 10, limit=20))
     assert [t.turn for t in turns] == list(range(BIG - 10, BIG))
 
 

@@ -9,6 +9,7 @@ first and refuses a name it sees, so two processes can both pass that check: the
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -188,7 +189,7 @@ def test_a_message_log_from_before_importance_gains_it_on_weaviate() -> None:
         policy = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=None)
         fresh = wv.WeaviateStore(client, dims=emb.dims)  # another process: the old schema
         log = MessageLog(fresh, emb, retention=policy)
-        listed = log.list(ALICE, thread_id="t")
+        listed = asyncio.run(log.alist(ALICE, thread_id="t"))
         assert [(m.content, m.important) for m in listed] == [
             ("old turn", False),
             ("answer", False),
@@ -196,7 +197,7 @@ def test_a_message_log_from_before_importance_gains_it_on_weaviate() -> None:
         names = {p.name for p in fresh.spec(MESSAGES.name).properties}
         assert {"important", "important_by"} <= names
         assert {o.id: o.properties for o in fresh.iterate(MESSAGES.name, user=ALICE)} == before
-        log.mark_important(ALICE, [listed[0].id])
-        report = log.purge(ALICE, now=datetime(2026, 1, 1, tzinfo=UTC))
+        asyncio.run(log.amark_important(ALICE, [listed[0].id]))
+        report = asyncio.run(log.apurge(ALICE, now=datetime(2026, 1, 1, tzinfo=UTC)))
         assert (report.expired, report.remaining) == (1, 1)
-        assert [m.content for m in log.list(ALICE, thread_id="t")] == ["old turn"]
+        assert [m.content for m in asyncio.run(log.alist(ALICE, thread_id="t"))] == ["old turn"]
