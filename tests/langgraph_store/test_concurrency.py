@@ -47,7 +47,7 @@ def test_racing_fact_puts_all_enter_the_history(handles: list[AgenticStore]) -> 
         return write
 
     run([writer(n) for n in range(8)])
-    history = handles[0].facts.history("alice", "mood")
+    history = asyncio.run(handles[0].facts.ahistory("alice", "mood"))
     assert sorted(f.value for f in history) == sorted(
         f"mood {n}-{j}" for n in range(8) for j in range(5)
     )
@@ -67,7 +67,7 @@ def test_racing_rule_puts_each_get_a_version(handles: list[AgenticStore]) -> Non
         return write
 
     run([writer(n) for n in range(6)])
-    versions = handles[0].rules.versions("alice")
+    versions = asyncio.run(handles[0].rules.aversions("alice"))
     assert [v.version for v in versions] == list(range(1, 20))  # the starting set, then 18
     written = {v.rules[0].instruction for v in versions[1:]}
     assert written == {f"Rule {n}-{j}" for n in range(6) for j in range(3)}
@@ -83,7 +83,7 @@ def test_racing_message_puts_get_distinct_turns(handles: list[AgenticStore]) -> 
         return write
 
     run([writer(n) for n in range(6)])
-    logged = handles[0].messages.list("alice", thread_id="t1")
+    logged = asyncio.run(handles[0].messages.alist("alice", thread_id="t1"))
     assert [m.turn for m in logged] == list(range(24))
     assert {m.content for m in logged} == {f"message {n}-{j}" for n in range(6) for j in range(4)}
 

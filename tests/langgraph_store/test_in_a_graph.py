@@ -46,5 +46,5 @@ async def test_a_graph_uses_the_store_through_its_runtime(amem: AgenticStore) ->
 
     out = await graph.ainvoke({"user": "alice", "question": "what food does she eat?"})
     assert out["found"] == ["vegetarian", "what food does she eat?"]
-    assert [f.value for f in amem.facts.current("alice")] == ["vegetarian"]
-    assert amem.search(("facts", "bob")) == []
+    assert [f.value for f in await amem.facts.acurrent("alice")] == ["vegetarian"]
+    assert await amem.asearch(("facts", "bob")) == []

@@ -9,6 +9,7 @@ changes nothing; another user's namespace never returns anything of this user's.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +56,12 @@ def test_a_fact_put_supersedes_and_keeps_history(amem: AgenticStore, clock: Cloc
     assert item.value["source_thread"] == "t9"
     assert item.created_at == first.created_at  # the subject's first value
     assert (item.updated_at - item.created_at).days == 3  # the current value
-    history = amem.facts.history("alice", "diet")
+    history = asyncio.run(amem.facts.ahistory("alice", "diet"))
     assert [(f.value, f.current) for f in history] == [("vegetarian", False), ("vegan", True)]
     assert history[0].superseded_by == history[1].id
     # Restating the current value changes nothing.
     amem.put(FACTS, "diet", {"value": "  Vegan "})
-    assert len(amem.facts.history("alice", "diet")) == 2
+    assert len(asyncio.run(amem.facts.ahistory("alice", "diet"))) == 2
 
 
 def test_a_fact_read_back_can_be_edited_and_put_again(amem: AgenticStore, clock: Clock) -> None:
@@ -70,11 +71,11 @@ def test_a_fact_read_back_can_be_edited_and_put_again(amem: AgenticStore, clock:
     clock.advance(hours=1)
     edited = {**item.value, "value": "Paris"}
     amem.put(FACTS, "city", edited)  # subject and valid_from are as read: accepted
-    assert [f.value for f in amem.facts.history("alice", "city")] == ["Lyon", "Paris"]
+    assert [f.value for f in asyncio.run(amem.facts.ahistory("alice", "city"))] == ["Lyon", "Paris"]
     stale = {**edited, "value": "Nice"}  # valid_from of Lyon, not of the current value
     with pytest.raises(InvalidInputError, match="valid_from is set by the store"):
         amem.put(FACTS, "city", stale)
-    assert [f.value for f in amem.facts.history("alice", "city")] == ["Lyon", "Paris"]
+    assert [f.value for f in asyncio.run(amem.facts.ahistory("alice", "city"))] == ["Lyon", "Paris"]
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,7 @@ def test_a_value_that_is_not_a_fact_is_refused(
     amem.put(FACTS, "pet", {"value": "a dog", "category": "other"})
     with pytest.raises(InvalidInputError, match=message):
         amem.put(FACTS, "pet", value)
-    assert [f.value for f in amem.facts.history("alice", "pet")] == ["a dog"]
+    assert [f.value for f in asyncio.run(amem.facts.ahistory("alice", "pet"))] == ["a dog"]
 
 
 def test_a_category_changes_only_with_a_value(amem: AgenticStore) -> None:
@@ -129,7 +130,7 @@ def test_deleting_a_fact_forgets_the_subject(amem: AgenticStore) -> None:
     amem.put(FACTS, "city", {"value": "Lyon"})
     amem.delete(FACTS, "Pet")
     assert amem.get(FACTS, "pet") is None
-    assert amem.facts.history("alice", "pet") == []
+    assert asyncio.run(amem.facts.ahistory("alice", "pet")) == []
     assert [i.key for i in amem.search(FACTS)] == ["city"]
     amem.delete(FACTS, "never-stated")  # nothing to forget: not an error
 
@@ -153,7 +154,7 @@ def test_fact_search_ranks_and_filters(amem: AgenticStore) -> None:
 def test_a_rules_put_creates_the_next_version(amem: AgenticStore) -> None:
     assert amem.get(RULES, "latest") is None  # the starting set is not stored yet
     amem.put(RULES, "latest", {"rules": [rule(1), rule(2)], "note": "from the SDK"})
-    versions = amem.rules.versions("alice")
+    versions = asyncio.run(amem.rules.aversions("alice"))
     assert [v.version for v in versions] == [1, 2]  # the starting set is stored with it
     latest = amem.get(RULES, "latest")
     assert latest is not None and latest.key == "latest"
@@ -167,7 +168,7 @@ def test_a_rules_put_creates_the_next_version(amem: AgenticStore) -> None:
     assert [i.key for i in amem.search(RULES)] == ["2", "1"]  # newest first
     # The same rules again: no new version.
     amem.put(RULES, "latest", {"rules": [rule(1), rule(2)]})
-    assert len(amem.rules.versions("alice")) == 2
+    assert len(asyncio.run(amem.rules.aversions("alice"))) == 2
 
 
 def test_a_rule_set_read_back_can_be_edited_and_put_again(amem: AgenticStore) -> None:
@@ -175,12 +176,12 @@ def test_a_rule_set_read_back_can_be_edited_and_put_again(amem: AgenticStore) ->
     read = amem.get(RULES, "latest")
     assert read is not None
     amem.put(RULES, "latest", {**read.value, "rules": [rule(1), rule(2)]})
-    latest = amem.rules.latest("alice")
+    latest = asyncio.run(amem.rules.alatest("alice"))
     assert latest.version == 3 and latest.parent_version == 2
     # An edit of version 2 after version 3 exists: a conflict, nothing written.
     with pytest.raises(RuleVersionConflictError, match="at version 3, not 2"):
         amem.put(RULES, "latest", {**read.value, "rules": [rule(5)]})
-    assert amem.rules.latest("alice").version == 3
+    assert asyncio.run(amem.rules.alatest("alice")).version == 3
     with pytest.raises(InvalidInputError, match="set by the store"):
         amem.put(RULES, "latest", {"rules": [rule(7)], "created_at": "2020-01-01T00:00:00+00:00"})
 
@@ -217,15 +218,15 @@ def test_a_value_that_is_not_a_rule_set_is_refused(
     amem.put(RULES, "latest", {"rules": [rule(1)]})
     with pytest.raises(InvalidInputError, match=message):
         amem.put(RULES, "latest", value)
-    assert [v.version for v in amem.rules.versions("alice")] == [1, 2]
+    assert [v.version for v in asyncio.run(amem.rules.aversions("alice"))] == [1, 2]
 
 
 def test_rollback_and_the_global_scope(amem: AgenticStore) -> None:
     amem.put(RULES, "latest", {"rules": [rule(1)]})
     amem.put(RULES, "latest", {"rules": [rule(2)]})
     amem.put(RULES, "latest", {"rollback_to": 2})
-    latest = amem.rules.latest("alice")
-    assert latest.version == 4 and latest.rules == amem.rules.get("alice", 2).rules
+    latest = asyncio.run(amem.rules.alatest("alice"))
+    assert latest.version == 4 and latest.rules == asyncio.run(amem.rules.aget("alice", 2)).rules
     assert latest.note == "rollback to version 2"
     amem.put(("rules", "_global"), "latest", {"rules": [rule(3)], "source_users": ["alice"]})
     shared = amem.get(("rules", "_global"), "latest")
@@ -258,13 +259,13 @@ def test_episodes_are_put_under_their_id(amem: AgenticStore, clock: Clock) -> No
     assert item is not None
     assert item.value["conversation_summary"] == "Planned a vegetarian dinner."
     assert item.value["thread_id"] == "t1"
-    assert amem.episodes.get("alice", first) is not None
+    assert asyncio.run(amem.episodes.aget("alice", first)) is not None
     # The wrong key for a new episode: refused, naming the key to use.
     second = EpisodicMemory.episode_id("alice", "t1", 2)
     with pytest.raises(InvalidInputError, match=second):
         amem.put(EPISODES, "my-episode", episode())
     amem.put(EPISODES, second, episode(conversation_summary="A second dinner."))
-    assert len(amem.episodes.list("alice")) == 2
+    assert len(asyncio.run(amem.episodes.alist("alice"))) == 2
     # An edit keeps the episode's creation time and its thread.
     clock.advance(days=1)
     amem.put(EPISODES, first, {**item.value, "what_worked": "Short answers."})
@@ -301,7 +302,7 @@ def test_a_value_that_is_not_an_episode_is_refused(
     key = EpisodicMemory.episode_id("alice", "t1", 1)
     with pytest.raises(InvalidInputError, match=message):
         amem.put(EPISODES, key, episode(**changes))
-    assert amem.episodes.list("alice") == []
+    assert asyncio.run(amem.episodes.alist("alice")) == []
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -310,7 +311,7 @@ def test_a_value_that_is_not_an_episode_is_refused(
 def test_messages_are_logged_through_the_message_log(amem: AgenticStore) -> None:
     amem.put(THREAD, "m1", {"role": "user", "content": "My printer is a LaserJet 4"})
     amem.put(THREAD, "m2", {"role": "assistant", "content": "Noted.", "speaker": "Bot"})
-    logged = amem.messages.list("alice", thread_id="t1")
+    logged = asyncio.run(amem.messages.alist("alice", thread_id="t1"))
     assert [(m.turn, m.role, m.content) for m in logged] == [
         (0, "human", "My printer is a LaserJet 4"),
         (1, "ai", "Noted."),
@@ -324,7 +325,9 @@ def test_messages_are_logged_through_the_message_log(amem: AgenticStore) -> None
     assert by_own_id.value["turn"] == 0 and by_own_id.value["role"] == "human"
     # Logging the same message id again edits it in place: same turn.
     amem.put(THREAD, "m1", {"role": "user", "content": "My printer is a LaserJet 5"})
-    assert [m.content for m in amem.messages.list("alice", thread_id="t1")][0].endswith("5")
+    assert [m.content for m in asyncio.run(amem.messages.alist("alice", thread_id="t1"))][
+        0
+    ].endswith("5")
     with pytest.raises(InvalidInputError, match="stored id of a logged message"):
         amem.put(THREAD, stored_id, {"role": "user", "content": "rewritten"})
     with pytest.raises(InvalidInputError, match="set by the message log"):
@@ -335,9 +338,9 @@ def test_messages_are_logged_through_the_message_log(amem: AgenticStore) -> None
     assert hits[0].value["content"] == "My printer is a LaserJet 5"
     assert hits[0].namespace == THREAD
     amem.delete(THREAD, "m2")
-    assert [m.turn for m in amem.messages.list("alice", thread_id="t1")] == [0]
+    assert [m.turn for m in asyncio.run(amem.messages.alist("alice", thread_id="t1"))] == [0]
     amem.delete(("messages", "alice", "t2"), "m1")  # another thread: nothing deleted
-    assert len(amem.messages.list("alice")) == 1
+    assert len(asyncio.run(amem.messages.alist("alice"))) == 1
 
 
 @pytest.mark.parametrize(
@@ -356,7 +359,7 @@ def test_a_value_that_is_not_a_message_is_refused(
 ) -> None:
     with pytest.raises(InvalidInputError, match=message):
         amem.put(THREAD, "m1", value)
-    assert amem.messages.list("alice") == []
+    assert asyncio.run(amem.messages.alist("alice")) == []
 
 
 # -- knowledge --------------------------------------------------------------------------------
@@ -456,7 +459,10 @@ def test_kinds_on_both_backends(agentic: AgenticStore) -> None:
     agentic.put(FACTS, "diet", {"value": "vegetarian", "category": "preference"})
     agentic.put(FACTS, "diet", {"value": "vegan"})
     agentic.put(FACTS, "allergy", {"value": "peanuts", "category": "constraint"})
-    assert [f.value for f in agentic.facts.history("alice", "diet")] == ["vegetarian", "vegan"]
+    assert [f.value for f in asyncio.run(agentic.facts.ahistory("alice", "diet"))] == [
+        "vegetarian",
+        "vegan",
+    ]
     assert agentic.search(FACTS, query="peanut allergy")[0].key == "allergy"
     agentic.put(RULES, "latest", {"rules": [rule(1)]})
     assert agentic.get(RULES, "latest").value["version"] == 2  # type: ignore[union-attr]

@@ -89,11 +89,11 @@ def test_a_refresh_never_undoes_a_put(agentic: AgenticStore, clock: Clock) -> No
     # A read that found the old put refreshes it after a new put landed: the refresh writes
     # only a touch of the old put, so the new value and its own TTL stand.
     agentic.put(NS, "k", {"v": "old"}, ttl=1)
-    found = agentic._generic.get(NS, "k")
+    found = asyncio.run(agentic._generic.get(NS, "k"))
     assert found is not None and found[1] is not None
     agentic.put(NS, "k", {"v": "new"}, ttl=2)
     clock.advance(seconds=30)
-    agentic._generic.refresh([found[1]])
+    asyncio.run(agentic._generic.refresh([found[1]]))
     item = agentic.get(NS, "k", refresh_ttl=False)
     assert item is not None and item.value == {"v": "new"}
     clock.advance(seconds=100)  # 130 s: the new put's 2 minutes are over
@@ -109,12 +109,12 @@ def test_the_sweeper_spares_an_item_put_again_meanwhile(
     original = space._dead
     interfered: list[bool] = []
 
-    def dead_then_put(objs: list[object], stamp: float) -> set[str]:
-        found = original(objs, stamp)  # type: ignore[arg-type]
+    async def dead_then_put(objs: list[object], stamp: float) -> set[str]:
+        found = await original(objs, stamp)  # type: ignore[arg-type]
         if found and not interfered:
             # Another writer puts the item between the sweeper's read and its delete.
             interfered.append(True)
-            agentic.put(NS, "k", {"v": "new"}, ttl=5)
+            await agentic.aput(NS, "k", {"v": "new"}, ttl=5)
         return found
 
     monkeypatch.setattr(space, "_dead", dead_then_put)
@@ -220,10 +220,12 @@ async def test_no_sweeper_without_a_ttl_config(agentic: AgenticStore) -> None:
 async def test_closing_stops_the_sweeper(
     tmp_path: Path, embeddings: LocalEmbeddings, clock: Clock
 ) -> None:
-    store = open_agentic("embedded", tmp_path, embeddings, clock, ttl={"sweep_interval_minutes": 1})
+    store = await asyncio.to_thread(
+        open_agentic, "embedded", tmp_path, embeddings, clock, ttl={"sweep_interval_minutes": 1}
+    )
     task = await store.start_ttl_sweeper()
     async with store:
         assert not task.done()
     assert task.done()
     with pytest.raises(InvalidInputError, match="closed"):
-        store.get(NS, "k")
+        await store.aget(NS, "k")
