@@ -5,6 +5,7 @@ Each is refused with ``InvalidInputError`` before anything is embedded or writte
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,24 +85,28 @@ def test_lone_surrogates_are_refused_everywhere_before_any_work(counted: Any) ->
         "list thread": lambda: mem.list("alice", thread_id="t\ud800"),
         "forget thread": lambda: mem.forget("alice", thread_id="t\ud800"),
         "threads user": lambda: mem.threads("\ud800"),
-        "fact subject": lambda: mem.facts.remember(
-            "alice", [{"subject": BAD, "value": "x", "category": "other"}]
+        "fact subject": lambda: asyncio.run(
+            mem.facts.aremember("alice", [{"subject": BAD, "value": "x", "category": "other"}])
         ),
-        "fact value": lambda: mem.facts.remember(
-            "alice", [{"subject": "diet", "value": BAD, "category": "other"}]
+        "fact value": lambda: asyncio.run(
+            mem.facts.aremember("alice", [{"subject": "diet", "value": BAD, "category": "other"}])
         ),
-        "fact thread": lambda: mem.facts.remember(
-            "alice", [{"subject": "diet", "value": "v"}], source_thread="t\ud800"
+        "fact thread": lambda: asyncio.run(
+            mem.facts.aremember(
+                "alice", [{"subject": "diet", "value": "v"}], source_thread="t\ud800"
+            )
         ),
-        "episode text": lambda: mem.episodes.store_reflection("alice", "t1", _reflection(), BAD),
-        "episode summary": lambda: mem.episodes.store_reflection(
-            "alice", "t1", _reflection(conversation_summary=BAD), "user: hi"
+        "episode text": lambda: asyncio.run(mem.episodes.astore("alice", "t1", _reflection(), BAD)),
+        "episode summary": lambda: asyncio.run(
+            mem.episodes.astore("alice", "t1", _reflection(conversation_summary=BAD), "user: hi")
         ),
-        "episode tag": lambda: mem.episodes.store_reflection(
-            "alice", "t1", _reflection(context_tags=[BAD]), "user: hi"
+        "episode tag": lambda: asyncio.run(
+            mem.episodes.astore("alice", "t1", _reflection(context_tags=[BAD]), "user: hi")
         ),
-        "episode query": lambda: mem.episodes.recall("alice", BAD),
-        "rule": lambda: mem.rules.propose("alice", [{"instruction": BAD, "rationale": "r"}]),
+        "episode query": lambda: asyncio.run(mem.episodes.arecall("alice", BAD)),
+        "rule": lambda: asyncio.run(
+            mem.rules.apropose("alice", [{"instruction": BAD, "rationale": "r"}])
+        ),
         "knowledge query": lambda: search_knowledge(mem.store, emb, "docs", BAD),
     }
     for what, attempt in attempts.items():
@@ -110,8 +115,8 @@ def test_lone_surrogates_are_refused_everywhere_before_any_work(counted: Any) ->
         str(info.value).encode("utf-8")  # the message itself can be printed
         assert emb.texts == 0, what
     assert logged(mem, "alice") == 0
-    assert mem.facts.current("alice") == []
-    assert mem.episodes.list("alice") == []
+    assert asyncio.run(mem.facts.acurrent("alice")) == []
+    assert asyncio.run(mem.episodes.alist("alice")) == []
 
 
 def test_the_global_scope_is_not_a_user_of_messages_facts_or_episodes(mem: Memory) -> None:
@@ -123,19 +128,23 @@ def test_the_global_scope_is_not_a_user_of_messages_facts_or_episodes(mem: Memor
         "list": lambda: mem.list(GLOBAL_SCOPE),
         "threads": lambda: mem.threads(GLOBAL_SCOPE),
         "forget": lambda: mem.forget(GLOBAL_SCOPE, thread_id="t1"),
-        "facts": lambda: mem.facts.remember(GLOBAL_SCOPE, [{"subject": "a", "value": "b"}]),
-        "facts current": lambda: mem.facts.current(GLOBAL_SCOPE),
-        "episodes": lambda: mem.episodes.store_reflection(
-            GLOBAL_SCOPE, "t1", _reflection(), "user: hi"
+        "facts": lambda: asyncio.run(
+            mem.facts.aremember(GLOBAL_SCOPE, [{"subject": "a", "value": "b"}])
         ),
-        "episodes list": lambda: mem.episodes.list(GLOBAL_SCOPE),
+        "facts current": lambda: asyncio.run(mem.facts.acurrent(GLOBAL_SCOPE)),
+        "episodes": lambda: asyncio.run(
+            mem.episodes.astore(GLOBAL_SCOPE, "t1", _reflection(), "user: hi")
+        ),
+        "episodes list": lambda: asyncio.run(mem.episodes.alist(GLOBAL_SCOPE)),
     }
     for what, attempt in attempts.items():
         with pytest.raises(InvalidInputError, match="reserved for the rules shared"):
             attempt()
         assert mem.store.collections() == [] or logged(mem, GLOBAL_SCOPE) == 0, what
     # The global rules themselves are still written under that scope.
-    created = mem.rules.propose(GLOBAL_SCOPE, [{"instruction": "Be brief", "rationale": "r"}])
+    created = asyncio.run(
+        mem.rules.apropose(GLOBAL_SCOPE, [{"instruction": "Be brief", "rationale": "r"}])
+    )
     assert created is not None and created.scope == GLOBAL_SCOPE
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,15 +55,15 @@ def test_turns_continue_from_the_thread(mem: Memory) -> None:
 
 def test_remembering_the_same_messages_again_changes_nothing(mem: Memory) -> None:
     msgs = [HumanMessage("I am vegetarian", id="h"), AIMessage("Noted.", id="a")]
-    first = mem.messages.remember("alice", "t1", msgs, metadata={"k": 1}, now=T0)
+    first = asyncio.run(mem.messages.aremember("alice", "t1", msgs, metadata={"k": 1}, now=T0))
     before = mem.list("alice")
     later = datetime(2026, 12, 1, tzinfo=UTC)
-    again = mem.messages.remember("alice", "t1", msgs, metadata={"k": 1}, now=later)
+    again = asyncio.run(mem.messages.aremember("alice", "t1", msgs, metadata={"k": 1}, now=later))
     assert again == first
     assert mem.list("alice") == before
     assert logged(mem, "alice") == 2
     # Omitting metadata keeps the stored metadata; the turn and timestamp stay too.
-    mem.messages.remember("alice", "t1", msgs[:1], now=later)
+    asyncio.run(mem.messages.aremember("alice", "t1", msgs[:1], now=later))
     after = mem.list("alice")
     assert after[0].metadata == {"k": 1}
     assert after[0].created_at == before[0].created_at
@@ -79,7 +80,9 @@ def test_messages_without_ids_are_new_each_time(mem: Memory) -> None:
 
 def test_metadata_and_created_at_round_trip(mem: Memory) -> None:
     meta = {"source": "notebook", "tags": ["a", "é"], "nested": {"n": 1.5, "ok": True, "x": None}}
-    mem.messages.remember("alice", "t1", [HumanMessage("hi", id="h")], metadata=meta, now=T0)
+    asyncio.run(
+        mem.messages.aremember("alice", "t1", [HumanMessage("hi", id="h")], metadata=meta, now=T0)
+    )
     (msg,) = mem.list("alice")
     assert msg.metadata == meta
     assert datetime.fromisoformat(msg.created_at.replace("Z", "+00:00")) == T0
@@ -178,7 +181,7 @@ def test_forget_by_ids_thread_and_user(mem: Memory) -> None:
     assert mem.forget("alice", ids=[trip[0].id]) == 0
     assert mem.forget("alice", thread_id="money") == 2
     assert [m.content for m in mem.list("alice")] == [trip[1].content]
-    assert mem.messages.forget_user("alice") == 1
+    assert asyncio.run(mem.messages.aforget_user("alice")) == 1
     assert logged(mem, "alice") == 0
     assert logged(mem, "bob") == 1
 
@@ -253,7 +256,7 @@ def test_bad_input_is_refused_and_writes_nothing(
 def test_bad_recall_arguments(mem: Memory, kwargs: dict) -> None:
     args = {"query": "hiking", **kwargs}
     with pytest.raises(InvalidInputError):
-        mem.messages.recall("alice", **args)
+        asyncio.run(mem.messages.arecall("alice", **args))
 
 
 def test_bad_list_arguments(mem: Memory) -> None:
@@ -262,7 +265,7 @@ def test_bad_list_arguments(mem: Memory) -> None:
             mem.list("alice", **kwargs)  # type: ignore[arg-type]
 
 
-async def test_async_twins(mem: Memory) -> None:
+async def test_the_message_log_is_async(mem: Memory) -> None:
     log = mem.messages
     ids = await log.aremember(
         "alice",
@@ -273,7 +276,7 @@ async def test_async_twins(mem: Memory) -> None:
         ],
         metadata={"via": "async"},
     )
-    assert ids == log.remember(
+    assert ids == await log.aremember(
         "alice",
         "t1",
         [
@@ -289,7 +292,7 @@ async def test_async_twins(mem: Memory) -> None:
     assert [h.id for h in await mem.arecall("alice", "fountain pens", k=1)] == [ids[0]]
     assert await log.aforget("alice", ids=[ids[1]]) == 1
     assert await log.aforget_user("alice") == 1
-    assert logged(mem, "alice") == 0
+    assert await mem.store.acount(MESSAGES.name, user="alice") == 0
 
 
 def test_memory_open_uses_home_and_closes(tmp_path: Path, embeddings: LocalEmbeddings) -> None:
@@ -302,7 +305,7 @@ def test_memory_open_uses_home_and_closes(tmp_path: Path, embeddings: LocalEmbed
         _ = mem.messages
     mem.close()  # twice is harmless
     with Memory.open(home=home, embeddings=embeddings) as again:
-        assert [m.content for m in again.list("alice")] == ["persist me"]
+        assert [m.content for m in asyncio.run(again.alist("alice"))] == ["persist me"]
 
 
 def test_memory_open_defaults_to_amem_home_and_local_embeddings() -> None:
@@ -329,7 +332,7 @@ def test_a_sub_api_is_one_line_and_built_once(mem: Memory) -> None:
     assert ext.log_again is not ext.messages
     assert ext.log_again.store is mem.store
     assert isinstance(Extended.log_again, SubAPI)
-    ext.log_again.remember("alice", "t", [HumanMessage("via the extra part", id="1")])
+    asyncio.run(ext.log_again.aremember("alice", "t", [HumanMessage("via the extra part", id="1")]))
     assert mem.store.count(MESSAGES.name, user="alice") == 1
 
 

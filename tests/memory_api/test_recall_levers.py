@@ -80,15 +80,17 @@ def test_search_text_holds_speaker_date_content_and_previous_turn() -> None:
 
 
 def test_names_are_kept_as_speakers_and_given_back(mem: Memory) -> None:
-    mem.messages.remember(
-        "alice",
-        "t1",
-        [
-            HumanMessage("I adopted a puppy", id="h", name="Caroline"),
-            {"role": "assistant", "content": "Congratulations!", "id": "a", "name": " Mel  B "},
-            {"role": "user", "content": "Thanks", "id": "u"},
-        ],
-        now=T0,
+    asyncio.run(
+        mem.messages.aremember(
+            "alice",
+            "t1",
+            [
+                HumanMessage("I adopted a puppy", id="h", name="Caroline"),
+                {"role": "assistant", "content": "Congratulations!", "id": "a", "name": " Mel  B "},
+                {"role": "user", "content": "Thanks", "id": "u"},
+            ],
+            now=T0,
+        )
     )
     listed = mem.list("alice", thread_id="t1")
     assert [m.speaker for m in listed] == ["Caroline", "Mel B", ""]
@@ -116,9 +118,13 @@ def test_a_name_that_is_not_text_is_refused_and_nothing_is_written(mem: Memory) 
 
 def test_the_previous_turn_comes_from_earlier_calls_of_the_thread(mem: Memory) -> None:
     log = mem.messages
-    log.remember("alice", "t1", [HumanMessage("Where do you go swimming?", id="q")], now=T0)
-    log.remember("alice", "t1", [AIMessage("At the lake near the cabin.", id="a")], now=T0)
-    log.remember("alice", "t2", [HumanMessage("Unrelated thread.", id="x")], now=T0)
+    asyncio.run(
+        log.aremember("alice", "t1", [HumanMessage("Where do you go swimming?", id="q")], now=T0)
+    )
+    asyncio.run(
+        log.aremember("alice", "t1", [AIMessage("At the lake near the cabin.", id="a")], now=T0)
+    )
+    asyncio.run(log.aremember("alice", "t2", [HumanMessage("Unrelated thread.", id="x")], now=T0))
     reply = mem.store.get(MESSAGES.name, make_id("msg", "alice", "t1", "a"), user="alice")
     first = mem.store.get(MESSAGES.name, make_id("msg", "alice", "t2", "x"), user="alice")
     assert reply is not None and first is not None
@@ -235,14 +241,14 @@ def test_an_old_message_log_is_upgraded_on_first_use(
 ) -> None:
     store = _old_store(tmp_path / "s", embeddings)
     log = MessageLog(store, embeddings)
-    hits = log.recall("alice", "swimming spot", k=2, alpha=0.0)
+    hits = asyncio.run(log.arecall("alice", "swimming spot", k=2, alpha=0.0))
     assert [h.content for h in hits][:2] == [
         "Where do you go swimming?",
         "At the lake near the cabin.",
     ]
     assert sorted(store.collections()) == ["MessageLog"]
     assert store.count(MESSAGES.name, user="bob") == 3
-    listed = log.list("bob", thread_id="t1")
+    listed = asyncio.run(log.alist("bob", thread_id="t1"))
     assert [(m.turn, m.content, m.metadata) for m in listed] == [
         (0, "Where do you go swimming?", {"k": 1}),
         (1, "At the lake near the cabin.", {"k": 1}),
@@ -279,7 +285,9 @@ def test_an_upgrade_killed_after_the_old_log_was_dropped_is_finished(
 
     reopened = EmbeddedStore(tmp_path / "s", dims=embeddings.dims)
     log = MessageLog(reopened, embeddings)
-    assert [m.content for m in log.list("alice", thread_id="t2")] == ["My printer is broken"]
+    assert [m.content for m in asyncio.run(log.alist("alice", thread_id="t2"))] == [
+        "My printer is broken"
+    ]
     assert sorted(reopened.collections()) == ["MessageLog"]
     assert reopened.count(MESSAGES.name, user="alice") == 3
     reopened.close()
@@ -320,7 +328,7 @@ def test_an_export_of_an_old_log_imports_and_is_upgraded(
     target = EmbeddedStore(tmp_path / "new", dims=embeddings.dims)
     import_memories(target, path, embeddings=embeddings, embedding_model="wordllama")
     log = MessageLog(target, embeddings)
-    hits = log.recall("bob", "swimming", k=1, alpha=0.0)
+    hits = asyncio.run(log.arecall("bob", "swimming", k=1, alpha=0.0))
     assert [h.content for h in hits] == ["Where do you go swimming?"]
     assert target.spec(MESSAGES.name).searchable == ("search_text",)
     target.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -51,10 +52,12 @@ def exchange(
     important: bool | None = None,
 ) -> list[str]:
     """Log a user message and its answer, ``days`` before NOW; return their ids."""
-    return log.remember(
-        user,
-        thread,
-        [{"role": "user", "content": text}, {"role": "assistant", "content": f"About {text}."}],
-        now=days_ago(days),
-        important=important,
+    return asyncio.run(
+        log.aremember(
+            user,
+            thread,
+            [{"role": "user", "content": text}, {"role": "assistant", "content": f"About {text}."}],
+            now=days_ago(days),
+            important=important,
+        )
     )

@@ -26,16 +26,18 @@ def test_remember_marks_the_whole_call_or_one_message(
     log = log_with(store, embeddings, message_days=30)
     plain = exchange(log, "alice", "t1", "my bike is red", days=1)
     kept = exchange(log, "alice", "t1", "my passport number is X123", days=1, important=True)
-    mixed = log.remember(
-        "alice",
-        "t2",
-        [
-            {"role": "user", "content": "the door code is 4711", "important": True},
-            {"role": "assistant", "content": "Noted."},
-        ],
-        marked_by="model",
+    mixed = asyncio.run(
+        log.aremember(
+            "alice",
+            "t2",
+            [
+                {"role": "user", "content": "the door code is 4711", "important": True},
+                {"role": "assistant", "content": "Noted."},
+            ],
+            marked_by="model",
+        )
     )
-    by_id = {m.id: m for m in log.list("alice", limit=100)}
+    by_id = {m.id: m for m in asyncio.run(log.alist("alice", limit=100))}
     assert [by_id[i].important for i in plain] == [False, False]
     assert [(by_id[i].important, by_id[i].important_by) for i in kept] == [(True, "user")] * 2
     assert (by_id[mixed[0]].important, by_id[mixed[0]].important_by) == (True, "model")
@@ -51,12 +53,12 @@ def test_logging_a_message_again_keeps_its_mark_unless_told(
 ) -> None:
     log = log_with(store, embeddings)
     message = HumanMessage("remember: the spare key is under the mat", id="m1")
-    [oid] = log.remember("alice", "t1", [message], important=True)
-    log.remember("alice", "t1", [message])  # the graph logs a thread's turns again
-    assert log.list("alice")[0].important is True
-    log.remember("alice", "t1", [message], important=False)
-    assert log.list("alice")[0].important is False
-    assert log.list("alice")[0].id == oid
+    [oid] = asyncio.run(log.aremember("alice", "t1", [message], important=True))
+    asyncio.run(log.aremember("alice", "t1", [message]))  # the graph logs a thread's turns again
+    assert asyncio.run(log.alist("alice"))[0].important is True
+    asyncio.run(log.aremember("alice", "t1", [message], important=False))
+    assert asyncio.run(log.alist("alice"))[0].important is False
+    assert asyncio.run(log.alist("alice"))[0].id == oid
 
 
 def test_mark_and_unmark_by_id(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
@@ -65,7 +67,7 @@ def test_mark_and_unmark_by_id(store: EmbeddedStore, embeddings: LocalEmbeddings
     vectors = {
         o.id: o.vector for o in store.iterate(MESSAGES.name, user="alice", include_vector=True)
     }
-    marked = log.mark_important("alice", [ids[0], ids[0].upper()])  # one id, twice
+    marked = asyncio.run(log.amark_important("alice", [ids[0], ids[0].upper()]))  # one id, twice
     assert [(m.id, m.important, m.important_by) for m in marked] == [(ids[0], True, "user")]
     stored = _stored(store, "alice")
     assert stored[ids[0]]["important"] is True and stored[ids[0]]["important_by"] == "user"
@@ -75,7 +77,7 @@ def test_mark_and_unmark_by_id(store: EmbeddedStore, embeddings: LocalEmbeddings
         o.id: o.vector for o in store.iterate(MESSAGES.name, user="alice", include_vector=True)
     }
     assert after == vectors
-    log.mark_important("alice", [ids[0]], important=False)
+    asyncio.run(log.amark_important("alice", [ids[0]], important=False))
     stored = _stored(store, "alice")
     assert stored[ids[0]]["important"] is False and "important_by" not in stored[ids[0]]
 
@@ -84,14 +86,16 @@ def test_the_user_word_wins_over_the_model(
     store: EmbeddedStore, embeddings: LocalEmbeddings
 ) -> None:
     log = log_with(store, embeddings)
-    [oid] = log.remember(
-        "alice",
-        "t1",
-        [{"role": "user", "content": "my blood type is 0+", "important": True}],
-        marked_by="model",
+    [oid] = asyncio.run(
+        log.aremember(
+            "alice",
+            "t1",
+            [{"role": "user", "content": "my blood type is 0+", "important": True}],
+            marked_by="model",
+        )
     )
-    assert log.mark_important("alice", [oid])[0].important_by == "user"
-    assert log.mark_important("alice", [oid], by="model")[0].important_by == "user"
+    assert asyncio.run(log.amark_important("alice", [oid]))[0].important_by == "user"
+    assert asyncio.run(log.amark_important("alice", [oid], by="model"))[0].important_by == "user"
 
 
 def test_bad_marks_change_nothing(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
@@ -114,23 +118,27 @@ def test_bad_marks_change_nothing(store: EmbeddedStore, embeddings: LocalEmbeddi
     ]
     for user, ids in bad:
         with pytest.raises(InvalidInputError):
-            log.mark_important(user, ids)  # type: ignore[arg-type]
+            asyncio.run(log.amark_important(user, ids))  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
-        log.mark_important("alice", alice, important="yes")  # type: ignore[arg-type]
+        asyncio.run(log.amark_important("alice", alice, important="yes"))  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
-        log.mark_important("alice", alice, by="admin")  # type: ignore[arg-type]
+        asyncio.run(log.amark_important("alice", alice, by="admin"))  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
-        log.remember("alice", "t1", [{"role": "user", "content": "x", "important": "yes"}])
+        asyncio.run(
+            log.aremember("alice", "t1", [{"role": "user", "content": "x", "important": "yes"}])
+        )
     assert (_stored(store, "alice"), _stored(store, "bob")) == before
-    assert log.mark_important("alice", []) == []
+    assert asyncio.run(log.amark_important("alice", [])) == []
 
 
 def test_marking_in_a_store_without_a_log_says_so(
     store: EmbeddedStore, embeddings: LocalEmbeddings
 ) -> None:
     with pytest.raises(InvalidInputError, match="no logged message"):
-        MessageLog(store, embeddings, retention=KEEP_ALL).mark_important(
-            "alice", [str(uuid.uuid4())]
+        asyncio.run(
+            MessageLog(store, embeddings, retention=KEEP_ALL).amark_important(
+                "alice", [str(uuid.uuid4())]
+            )
         )
     assert MESSAGES.name not in store.collections()
 
@@ -140,12 +148,15 @@ def test_find_a_turn(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
     ids = exchange(log, "alice", "t1", "first", days=1) + exchange(
         log, "alice", "t1", "second", days=1
     )
-    found = log.find("alice", "t1", 2)
+    found = asyncio.run(log.afind("alice", "t1", 2))
     assert found is not None and found.id == ids[2] and found.content == "second"
-    assert log.find("alice", "t1", 9) is None and log.find("bob", "t1", 0) is None
+    assert (
+        asyncio.run(log.afind("alice", "t1", 9)) is None
+        and asyncio.run(log.afind("bob", "t1", 0)) is None
+    )
     for turn in (-1, True, "2"):
         with pytest.raises(InvalidInputError):
-            log.find("alice", "t1", turn)  # type: ignore[arg-type]
+            asyncio.run(log.afind("alice", "t1", turn))  # type: ignore[arg-type]
 
 
 # -- recall ------------------------------------------------------------------------------------
@@ -157,15 +168,15 @@ def test_an_important_turn_outranks_an_equally_good_match(
     log = log_with(store, embeddings)
     # Two threads that say the same thing: the hybrid scores are equal.
     said = [{"role": "user", "content": "the wifi password is on the fridge"}]
-    first = log.remember("alice", "t1", said, now=days_ago(3))
-    second = log.remember("alice", "t2", said, now=days_ago(3))
+    first = asyncio.run(log.aremember("alice", "t1", said, now=days_ago(3)))
+    second = asyncio.run(log.aremember("alice", "t2", said, now=days_ago(3)))
     exchange(log, "alice", "t3", "we talked about the weather", days=3)
-    before = log.recall("alice", "wifi password", k=4)
+    before = asyncio.run(log.arecall("alice", "wifi password", k=4))
     assert {before[0].id, before[1].id} == {first[0], second[0]}
     assert before[0].score == pytest.approx(before[1].score)
     loser = before[1].id
-    log.mark_important("alice", [loser])
-    after = log.recall("alice", "wifi password", k=4)
+    asyncio.run(log.amark_important("alice", [loser]))
+    after = asyncio.run(log.arecall("alice", "wifi password", k=4))
     assert after[0].id == loser and after[0].important is True
     assert after[0].score == pytest.approx(
         before[1].score + IMPORTANCE_WEIGHT * (1 - before[1].score)
@@ -190,9 +201,9 @@ def test_equal_importance_keeps_the_ranking(
     for i, text in enumerate(topics):
         ids += exchange(log, "alice", f"t{i % 3}", text, days=10 - i)
     queries = ["ridge hike", "lisbon sister", "bike", "monday appointment", "rain"]
-    plain = {q: log.recall("alice", q, k=8) for q in queries}
-    log.mark_important("alice", ids)
-    marked = {q: log.recall("alice", q, k=8) for q in queries}
+    plain = {q: asyncio.run(log.arecall("alice", q, k=8)) for q in queries}
+    asyncio.run(log.amark_important("alice", ids))
+    marked = {q: asyncio.run(log.arecall("alice", q, k=8)) for q in queries}
     for q in queries:
         assert [h.id for h in marked[q]] == [h.id for h in plain[q]]
         for a, b in zip(marked[q], plain[q], strict=True):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -168,21 +169,23 @@ def _idle_users(agentic: AgenticStore, embeddings: LocalEmbeddings) -> None:
             (f"{user}'s locker code", 50, True),
             (f"{user}'s recent news", 1, None),
         ):
-            quiet.remember(
-                user,
-                "t",
-                [
-                    {"role": "user", "content": text},
-                    {"role": "assistant", "content": f"About {text}."},
-                ],
-                now=now - timedelta(days=days),
-                important=important,
+            asyncio.run(
+                quiet.aremember(
+                    user,
+                    "t",
+                    [
+                        {"role": "user", "content": text},
+                        {"role": "assistant", "content": f"About {text}."},
+                    ],
+                    now=now - timedelta(days=days),
+                    important=important,
+                )
             )
-        agentic.memory.facts.remember(user, [{"subject": "city", "value": "Lyon"}])
+        asyncio.run(agentic.memory.facts.aremember(user, [{"subject": "city", "value": "Lyon"}]))
 
 
 def _contents(agentic: AgenticStore, user: str) -> set[str]:
-    return {m.content for m in agentic.memory.messages.list(user)}
+    return {m.content for m in asyncio.run(agentic.memory.messages.alist(user))}
 
 
 def test_the_retention_sweep_purges_every_users_due_log(
@@ -200,7 +203,7 @@ def test_the_retention_sweep_purges_every_users_due_log(
                 f"{user}'s recent news",
                 f"About {user}'s recent news.",
             }
-            assert [f.value for f in agentic.memory.facts.current(user)] == ["Lyon"]
+            assert [f.value for f in asyncio.run(agentic.memory.facts.acurrent(user))] == ["Lyon"]
         assert agentic.sweep_retention() == 0
 
 
@@ -219,10 +222,8 @@ def test_no_sweep_purges_when_automatic_purges_are_off(
 async def test_the_background_sweeper_purges_too(
     tmp_path: Path, embeddings: LocalEmbeddings
 ) -> None:
-    import asyncio
-
     policy = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=0)
-    memory = EmbeddedStore(tmp_path / "store", dims=embeddings.dims)
+    memory = await asyncio.to_thread(EmbeddedStore, tmp_path / "store", dims=embeddings.dims)
     agentic = AgenticStore(memory, embeddings, close_store=True, retention=policy)
     await asyncio.to_thread(_idle_users, agentic, embeddings)
     await agentic.start_ttl_sweeper(sweep_interval_minutes=0.001)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import Counter
@@ -43,12 +44,12 @@ def test_expired_turns_go_unless_important(
     exchange(log, "alice", "new", "a recent chat", days=5)
     exchange(log, "bob", "old", "bob's old chat", days=90)
 
-    dry = log.purge("alice", now=NOW, dry_run=True)
+    dry = asyncio.run(log.apurge("alice", now=NOW, dry_run=True))
     assert (dry.expired, dry.over_cap, dry.remaining) == (2, 0, 4)
     assert dry.cutoff == "2026-10-31T12:00:00+00:00"
     assert store.count(MESSAGES.name, user="alice") == 6  # nothing deleted
 
-    done = log.purge("alice", now=NOW)
+    done = asyncio.run(log.apurge("alice", now=NOW))
     assert (done.expired, done.over_cap, done.remaining, done.deleted) == (2, 0, 4, 2)
     assert [c for _, _, c, _ in _turns(store, "alice")] == [
         "an old promise",
@@ -64,7 +65,7 @@ def test_expired_turns_go_unless_important(
         "About a recent chat.",
     }
     assert store.count(MESSAGES.name, user="bob") == 2  # another user is not touched
-    assert log.purge("alice", now=NOW).deleted == 0  # nothing left to do
+    assert asyncio.run(log.apurge("alice", now=NOW)).deleted == 0  # nothing left to do
 
 
 def test_over_the_cap_the_oldest_unimportant_go(
@@ -73,9 +74,9 @@ def test_over_the_cap_the_oldest_unimportant_go(
     log = log_with(store, embeddings, max_messages=5)
     for i in range(6):  # twelve turns, logged a day apart, two at a time (one instant)
         exchange(log, "alice", f"t{i % 2}", f"topic {i}", days=20 - i, important=i == 0)
-    dry = log.purge("alice", now=NOW, dry_run=True)
+    dry = asyncio.run(log.apurge("alice", now=NOW, dry_run=True))
     assert (dry.expired, dry.over_cap, dry.remaining) == (0, 7, 5)
-    report = log.purge("alice", now=NOW)
+    report = asyncio.run(log.apurge("alice", now=NOW))
     assert (report.over_cap, report.remaining, report.important_over_cap) == (7, 5, 0)
     left = {c for _, _, c, _ in _turns(store, "alice")}
     # The important oldest pair stays; then the newest: topic 5 and the user turn of 4? No:
@@ -94,7 +95,7 @@ def test_important_turns_over_the_cap_are_kept_and_said(
     for i in range(3):
         exchange(log, "alice", "t", f"keep {i}", days=10 - i, important=True)
     exchange(log, "alice", "t", "chat", days=1)
-    report = log.purge("alice", now=NOW)
+    report = asyncio.run(log.apurge("alice", now=NOW))
     assert (report.over_cap, report.remaining, report.important_over_cap) == (2, 6, 3)
     assert all(important for *_, important in _turns(store, "alice"))
 
@@ -112,7 +113,7 @@ def test_a_big_excess_is_pruned_in_bulk(store: EmbeddedStore, embeddings: LocalE
         return real(collection, where, user=user)
 
     store.delete_where = spy  # type: ignore[method-assign]
-    report = log.purge("alice", now=NOW)
+    report = asyncio.run(log.apurge("alice", now=NOW))
     assert (report.over_cap, report.remaining) == (113, 7)
     assert len(deletes) <= 4  # one statement, plus the turns tied with the first kept one
     assert {c for _, _, c, _ in _turns(store, "alice")} >= {"note 59", "About note 59."}
@@ -123,13 +124,17 @@ def test_purge_never_touches_facts_or_rules(
 ) -> None:
     mem = Memory(store, embeddings, retention=KEEP_ALL)
     exchange(mem.messages, "alice", "t1", "I am vegetarian", days=400)
-    FactStore(store, embeddings).remember(
-        "alice", [ExtractedFact(subject="diet", value="vegetarian", category="preference")]
+    asyncio.run(
+        FactStore(store, embeddings).aremember(
+            "alice", [ExtractedFact(subject="diet", value="vegetarian", category="preference")]
+        )
     )
     book = RuleBook(store, embeddings)
-    book.propose("alice", [{"instruction": "Be brief", "rationale": "asked"}])
-    EpisodicMemory(store, embeddings).store_reflection(
-        "alice", "t1", _Reflection(0.1), "user: I am vegetarian", now=days_ago(400)
+    asyncio.run(book.apropose("alice", [{"instruction": "Be brief", "rationale": "asked"}]))
+    asyncio.run(
+        EpisodicMemory(store, embeddings).astore(
+            "alice", "t1", _Reflection(0.1), "user: I am vegetarian", now=days_ago(400)
+        )
     )
     before = {
         name: {
@@ -209,8 +214,10 @@ def test_a_write_purges_at_most_once_per_interval(
     assert store.count(MESSAGES.name, user="alice") == 2
     assert store.count(MESSAGES.name, user="bob") == 0
     # Another MessageLog on the same store shares the clock; a new store does not.
-    log_with(store, embeddings, message_days=30).remember(
-        "alice", "t", [{"role": "user", "content": "x"}]
+    asyncio.run(
+        log_with(store, embeddings, message_days=30).aremember(
+            "alice", "t", [{"role": "user", "content": "x"}]
+        )
     )
     assert purges == ["alice", "bob"]
 
@@ -268,11 +275,11 @@ def test_a_turn_marked_important_while_the_purge_runs_is_kept(
         if not marked:
             marked = True
             # The user marks the oldest turn between the purge's read and its delete.
-            log.mark_important("alice", [doomed[0]])
+            asyncio.run(log.amark_important("alice", [doomed[0]]))
         return real(collection, where, user=user)
 
     store.delete_where = mark_first  # type: ignore[method-assign]
-    report = log.purge("alice", now=NOW)
+    report = asyncio.run(log.apurge("alice", now=NOW))
     store.delete_where = real  # type: ignore[method-assign]
     left = {c: imp for _, _, c, imp in _turns(store, "alice")}
     assert left.get("old one") is True
@@ -301,12 +308,12 @@ def test_a_crash_mid_purge_loses_nothing_important_and_the_next_purge_finishes(
 
     store.delete_where = crash_on_second  # type: ignore[method-assign]
     with pytest.raises(ProcessKilled):
-        log.purge("alice", now=NOW)
+        asyncio.run(log.apurge("alice", now=NOW))
     store.delete_where = real  # type: ignore[method-assign]
     middle = _turns(store, "alice")
     assert len(middle) == 12  # the expired eight went in the first (atomic) statement
     assert {c for _, _, c, imp in middle if imp} == {"expired 2", "About expired 2."}
-    report = log.purge("alice", now=NOW)
+    report = asyncio.run(log.apurge("alice", now=NOW))
     assert (report.expired, report.remaining) == (0, 4)
     final = _turns(store, "alice")
     assert {c for _, _, c, imp in final if imp} == {"expired 2", "About expired 2."}
@@ -334,11 +341,13 @@ def test_purges_racing_writers_keep_turns_unique_and_important_ones(
             log = MessageLog(own, embeddings, retention=policy)
             try:
                 for i in range(12):
-                    ids = log.remember(
-                        "alice",
-                        f"thread-{n % 2}",
-                        [{"role": "user", "content": f"w{n} says {i}"}],
-                        important=i % 5 == 0,
+                    ids = asyncio.run(
+                        log.aremember(
+                            "alice",
+                            f"thread-{n % 2}",
+                            [{"role": "user", "content": f"w{n} says {i}"}],
+                            important=i % 5 == 0,
+                        )
                     )
                     if i % 5 == 0:
                         with lock:
@@ -351,12 +360,14 @@ def test_purges_racing_writers_keep_turns_unique_and_important_ones(
             log = MessageLog(own, embeddings, retention=policy)
             try:
                 while not stop.is_set():
-                    log.purge("alice")
+                    asyncio.run(log.apurge("alice"))
             except BaseException as exc:
                 errors.append(exc)
 
-    MessageLog(store, embeddings, retention=policy).remember(
-        "alice", "thread-0", [{"role": "user", "content": "start"}]
+    asyncio.run(
+        MessageLog(store, embeddings, retention=policy).aremember(
+            "alice", "thread-0", [{"role": "user", "content": "start"}]
+        )
     )
     writers = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
     purgers = [threading.Thread(target=purger) for _ in range(2)]
@@ -368,7 +379,7 @@ def test_purges_racing_writers_keep_turns_unique_and_important_ones(
     for t in purgers:
         t.join()
     assert errors == []
-    MessageLog(store, embeddings, retention=policy).purge("alice")
+    asyncio.run(MessageLog(store, embeddings, retention=policy).apurge("alice"))
     stored = list(store.iterate(MESSAGES.name, user="alice"))
     keys = Counter((o.properties["thread_id"], o.properties["turn"]) for o in stored)
     assert max(keys.values()) == 1  # turn numbers stay unique per thread
@@ -381,11 +392,13 @@ def test_bad_purge_arguments(store: EmbeddedStore, embeddings: LocalEmbeddings) 
     log = log_with(store, embeddings)
     for kwargs in ({"now": NOW.replace(tzinfo=None)}, {"now": "2026-01-01"}, {"dry_run": "yes"}):
         with pytest.raises(InvalidInputError):
-            log.purge("alice", **kwargs)  # type: ignore[arg-type]
+            asyncio.run(log.apurge("alice", **kwargs))  # type: ignore[arg-type]
     for user in ("", "_global", 3):
         with pytest.raises(InvalidInputError):
-            log.purge(user)  # type: ignore[arg-type]
-    assert log.purge("alice").deleted == 0  # no log yet: nothing to do, nothing created
+            asyncio.run(log.apurge(user))  # type: ignore[arg-type]
+    assert (
+        asyncio.run(log.apurge("alice")).deleted == 0
+    )  # no log yet: nothing to do, nothing created
     assert MESSAGES.name not in store.collections()
     mem = Memory(store, embeddings, retention=KEEP_ALL)
     with pytest.raises(InvalidInputError):
@@ -394,7 +407,7 @@ def test_bad_purge_arguments(store: EmbeddedStore, embeddings: LocalEmbeddings) 
 
 
 _KILLED_PURGE = """
-import os, signal, sys
+import asyncio, os, signal, sys
 from datetime import datetime
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.retention import RetentionPolicy
@@ -417,7 +430,8 @@ EmbeddedStore._delete_rids = dies_in_the_second
 emb = LocalEmbeddings()
 policy = RetentionPolicy(message_days=30, max_messages=10, purge_interval_minutes=None)
 with EmbeddedStore(sys.argv[1], dims=emb.dims) as store:
-    MessageLog(store, emb, retention=policy).purge("alice", now=datetime.fromisoformat(sys.argv[2]))
+    log = MessageLog(store, emb, retention=policy)
+    asyncio.run(log.apurge("alice", now=datetime.fromisoformat(sys.argv[2])))
 """
 
 
@@ -453,7 +467,9 @@ def test_a_process_killed_inside_a_purge_delete_leaves_it_whole(
         assert sum(c.startswith("fresh") for _, _, c, _ in turns) == 20
         assert after.count(MESSAGES.name, user="bob") == 2
         # The next purge finishes the job: the cap, the important exchange within it.
-        report = MessageLog(after, embeddings, retention=log.retention).purge("alice", now=NOW)
+        report = asyncio.run(
+            MessageLog(after, embeddings, retention=log.retention).apurge("alice", now=NOW)
+        )
         assert (report.expired, report.over_cap, report.remaining) == (0, 32, 10)
         kept = {c for _, _, c, _ in _turns(after, "alice")}
         assert {"expired 2", "About expired 2.", "fresh 19", "About fresh 16."} <= kept
