@@ -77,11 +77,11 @@ async def test_concurrent_conversations_of_one_user_lose_nothing(
 
     # Facts: every stated value is in the history once, and exactly one is current.
     facts = FactStore(store, embeddings)
-    history = facts.history("alice", "city")
+    history = await facts.ahistory("alice", "city")
     stated = {f"c{k}x{i}" for k in range(CONVERSATIONS) for i in range(TURNS)}
     assert sorted(f.value for f in history) == sorted(stated)
-    assert [f.value for f in facts.current("alice")] == [history[-1].value]
-    flagged = store.count(
+    assert [f.value for f in await facts.acurrent("alice")] == [history[-1].value]
+    flagged = await store.acount(
         FACTS.name,
         user="alice",
         where=[Where("subject", "eq", "city"), Where("current", "eq", True)],
@@ -93,7 +93,7 @@ async def test_concurrent_conversations_of_one_user_lose_nothing(
 
     # Rules: each end created its own version, each rewritten from the version before it.
     book = RuleBook(store, embeddings)
-    versions = book.versions("alice")
+    versions = await book.aversions("alice")
     assert [v.version for v in versions] == list(range(1, CONVERSATIONS + 2))
     assert sorted(e["rules_version_created"] for e in ends) == list(range(2, CONVERSATIONS + 2))
     for parent, version in zip(versions, versions[1:], strict=False):
@@ -107,7 +107,7 @@ async def test_concurrent_conversations_of_one_user_lose_nothing(
     # Messages: every turn of every thread, numbered without gaps.
     log = MessageLog(store, embeddings)
     for k in range(CONVERSATIONS):
-        logged = log.list("alice", thread_id=f"conv-{k}")
+        logged = await log.alist("alice", thread_id=f"conv-{k}")
         assert [m.turn for m in logged] == list(range(2 * TURNS))
         assert [m.content for m in logged if m.role == "human"] == [
             f"Hello, my city is c{k}x{i} now." for i in range(TURNS)

@@ -152,8 +152,8 @@ async def test_missing_user_id_fails_before_anything_is_written(app, model, stor
         )
     assert model.calls == []
     for spec in PER_USER_COLLECTIONS:
-        if spec.name in store.collections():
-            assert store.users(spec.name) == []
+        if spec.name in await store.acollections():
+            assert await store.ausers(spec.name) == []
 
 
 async def test_bad_context_is_rejected(app) -> None:

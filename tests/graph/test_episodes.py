@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -33,13 +34,13 @@ def episodes(store, embeddings) -> EpisodicMemory:
 
 def test_store_is_idempotent_per_conversation_number(episodes: EpisodicMemory) -> None:
     r = reflection("Planned a trip to Rome.")
-    first = episodes.store_reflection("alice", "t1", r, "user: rome?", now=NOW)
-    again = episodes.store_reflection("alice", "t1", r, "user: rome?", conversation=1, now=NOW)
-    second = episodes.store_reflection("alice", "t1", r, "user: again", now=NOW)
+    first = asyncio.run(episodes.astore("alice", "t1", r, "user: rome?", now=NOW))
+    again = asyncio.run(episodes.astore("alice", "t1", r, "user: rome?", conversation=1, now=NOW))
+    second = asyncio.run(episodes.astore("alice", "t1", r, "user: again", now=NOW))
     assert first == again == EpisodicMemory.episode_id("alice", "t1", 1)
     assert second == EpisodicMemory.episode_id("alice", "t1", 2)
-    assert len(episodes.list("alice")) == 2
-    got = episodes.get("alice", first)
+    assert len(asyncio.run(episodes.alist("alice"))) == 2
+    got = asyncio.run(episodes.aget("alice", first))
     assert got is not None and got.conversation == "user: rome?"
     assert got.context_tags == ["topic"] and got.importance == 0.5
 
@@ -47,15 +48,27 @@ def test_store_is_idempotent_per_conversation_number(episodes: EpisodicMemory) -
 def test_recall_is_per_user_and_scored_by_the_documented_formula(
     episodes: EpisodicMemory,
 ) -> None:
-    episodes.store_reflection(
-        "alice", "t1", reflection("Vegetarian dinner recipes with lentils.", 0.9), "x", now=NOW
+    asyncio.run(
+        episodes.astore(
+            "alice", "t1", reflection("Vegetarian dinner recipes with lentils.", 0.9), "x", now=NOW
+        )
     )
-    episodes.store_reflection(
-        "alice", "t2", reflection("Fixing a bicycle chain.", 0.1), "y", now=NOW - timedelta(days=60)
+    asyncio.run(
+        episodes.astore(
+            "alice",
+            "t2",
+            reflection("Fixing a bicycle chain.", 0.1),
+            "y",
+            now=NOW - timedelta(days=60),
+        )
     )
-    episodes.store_reflection("bob", "t9", reflection("Vegetarian dinner recipes."), "z", now=NOW)
+    asyncio.run(
+        episodes.astore("bob", "t9", reflection("Vegetarian dinner recipes."), "z", now=NOW)
+    )
 
-    hits = episodes.recall("alice", "vegetarian dinner", k=2, now=NOW, half_life_days=30)
+    hits = asyncio.run(
+        episodes.arecall("alice", "vegetarian dinner", k=2, now=NOW, half_life_days=30)
+    )
     assert [h.episode.thread_id for h in hits] == ["t1", "t2"]
     best, other = hits
     assert best.recency == pytest.approx(1.0)
@@ -66,31 +79,35 @@ def test_recall_is_per_user_and_scored_by_the_documented_formula(
             + RECENCY_WEIGHT * h.recency
             + IMPORTANCE_WEIGHT * h.episode.importance
         )
-    assert [h.episode.thread_id for h in episodes.recall("bob", "bicycle", now=NOW)] == ["t9"]
+    assert [
+        h.episode.thread_id for h in asyncio.run(episodes.arecall("bob", "bicycle", now=NOW))
+    ] == ["t9"]
 
 
 def test_importance_and_recency_break_ties(episodes: EpisodicMemory) -> None:
     same = "Weekly grocery list planning."
-    episodes.store_reflection(
-        "alice", "old", reflection(same, 0.5), "x", now=NOW - timedelta(days=90)
+    asyncio.run(
+        episodes.astore("alice", "old", reflection(same, 0.5), "x", now=NOW - timedelta(days=90))
     )
-    episodes.store_reflection("alice", "new", reflection(same, 0.5), "x", now=NOW)
-    episodes.store_reflection("alice", "vital", reflection(same, 1.0), "x", now=NOW)
-    order = [h.episode.thread_id for h in episodes.recall("alice", same, k=3, now=NOW)]
+    asyncio.run(episodes.astore("alice", "new", reflection(same, 0.5), "x", now=NOW))
+    asyncio.run(episodes.astore("alice", "vital", reflection(same, 1.0), "x", now=NOW))
+    order = [
+        h.episode.thread_id for h in asyncio.run(episodes.arecall("alice", same, k=3, now=NOW))
+    ]
     assert order == ["vital", "new", "old"]
 
 
 def test_bad_input_writes_nothing(episodes: EpisodicMemory) -> None:
     r = reflection("x")
     with pytest.raises(InvalidInputError, match="conversation_text"):
-        episodes.store_reflection("alice", "t1", r, "  ")
+        asyncio.run(episodes.astore("alice", "t1", r, "  "))
     with pytest.raises(InvalidInputError, match="thread_id"):
-        episodes.store_reflection("alice", "", r, "text")
+        asyncio.run(episodes.astore("alice", "", r, "text"))
     with pytest.raises(InvalidInputError, match="positive integer"):
-        episodes.store_reflection("alice", "t1", r, "text", conversation=0)
+        asyncio.run(episodes.astore("alice", "t1", r, "text", conversation=0))
     with pytest.raises(InvalidInputError, match="query"):
-        episodes.recall("alice", " ")
-    assert episodes.list("alice") == []
+        asyncio.run(episodes.arecall("alice", " "))
+    assert asyncio.run(episodes.alist("alice")) == []
 
 
 async def test_async_twins_and_forget(episodes: EpisodicMemory) -> None:

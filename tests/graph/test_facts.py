@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,29 +24,35 @@ def test_normalise_subject() -> None:
 
 
 def test_add_restate_and_supersede(facts: FactStore) -> None:
-    added = facts.remember(
-        "alice", [{"subject": "Diet", "value": "vegetarian", "category": "preference"}], now=T0
+    added = asyncio.run(
+        facts.aremember(
+            "alice", [{"subject": "Diet", "value": "vegetarian", "category": "preference"}], now=T0
+        )
     )
     assert [(c.action, c.fact.subject, c.fact.value) for c in added] == [
         ("added", "diet", "vegetarian")
     ]
     # Restating the value (any case or spacing) changes nothing.
-    assert facts.remember("alice", [{"subject": "diet ", "value": " Vegetarian"}]) == []
-    assert len(facts.history("alice", "diet")) == 1
+    assert (
+        asyncio.run(facts.aremember("alice", [{"subject": "diet ", "value": " Vegetarian"}])) == []
+    )
+    assert len(asyncio.run(facts.ahistory("alice", "diet"))) == 1
 
     later = T0 + timedelta(days=3)
-    changed = facts.remember(
-        "alice",
-        [{"subject": "diet", "value": "vegan", "category": "preference"}],
-        source_thread="t2",
-        now=later,
+    changed = asyncio.run(
+        facts.aremember(
+            "alice",
+            [{"subject": "diet", "value": "vegan", "category": "preference"}],
+            source_thread="t2",
+            now=later,
+        )
     )
     assert [(c.action, c.previous.value if c.previous else None) for c in changed] == [
         ("superseded", "vegetarian")
     ]
-    current = facts.current("alice")
+    current = asyncio.run(facts.acurrent("alice"))
     assert [(f.subject, f.value, f.current) for f in current] == [("diet", "vegan", True)]
-    old, new = facts.history("alice", "diet")
+    old, new = asyncio.run(facts.ahistory("alice", "diet"))
     assert (old.value, old.current, old.valid_to, old.superseded_by) == (
         "vegetarian",
         False,
@@ -56,37 +63,47 @@ def test_add_restate_and_supersede(facts: FactStore) -> None:
 
 
 def test_one_subject_twice_in_a_batch_keeps_the_last(facts: FactStore) -> None:
-    changes = facts.remember(
-        "alice", [{"subject": "city", "value": "Paris"}, {"subject": "City", "value": "Lyon"}]
+    changes = asyncio.run(
+        facts.aremember(
+            "alice", [{"subject": "city", "value": "Paris"}, {"subject": "City", "value": "Lyon"}]
+        )
     )
     assert [c.fact.value for c in changes] == ["Lyon"]
-    assert [f.value for f in facts.current("alice")] == ["Lyon"]
+    assert [f.value for f in asyncio.run(facts.acurrent("alice"))] == ["Lyon"]
 
 
 def test_bad_fact_writes_nothing(facts: FactStore, store) -> None:
     with pytest.raises(InvalidInputError, match="category"):
-        facts.remember(
-            "alice",
-            [
-                {"subject": "name", "value": "Alice"},
-                {"subject": "x", "value": "y", "category": "?"},
-            ],
+        asyncio.run(
+            facts.aremember(
+                "alice",
+                [
+                    {"subject": "name", "value": "Alice"},
+                    {"subject": "x", "value": "y", "category": "?"},
+                ],
+            )
         )
     with pytest.raises(InvalidInputError, match="value is empty"):
-        facts.remember("alice", [{"subject": "name", "value": "  "}])
+        asyncio.run(facts.aremember("alice", [{"subject": "name", "value": "  "}]))
     with pytest.raises(InvalidInputError, match="sequence"):
-        facts.remember("alice", {"subject": "name", "value": "Alice"})  # type: ignore[arg-type]
-    assert facts.current("alice") == []
+        asyncio.run(facts.aremember("alice", {"subject": "name", "value": "Alice"}))  # type: ignore[arg-type]
+    assert asyncio.run(facts.acurrent("alice")) == []
 
 
 def test_users_are_isolated_and_forget(facts: FactStore) -> None:
-    facts.remember("alice", [{"subject": "allergy", "value": "peanuts", "category": "constraint"}])
-    facts.remember("alice", [{"subject": "allergy", "value": "peanuts and shellfish"}])
-    facts.remember("bob", [{"subject": "allergy", "value": "none"}])
-    assert [f.value for f in facts.current("bob")] == ["none"]
-    assert facts.forget("alice", "Allergy") == 2
-    assert facts.current("alice") == []
-    assert [f.value for f in facts.current("bob")] == ["none"]
+    asyncio.run(
+        facts.aremember(
+            "alice", [{"subject": "allergy", "value": "peanuts", "category": "constraint"}]
+        )
+    )
+    asyncio.run(
+        facts.aremember("alice", [{"subject": "allergy", "value": "peanuts and shellfish"}])
+    )
+    asyncio.run(facts.aremember("bob", [{"subject": "allergy", "value": "none"}]))
+    assert [f.value for f in asyncio.run(facts.acurrent("bob"))] == ["none"]
+    assert asyncio.run(facts.aforget("alice", "Allergy")) == 2
+    assert asyncio.run(facts.acurrent("alice")) == []
+    assert [f.value for f in asyncio.run(facts.acurrent("bob"))] == ["none"]
 
 
 async def test_async_twins(facts: FactStore) -> None:
@@ -98,24 +115,32 @@ async def test_async_twins(facts: FactStore) -> None:
 
 
 def test_search_ranks_current_facts_of_one_user(facts: FactStore) -> None:
-    assert facts.search("alice", "diet") == []  # nothing stored yet: no collection created
-    facts.remember(
-        "alice",
-        [
-            {"subject": "diet", "value": "vegetarian"},
-            {"subject": "home city", "value": "Lisbon"},
-        ],
-        now=T0,
+    assert (
+        asyncio.run(facts.asearch("alice", "diet")) == []
+    )  # nothing stored yet: no collection created
+    asyncio.run(
+        facts.aremember(
+            "alice",
+            [
+                {"subject": "diet", "value": "vegetarian"},
+                {"subject": "home city", "value": "Lisbon"},
+            ],
+            now=T0,
+        )
     )
-    facts.remember("alice", [{"subject": "diet", "value": "vegan"}], now=T0 + timedelta(days=1))
-    facts.remember("bob", [{"subject": "diet", "value": "carnivore"}], now=T0)
+    asyncio.run(
+        facts.aremember(
+            "alice", [{"subject": "diet", "value": "vegan"}], now=T0 + timedelta(days=1)
+        )
+    )
+    asyncio.run(facts.aremember("bob", [{"subject": "diet", "value": "carnivore"}], now=T0))
 
-    found = facts.search("alice", "what diet do I follow", alpha=0.0, limit=5)
+    found = asyncio.run(facts.asearch("alice", "what diet do I follow", alpha=0.0, limit=5))
     assert [(f.subject, f.value) for f, _ in found][0] == ("diet", "vegan")
     # Superseded values and other users' facts are never returned.
     assert {f.value for f, _ in found} <= {"vegan", "Lisbon"}
     assert all(0.0 <= score <= 1.0 for _, score in found)
-    assert [f.value for f, _ in facts.search("bob", "diet")] == ["carnivore"]
+    assert [f.value for f, _ in asyncio.run(facts.asearch("bob", "diet"))] == ["carnivore"]
 
 
 @pytest.mark.parametrize(
@@ -135,5 +160,5 @@ def test_search_refuses_bad_arguments_before_embedding(
     # Before any fact is stored too: bad input is an error, not an empty answer.
     for _ in range(2):
         with pytest.raises(InvalidInputError, match=message):
-            facts.search("alice", query, **kwargs)
-        facts.remember("alice", [{"subject": "diet", "value": "vegan"}], now=T0)
+            asyncio.run(facts.asearch("alice", query, **kwargs))
+        asyncio.run(facts.aremember("alice", [{"subject": "diet", "value": "vegan"}], now=T0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -96,14 +97,17 @@ async def test_recall_semantic_returns_labelled_chunks(run_node, resources, tmp_
     # A knowledge base that does not exist yet gives nothing, not an error.
     assert await run_node(recall_semantic, state, user_id="alice") == {"chunks": []}
 
-    doc = _pdf(
+    # Writing the PDF and ingesting it are sync file and storage work: off the guarded loop.
+    doc = await asyncio.to_thread(
+        _pdf,
         tmp_path / "physics.pdf",
         [
             "Chapter one is about the history of bread baking in old Europe. " * 8,
             "At high altitude water boils at a lower temperature, about 90 degrees at 3000 m. " * 3,
         ],
     )
-    report = ingest_paths(
+    report = await asyncio.to_thread(
+        ingest_paths,
         [doc],
         kb="science",
         store=res.store,

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agentic_memory.kinds.rules import MAX_RULES, RuleBook, RuleItem, parse_rules, starting_rules
@@ -31,51 +33,60 @@ def test_parse_rules_accepts_the_three_dashes() -> None:
 def test_starting_rules_come_from_the_prompt_file(book: RuleBook) -> None:
     start = starting_rules()
     assert 1 <= len(start) <= MAX_RULES
-    latest = book.latest("alice")
+    latest = asyncio.run(book.alatest("alice"))
     assert (latest.version, latest.rules, latest.stored) == (1, tuple(start), False)
-    assert [v.version for v in book.versions("alice")] == [1]
+    assert [v.version for v in asyncio.run(book.aversions("alice"))] == [1]
 
 
 def test_propose_stores_v1_and_v2_with_provenance(book: RuleBook) -> None:
-    new = book.propose(
-        "alice",
-        rules(
-            ("Ask about allergies first", "safety"), ("Use metric units", "the user is in Europe")
-        ),
-        source_episodes=["ep-1"],
-        source_users=["alice"],
-        note="after t1",
+    new = asyncio.run(
+        book.apropose(
+            "alice",
+            rules(
+                ("Ask about allergies first", "safety"),
+                ("Use metric units", "the user is in Europe"),
+            ),
+            source_episodes=["ep-1"],
+            source_users=["alice"],
+            note="after t1",
+        )
     )
     assert new is not None and new.version == 2 and new.parent_version == 1
-    versions = book.versions("alice")
+    versions = asyncio.run(book.aversions("alice"))
     assert [(v.version, v.stored) for v in versions] == [(1, True), (2, True)]
     assert versions[0].rules == tuple(starting_rules())
     assert versions[1].source_episodes == ("ep-1",) and versions[1].source_users == ("alice",)
     assert versions[1].note == "after t1"
     # Proposing the same rules again creates nothing.
-    assert book.propose("alice", versions[1].rules) is None
+    assert asyncio.run(book.apropose("alice", versions[1].rules)) is None
     # Other scopes are untouched.
-    assert book.latest("bob").version == 1
-    assert book.latest(GLOBAL_SCOPE).version == 1
+    assert asyncio.run(book.alatest("bob")).version == 1
+    assert asyncio.run(book.alatest(GLOBAL_SCOPE)).version == 1
 
 
 def test_more_than_ten_rules_or_bad_rules_write_nothing(book: RuleBook) -> None:
     with pytest.raises(InvalidInputError, match="at most 10"):
-        book.propose("alice", rules(*[(f"Rule {i}", "why") for i in range(11)]))
+        asyncio.run(book.apropose("alice", rules(*[(f"Rule {i}", "why") for i in range(11)])))
     with pytest.raises(InvalidInputError, match="rationale is empty"):
-        book.propose("alice", rules(("Do it", " ")))
+        asyncio.run(book.apropose("alice", rules(("Do it", " "))))
     with pytest.raises(InvalidInputError, match="at least one"):
-        book.propose("alice", [])
-    assert [v.stored for v in book.versions("alice")] == [False]
+        asyncio.run(book.apropose("alice", []))
+    assert [v.stored for v in asyncio.run(book.aversions("alice"))] == [False]
 
 
 def test_diff_and_rollback(book: RuleBook) -> None:
-    book.propose("alice", rules(("Greet the user by name", "warmth"), ("Answer briefly", "focus")))
-    book.propose(
-        "alice",
-        rules(("Greet the user by their name", "warmth"), ("Cite sources", "trust")),
+    asyncio.run(
+        book.apropose(
+            "alice", rules(("Greet the user by name", "warmth"), ("Answer briefly", "focus"))
+        )
     )
-    diff = book.diff("alice", 2, 3)
+    asyncio.run(
+        book.apropose(
+            "alice",
+            rules(("Greet the user by their name", "warmth"), ("Cite sources", "trust")),
+        )
+    )
+    diff = asyncio.run(book.adiff("alice", 2, 3))
     assert [r.instruction for r in diff.added] == ["Cite sources"]
     assert [r.instruction for r in diff.removed] == ["Answer briefly"]
     assert [(a.instruction, b.instruction) for a, b in diff.changed] == [
@@ -84,14 +95,14 @@ def test_diff_and_rollback(book: RuleBook) -> None:
     report = str(diff)
     assert "+ Cite sources – trust" in report and "- Answer briefly – focus" in report
 
-    restored = book.rollback("alice", 2)
+    restored = asyncio.run(book.arollback("alice", 2))
     assert restored.version == 4 and restored.note == "rollback to version 2"
-    assert book.latest("alice").rules == book.get("alice", 2).rules
-    assert book.diff("alice", 2, 4).unchanged
+    assert asyncio.run(book.alatest("alice")).rules == asyncio.run(book.aget("alice", 2)).rules
+    assert asyncio.run(book.adiff("alice", 2, 4)).unchanged
     with pytest.raises(InvalidInputError, match="already equals"):
-        book.rollback("alice", 4)
+        asyncio.run(book.arollback("alice", 4))
     with pytest.raises(InvalidInputError, match="no version 9"):
-        book.get("alice", 9)
+        asyncio.run(book.aget("alice", 9))
 
 
 async def test_async_twins(book: RuleBook) -> None:
@@ -103,12 +114,16 @@ async def test_async_twins(book: RuleBook) -> None:
 
 
 def test_search_ranks_stored_versions_of_one_scope(book: RuleBook) -> None:
-    assert book.search("alice", "bullet points") == []  # the starting set is never stored
-    book.propose("alice", rules(("Answer with bullet points", "she skims")))
-    book.propose("alice", rules(("Cite the page of every claim", "she checks sources")))
-    book.propose("bob", rules(("Answer with bullet points", "he skims too")))
+    assert (
+        asyncio.run(book.asearch("alice", "bullet points")) == []
+    )  # the starting set is never stored
+    asyncio.run(book.apropose("alice", rules(("Answer with bullet points", "she skims"))))
+    asyncio.run(
+        book.apropose("alice", rules(("Cite the page of every claim", "she checks sources")))
+    )
+    asyncio.run(book.apropose("bob", rules(("Answer with bullet points", "he skims too"))))
 
-    found = book.search("alice", "cite the page", alpha=0.0, limit=5)
+    found = asyncio.run(book.asearch("alice", "cite the page", alpha=0.0, limit=5))
     assert [v.version for v, _ in found][0] == 3
     assert {v.scope for v, _ in found} == {"alice"}
     assert found[0][0].rules[0].instruction == "Cite the page of every claim"
@@ -117,8 +132,8 @@ def test_search_ranks_stored_versions_of_one_scope(book: RuleBook) -> None:
 def test_search_refuses_bad_arguments(book: RuleBook) -> None:
     for query, message in (("", "non-empty"), ("\udc00", "lone surrogate")):
         with pytest.raises(InvalidInputError, match=message):
-            book.search("alice", query)
+            asyncio.run(book.asearch("alice", query))
     with pytest.raises(InvalidInputError, match="alpha"):
-        book.search("alice", "bullet", alpha=-0.1)
+        asyncio.run(book.asearch("alice", "bullet", alpha=-0.1))
     with pytest.raises(InvalidInputError, match="reserved|empty"):
-        book.search("", "bullet")
+        asyncio.run(book.asearch("", "bullet"))

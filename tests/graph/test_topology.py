@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
@@ -38,8 +39,8 @@ def test_memory_facade_has_the_sub_apis(store, embeddings) -> None:
     assert isinstance(mem.facts, FactStore)
     assert isinstance(mem.rules, RuleBook)
     assert mem.facts is mem.facts
-    mem.facts.remember("alice", [{"subject": "name", "value": "Alice"}])
-    assert [f.value for f in mem.facts.current("alice")] == ["Alice"]
+    asyncio.run(mem.facts.aremember("alice", [{"subject": "name", "value": "Alice"}]))
+    assert [f.value for f in asyncio.run(mem.facts.acurrent("alice"))] == ["Alice"]
 
 
 def test_compile_graph_opens_the_configured_store(tmp_path: Path, monkeypatch) -> None:
