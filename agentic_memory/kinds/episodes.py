@@ -12,7 +12,7 @@ so a relevant episode wins, and among similar ones the recent and important come
 and :data:`IMPORTANCE_WEIGHT`.
 
 Retention (:mod:`agentic_memory.kinds.retention`): a user keeps at most ``max_episodes``;
-an explicit purge (:meth:`EpisodicMemory.prune`) removes the least important, then the
+an explicit purge (:meth:`EpisodicMemory.aprune`) removes the least important, then the
 oldest, and names each one. An episode marked important is never pruned.
 
 Everything about episodes lives here: the collection schema (:data:`EPISODES`), what the

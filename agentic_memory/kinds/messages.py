@@ -21,9 +21,9 @@ A message's ``name`` (LangChain's field, or a dict's ``"name"``) is kept as its 
 Recall searches a keyword text the log prepares for every message (``search_text``, see
 :mod:`agentic_memory.kinds.recall_text`: stems without stop words, of the message, its speaker, its date
 and the turn before it) and the vector of ``"<speaker>: <content>"``. The hybrid hits are
-then re-ranked with their context (see :meth:`MessageLog.recall`).
+then re-ranked with their context (see :meth:`MessageLog.arecall`).
 
-Importance: a turn can be marked important by the user (:meth:`MessageLog.mark_important`,
+Importance: a turn can be marked important by the user (:meth:`MessageLog.amark_important`,
 ``amem memories messages important``, ``/important`` in ``amem chat``) or flagged by the
 memory model when it extracts facts (``ExtractedFacts.important``; ``log_turn`` stores it).
 An important turn is recalled before an equally relevant one and is never purged.
@@ -31,7 +31,7 @@ An important turn is recalled before an equally relevant one and is never purged
 Retention (:mod:`agentic_memory.kinds.retention`): a turn expires ``message_days`` after it
 was logged (off by default), unless important, and a user keeps at most ``max_messages``
 turns, the oldest unimportant ones pruned first. Writes purge their user's log at most every
-``purge_interval_minutes``; :meth:`MessageLog.purge` does it on request. Listings show each
+``purge_interval_minutes``; :meth:`MessageLog.apurge` does it on request. Listings show each
 turn's expiry (``expires_at``).
 """
 
@@ -259,7 +259,7 @@ class LoggedMessage:
 
 @dataclass(frozen=True)
 class RecalledMessage(LoggedMessage):
-    """A logged turn found by :meth:`MessageLog.recall`, with its recall score in [0, 1]."""
+    """A logged turn found by :meth:`MessageLog.arecall`, with its recall score in [0, 1]."""
 
     score: float
 

@@ -5,8 +5,8 @@ or :data:`agentic_memory.store.GLOBAL_SCOPE` (rules shared by everyone). Version
 the starting set in ``prompts/procedural_rules.md``; it is written to the store together
 with the first rewrite, so an unused scope stores nothing. Every change is a new version
 that records where it came from (episode ids, users, a note); old versions are never
-modified, so any version can be listed, compared (:meth:`RuleBook.diff`) or restored
-(:meth:`RuleBook.rollback`, which writes a new version equal to the old one). Forgetting is
+modified, so any version can be listed, compared (:meth:`RuleBook.adiff`) or restored
+(:meth:`RuleBook.arollback`, which writes a new version equal to the old one). Forgetting is
 the one exception: rule text learned only from what is forgotten is removed from every
 version (:meth:`RuleBook.ascrub`).
 

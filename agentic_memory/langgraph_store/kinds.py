@@ -2,8 +2,8 @@
 
 Each family maps LangGraph items onto one memory kind and goes through that kind's public
 methods, so its rules hold for store writes as for the agent's: facts supersede (history
-kept), rule versions are immutable and numbered by ``RuleBook.propose``, messages are
-numbered by ``MessageLog.remember``, knowledge is written only by ingestion. The mapping,
+kept), rule versions are immutable and numbered by ``RuleBook.apropose``, messages are
+numbered by ``MessageLog.aremember``, knowledge is written only by ingestion. The mapping,
 namespace by namespace, is in ``docs/langgraph-store.md``.
 
 A put is checked in two steps: :meth:`KindSpace.prepare` checks what it can without reading
@@ -374,7 +374,7 @@ class EpisodesSpace(KindSpace):
     def prepare(
         self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
     ) -> Write:
-        """Store (or replace) an episode through ``EpisodicMemory.store_reflection``."""
+        """Store (or replace) an episode through ``EpisodicMemory.astore``."""
         user = self.check_item_namespace(namespace)[1]
         episodes, now = self.ctx.episodes, self.ctx.now
         if value is None:
@@ -766,7 +766,7 @@ class MessagesSpace(KindSpace):
     def prepare(
         self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
     ) -> Write:
-        """Log a message under its own id through ``MessageLog.remember``; delete forgets it."""
+        """Log a message under its own id through ``MessageLog.aremember``; delete forgets it."""
         user, thread = self.check_item_namespace(namespace)[1:]
         log, now = self.ctx.messages, self.ctx.now
         if value is None:
