@@ -1,10 +1,13 @@
 """Settings every test shares: no real home directory, no stray keys, offline, no blocking.
 
-Every async test runs its body under blockbuster, as ``langgraph dev`` runs nodes and store
+Every async test of the store, the memory kinds and the graphs (the directories in
+``GUARDED``) runs its body under blockbuster, as ``langgraph dev`` runs nodes and store
 calls: a blocking call on the event loop (SQLite, a file read, a socket, ``time.sleep``, a
 contended lock) fails the test with ``BlockingError``. Fixtures and sync tests are not
-guarded (they run outside the loop). A test that must block on purpose says why and uses
-``allow_blocking``.
+guarded (they run outside the loop). A guarded test that must block on purpose says why with
+``allow_blocking``. The other directories' async tests drive subprocesses, fake servers and
+files from their bodies (the CLI, the chat models, the checkpointers, ``langgraph dev``
+itself, which runs its own blockbuster).
 """
 
 from __future__ import annotations
@@ -51,6 +54,23 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
     yield
 
 
+GUARDED = frozenset(
+    {
+        "storage",
+        "weaviate_unit",
+        "concurrency",
+        "memory_api",
+        "retention",
+        "langgraph_store",
+        "graph",
+        "ingest",
+    }
+)
+"""The test directories whose async tests run under blockbuster."""
+
+_TESTS = Path(__file__).resolve().parent
+
+
 def allow_blocking(reason: str) -> pytest.MarkDecorator:
     """Mark an async test whose body may block its loop, for the stated reason."""
     return pytest.mark.allow_blocking(reason=reason)
@@ -65,7 +85,9 @@ def _relax(buster: BlockBuster) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    if not is_async_test(item) or item.get_closest_marker("allow_blocking") is not None:
+    path = Path(str(item.fspath)).resolve()
+    guarded = path.is_relative_to(_TESTS) and path.relative_to(_TESTS).parts[0] in GUARDED
+    if not guarded or not is_async_test(item) or item.get_closest_marker("allow_blocking"):
         yield
         return
     with blockbuster_ctx() as buster:

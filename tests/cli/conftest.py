@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -57,7 +58,7 @@ def add_messages(
     turns = [
         {"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)
     ]
-    MessageLog(store, embeddings).remember(user, thread, turns, now=T0)
+    asyncio.run(MessageLog(store, embeddings).aremember(user, thread, turns, now=T0))
 
 
 def seed_memories(store: EmbeddedStore, embeddings: LocalEmbeddings) -> Seeded:
@@ -73,67 +74,83 @@ def seed_memories(store: EmbeddedStore, embeddings: LocalEmbeddings) -> Seeded:
             store, embeddings, user, t1, [f"I live in {city}", "Noted.", f"I am {diet}", "Ok"]
         )
         add_messages(store, embeddings, user, t2, ["I moved to Paris", "Congratulations."])
-        facts.remember(
-            user,
-            [{"subject": "home city", "value": city, "category": "identity"}],
-            source_thread=t1,
-            now=T0,
+        asyncio.run(
+            facts.aremember(
+                user,
+                [{"subject": "home city", "value": city, "category": "identity"}],
+                source_thread=t1,
+                now=T0,
+            )
         )
-        facts.remember(
-            user,
-            [{"subject": "diet", "value": diet, "category": "preference"}],
-            source_thread=t1,
-            now=T0,
+        asyncio.run(
+            facts.aremember(
+                user,
+                [{"subject": "diet", "value": diet, "category": "preference"}],
+                source_thread=t1,
+                now=T0,
+            )
         )
-        facts.remember(
-            user,
-            [{"subject": "home city", "value": "Paris", "category": "identity"}],
-            source_thread=t2,
-            now=T0 + timedelta(days=1),
+        asyncio.run(
+            facts.aremember(
+                user,
+                [{"subject": "home city", "value": "Paris", "category": "identity"}],
+                source_thread=t2,
+                now=T0 + timedelta(days=1),
+            )
         )
-        e1 = episodes.store_reflection(
-            user,
-            t1,
-            Reflection(
-                ["food", "travel"],
-                f"{user} talked about {diet} food in {city}",
-                "short answers",
-                "long lists",
-            ),
-            f"user: I live in {city}",
-            now=T0,
+        e1 = asyncio.run(
+            episodes.astore(
+                user,
+                t1,
+                Reflection(
+                    ["food", "travel"],
+                    f"{user} talked about {diet} food in {city}",
+                    "short answers",
+                    "long lists",
+                ),
+                f"user: I live in {city}",
+                now=T0,
+            )
         )
-        e2 = episodes.store_reflection(
-            user,
-            t2,
-            Reflection(["moving"], f"{user} moved to Paris", "congratulating", "nothing"),
-            "user: I moved to Paris",
-            now=T0 + timedelta(days=1),
+        e2 = asyncio.run(
+            episodes.astore(
+                user,
+                t2,
+                Reflection(["moving"], f"{user} moved to Paris", "congratulating", "nothing"),
+                "user: I moved to Paris",
+                now=T0 + timedelta(days=1),
+            )
         )
         seeded.episodes[user] = [e1, e2]
-        rules.propose(
-            user,
-            [{"instruction": f"Suggest {diet} dishes", "rationale": f"{user} is {diet}"}],
-            source_episodes=[e1],
-            source_users=[user],
+        asyncio.run(
+            rules.apropose(
+                user,
+                [{"instruction": f"Suggest {diet} dishes", "rationale": f"{user} is {diet}"}],
+                source_episodes=[e1],
+                source_users=[user],
+                now=T0,
+            )
+        )
+    asyncio.run(
+        rules.apropose(
+            GLOBAL_SCOPE,
+            [{"instruction": "Keep answers short", "rationale": "users liked short answers"}],
+            source_episodes=[seeded.episodes["alice"][0], seeded.episodes["bob"][0]],
+            source_users=["alice", "bob"],
             now=T0,
         )
-    rules.propose(
-        GLOBAL_SCOPE,
-        [{"instruction": "Keep answers short", "rationale": "users liked short answers"}],
-        source_episodes=[seeded.episodes["alice"][0], seeded.episodes["bob"][0]],
-        source_users=["alice", "bob"],
-        now=T0,
     )
-    rules.propose(
-        GLOBAL_SCOPE,
-        [
-            {"instruction": "Keep answers short", "rationale": "users liked short answers"},
-            {"instruction": "Congratulate on news", "rationale": "alice liked it"},
-        ],
-        source_episodes=[seeded.episodes["alice"][1]],
-        source_users=["alice"],
-        now=T0 + timedelta(days=1),
+    asyncio.run(
+        rules.apropose(
+            GLOBAL_SCOPE,
+            [
+                {"instruction": "Keep answers short", "rationale": "users liked short answers"},
+                {"instruction": "Congratulate on news", "rationale": "alice liked it"},
+            ],
+            source_episodes=[seeded.episodes["alice"][1]],
+            source_users=["alice"],
+            now=T0 + timedelta(days=1),
+        )
     )
     doc = store.path.parent / "pump.md"
     doc.write_text(

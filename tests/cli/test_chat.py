@@ -7,6 +7,7 @@ temporary ``AMEM_HOME``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -155,10 +156,12 @@ def test_a_conversation_ends_and_a_new_thread_remembers(
     assert "asked about the pump" in last_prompt
 
     with EmbeddedStore(home / "store", dims=256) as store:
-        episodes = EpisodicMemory(store, embeddings).list("alice")
+        episodes = asyncio.run(EpisodicMemory(store, embeddings).alist("alice"))
         assert [e.thread_id for e in episodes] == ["t1"]  # /quit did not reflect
-        assert RuleBook(store, embeddings).latest("alice").version == 2
-        assert MessageLog(store, embeddings).threads("alice") == sorted(["t1", new_thread])
+        assert asyncio.run(RuleBook(store, embeddings).alatest("alice")).version == 2
+        assert asyncio.run(MessageLog(store, embeddings).athreads("alice")) == sorted(
+            ["t1", new_thread]
+        )
 
 
 def test_a_stdin_script_resumes_a_thread(env: dict[str, str], server: FakeOpenAIServer) -> None:
@@ -361,7 +364,7 @@ def test_important_marks_the_last_exchange_and_the_model_flags_what_to_keep(
     assert child.exitstatus == 0
 
     with EmbeddedStore(home / "store", dims=256) as store:
-        logged = MessageLog(store, embeddings).list("alice", thread_id="t1")
+        logged = asyncio.run(MessageLog(store, embeddings).alist("alice", thread_id="t1"))
     marks = {(m.role, m.content): m.important_by for m in logged if m.important}
     assert marks == {
         ("human", "Hi there"): "user",

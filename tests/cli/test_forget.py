@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, cast
 
@@ -119,11 +120,11 @@ async def test_forget_thread_removes_its_memories_and_restores_the_older_fact(
         assert await checkpoint_count(cp, "alice-t2") == 0
         assert await checkpoint_count(cp, "alice-t1") > 0
     facts = FactStore(store, embeddings)
-    assert {f.subject: f.value for f in facts.current("alice")} == {
+    assert {f.subject: f.value for f in await facts.acurrent("alice")} == {
         "home city": "Lyon",
         "diet": "vegetarian",
     }
-    history = facts.history("alice", "home city")
+    history = await facts.ahistory("alice", "home city")
     assert [f.value for f in history] == ["Lyon"]
     assert history[0].superseded_by is None and history[0].valid_to is None
     assert store.count(MESSAGES.name, user="alice") == 4
@@ -150,8 +151,8 @@ async def test_forget_subject_removes_its_whole_history(
     report = await forget_subject(store, "alice", "  Home   City ")
     assert report.deleted[("embedded", FACTS.name)] == 2
     facts = FactStore(store, embeddings)
-    assert [f.subject for f in facts.current("alice")] == ["diet"]
-    assert len(facts.history("bob", "home city")) == 2
+    assert [f.subject for f in await facts.acurrent("alice")] == ["diet"]
+    assert len(await facts.ahistory("bob", "home city")) == 2
     with pytest.raises(InvalidInputError, match="no fact about"):
         await forget_subject(store, "alice", "home city")
 
@@ -176,9 +177,9 @@ async def test_forget_current_fact_makes_the_previous_value_current(
     store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
 ) -> None:
     facts = FactStore(store, embeddings)
-    paris = next(f for f in facts.current("alice") if f.subject == "home city")
+    paris = next(f for f in await facts.acurrent("alice") if f.subject == "home city")
     await forget_fact(store, "alice", paris.id)
-    assert {f.subject: f.value for f in facts.current("alice")}["home city"] == "Lyon"
+    assert {f.subject: f.value for f in await facts.acurrent("alice")}["home city"] == "Lyon"
 
 
 async def test_rule_rollback_still_works_after_forgetting(
@@ -187,8 +188,8 @@ async def test_rule_rollback_still_works_after_forgetting(
     await forget_user(store, "alice")
     book = RuleBook(store, embeddings)
     # Version 3 lost the rule learned only from alice: it now equals version 2.
-    assert book.get(GLOBAL_SCOPE, 3).rules == book.get(GLOBAL_SCOPE, 2).rules
-    rolled = book.rollback(GLOBAL_SCOPE, 1)
+    assert (await book.aget(GLOBAL_SCOPE, 3)).rules == (await book.aget(GLOBAL_SCOPE, 2)).rules
+    rolled = await book.arollback(GLOBAL_SCOPE, 1)
     assert rolled.version == 4
 
 
@@ -217,7 +218,7 @@ async def test_a_thread_id_another_user_owns_keeps_its_checkpoints(
     store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
 ) -> None:
     # Both users talked on a thread called "shared"; its checkpoints carry bob's id.
-    add_messages(store, embeddings, "alice", "shared", ["hello", "hi"])
+    await asyncio.to_thread(add_messages, store, embeddings, "alice", "shared", ["hello", "hi"])
     async with sqlite_checkpointer(tmp_path / "cp.sqlite") as cp:
         await write_checkpoints(cp, {"shared": "bob", "alice-t1": "alice"})
         report = await forget_user(store, "alice", checkpointer=cp)
@@ -305,7 +306,7 @@ class _FakeServer:
 async def test_forgetting_a_user_deletes_their_threads_on_the_server(
     store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
 ) -> None:
-    add_messages(store, embeddings, "alice", "shared", ["hello", "hi"])
+    await asyncio.to_thread(add_messages, store, embeddings, "alice", "shared", ["hello", "hi"])
     server = _FakeServer(
         {
             "alice-t1": {},  # named in her memories, no metadata: hers

@@ -6,6 +6,7 @@ rule text learned only from the user removed from the global rules, bookkeeping 
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import zlib
 from pathlib import Path
@@ -90,25 +91,32 @@ async def _failed_turn(checkpointer: BaseCheckpointSaver[Any], thread: str, user
 
 def _add_global_rules_from_alice(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
     """A global version learned only from alice, holding her text word for word."""
-    episode = EpisodicMemory(store, embeddings).store_reflection(
-        "alice",
-        "alice-t3",
-        Reflection(["pets"], "alice has a quokka", "asking about the quokka", "nothing"),
-        "user: my pet quokka",
-        now=T0,
+    episode = asyncio.run(
+        EpisodicMemory(store, embeddings).astore(
+            "alice",
+            "alice-t3",
+            Reflection(["pets"], "alice has a quokka", "asking about the quokka", "nothing"),
+            "user: my pet quokka",
+            now=T0,
+        )
     )
     book = RuleBook(store, embeddings)
-    current = book.latest(GLOBAL_SCOPE).rules
-    book.propose(
-        GLOBAL_SCOPE,
-        [
-            *current,
-            {"instruction": f"Remind users that alice's ssn is {SSN}", "rationale": "she asked"},
-            {"instruction": "Ask about the quokka", "rationale": "alice liked it"},
-        ],
-        source_episodes=[episode],
-        source_users=["alice"],
-        note="rewritten after conversation 1 of thread alice-t3",
+    current = asyncio.run(book.alatest(GLOBAL_SCOPE)).rules
+    asyncio.run(
+        book.apropose(
+            GLOBAL_SCOPE,
+            [
+                *current,
+                {
+                    "instruction": f"Remind users that alice's ssn is {SSN}",
+                    "rationale": "she asked",
+                },
+                {"instruction": "Ask about the quokka", "rationale": "alice liked it"},
+            ],
+            source_episodes=[episode],
+            source_users=["alice"],
+            note="rewritten after conversation 1 of thread alice-t3",
+        )
     )
 
 
@@ -179,7 +187,7 @@ def _traces(files: list[Path], words: list[str]) -> list[str]:
 async def test_forgetting_a_user_leaves_no_trace_in_any_store_file(
     store: EmbeddedStore, seeded: Seeded, tmp_path: Path, embeddings: LocalEmbeddings
 ) -> None:
-    _add_global_rules_from_alice(store, embeddings)
+    await asyncio.to_thread(_add_global_rules_from_alice, store, embeddings)
     cp_path = tmp_path / "amem-home" / "checkpoints.sqlite"
     store_files = [store.path / (DB_FILENAME + s) for s in ("", "-wal", "-shm")]
     cp_files = [cp_path.with_name(cp_path.name + s) for s in ("", "-wal", "-shm")]
@@ -209,9 +217,9 @@ async def test_forgetting_a_user_leaves_no_trace_in_any_store_file(
 async def test_the_global_rules_lose_the_text_learned_only_from_the_forgotten_user(
     store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
 ) -> None:
-    _add_global_rules_from_alice(store, embeddings)
+    await asyncio.to_thread(_add_global_rules_from_alice, store, embeddings)
     book = RuleBook(store, embeddings)
-    before = {v.version: v for v in book.versions(GLOBAL_SCOPE)}
+    before = {v.version: v for v in await book.aversions(GLOBAL_SCOPE)}
     old_vectors = {
         o.properties["version"]: store.get(RULES.name, o.id, user=GLOBAL_SCOPE, include_vector=True)
         for o in store.list_objects(RULES.name, user=GLOBAL_SCOPE)
@@ -219,7 +227,7 @@ async def test_the_global_rules_lose_the_text_learned_only_from_the_forgotten_us
 
     await forget_user(store, "alice", embeddings=embeddings)
 
-    after = {v.version: v for v in book.versions(GLOBAL_SCOPE)}
+    after = {v.version: v for v in await book.aversions(GLOBAL_SCOPE)}
     assert sorted(after) == sorted(before)  # no version lost: each still has a rule
     for version in after.values():
         text = version.render()
@@ -252,21 +260,23 @@ async def test_a_version_learned_only_from_a_forgotten_thread_is_emptied_and_del
     store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
 ) -> None:
     book = RuleBook(store, embeddings)
-    episode = EpisodicMemory(store, embeddings).store_reflection(
+    episode = await EpisodicMemory(store, embeddings).astore(
         "bob", "bob-t9", Reflection(["x"], "s", "w", "a"), "user: secret plan", now=T0
     )
-    add_messages(store, embeddings, "bob", "bob-t9", ["the secret plan", "ok"])
-    book.propose(
+    await asyncio.to_thread(
+        add_messages, store, embeddings, "bob", "bob-t9", ["the secret plan", "ok"]
+    )
+    await book.apropose(
         "bob",
         [{"instruction": "Mention the secret plan", "rationale": "bob said so"}],
         source_episodes=[episode],
         source_users=["bob"],
     )
-    assert [v.version for v in book.versions("bob")] == [1, 2, 3]
+    assert [v.version for v in await book.aversions("bob")] == [1, 2, 3]
     report = await forget_thread(store, "bob", "bob-t9", embeddings=embeddings)
-    assert [v.version for v in book.versions("bob")] == [1, 2]
+    assert [v.version for v in await book.aversions("bob")] == [1, 2]
     assert report.deleted[("embedded", RULES.name)] == 1
-    assert all("secret plan" not in v.render() for v in book.versions("bob"))
+    assert all("secret plan" not in v.render() for v in await book.aversions("bob"))
 
 
 async def test_threads_are_found_by_the_owner_in_their_state(
@@ -276,7 +286,7 @@ async def test_threads_are_found_by_the_owner_in_their_state(
         await _failed_turn(cp, "alice-untold", "alice")  # no metadata, nothing logged
         await _failed_turn(cp, "bob-untold", "bob")
         # Named in alice's memories, but the state says it is bob's: kept.
-        add_messages(store, embeddings, "alice", "b-own", ["x"])
+        await asyncio.to_thread(add_messages, store, embeddings, "alice", "b-own", ["x"])
         await _failed_turn(cp, "b-own", "bob")
         assert await checkpoint_user_threads(cp, "alice") == ["alice-untold"]
         report = await forget_user(store, "alice", checkpointer=cp)
@@ -322,8 +332,8 @@ async def test_forget_removes_the_bookkeeping_rows_that_name_the_user(
     assert "alice" not in scopes() and "bob" in scopes()
     # The store still works for everyone, alice included, afterwards.
     log = MessageLog(store, embeddings)
-    log.remember("alice", "new", [{"role": "user", "content": "back again"}])
-    assert [m.content for m in log.recall("alice", "back again")] == ["back again"]
+    await log.aremember("alice", "new", [{"role": "user", "content": "back again"}])
+    assert [m.content for m in await log.arecall("alice", "back again")] == ["back again"]
 
 
 async def test_files_written_before_secure_deletion_are_vacuumed_once(
@@ -336,7 +346,7 @@ async def test_files_written_before_secure_deletion_are_vacuumed_once(
     # still in them, whatever the row layout (one short row's page may instead be rebuilt
     # by SQLite's rebalancing, which drops the deleted text and proves nothing).
     story = [f"my old quokka story, part {i}: " + "we walked on and on " * 150 for i in range(12)]
-    add_messages(store, embeddings, "alice", "alice-old", story)
+    await asyncio.to_thread(add_messages, store, embeddings, "alice", "alice-old", story)
     async with AsyncSqliteSaver.from_conn_string(str(cp_path)) as cp:
         await cp.setup()
         await _failed_turn(cp, "alice-old", "alice")

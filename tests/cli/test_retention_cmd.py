@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,14 +46,16 @@ def _old_turns(store: EmbeddedStore, embeddings: LocalEmbeddings, user: str) -> 
     log = MessageLog(store, embeddings, retention=NO_AUTO_PURGE)
     now = datetime.now(UTC)
     for thread, days in (("old-1", 100), ("old-2", 90), ("recent", 5)):
-        log.remember(
-            user,
-            thread,
-            [
-                {"role": "user", "content": f"{thread} question"},
-                {"role": "assistant", "content": f"{thread} answer"},
-            ],
-            now=now - timedelta(days=days),
+        asyncio.run(
+            log.aremember(
+                user,
+                thread,
+                [
+                    {"role": "user", "content": f"{thread} question"},
+                    {"role": "assistant", "content": f"{thread} answer"},
+                ],
+                now=now - timedelta(days=days),
+            )
         )
 
 
@@ -81,7 +84,7 @@ def test_retention_shows_what_expires_when(
     assert (
         status["facts"]
         == store.count("UserFact", user="alice")
-        > len(FactStore(store, embeddings).current("alice"))
+        > len(asyncio.run(FactStore(store, embeddings).acurrent("alice")))
     )
     assert status["never_purged"] == ["UserFact", "ProceduralRules"]
     everyone = ok_json("memories", "retention")
@@ -137,8 +140,10 @@ def test_an_episode_cap_prunes_the_least_important_and_names_them(
 ) -> None:
     episodes = EpisodicMemory(store, embeddings)
     ids = seeded.episodes["alice"]
-    extra = episodes.store_reflection(
-        "alice", "alice-t9", Reflection(["x"], "A minor chat.", "", "", 0.05), "user: hi"
+    extra = asyncio.run(
+        episodes.astore(
+            "alice", "alice-t9", Reflection(["x"], "A minor chat.", "", "", 0.05), "user: hi"
+        )
     )
     monkeypatch.setenv("AMEM_MAX_EPISODES", "1")
     marked = ok_json("memories", "episodes", "important", ids[0], "--user", "alice")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import Callable
@@ -332,14 +333,20 @@ def test_an_export_from_before_importance_is_imported_anywhere(
         summary = import_memories(fresh, path, embeddings=embeddings, embedding_model=MODEL)
         assert summary.total == len(lines) - 1
         log = MessageLog(fresh, embeddings)
-        turns = log.list("alice")
+        turns = asyncio.run(log.alist("alice"))
         assert turns and not any(m.important for m in turns)
-        log.mark_important("alice", [turns[0].id])
+        asyncio.run(log.amark_important("alice", [turns[0].id]))
         assert "important" in {p.name for p in fresh.spec(MESSAGES.name).properties}
     # Into a store of this version: the objects come in without the properties.
     with EmbeddedStore(tmp_path / "current", dims=256) as current:
-        MessageLog(current, embeddings).remember("carol", "t", [{"role": "user", "content": "hi"}])
+        asyncio.run(
+            MessageLog(current, embeddings).aremember(
+                "carol", "t", [{"role": "user", "content": "hi"}]
+            )
+        )
         summary = import_memories(current, path, embeddings=embeddings, embedding_model=MODEL)
         assert summary.total == len(lines) - 1
         assert current.spec(MESSAGES.name).properties == MESSAGES.properties
-        assert not any(m.important for m in MessageLog(current, embeddings).list("alice"))
+        assert not any(
+            m.important for m in asyncio.run(MessageLog(current, embeddings).alist("alice"))
+        )

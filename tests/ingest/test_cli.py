@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -92,7 +93,7 @@ async def test_ingest_graph_runs_and_returns_the_report(report_pdf: Path, store_
     report = out["report"]
     assert report["ok"] and report["kb"] == "studio" and report["chunk_size"] == 600
     assert report["totals"]["pages"] == 4 and report["totals"]["chunks_written"] > 0
-    assert store_path.exists()  # written to the store the environment configures
+    assert await asyncio.to_thread(store_path.exists)  # the store the environment configures
 
 
 def test_a_file_name_that_is_not_utf8_fails_alone_with_a_clear_message(docs: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -266,16 +267,16 @@ def test_citation_formats() -> None:
     assert hit("/x/log.txt", 2, 2).citation == "log.txt p. 2"
 
 
-async def test_async_twins(
+async def test_the_async_knowledge_functions(
     report_pdf: Path, store: EmbeddedStore, embeddings: LocalEmbeddings
 ) -> None:
-    _ingest([report_pdf], store, embeddings)
+    await asyncio.to_thread(_ingest, [report_pdf], store, embeddings)  # storage: off the loop
     hits = await asearch_knowledge(store, embeddings, "docs", KNOWN[3], k=1)
     assert KNOWN[3] in hits[0].text
     assert await alist_knowledge_bases(store) == ["docs"]
     assert len(await alist_sources(store, "docs")) == 1
     assert await adelete_source(store, "docs", report_pdf) > 0
-    assert store.count(manifest_collection("docs").name) == 1  # only the generation marker
+    assert await store.acount(manifest_collection("docs").name) == 1  # the generation marker
 
 
 class _StopHere(Exception):

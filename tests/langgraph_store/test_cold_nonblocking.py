@@ -2,7 +2,8 @@
 
 What ``langgraph dev`` does after a restart: it opens ``AgenticStore`` on existing data, so
 every schema and index cache is empty, and awaits ``abatch`` on its event loop under
-blockbuster. Here the memories (a fact, an episode, a rule version, logged turns, a knowledge
+blockbuster. Forgetting and retention (async use cases over the same kinds) are held to the
+same rule. Here the memories (a fact, an episode, a rule version, logged turns, a knowledge
 base, generic items) are written once per module through the sync API; each test opens a new
 ``AgenticStore`` on a copy of them (in the fixture, off the loop), so its call is the first
 the store serves, and runs it under blockbuster (``tests/conftest.py``). Before the async core,
@@ -19,7 +20,15 @@ from typing import Any
 import pytest
 from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp
 
+from agentic_memory.forget import (
+    forget_episode,
+    forget_fact,
+    forget_subject,
+    forget_thread,
+    forget_user,
+)
 from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import root_id
 from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
@@ -147,6 +156,18 @@ def _calls() -> dict[str, Callable[[AgenticStore], Awaitable[Any]]]:
     calls["delete messages"] = lambda s: s.adelete(("messages", "alice", "t1"), "m1")
     calls["put notes"] = lambda s: s.aput(("notes", "alice"), "n1", {"text": "likes blues"})
     calls["delete notes"] = lambda s: s.adelete(("notes", "alice"), "n1")
+    # Forgetting and retention, over the same memories (agentic_memory.forget, Memory).
+    calls["forget user"] = lambda s: forget_user(s.memory_store, "alice", embeddings=s.embeddings)
+    calls["forget thread"] = lambda s: forget_thread(
+        s.memory_store, "alice", "t1", embeddings=s.embeddings
+    )
+    calls["forget episode"] = lambda s: forget_episode(
+        s.memory_store, "alice", EPISODE, embeddings=s.embeddings
+    )
+    calls["forget fact"] = lambda s: forget_fact(s.memory_store, "alice", root_id("alice", "diet"))
+    calls["forget subject"] = lambda s: forget_subject(s.memory_store, "alice", "diet")
+    calls["purge"] = lambda s: s.memory.apurge()
+    calls["retention status"] = lambda s: s.memory.aretention("alice")
     return calls
 
 

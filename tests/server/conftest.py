@@ -79,12 +79,18 @@ def run_dev_server(
     config: str = "langgraph.json",
     tool_scripts: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    run: str = "server",
 ) -> Iterator[DevServer]:
-    """Run ``langgraph dev`` with a repository config file until the block ends."""
+    """Run ``langgraph dev`` with a repository config file until the block ends.
+
+    ``run`` names the log. The working directory (where the server keeps its threads, in
+    ``.langgraph_api/``) and the ``AMEM_HOME`` are always the same under ``tmp_path``, so a
+    second run in one test is a restart on the same threads and memories.
+    """
     if not LANGGRAPH.exists():
         pytest.skip(f"langgraph CLI not found next to {sys.executable}")
     workdir = tmp_path / "server"
-    workdir.mkdir()
+    workdir.mkdir(exist_ok=True)
     settings = json.loads((REPO / config).read_text())
     shutil.copy(REPO / config, workdir / "langgraph.json")
     paths = list(settings["graphs"].values())
@@ -92,10 +98,10 @@ def run_dev_server(
         if isinstance(settings.get(key), dict) and settings[key].get("path"):
             paths.append(settings[key]["path"])
     for package in {Path(path.partition(":")[0]).parts[0] for path in paths}:
-        if package != ".":
+        if package != "." and not (workdir / package).exists():
             (workdir / package).symlink_to(REPO / package, target_is_directory=True)
     home = tmp_path / "amem-home"
-    log = tmp_path / "langgraph-dev.log"
+    log = tmp_path / f"langgraph-dev-{run}.log"
     port = free_port()
     with FakeOpenAIServer(tool_scripts=dict(tool_scripts or {})) as fake:
         environment = dict(os.environ)

@@ -166,12 +166,12 @@ async def test_full_conversation_through_langgraph_dev(dev_server: DevServer) ->
     embeddings = get_embeddings()
     store = open_store(embeddings.dims, backend="embedded", path=dev_server.home / "store")
     try:
-        episodes = EpisodicMemory(store, embeddings).list(USER)
+        episodes = await EpisodicMemory(store, embeddings).alist(USER)
         assert len(episodes) == 1
         assert episodes[0].conversation_summary.startswith("Planned a vegetarian dinner")
-        facts = {f.subject: f.value for f in FactStore(store, embeddings).current(USER)}
+        facts = {f.subject: f.value for f in await FactStore(store, embeddings).acurrent(USER)}
         assert facts == {"diet": "vegetarian", "allergy": "peanuts"}
-        versions = RuleBook(store, embeddings).versions(USER)
+        versions = await RuleBook(store, embeddings).aversions(USER)
         assert [v.version for v in versions][-1] == 2
         assert "allergies" in versions[-1].render()
     finally:

@@ -50,16 +50,18 @@ async def test_kind_namespaces_through_the_sdk_and_the_python_api(
     assert item is not None
     assert item["key"] == "diet"
     assert item["value"]["value"] == "vegetarian"
-    assert {f.subject: f.value for f in memory.facts.current("alice")} == {"diet": "vegetarian"}
+    assert {f.subject: f.value for f in await memory.facts.acurrent("alice")} == {
+        "diet": "vegetarian"
+    }
 
     # A new value supersedes through FactStore: the history keeps the old one.
     await client.store.put_item(["facts", "alice"], "diet", {"value": "vegan"})
-    history = memory.facts.history("alice", "diet")
+    history = await memory.facts.ahistory("alice", "diet")
     assert [(f.value, f.current) for f in history] == [("vegetarian", False), ("vegan", True)]
     assert history[-1].category == "preference"  # kept from the value it superseded
 
     # A fact remembered through the Python API is an item for the SDK, found by search.
-    memory.facts.remember(
+    await memory.facts.aremember(
         "alice", [{"subject": "allergy", "value": "peanuts", "category": "constraint"}]
     )
     found = await client.store.search_items(["facts", "alice"], query="peanut allergy")
@@ -69,7 +71,7 @@ async def test_kind_namespaces_through_the_sdk_and_the_python_api(
     assert [i["key"] for i in listed["items"]] == ["allergy", "diet"]
 
     # The message log: logged in Python, searched through the SDK, and back.
-    memory.remember(
+    await memory.aremember(
         "alice", "t1", [{"role": "user", "content": "My printer is a LaserJet 4", "id": "m1"}]
     )
     hits = await client.store.search_items(["messages", "alice"], query="which printer?")
@@ -78,7 +80,7 @@ async def test_kind_namespaces_through_the_sdk_and_the_python_api(
     await client.store.put_item(
         ["messages", "alice", "t1"], "m2", {"role": "ai", "content": "Noted: a LaserJet 4."}
     )
-    assert [(m.turn, m.content) for m in memory.list("alice", thread_id="t1")] == [
+    assert [(m.turn, m.content) for m in await memory.alist("alice", thread_id="t1")] == [
         (0, "My printer is a LaserJet 4"),
         (1, "Noted: a LaserJet 4."),
     ]
@@ -89,7 +91,7 @@ async def test_kind_namespaces_through_the_sdk_and_the_python_api(
         "latest",
         {"rules": [{"instruction": "Answer briefly", "rationale": "she asked for it"}]},
     )
-    assert [v.version for v in memory.rules.versions("alice")] == [1, 2]
+    assert [v.version for v in await memory.rules.aversions("alice")] == [1, 2]
     latest = await client.store.get_item(["rules", "alice"], "latest")
     assert latest["value"]["version"] == 2
 
@@ -114,12 +116,12 @@ async def test_kind_namespaces_through_the_sdk_and_the_python_api(
         )
     with pytest.raises(BadRequestError, match="read-only"):
         await client.store.put_item(["knowledge", "manuals"], "x", {"text": "y"})
-    assert {f.subject for f in memory.facts.current("alice")} == {"diet", "allergy"}
-    assert [v.version for v in memory.rules.versions("alice")] == [1, 2]
+    assert {f.subject for f in await memory.facts.acurrent("alice")} == {"diet", "allergy"}
+    assert [v.version for v in await memory.rules.aversions("alice")] == [1, 2]
 
     # A delete through the SDK forgets the subject, history included.
     await client.store.delete_item(["facts", "alice"], "diet")
-    assert memory.facts.history("alice", "diet") == []
+    assert await memory.facts.ahistory("alice", "diet") == []
     assert await client.store.get_item(["facts", "alice"], "diet") is None
 
 
