@@ -7,9 +7,10 @@
   each chunk of items, in worker threads). An event loop never runs storage code.
 * **Everything above is asynchronous**: the memory kinds, ``Memory``'s ``a…`` methods,
   ``AgenticStore.abatch``, forgetting, the graph's nodes. The outer edge (``Memory``'s sync
-  methods, ``AgenticStore.batch``, the CLI) runs one of those coroutines with
-  :func:`run_sync`: on a new event loop in the calling thread, for the duration of the call.
-  There is no event loop of this package's own, and no sync code that waits on a loop.
+  methods, ``AgenticStore.batch``) runs one of those coroutines with :func:`run_sync`: on a
+  new event loop in the calling thread, for the duration of the call (the CLI uses
+  ``asyncio.run``). There is no event loop of this package's own, and no sync code that
+  waits on a loop.
 
 A sync call from a thread whose event loop is running (a notebook cell, an ``async def``, a
 LangGraph node) would block that loop for the whole call, so :func:`run_sync` refuses it with
@@ -20,8 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, TypeVarTuple, overload
 
 __all__ = [
     "SyncCallInEventLoopError",
@@ -35,6 +39,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 _CHUNK = 256
 
@@ -50,8 +55,10 @@ class SyncCallInEventLoopError(RuntimeError):
 def run_sync(coroutine: Coroutine[Any, Any, R], *, instead: str) -> R:
     """Run ``coroutine`` to completion on a new event loop in this thread; return its result.
 
-    The sync edge of the async API. Each call gets its own loop (``asyncio.run``), closed
-    when the call returns, so nothing outlives it and nothing is bound to another thread.
+    The sync edge of the async API. Each call gets its own loop, closed when the call
+    returns, so no loop outlives it and nothing is bound to another thread. The loop's
+    worker threads (where the storage work runs) come from one pool the calls share: a pool
+    per call would start and join a thread on every call, which tripled a sync put.
 
     Args:
         coroutine: The call to run (it is closed unawaited when refused).
@@ -64,13 +71,37 @@ def run_sync(coroutine: Coroutine[Any, Any, R], *, instead: str) -> R:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        with asyncio.Runner(loop_factory=_EdgeLoop) as runner:
+            return runner.run(coroutine)
     coroutine.close()
     raise SyncCallInEventLoopError(
         "a blocking memory call was made from a running event loop (a notebook cell, an "
         f"async function, a graph node), which it would stop until it is done: use {instead} "
         "there"
     )
+
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """Return the worker threads of the sync edge's loops, made on first use (and after a fork)."""
+    global _POOL
+    with _POOL_LOCK:
+        # A forked child inherits the pool but not its threads: it would wait on them forever.
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(thread_name_prefix="amem-sync-edge"))
+        return _POOL[1]
+
+
+class _EdgeLoop(asyncio.SelectorEventLoop):
+    """An event loop whose default executor is the shared pool, which closing it leaves be."""
+
+    def run_in_executor(
+        self, executor: Executor | None, func: Callable[[*Ts], T], *args: *Ts
+    ) -> asyncio.Future[T]:
+        return super().run_in_executor(executor or _pool(), func, *args)
 
 
 class in_thread(Generic[S, P, R]):

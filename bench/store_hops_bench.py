@@ -169,7 +169,7 @@ def _commit(tree: Path) -> str:
             text=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return tree.name
+        return ""  # not a git checkout (an exported tree): its label says what it is
 
 
 def main() -> None:
@@ -203,7 +203,7 @@ def main() -> None:
         label: {name: statistics.median(r[name] for r in runs) for name in names}
         for label, runs in rounds.items()
     }
-    labels = [f"{label} ({_commit(tree)})" for label, tree in trees]
+    labels = [f"{label} ({c})" if (c := _commit(tree)) else label for label, tree in trees]
     header = "| operation | " + " | ".join(f"{lab} ms" for lab in labels)
     header += " | after / before |" if len(trees) == 2 else " |"
     lines = [header, "|---|" + "---:|" * (len(trees) + (1 if len(trees) == 2 else 0))]

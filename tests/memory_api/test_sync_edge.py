@@ -119,3 +119,25 @@ def test_each_blocking_method_has_the_signature_and_a_docstring_of_its_own(name:
     doc = inspect.getdoc(blocking) or ""
     assert "blocking" in doc and "SyncCallInEventLoopError" in doc
     assert doc != inspect.getdoc(awaited)
+
+
+def _forked_call(conn: Any) -> None:
+    async def hop() -> str:
+        return await asyncio.to_thread(lambda: "done in the child")
+
+    conn.send(run_sync(hop(), instead="await hop()"))
+
+
+def test_a_forked_process_runs_blocking_calls_on_threads_of_its_own() -> None:
+    import multiprocessing
+
+    async def hop() -> int:
+        return await asyncio.to_thread(lambda: 1)
+
+    assert run_sync(hop(), instead="await hop()") == 1  # the parent's pool has a thread now
+    parent, child = multiprocessing.get_context("fork").Pipe()
+    process = multiprocessing.get_context("fork").Process(target=_forked_call, args=(child,))
+    process.start()
+    process.join(timeout=60)
+    assert process.exitcode == 0, "the child waited on a thread it did not inherit"
+    assert parent.recv() == "done in the child"
