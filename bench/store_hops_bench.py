@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -100,33 +101,79 @@ def _call(store: Any, spec: tuple[Any, ...], *, asynchronous: bool) -> Any:
     return (store.asearch if asynchronous else store.search)(namespace, query=rest[0], limit=5)
 
 
+class _Handoffs:
+    """Counts what a call hands to another thread or loop, and the event loops it creates.
+
+    A handoff is a task given to a thread pool (``asyncio.to_thread``, ``run_in_executor``)
+    or a coroutine given to another thread's loop (``run_coroutine_threadsafe``): each costs a
+    thread wake-up, which a loaded machine makes expensive. Counts do not depend on load.
+    """
+
+    def __init__(self) -> None:
+        self.handoffs = 0
+        self.loops = 0
+        pools = concurrent.futures.ThreadPoolExecutor
+        submit, threadsafe = pools.submit, asyncio.run_coroutine_threadsafe
+        loop_init = asyncio.BaseEventLoop.__init__
+
+        def counted_submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            self.handoffs += 1
+            return submit(pool, fn, *args, **kwargs)
+
+        def counted_threadsafe(coro: Any, loop: Any) -> Any:
+            self.handoffs += 1
+            return threadsafe(coro, loop)
+
+        def counted_loop(loop: Any, *args: Any, **kwargs: Any) -> None:
+            self.loops += 1
+            loop_init(loop, *args, **kwargs)
+
+        pools.submit = counted_submit  # type: ignore[method-assign]
+        asyncio.run_coroutine_threadsafe = counted_threadsafe
+        asyncio.BaseEventLoop.__init__ = counted_loop  # type: ignore[method-assign,assignment]
+
+    def reset(self) -> None:
+        self.handoffs = self.loops = 0
+
+
 def measure(home: str, calls: int) -> dict[str, float]:
-    """Median milliseconds per call of every operation, async and sync, on a fresh open."""
+    """Median milliseconds per call of every operation, async and sync, on a fresh open.
+
+    Also, for each: the handoffs and event loops of one more call (``handoffs …``,
+    ``loops …``), counted after the timed ones.
+    """
     from agentic_memory.langgraph_store import AgenticStore
     from agentic_memory.store.embedded import EmbeddedStore
 
     results: dict[str, float] = {}
+    counter = _Handoffs()
     store = AgenticStore(EmbeddedStore(home, dims=_DIMS), _HashEmbeddings(), close_store=True)
     try:
 
         async def run_async() -> None:
             for name, make in _ops().items():
                 times = []
-                for i in range(calls):
+                for i in range(calls + 1):
+                    counter.reset()
                     start = time.perf_counter()
                     pending: Awaitable[Any] = _call(store, make(store, i), asynchronous=True)
                     await pending
                     times.append(time.perf_counter() - start)
-                results[f"async {name}"] = statistics.median(times[1:]) * 1000
+                results[f"async {name}"] = statistics.median(times[1:-1]) * 1000
+                results[f"handoffs async {name}"] = counter.handoffs
+                results[f"loops async {name}"] = counter.loops
 
         asyncio.run(run_async())
         for name, make in _ops().items():
             times = []
-            for i in range(calls):
+            for i in range(calls + 1):
+                counter.reset()
                 start = time.perf_counter()
                 _call(store, make(store, i), asynchronous=False)
                 times.append(time.perf_counter() - start)
-            results[f"sync {name}"] = statistics.median(times[1:]) * 1000
+            results[f"sync {name}"] = statistics.median(times[1:-1]) * 1000
+            results[f"handoffs sync {name}"] = counter.handoffs
+            results[f"loops sync {name}"] = counter.loops
     finally:
         store.close()
     return results
@@ -198,20 +245,25 @@ def main() -> None:
         for label, tree in trees if n % 2 == 0 else reversed(trees):
             rounds[label].append(_worker(tree, args.calls))
             print(f"round {n + 1}/{args.rounds}: {label} done", file=sys.stderr)
-    names = list(rounds[trees[0][0]][0])
+    names = [n for n in rounds[trees[0][0]][0] if not n.startswith(("handoffs ", "loops "))]
     medians = {
-        label: {name: statistics.median(r[name] for r in runs) for name in names}
+        label: {name: statistics.median(r[name] for r in runs) for name in rounds[label][0]}
         for label, runs in rounds.items()
     }
     labels = [f"{label} ({c})" if (c := _commit(tree)) else label for label, tree in trees]
     header = "| operation | " + " | ".join(f"{lab} ms" for lab in labels)
     header += " | after / before |" if len(trees) == 2 else " |"
-    lines = [header, "|---|" + "---:|" * (len(trees) + (1 if len(trees) == 2 else 0))]
+    header += " " + " | ".join(f"{lab} handoffs, loops" for lab in labels) + " |"
+    lines = [header, "|---|" + "---:|" * (2 * len(trees) + (1 if len(trees) == 2 else 0))]
     for name in names:
         row = [f"{medians[label][name]:.2f}" for label, _ in trees]
         if len(trees) == 2:
             before, after = medians[trees[0][0]][name], medians[trees[1][0]][name]
             row.append(f"x{after / before:.2f}" if before > 0 else "-")
+        for label, _ in trees:
+            counted = medians[label].get(f"handoffs {name}")
+            loops = medians[label].get(f"loops {name}")
+            row.append("-" if counted is None else f"{counted:.0f}, {loops:.0f}")
         lines.append(f"| {name} | " + " | ".join(row) + " |")
     load = os.getloadavg()[0]
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -230,7 +282,9 @@ def main() -> None:
             "embeddings are a fixed-cost hash. Async = `await store.aput/aget/asearch` on an "
             "event loop (the server's path); sync = `store.put/get/search` from a plain "
             "thread. Import = a fresh interpreter importing the module, less an empty "
-            "interpreter's start.",
+            "interpreter's start. Handoffs = tasks given to a worker thread or to another "
+            "thread's event loop during one call, and the event loops the call created "
+            "(counts, independent of load).",
             "",
             *lines,
             "",
