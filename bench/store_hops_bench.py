@@ -1,22 +1,25 @@
 """What a call through ``AgenticStore`` costs on top of the store, and what importing costs.
 
 The LangGraph server awaits ``AgenticStore``'s async methods; scripts call its sync ones. Each
-call crosses layers (the store adapter, a memory kind, the storage engine), and each crossing
-between an event loop and a worker thread costs. This measures, on an embedded store that
-already holds memories (one user: 40 facts, 200 logged turns, 100 generic items), the latency
-of: a fact put, get and search; a message search; a generic item put and search; each through
-the async API (``aput``/``aget``/``asearch``, as the server calls them) and through the sync
-API (``put``/``search``, from a plain thread). Embeddings are a fixed-cost hash, so the times
-are the layers' and the store's. Also: the time to import ``agentic_memory.langgraph_store``
-(what ``langgraph dev`` loads for the store) and ``agentic_memory.api`` in a fresh interpreter,
-less an empty interpreter's start.
+call crosses layers (the store adapter, a memory kind, the storage engine), and each handoff
+between an event loop and a worker thread costs a thread wake-up. This measures, on an
+embedded store reopened on existing memories (one user: 40 facts, 100 logged turns, 100
+generic items), the latency of a fact put, get and search, a message search, and a generic
+item put and search, each through the async API (``aput``/``aget``/``asearch`` on an event
+loop, as the server calls them) and through the sync API (``put``/``get``/``search`` from a
+plain thread). Embeddings are a fixed-cost hash, so the times are the layers' and the store's.
+For each call it also counts the handoffs (tasks given to a worker thread or to another
+thread's loop) and the event loops created: counts that no machine load changes. Last, the
+time to import ``agentic_memory.langgraph_store`` (what ``langgraph dev`` loads for the
+store) and ``agentic_memory.api`` in a fresh interpreter, less an empty interpreter's start.
 
 ``--baseline DIR`` measures another checkout of the code (for example the commit before a
-change) too, in subprocesses interleaved with this one's round by round, so that the load of
-a shared machine hits both alike; the table gives both and their ratio.
+change) too: one worker process per checkout, each on its own copy of the same store, and
+the calls alternate between them one by one (imports too), so that the load of a shared
+machine hits both alike; the ratio column is the median of the per-call ratios.
 
-Run: ``python bench/store_hops_bench.py [--rounds 5] [--calls 40] [--baseline DIR]
-[--out bench/results/store_hops.md]``
+Run: ``python bench/store_hops_bench.py [--calls 200] [--imports 10] [--baseline DIR]
+[--baseline-label NAME] [--out bench/results/store_hops.md]``
 """
 
 from __future__ import annotations
@@ -28,15 +31,16 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from langchain_core.embeddings import Embeddings
 
@@ -63,7 +67,7 @@ class _HashEmbeddings(Embeddings):
 
 
 def _fill(home: str) -> None:
-    """Write the memories every round reads, through the sync API."""
+    """Write the memories every call reads, through the sync API."""
     from agentic_memory.langgraph_store import AgenticStore  # the checkout under test
     from agentic_memory.store.embedded import EmbeddedStore
 
@@ -80,16 +84,15 @@ def _fill(home: str) -> None:
             s.put(("notes", _USER), f"n{n}", {"text": f"note {n} about jazz and printers"})
 
 
-def _ops() -> dict[str, Callable[[Any, int], Any]]:
-    """Each measured call, given the store and the call's number."""
-    return {
-        "put fact": lambda s, i: ("put", ("facts", _USER), "diet", {"value": f"diet {i % 2}"}),
-        "get fact": lambda s, i: ("get", ("facts", _USER), "subject 3"),
-        "search facts": lambda s, i: ("search", ("facts", _USER), "value number"),
-        "search messages": lambda s, i: ("search", ("messages", _USER), "talk"),
-        "put item": lambda s, i: ("put", ("notes", _USER), "n1", {"text": f"jazz {i}"}),
-        "search items": lambda s, i: ("search", ("notes", _USER), "printers"),
-    }
+OPS: dict[str, Callable[[int], tuple[Any, ...]]] = {
+    "put fact": lambda i: ("put", ("facts", _USER), "diet", {"value": f"diet {i % 2}"}),
+    "get fact": lambda i: ("get", ("facts", _USER), "subject 3"),
+    "search facts": lambda i: ("search", ("facts", _USER), "value number"),
+    "search messages": lambda i: ("search", ("messages", _USER), "talk"),
+    "put item": lambda i: ("put", ("notes", _USER), "n1", {"text": f"jazz {i}"}),
+    "search items": lambda i: ("search", ("notes", _USER), "printers"),
+}
+"""Each measured operation, given the call's number."""
 
 
 def _call(store: Any, spec: tuple[Any, ...], *, asynchronous: bool) -> Any:
@@ -105,8 +108,7 @@ class _Handoffs:
     """Counts what a call hands to another thread or loop, and the event loops it creates.
 
     A handoff is a task given to a thread pool (``asyncio.to_thread``, ``run_in_executor``)
-    or a coroutine given to another thread's loop (``run_coroutine_threadsafe``): each costs a
-    thread wake-up, which a loaded machine makes expensive. Counts do not depend on load.
+    or a coroutine given to another thread's loop (``run_coroutine_threadsafe``).
     """
 
     def __init__(self) -> None:
@@ -136,47 +138,64 @@ class _Handoffs:
         self.handoffs = self.loops = 0
 
 
-def measure(home: str, calls: int) -> dict[str, float]:
-    """Median milliseconds per call of every operation, async and sync, on a fresh open.
-
-    Also, for each: the handoffs and event loops of one more call (``handoffs …``,
-    ``loops …``), counted after the timed ones.
-    """
+def serve(home: str, requests: IO[str], replies: IO[str]) -> None:
+    """Answer measurement requests (``"<mode> <op> <i>"`` lines) on a reopened store."""
     from agentic_memory.langgraph_store import AgenticStore
     from agentic_memory.store.embedded import EmbeddedStore
 
-    results: dict[str, float] = {}
-    counter = _Handoffs()
     store = AgenticStore(EmbeddedStore(home, dims=_DIMS), _HashEmbeddings(), close_store=True)
-    try:
+    counter = _Handoffs()
+    # One loop for the async calls, as a server has; the sync calls run outside it.
+    with asyncio.Runner() as runner:
+        print("ready", file=replies, flush=True)
+        for line in requests:
+            mode, i, name = line.rstrip("\n").split(" ", 2)
+            spec = OPS[name](int(i))
+            counter.reset()
+            if mode == "async":
 
-        async def run_async() -> None:
-            for name, make in _ops().items():
-                times = []
-                for i in range(calls + 1):
-                    counter.reset()
+                async def timed(spec: tuple[Any, ...] = spec) -> float:
                     start = time.perf_counter()
-                    pending: Awaitable[Any] = _call(store, make(store, i), asynchronous=True)
-                    await pending
-                    times.append(time.perf_counter() - start)
-                results[f"async {name}"] = statistics.median(times[1:-1]) * 1000
-                results[f"handoffs async {name}"] = counter.handoffs
-                results[f"loops async {name}"] = counter.loops
+                    await _call(store, spec, asynchronous=True)
+                    return time.perf_counter() - start
 
-        asyncio.run(run_async())
-        for name, make in _ops().items():
-            times = []
-            for i in range(calls + 1):
-                counter.reset()
+                elapsed = runner.run(timed())
+            else:
                 start = time.perf_counter()
-                _call(store, make(store, i), asynchronous=False)
-                times.append(time.perf_counter() - start)
-            results[f"sync {name}"] = statistics.median(times[1:-1]) * 1000
-            results[f"handoffs sync {name}"] = counter.handoffs
-            results[f"loops sync {name}"] = counter.loops
-    finally:
-        store.close()
-    return results
+                _call(store, spec, asynchronous=False)
+                elapsed = time.perf_counter() - start
+            reply = {"ms": elapsed * 1000, "handoffs": counter.handoffs, "loops": counter.loops}
+            print(json.dumps(reply), file=replies, flush=True)
+    store.close()
+
+
+class _Worker:
+    """A process that imports one checkout and serves measurements on a copy of the store."""
+
+    def __init__(self, tree: Path, home: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(home)],
+            env=env,
+            cwd=tree,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None and self.process.stdin is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        if self.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the worker for {tree} did not start")
+
+    def call(self, mode: str, name: str, i: int) -> dict[str, float]:
+        self.stdin.write(f"{mode} {i} {name}\n")
+        self.stdin.flush()
+        reply: dict[str, float] = json.loads(self.stdout.readline())
+        return reply
+
+    def close(self) -> None:
+        self.stdin.close()
+        self.process.wait(timeout=60)
 
 
 def import_time(module: str, tree: Path) -> float:
@@ -191,22 +210,6 @@ def import_time(module: str, tree: Path) -> float:
     return (run(f"import {module}") - run("pass")) * 1000
 
 
-def _worker(tree: Path, calls: int) -> dict[str, float]:
-    """One round of one checkout, in a subprocess that imports that checkout."""
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", "--calls", str(calls)],
-        env={**os.environ, "PYTHONPATH": str(tree)},
-        cwd=tree,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
-    for module in _IMPORTS:
-        result[f"import {module}"] = import_time(module, tree)
-    return result
-
-
 def _commit(tree: Path) -> str:
     try:
         return subprocess.run(
@@ -219,72 +222,107 @@ def _commit(tree: Path) -> str:
         return ""  # not a git checkout (an exported tree): its label says what it is
 
 
+def _fill_in(tree: Path, home: Path) -> None:
+    code = f"import sys; sys.path.insert(0, {str(_ROOT / 'bench')!r}); "
+    code += f"import store_hops_bench as b; b._fill({str(home)!r})"
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    subprocess.run([sys.executable, "-c", code], env=env, cwd=tree, check=True)
+
+
 def main() -> None:
-    """Measure this checkout (and a baseline), interleaved, and write the table."""
+    """Measure this checkout (and a baseline), call by call interleaved; write the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--calls", type=int, default=200, help="calls per operation and mode")
+    parser.add_argument("--imports", type=int, default=10, help="imports per module")
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument("--label", default="after", help="the name of this checkout's column")
     parser.add_argument("--baseline-label", default="before")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
-        with tempfile.TemporaryDirectory() as home:
-            _fill(home)
-            # A fresh store on existing data, as a restarted server opens it.
-            print(json.dumps(measure(home, args.calls)))
+    if args.serve is not None:
+        serve(args.serve, sys.stdin, sys.stdout)
         return
 
     trees = [(args.label, _ROOT)]
     if args.baseline is not None:
         trees.insert(0, (args.baseline_label, args.baseline.resolve()))
-    rounds: dict[str, list[dict[str, float]]] = {label: [] for label, _ in trees}
-    for n in range(args.rounds):
-        for label, tree in trees if n % 2 == 0 else reversed(trees):
-            rounds[label].append(_worker(tree, args.calls))
-            print(f"round {n + 1}/{args.rounds}: {label} done", file=sys.stderr)
-    names = [n for n in rounds[trees[0][0]][0] if not n.startswith(("handoffs ", "loops "))]
-    medians = {
-        label: {name: statistics.median(r[name] for r in runs) for name in rounds[label][0]}
-        for label, runs in rounds.items()
-    }
+    times: dict[str, dict[str, list[float]]] = {label: {} for label, _ in trees}
+    counts: dict[str, dict[str, tuple[float, float]]] = {label: {} for label, _ in trees}
+    ratios: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        # The baseline writes the store: both read the same data, each from its own copy.
+        seed = Path(tmp) / "seed"
+        _fill_in(trees[0][1], seed)
+        workers = []
+        for n, (_, tree) in enumerate(trees):
+            home = Path(tmp) / f"store-{n}"
+            shutil.copytree(seed, home)
+            workers.append(_Worker(tree, home))
+        try:
+            for mode in ("async", "sync"):
+                for name in OPS:
+                    key = f"{mode} {name}"
+                    for i in range(args.calls + 1):
+                        order = list(range(len(trees)))
+                        if i % 2:
+                            order.reverse()
+                        got = {n: workers[n].call(mode, name, i) for n in order}
+                        if i == 0:
+                            continue  # the first call of each operation loads caches
+                        for n, (label, _) in enumerate(trees):
+                            times[label].setdefault(key, []).append(got[n]["ms"])
+                            counts[label][key] = (got[n]["handoffs"], got[n]["loops"])
+                        if len(trees) == 2 and got[0]["ms"] > 0:
+                            ratios.setdefault(key, []).append(got[1]["ms"] / got[0]["ms"])
+                    print(f"{key}: done", file=sys.stderr)
+        finally:
+            for worker in workers:
+                worker.close()
+    for module in _IMPORTS:
+        key = f"import {module}"
+        for i in range(args.imports):
+            order = list(range(len(trees))) if i % 2 == 0 else list(reversed(range(len(trees))))
+            got_ms = {n: import_time(module, trees[n][1]) for n in order}
+            for n, (label, _) in enumerate(trees):
+                times[label].setdefault(key, []).append(got_ms[n])
+            if len(trees) == 2 and got_ms[0] > 0:
+                ratios.setdefault(key, []).append(got_ms[1] / got_ms[0])
+        print(f"{key}: done", file=sys.stderr)
+
     labels = [f"{label} ({c})" if (c := _commit(tree)) else label for label, tree in trees]
     header = "| operation | " + " | ".join(f"{lab} ms" for lab in labels)
-    header += " | after / before |" if len(trees) == 2 else " |"
-    header += " " + " | ".join(f"{lab} handoffs, loops" for lab in labels) + " |"
+    header += " | after / before" if len(trees) == 2 else ""
+    header += " | " + " | ".join(f"{lab} handoffs, loops" for lab in labels) + " |"
     lines = [header, "|---|" + "---:|" * (2 * len(trees) + (1 if len(trees) == 2 else 0))]
-    for name in names:
-        row = [f"{medians[label][name]:.2f}" for label, _ in trees]
+    for key in times[trees[0][0]]:
+        row = [f"{statistics.median(times[label][key]):.2f}" for label, _ in trees]
         if len(trees) == 2:
-            before, after = medians[trees[0][0]][name], medians[trees[1][0]][name]
-            row.append(f"x{after / before:.2f}" if before > 0 else "-")
+            row.append(f"x{statistics.median(ratios[key]):.2f}")
         for label, _ in trees:
-            counted = medians[label].get(f"handoffs {name}")
-            loops = medians[label].get(f"loops {name}")
-            row.append("-" if counted is None else f"{counted:.0f}, {loops:.0f}")
-        lines.append(f"| {name} | " + " | ".join(row) + " |")
+            counted = counts[label].get(key)
+            row.append("-" if counted is None else f"{counted[0]:.0f}, {counted[1]:.0f}")
+        lines.append(f"| {key} | " + " | ".join(row) + " |")
     load = os.getloadavg()[0]
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     report = "\n".join(
         [
             "# AgenticStore call latency (the hops between layers) and import time",
             "",
-            f"Measured {stamp} by `python bench/store_hops_bench.py --rounds {args.rounds} "
-            f"--calls {args.calls}{' --baseline DIR' if args.baseline else ''}` "
+            f"Measured {stamp} by `python bench/store_hops_bench.py --calls {args.calls} "
+            f"--imports {args.imports}{' --baseline DIR' if args.baseline else ''}` "
             f"({platform.machine()}, {os.cpu_count()} cores shared with other jobs, load "
-            f"average {load:.1f}, Python {platform.python_version()}).",
+            f"average {load:.1f} at the end, Python {platform.python_version()}).",
             "",
-            "Median over rounds of each round's median call, in milliseconds; rounds of the "
-            "two checkouts interleaved. The store is an embedded store reopened on existing "
-            "data (40 facts, 100 logged turns in 5 threads, 100 generic items of one user); "
-            "embeddings are a fixed-cost hash. Async = `await store.aput/aget/asearch` on an "
-            "event loop (the server's path); sync = `store.put/get/search` from a plain "
-            "thread. Import = a fresh interpreter importing the module, less an empty "
-            "interpreter's start. Handoffs = tasks given to a worker thread or to another "
-            "thread's event loop during one call, and the event loops the call created "
-            "(counts, independent of load).",
+            "Medians in milliseconds. The store is an embedded store reopened on existing "
+            "data (40 facts, 100 logged turns in 5 threads, 100 generic items of one user), "
+            "one copy per checkout; embeddings are a fixed-cost hash. Async = `await "
+            "store.aput/aget/asearch` on an event loop (the server's path); sync = "
+            "`store.put/get/search` from a plain thread. The checkouts' calls alternate one "
+            "by one; after / before is the median of the per-call ratios. Handoffs = tasks "
+            "one call gives to a worker thread or to another thread's event loop, and loops "
+            "= event loops it creates (counts: no load changes them). Import = a fresh "
+            "interpreter importing the module, less an empty interpreter's start.",
             "",
             *lines,
             "",

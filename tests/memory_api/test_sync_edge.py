@@ -141,3 +141,47 @@ def test_a_forked_process_runs_blocking_calls_on_threads_of_its_own() -> None:
     process.join(timeout=60)
     assert process.exitcode == 0, "the child waited on a thread it did not inherit"
     assert parent.recv() == "done in the child"
+
+
+def test_a_blocking_call_runs_its_storage_work_in_the_calling_thread(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its loop serves that call only: handing each storage call to a worker thread would only
+    # add a thread wake-up per call (what made the sync edge slower than sync code).
+    import threading
+
+    from agentic_memory.store.base import MemoryStore
+
+    seen: list[int] = []
+    for name in ("insert", "hybrid", "iterate"):
+        real = getattr(MemoryStore, name)
+
+        def spy(self: MemoryStore, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            seen.append(threading.get_ident())
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(MemoryStore, name, spy)
+    mem.remember("alice", "t", TURN)
+    assert mem.recall("alice", "bees")
+    assert seen and set(seen) == {threading.get_ident()}
+
+
+async def test_the_async_calls_still_run_their_storage_work_in_worker_threads(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from agentic_memory.store.base import MemoryStore
+
+    seen: list[int] = []
+    for name in ("insert", "hybrid", "iterate"):
+        real = getattr(MemoryStore, name)
+
+        def spy(self: MemoryStore, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            seen.append(threading.get_ident())
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(MemoryStore, name, spy)
+    await mem.aremember("alice", "t", TURN)
+    assert await mem.arecall("alice", "bees")
+    assert seen and threading.get_ident() not in seen
