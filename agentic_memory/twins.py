@@ -66,11 +66,16 @@ def run_sync(coroutine: Coroutine[Any, Any, R], *, instead: str) -> R:
     Raises:
         SyncCallInEventLoopError: This thread is running an event loop.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        with asyncio.Runner(loop_factory=_EdgeLoop) as runner:
-            return runner.run(coroutine)
+    if asyncio.events._get_running_loop() is None:
+        # Leaner than asyncio.run (no SIGINT handler to install and restore per call).
+        loop = _EdgeLoop()
+        try:
+            return loop.run_until_complete(coroutine)
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
     coroutine.close()
     raise SyncCallInEventLoopError(
         "a blocking memory call was made from a running event loop (a notebook cell, an "

@@ -128,18 +128,18 @@ def _forked_call(conn: Any) -> None:
     conn.send(run_sync(hop(), instead="await hop()"))
 
 
-def test_a_forked_process_runs_blocking_calls_on_threads_of_its_own() -> None:
+def test_a_process_forked_after_blocking_calls_runs_blocking_calls() -> None:
     import multiprocessing
 
     async def hop() -> int:
         return await asyncio.to_thread(lambda: 1)
 
-    assert run_sync(hop(), instead="await hop()") == 1  # the parent's pool has a thread now
+    assert run_sync(hop(), instead="await hop()") == 1  # before the fork, in the parent
     parent, child = multiprocessing.get_context("fork").Pipe()
     process = multiprocessing.get_context("fork").Process(target=_forked_call, args=(child,))
     process.start()
     process.join(timeout=60)
-    assert process.exitcode == 0, "the child waited on a thread it did not inherit"
+    assert process.exitcode == 0, "the child could not run a blocking call"
     assert parent.recv() == "done in the child"
 
 
@@ -185,3 +185,12 @@ async def test_the_async_calls_still_run_their_storage_work_in_worker_threads(
     await mem.aremember("alice", "t", TURN)
     assert await mem.arecall("alice", "bees")
     assert seen and threading.get_ident() not in seen
+
+
+def test_an_error_of_a_blocking_call_is_reported_as_itself(mem: Memory) -> None:
+    from agentic_memory.store import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="non-empty") as caught:
+        mem.recall("alice", "")
+    # Not "during handling of RuntimeError('no running event loop')": no chained context.
+    assert caught.value.__context__ is None and caught.value.__cause__ is None
