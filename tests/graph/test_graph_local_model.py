@@ -26,9 +26,15 @@ __all__ = ["local_model_file", "local_server"]  # fixtures, imported for this mo
 
 
 async def test_a_conversation_with_the_local_model(local_server, store, embeddings) -> None:
-    model = resolve_chat_model("local", max_tokens=128)
-    app = compile_graph(
-        checkpointer=InMemorySaver(), store=store, embeddings=embeddings, chat_model=model
+    # Building the model reads CA certificates and prompt files: off the guarded loop, as
+    # the graph itself resolves its models (graph/resources.py).
+    model = await asyncio.to_thread(resolve_chat_model, "local", max_tokens=128)
+    app = await asyncio.to_thread(
+        compile_graph,
+        checkpointer=InMemorySaver(),
+        store=store,
+        embeddings=embeddings,
+        chat_model=model,
     )
     config = {"configurable": {"thread_id": "t1"}}
     context = {"user_id": "alice"}
@@ -67,7 +73,7 @@ async def test_a_conversation_with_the_local_model(local_server, store, embeddin
     for fact in await memory.facts.acurrent("alice"):
         assert fact.subject.strip() and fact.value.strip()
     if end["rules_version_created"] is not None:
-        latest = await asyncio.to_thread(memory.rules.latest, "alice")
+        latest = await memory.rules.alatest("alice")
         assert latest.version == end["rules_version_created"]
         RuleSet.model_validate({"rules": [dataclasses.asdict(r) for r in latest.rules]})
         assert latest.source_episodes == (stored.id,)
