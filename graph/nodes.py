@@ -13,11 +13,14 @@ embedding call is awaited off the event loop (``langgraph dev`` rejects blocking
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -32,7 +35,10 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
+from langgraph.errors import NodeError
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
+from langgraph.types import Command, Send
 
 import prompts
 from agentic_memory.api import Memory
@@ -45,7 +51,7 @@ from agentic_memory.kinds.facts import (
     render_facts,
 )
 from agentic_memory.kinds.knowledge import asearch_knowledge
-from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES, MessageLog
 from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.kinds.rules import (
     MAX_RULES,
@@ -55,7 +61,13 @@ from agentic_memory.kinds.rules import (
     rules_scope,
 )
 from agentic_memory.models.calls import StructuredOutputError, ainvoke_structured, ainvoke_text
-from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, Where, check_user_id
+from agentic_memory.store import (
+    GLOBAL_SCOPE,
+    InvalidInputError,
+    StoreError,
+    Where,
+    check_user_id,
+)
 from graph.context import Context
 from graph.context_window import (
     assemble_context,
@@ -66,15 +78,17 @@ from graph.context_window import (
     plan_compaction,
 )
 from graph.resources import answer_model, background_model, memory_of
-from graph.state import State, Summary, replace_calls
+from graph.state import RUN_FIELDS, State, Summary, replace_calls, reset_failures
 
 __all__ = [
     "FAN_OUT",
     "InputRefusedError",
     "MissingUserIdError",
+    "RunFailedError",
     "ThreadOwnershipError",
     "admit",
     "compact",
+    "fail",
     "generate",
     "load_procedural",
     "log_turn",
@@ -83,6 +97,7 @@ __all__ = [
     "reflect",
     "refuse",
     "remember_facts",
+    "rollback",
     "route_after_turn",
     "route_turn",
     "update_procedural",
@@ -235,6 +250,70 @@ def _new_input(state: State) -> list[AnyMessage]:
     return messages[start:]
 
 
+@dataclass(frozen=True)
+class _Input:
+    """A run's input against the thread's history."""
+
+    before: list[AnyMessage]
+    """The thread's messages before the input."""
+    new: list[AnyMessage]
+    """The messages the input added."""
+    rewritten: list[str]
+    """Ids of earlier messages the input removed or rewrote."""
+    kept: bool
+    """Whether ``before`` is the thread's kept copy (``settled_messages``), which a
+    rollback restores; otherwise it is saved with the run (``run_before``)."""
+
+
+def _split_input(state: State) -> _Input:
+    """Tell the thread's history from this run's input (LangGraph applied it before ``admit``).
+
+    The kept copy of the settled messages says exactly what the thread held; a thread from
+    before the copy was kept, or whose last run died without completing or rolling back,
+    falls back to ``settled_through``.
+    """
+    if state.settled_messages is not None and state.run_before is None:
+        before = list(state.settled_messages)
+        current = {m.id: m for m in state.messages}
+        rewritten = [str(m.id) for m in before if current.get(m.id) != m]
+        known = {m.id for m in before}
+        new = [m for m in state.messages if m.id not in known]
+        return _Input(before, new, rewritten, kept=True)
+    new = _new_input(state)
+    added = {id(m) for m in new}
+    return _Input([m for m in state.messages if id(m) not in added], new, [], kept=False)
+
+
+def _run_start(state: State, given: _Input) -> dict[str, Any]:
+    """Return what a rollback restores: every field's value before this run, and its start.
+
+    Only ``messages`` and ``end_conversation`` can be changed by a run's input; every other
+    field still holds its value from before the run when ``admit`` (the first node) reads
+    it. ``end_conversation`` is False between runs (a completed end resets it, a rollback
+    restores it).
+    """
+    values = {
+        f.name: copy.deepcopy(getattr(state, f.name))
+        for f in fields(State)
+        if f.name not in RUN_FIELDS
+    }
+    values["end_conversation"] = False
+    start: dict[str, Any] = {"values": values, "started_at": datetime.now(UTC).isoformat()}
+    if not given.kept:
+        start["messages"] = list(given.before)
+    return start
+
+
+def _settled(state: State) -> dict[str, Any]:
+    """Return what the last node of a completed run writes: the new copy, no rollback data."""
+    return {
+        "settled_messages": list(state.messages),
+        "run_before": None,
+        "run_failures": reset_failures(),
+        "end_conversation": False,
+    }
+
+
 async def _legacy_owner(mem: Memory, user: str, thread: str) -> str | None:
     """Whose thread an ownerless thread with history is, from the message logs.
 
@@ -280,17 +359,19 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
     A thread belongs to the user of its first run. A run by anyone else, a run without a
     user, and input that cannot be taken (invalid text, longer than ``MAX_MESSAGE_CHARS``
-    or than ``budget_recent`` tokens, or no message and no end of conversation) are refused:
-    the new input is removed from the thread again, so it never reaches a prompt, a memory
-    or a later turn, and ``refuse`` fails the run with the reason.
+    or than ``budget_recent`` tokens, no message and no end of conversation, or a removal
+    or rewrite of the thread's earlier messages) are refused: ``rollback`` puts the thread
+    back exactly as it was, so the input never reaches a prompt, a memory or a later turn,
+    and ``refuse`` fails the run with the reason. Either way, the values the thread had
+    before the run are kept in ``run_before`` until the run completes.
     """
     # A graph compiled without agentic memory's store cannot work at all: say so first.
     memory = memory_of(runtime.store)
-    new = _new_input(state)
-    removal: list[BaseMessage] = [RemoveMessage(id=m.id) for m in new if m.id]
+    given = _split_input(state)
+    start = _run_start(state, given)
 
-    def refused(kind: str, message: str, **extra: Any) -> dict[str, Any]:
-        return {"messages": removal, "refusal": {"kind": kind, "message": message}, **extra}
+    def refused(kind: str, message: str) -> dict[str, Any]:
+        return {"run_before": start, "run_failures": [{"kind": kind, "message": message}]}
 
     try:
         ctx = _context(runtime)
@@ -306,7 +387,7 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "user the server authenticated; nothing was read or written",
         )
     owner = state.owner
-    if owner is None and len(state.messages) > 1:
+    if owner is None and len(given.before) + len(given.new) > 1:
         # History without an owner: a thread from before owners were recorded (or a first
         # input of several messages, which no log names: then it is claimed below).
         owner = await _legacy_owner(memory, user, _thread(_config()))
@@ -316,42 +397,153 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             f"thread {_thread(_config())!r} belongs to another user: start a new thread; "
             "nothing was read or written",
         )
-    claimed = {"owner": user}
+    if given.rewritten:
+        return refused(
+            "input",
+            "a run's input cannot remove or rewrite the thread's earlier messages "
+            f"({len(given.rewritten)} touched, e.g. {given.rewritten[0]!r}): send new "
+            "messages only; nothing was kept",
+        )
+    new = given.new
     if not any(isinstance(m, HumanMessage) for m in new) and not state.end_conversation:
         return refused(
             "input",
             "nothing to do: send a new user message, or end_conversation=true to end the "
             "conversation",
-            **claimed,
         )
     await asyncio.to_thread(load_tokenizer)
     for message in new:
         problem = _check_text(message, ctx.budget_recent)
         if problem is not None:
-            return refused("input", problem, **claimed)
+            return refused("input", problem)
     settled = new[-1].id if new else state.settled_through
-    return {**claimed, "settled_through": settled, "refusal": None}
+    return {"owner": user, "settled_through": settled, "run_before": start}
 
 
-async def refuse(state: State) -> dict[str, Any]:
-    """Fail the run with the reason ``admit`` gave (the input is already removed).
+class RunFailedError(RuntimeError):
+    """A run failed in a node whose error cannot be raised again in this process."""
+
+
+_FAILED: OrderedDict[str, BaseException] = OrderedDict()
+"""Errors of failed runs until ``refuse`` raises them again, by token (this process)."""
+_FAILED_LOCK = threading.Lock()
+_FAILED_KEPT = 256
+
+
+def _keep_error(error: BaseException) -> str:
+    token = uuid.uuid4().hex
+    with _FAILED_LOCK:
+        _FAILED[token] = error
+        while len(_FAILED) > _FAILED_KEPT:
+            _FAILED.popitem(last=False)
+    return token
+
+
+def _take_error(token: str) -> BaseException | None:
+    with _FAILED_LOCK:
+        return _FAILED.pop(token, None)
+
+
+async def fail(state: State, error: NodeError) -> Command[Literal["rollback"]]:
+    """Handle a node's error (the graph's error handler): roll the run back, then fail it.
+
+    The error is kept (in this process) for ``refuse`` to raise again once ``rollback`` has
+    restored the thread. An error of ``rollback`` or ``refuse`` themselves fails the run.
+    """
+    del state
+    if error.node in ("rollback", "refuse"):
+        raise error.error
+    failure = {
+        "kind": "error",
+        "node": error.node,
+        "message": f"{type(error.error).__name__}: {error.error}"[:2000],
+        "token": _keep_error(error.error),
+    }
+    return Command(update={"run_failures": [failure]}, goto="rollback")
+
+
+async def rollback(state: State, runtime: Runtime[Context]) -> Command[Literal["refuse"]]:
+    """Put a refused or failed run's thread back exactly as it was, then fail the run.
+
+    Every field gets its value from before the run again (from ``run_before``; the messages
+    from the kept copy), including ``end_conversation``: a refused end never ends the
+    conversation later. The turns a failed run logged are taken back from the message log,
+    so the thread and its log agree; what it stored in long-term memory otherwise (facts
+    the user stated, an episode) stays, and the same run sent again replaces the episode.
+    """
+    failures = state.run_failures or [{"kind": "error", "message": "the run failed"}]
+    start = state.run_before
+    if start is None:
+        # admit itself failed: the state is the thread plus this run's input.
+        start = _run_start(state, _split_input(state))
+    before: list[AnyMessage] = list(
+        start["messages"] if "messages" in start else state.settled_messages or []
+    )
+    if failures[0].get("kind") == "error" and state.run_before is not None:
+        await _take_back_logged(state, runtime, before, str(start.get("started_at", "")))
+    update: dict[str, Any] = {}
+    for name, value in start["values"].items():
+        if getattr(state, name) != value:
+            update[name] = replace_calls(value) if name == "model_calls" else value
+    if list(state.messages) != before:
+        update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *before]
+    update.update(run_before=None, run_failures=reset_failures())
+    return Command(update=update, goto=Send("refuse", dict(failures[0])))
+
+
+async def _take_back_logged(
+    state: State, runtime: Runtime[Context], before: Sequence[BaseMessage], started_at: str
+) -> None:
+    """Forget the turns this run logged (those of its own messages, logged since it began)."""
+    user = state.owner
+    if user is None or not started_at:
+        return
+    known = {m.id for m in before}
+    keys = [str(m.id) for m in state.messages if m.id and m.id not in known]
+    if not keys:
+        return
+    mem = memory_of(runtime.store)
+    thread = _thread(_config())
+    try:
+        if MESSAGES.name not in await mem.store.acollections():
+            return
+        ids = []
+        for key in keys:
+            oid = MessageLog.message_id(user, thread, key)
+            found = await mem.store.aget(MESSAGES.name, oid, user=user)
+            # A message re-sent with the id of an older, compacted turn keeps that turn.
+            if found is not None and str(found.properties.get("created_at", "")) >= started_at:
+                ids.append(oid)
+        if ids:
+            await mem.messages.aforget(user, ids=ids)
+    except (StoreError, InvalidInputError) as exc:
+        logger.warning("could not take back the turns a failed run logged: %s", exc)
+
+
+async def refuse(failure: dict[str, str]) -> None:
+    """Fail the run with the reason ``admit`` or the failing node gave (after ``rollback``).
 
     Raises:
         MissingUserIdError: the run has no ``context.user_id``.
         ThreadOwnershipError: the thread belongs to another user.
         InputRefusedError: the input cannot be taken.
+        Exception: the error a node raised (``RunFailedError`` with its message when it
+            was raised in another process).
     """
-    refusal = state.refusal or {"kind": "input", "message": "the run was refused"}
-    raise _REFUSALS.get(refusal.get("kind", ""), InputRefusedError)(refusal.get("message", ""))
+    error = _take_error(str(failure.get("token", "")))
+    if error is not None:
+        raise error
+    kind, message = failure.get("kind", ""), failure.get("message", "")
+    raise _REFUSALS.get(kind, RunFailedError)(message or "the run failed")
 
 
 # -- routers --------------------------------------------------------------------------------
 
 
-def route_turn(state: State) -> list[str] | Literal["reflect", "refuse"]:
-    """After admission: fan out on a new user message, go to ``reflect``, or to ``refuse``."""
-    if state.refusal is not None:
-        return "refuse"
+def route_turn(state: State) -> list[str] | Literal["reflect", "rollback"]:
+    """After admission: fan out on a new user message, go to ``reflect``, or roll back."""
+    if state.run_failures:
+        return "rollback"
     if _new_message(state) is not None:
         return list(FAN_OUT)
     return "reflect"
@@ -670,7 +862,9 @@ async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         marked_by="model",
         retention=ctx.retention(mem.retention),
     )
-    return {"turn_answered": state.end_conversation}
+    if state.end_conversation:
+        return {"turn_answered": True}
+    return {"turn_answered": False, **_settled(state)}
 
 
 # -- end of conversation --------------------------------------------------------------------
@@ -773,6 +967,7 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
     operator allows it (``AMEM_GLOBAL_RULES=learn`` where the graph runs); a run cannot.
     """
     done: dict[str, Any] = {
+        **_settled(state),
         "end_conversation": False,
         "turn_answered": False,
         "pending_reflection": None,

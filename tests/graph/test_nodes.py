@@ -46,8 +46,8 @@ def test_route_turn() -> None:
     assert route_turn(State(messages=[human("hi", "h1")])) == list(FAN_OUT)
     ended = State(messages=[human("hi", "h1"), ai("hello", "a1")], end_conversation=True)
     assert route_turn(ended) == "reflect"
-    refused = State(messages=[], refusal={"kind": "input", "message": "too long"})
-    assert route_turn(refused) == "refuse"
+    refused = State(messages=[], run_failures=[{"kind": "input", "message": "too long"}])
+    assert route_turn(refused) == "rollback"
 
 
 def test_route_after_turn() -> None:
