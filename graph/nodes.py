@@ -57,6 +57,8 @@ from agentic_memory.kinds.rules import (
     MAX_RULES,
     RuleConflictError,
     RuleSet,
+    rebase_backoff,
+    rebase_rules,
     render_rules,
     rules_scope,
 )
@@ -105,7 +107,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 _RULES_ATTEMPTS = 5
-"""Rewrites of the rules when other conversations keep creating versions meanwhile."""
+"""Model rewrites of the rules when a rebase cannot take another version in (the cap)."""
+_REBASES = 64
+"""Rebases of one rewrite on versions other conversations created meanwhile."""
 
 FAN_OUT = ("recall_episodic", "recall_semantic", "load_procedural", "remember_facts")
 """The nodes a new user message starts, in parallel."""
@@ -972,6 +976,7 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
         "turn_answered": False,
         "pending_reflection": None,
         "rules_rejected": [],
+        "rules_conflicts": [],
         "rules_note": None,
         "rules_version_created": None,
     }
@@ -994,7 +999,9 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
     personal = [str(f.get("value", "")) for f in state.facts] + [user]
     last = pending[-1]
     calls: list[dict[str, Any]] = []
-    for attempt in range(1, _RULES_ATTEMPTS + 1):
+    conflicts: list[dict[str, Any]] = []
+    rejected_all: list[dict[str, str]] = []
+    for _ in range(_RULES_ATTEMPTS):
         current = await mem.rules.alatest(scope)
         prompt = (await prompts.aload("procedural_update")).format(
             current_rules=current.render(),
@@ -1010,27 +1017,61 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
         )
         for item in rejected:
             logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
-        result = {**done, "rules_rejected": [r.to_dict() for r in rejected], "model_calls": calls}
+        rejected_all = [r.to_dict() for r in rejected]
+        result = {
+            **done,
+            "rules_rejected": rejected_all,
+            "rules_conflicts": conflicts,
+            "model_calls": calls,
+        }
         if not kept:
             return {**result, "rules_note": "no rule of the rewrite could be stored"}
-        try:
-            # Based on the version the model rewrote: another conversation's new version
-            # is never replaced by a rewrite that did not see it.
-            created = await mem.rules.apropose(
-                scope,
-                kept,
-                base_version=current.version,
-                source_episodes=[str(r["id"]) for r in pending],
-                source_users=[user],
-                note=(
-                    f"rewritten after conversation {last.get('conversation')} "
-                    f"of thread {last.get('thread_id')}"
-                ),
-            )
-        except RuleConflictError:
-            if attempt == _RULES_ATTEMPTS:
-                raise
-            logger.info("rules of %r changed during the rewrite: rewriting from the latest", scope)
-            continue
-        return {**result, "rules_version_created": created.version if created else None}
-    raise AssertionError("unreachable: the last attempt returns or raises")
+        base, rules = current, list(kept)
+        for rebase in range(1, _REBASES + 1):
+            try:
+                # Based on the version the model rewrote (or the rewrite was rebased on):
+                # another conversation's new version is never replaced by one that did not
+                # see it.
+                created = await mem.rules.apropose(
+                    scope,
+                    rules,
+                    base_version=base.version,
+                    source_episodes=[str(r["id"]) for r in pending],
+                    source_users=[user],
+                    note=(
+                        f"rewritten after conversation {last.get('conversation')} "
+                        f"of thread {last.get('thread_id')}"
+                    ),
+                )
+            except RuleConflictError as exc:
+                latest = await mem.rules.alatest(scope)
+                merged = rebase_rules(base.rules, rules, latest.rules)
+                conflicts.append(
+                    {
+                        "based_on": base.version,
+                        "found": max(exc.latest_version, latest.version),
+                        "resolution": "rebased" if merged is not None else "rewritten",
+                    }
+                )
+                if merged is None:
+                    break  # the merge would pass the cap: the model rewrites the latest
+                base, rules = latest, merged
+                await asyncio.sleep(rebase_backoff(rebase))
+                continue
+            return {**result, "rules_version_created": created.version if created else None}
+        else:
+            break  # every rebase met a newer version still: give up for this end
+    logger.warning("rules of %r kept changing: this end's rewrite was not stored", scope)
+    return {
+        **done,
+        "rules_rejected": rejected_all,
+        "rules_conflicts": conflicts,
+        "model_calls": calls,
+        # Learned from again by the next end of this conversation.
+        "pending_reflection": state.pending_reflection or state.reflection,
+        "rules_note": (
+            f"the rules kept changing while this conversation rewrote them "
+            f"({len(conflicts)} newer versions met): nothing was stored; the next end of "
+            "this conversation learns from it again"
+        ),
+    }

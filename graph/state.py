@@ -111,6 +111,12 @@ class State(InputState):
     rules_rejected: list[dict[str, str]] = field(default_factory=list)
     """Rules of this run's rewrite that were not stored, with the reason (this run only)."""
 
+    rules_conflicts: list[dict[str, Any]] = field(default_factory=list)
+    """Newer rules versions this end met while it rewrote the rules (this run only): each
+    says the version the rewrite was based on (``based_on``), the one it found (``found``)
+    and how it went on: ``rebased`` (its changes replayed on the newer version, no model
+    call) or ``rewritten`` (the merge would pass ten rules: the model rewrote the newer)."""
+
     rules_note: str | None = None
     """Why the rules were not rewritten at this conversation end, if they could not be."""
 

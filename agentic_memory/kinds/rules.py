@@ -62,6 +62,7 @@ __all__ = [
     "RuleVersion",
     "embedding_text",
     "parse_rules",
+    "rebase_rules",
     "render_rules",
     "rules_scope",
     "starting_rules",
@@ -573,6 +574,38 @@ class RuleConflictError(ConflictError):
                 "another writer changed them; rewrite from the latest version and propose again"
             )
         super().__init__(message)
+
+
+def rebase_rules(
+    base: Sequence[Any], mine: Sequence[Any], theirs: Sequence[Any]
+) -> list[RuleItem] | None:
+    """Replay a rewrite of ``base`` (giving ``mine``) on top of a newer version ``theirs``.
+
+    The rules the rewrite removed from ``base`` are removed from ``theirs`` and the ones it
+    added are appended, so neither the other writer's changes nor this one's are lost; the
+    same rule reworded by both is kept in both wordings, for the next rewrite to merge.
+    Over :data:`MAX_RULES`, the oldest rules that both versions only carried over from
+    ``base`` give way (the front of the list: rewrites append what they add). Returns
+    ``None`` when that is not enough: then only a new rewrite can choose what to keep.
+    """
+    old = [_coerce(r) for r in base]
+    new = [_coerce(r) for r in mine]
+    removed = [r for r in old if r not in new]
+    added = [r for r in new if r not in old]
+    result = [r for r in dict.fromkeys(_coerce(r) for r in theirs) if r not in removed]
+    result += [r for r in dict.fromkeys(added) if r not in result]
+    over = len(result) - MAX_RULES
+    if over > 0:
+        carried = [r for r in result if r in old][:over]
+        if len(carried) < over:
+            return None
+        result = [r for r in result if r not in carried]
+    return result or None
+
+
+def rebase_backoff(attempt: int) -> float:
+    """Return how long a writer waits before rebasing again (jittered, a few ms)."""
+    return _backoff(attempt)
 
 
 def _backoff(attempt: int) -> float:
