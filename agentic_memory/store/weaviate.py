@@ -926,6 +926,36 @@ class WeaviateStore(MemoryStore):
                 raise
         return UpsertResult(ids=[o.id for o in objects])
 
+    @_guarded
+    def _update(
+        self,
+        spec: CollectionSpec,
+        ids: list[str],
+        change: Callable[[StoredObject], MemoryObject | None],
+        user: str | None,
+    ) -> UpsertResult:
+        # Weaviate has no transaction: the read and the write run under the partition's lock
+        # that every insert and update of this machine takes, as _insert does.
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return UpsertResult()
+        key = (spec.name, tenant_name(user) if user is not None else "")
+        with self._inserts.hold(*key):
+            found = collection.query.fetch_objects(
+                filters=Filter.by_id().contains_any(ids),
+                limit=len(ids),
+                include_vector=[VECTOR_NAME],
+            )
+            changed = [
+                new
+                for obj in found.objects
+                if (new := change(self._stored(spec, obj, True))) is not None
+            ]
+            if not changed:
+                return UpsertResult()
+            vectors = np.asarray([o.vector for o in changed], dtype=np.float64)
+            return self._upsert(spec, changed, user, vectors)
+
     @staticmethod
     def _undo_inserts(collection: Any, ids: list[str]) -> None:
         """Delete what a failed insert created, so that it writes all or nothing."""

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.store.base import MemoryStore, absent_properties
+from agentic_memory.store.base import check_finite as _finite
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, IntArray
 from agentic_memory.store.embedded.cache import PartitionCache
@@ -372,6 +373,44 @@ class EmbeddedStore(MemoryStore):
 
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
+
+    def _update(
+        self,
+        spec: CollectionSpec,
+        ids: list[str],
+        change: Callable[[StoredObject], MemoryObject | None],
+        user: str | None,
+    ) -> UpsertResult:
+        obj_t = _table(spec.name)
+        updates = "".join(f", {_column(p.name)} = ?" for p in _columns(spec))
+
+        def write(conn: sqlite3.Connection) -> list[str]:
+            # Read, change and write in one IMMEDIATE transaction: no other writer, in this
+            # process or another, can come in between.
+            rows = conn.execute(
+                f"SELECT id, body, vector, rid FROM {obj_t} WHERE user IS ? "
+                "AND id IN (SELECT value FROM json_each(?))",
+                (user, json.dumps(ids)),
+            ).fetchall()
+            changed: list[MemoryObject] = []
+            rids: list[int] = []
+            for row in rows:
+                new = change(_stored(row[:3], True))
+                if new is not None:
+                    changed.append(new)
+                    rids.append(int(row[3]))
+            if not changed:
+                return []
+            prepared = self._prepare(spec, changed, _finite([o.vector for o in changed]))
+            conn.executemany(
+                f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
+                [(*rest, rid) for (_, *rest), rid in zip(prepared, rids, strict=True)],
+            )
+            # Rows changed in place (same rid): a cache cannot be extended past that.
+            _bump(conn, spec.name, user, keeps_lineage=False)
+            return [o.id for o in changed]
+
+        return UpsertResult(ids=self._write(write))
 
     def _prepare(
         self, spec: CollectionSpec, objects: list[MemoryObject], wide: FloatArray64
