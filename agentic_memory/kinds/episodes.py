@@ -33,7 +33,13 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_search, check_user_id
+from agentic_memory.kinds._bound import (
+    CollectionBound,
+    Forgotten,
+    check_search,
+    check_user_id,
+    embedded_part,
+)
 from agentic_memory.kinds.retention import EpisodePurge
 from agentic_memory.store import (
     CollectionSpec,
@@ -126,14 +132,19 @@ class Reflection(BaseModel):
 
 
 def embedding_text(properties: Mapping[str, Any]) -> str:
-    """Return the text an episode is embedded from: its tags and the three reflection texts."""
-    return "\n".join(
-        [
-            ", ".join(properties.get("context_tags") or []),
-            str(properties.get("conversation_summary") or ""),
-            str(properties.get("what_worked") or ""),
-            str(properties.get("what_to_avoid") or ""),
-        ]
+    """Return the text an episode is embedded from: its tags and the three reflection texts.
+
+    At most ``MAX_EMBEDDED_CHARS`` of it (a summary written through the store can be long).
+    """
+    return embedded_part(
+        "\n".join(
+            [
+                ", ".join(properties.get("context_tags") or []),
+                str(properties.get("conversation_summary") or ""),
+                str(properties.get("what_worked") or ""),
+                str(properties.get("what_to_avoid") or ""),
+            ]
+        )
     )
 
 
@@ -324,7 +335,7 @@ class EpisodicMemory(CollectionBound):
         moment = _moment(now)
         if not await self._aexists():
             return []
-        vector = await self.embeddings.aembed_query(query)
+        vector = await self.embeddings.aembed_query(embedded_part(query))
         hits = await self.store.ahybrid(
             EPISODES.name, query=query, vector=vector, alpha=alpha, limit=max(4 * k, 10), user=user
         )

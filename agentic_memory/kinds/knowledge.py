@@ -42,6 +42,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from agentic_memory.kinds._bound import embedded_part
 from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
@@ -575,7 +576,7 @@ def search_knowledge(
     manifest = manifest_collection(kb).name
     if not query.strip() or spec.name not in existing or manifest not in existing:
         return []
-    vector = embeddings.embed_query(query)
+    vector = embeddings.embed_query(embedded_part(query))
     hits: list[KnowledgeHit] = []
     for _ in range(_SEARCH_ATTEMPTS):
         before = _generation(store, manifest)

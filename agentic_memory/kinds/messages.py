@@ -61,6 +61,7 @@ from agentic_memory.kinds._bound import (
     CollectionBound,
     check_search,
     check_user_id,
+    embedded_part,
 )
 from agentic_memory.kinds.recall_text import embedding_text, keyword_query, keywords, search_text
 from agentic_memory.kinds.retention import MessagePurge, RetentionPolicy
@@ -542,7 +543,7 @@ class MessageLog(CollectionBound):
         """
         where = _recall_filters(user, query, k, thread_id, exclude_thread)
         await self._aensure()
-        vector = await self.embeddings.aembed_query(query)
+        vector = await self.embeddings.aembed_query(embedded_part(query))
         hits = await self.store.ahybrid(
             MESSAGES.name,
             query=keyword_query(query),

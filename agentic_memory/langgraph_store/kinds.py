@@ -41,7 +41,7 @@ from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import MAX_RULES, RuleBook, RuleConflictError, RuleVersion
 from agentic_memory.langgraph_store.common import Found, parse_time, pooled
 from agentic_memory.langgraph_store.filters import ItemFilter
-from agentic_memory.langgraph_store.namespaces import SEPARATOR
+from agentic_memory.langgraph_store.namespaces import SEPARATOR, thread_label, thread_of_label
 from agentic_memory.store import (
     GLOBAL_SCOPE,
     InvalidInputError,
@@ -708,15 +708,26 @@ class MessagesSpace(KindSpace):
         """The namespace form."""
         return "('messages', user, thread_id)"
 
+    def check_item_namespace(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        """Check a message namespace; its third label is an escaped thread id."""
+        checked = super().check_item_namespace(namespace)
+        thread_of_label(checked[2])
+        return checked
+
     def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         """Return a user's whole log, or one thread of it."""
         if len(prefix) == 3:
             self.check_owner(prefix[1])
+            thread_of_label(prefix[2])
             return [prefix]
         return super().partitions(prefix)
 
     def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
-        """One namespace per thread (``deep``), or per user when the caller truncates anyway."""
+        """One namespace per thread (``deep``), or per user when the caller truncates anyway.
+
+        A thread's label is its id with ``%``, ``.`` and NUL escaped (``thread_label``), so
+        every thread is listed and addressable, whatever its id holds.
+        """
         users = [p[1] for p in self._listed(fixed[:2])]
         found: set[tuple[str, ...]] = set()
         for user in users:
@@ -724,13 +735,13 @@ class MessagesSpace(KindSpace):
                 found.add((self.root, user))
                 continue
             for thread in self.ctx.messages.threads(user):
-                if _addressable(thread):
-                    found.add((self.root, user, thread))
+                found.add((self.root, user, thread_label(thread)))
         return {ns for ns in found if ns[: len(fixed)] == fixed}
 
     def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One logged message, by its stored id or by the message's own id."""
-        user, thread = self.check_item_namespace(namespace)[1:]
+        user, label = self.check_item_namespace(namespace)[1:]
+        thread = thread_of_label(label)
         obj = self._resolve(user, thread, key)
         if obj is None:
             return None
@@ -752,7 +763,8 @@ class MessagesSpace(KindSpace):
         self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
     ) -> Write:
         """Log a message under its own id through ``MessageLog.remember``; delete forgets it."""
-        user, thread = self.check_item_namespace(namespace)[1:]
+        user, label = self.check_item_namespace(namespace)[1:]
+        thread = thread_of_label(label)
         log, now = self.ctx.messages, self.ctx.now
         if value is None:
 
@@ -821,7 +833,7 @@ class MessagesSpace(KindSpace):
     ) -> list[Found]:
         """List turns by thread and turn number, or find them with ``MessageLog.recall``."""
         user = partition[1]
-        thread = partition[2] if len(partition) == 3 else None
+        thread = thread_of_label(partition[2]) if len(partition) == 3 else None
         log = self.ctx.messages
         if query:
 
@@ -860,7 +872,7 @@ class MessagesSpace(KindSpace):
         }
         stamp = parse_time(message.created_at)
         return SearchItem(
-            namespace=(self.root, user, message.thread_id),
+            namespace=(self.root, user, thread_label(message.thread_id)),
             key=message.id,
             value=value,
             created_at=stamp,
@@ -872,7 +884,7 @@ class MessagesSpace(KindSpace):
         value = _message_value(obj, self.ctx.messages)
         stamp = parse_time(value["created_at"])
         return SearchItem(
-            namespace=(self.root, user, str(obj.properties.get("thread_id", ""))),
+            namespace=(self.root, user, thread_label(str(obj.properties.get("thread_id", "")))),
             key=key,
             value=value,
             created_at=stamp,

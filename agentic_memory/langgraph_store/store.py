@@ -35,7 +35,7 @@ from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
-from agentic_memory.langgraph_store.common import Clock, Found
+from agentic_memory.langgraph_store.common import Clock, Found, check_json_value
 from agentic_memory.langgraph_store.filters import ALPHA_KEY, check_alpha, parse_filter
 from agentic_memory.langgraph_store.generic import GenericPut, GenericSpace
 from agentic_memory.langgraph_store.kinds import (
@@ -50,6 +50,7 @@ from agentic_memory.langgraph_store.kinds import (
 from agentic_memory.langgraph_store.namespaces import (
     KIND_ROOTS,
     NamespaceError,
+    check_key,
     check_labels,
     check_writable,
     fixed_prefix,
@@ -58,7 +59,7 @@ from agentic_memory.langgraph_store.namespaces import (
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_text
 from agentic_memory.twins import blocking
 
-__all__ = ["DEFAULT_ALPHA", "AgenticStore", "DefaultTTL"]
+__all__ = ["DEFAULT_ALPHA", "MIN_SWEEP_MINUTES", "AgenticStore", "DefaultTTL"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ DEFAULT_ALPHA = 0.5
 MAX_QUERY_CHARS = 100_000
 _TTL_KEYS = frozenset({"refresh_on_read", "default_ttl", "sweep_interval_minutes", "omit_expired"})
 _DEFAULT_SWEEP_MINUTES = 5.0
+MIN_SWEEP_MINUTES = 1 / 60
+"""The shortest sweep interval accepted (one second): a shorter one would spin, sweeping
+thousands of times a second."""
 
 
 class DefaultTTL(float):
@@ -299,6 +303,9 @@ class AgenticStore(BaseStore):
                     f"each memory kind indexes its own text: index must be None on "
                     f"{namespace}, got {op.index!r}"
                 )
+            if op.value is not None:
+                # The same bounds as a generic item's value (size, depth, plain JSON).
+                check_json_value(op.value)
             write = kind.prepare(namespace, key, op.value)
 
             def run_kind(_: dict[str, list[float]]) -> None:
@@ -494,7 +501,7 @@ class AgenticStore(BaseStore):
             done: asyncio.Task[None] = asyncio.create_task(asyncio.sleep(0))
             return done
         minutes = sweep_interval_minutes or configured or _DEFAULT_SWEEP_MINUTES
-        _check_minutes(minutes, "sweep_interval_minutes")
+        _check_sweep_minutes(minutes)
         self._sweeper = asyncio.create_task(self._sweep_every(float(minutes) * 60.0))
         return self._sweeper
 
@@ -581,9 +588,7 @@ def _utc_now() -> datetime:
 
 
 def _check_key(key: object) -> str:
-    if not isinstance(key, str):
-        raise InvalidInputError(f"an item key is a string, got {type(key).__name__}")
-    return check_text(key, "the item key")
+    return check_key(key)
 
 
 def _check_count(name: str, value: object) -> int:
@@ -603,6 +608,16 @@ def _check_minutes(value: object, name: str) -> float:
     return float(value)
 
 
+def _check_sweep_minutes(value: object) -> float:
+    minutes = _check_minutes(value, "sweep_interval_minutes")
+    if minutes < MIN_SWEEP_MINUTES:
+        raise InvalidInputError(
+            f"sweep_interval_minutes is at least {MIN_SWEEP_MINUTES:.4f} (one second), got "
+            f"{value!r}: a shorter interval would sweep without pause"
+        )
+    return minutes
+
+
 def _check_ttl_config(ttl: object) -> TTLConfig | None:
     if ttl is None:
         return None
@@ -611,9 +626,10 @@ def _check_ttl_config(ttl: object) -> TTLConfig | None:
     unknown = sorted(set(ttl) - _TTL_KEYS)
     if unknown:
         raise InvalidInputError(f"TTLConfig has no setting {', '.join(map(repr, unknown))}")
-    for name in ("default_ttl", "sweep_interval_minutes"):
-        if ttl.get(name) is not None:
-            _check_minutes(ttl[name], name)
+    if ttl.get("default_ttl") is not None:
+        _check_minutes(ttl["default_ttl"], "default_ttl")
+    if ttl.get("sweep_interval_minutes") is not None:
+        _check_sweep_minutes(ttl["sweep_interval_minutes"])
     for name in ("refresh_on_read", "omit_expired"):
         if name in ttl and not isinstance(ttl[name], bool):
             raise InvalidInputError(f"{name} is a bool, got {ttl[name]!r}")
