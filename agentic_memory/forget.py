@@ -59,6 +59,8 @@ CHECKPOINTER = "checkpointer"
 SERVER = "server"
 """The store column of the report's row for threads deleted on a LangGraph server."""
 OWNER_KEY = "owner"
+RUN_KEY = "run_before"
+"""The state key where a run under way keeps what a rollback restores, and its user."""
 """The state value in which the graph records the user a thread belongs to."""
 SQLITE_META_TABLE = "amem_meta"
 """A table of this package's own in a SQLite checkpoint file (LangGraph ignores it)."""
@@ -195,10 +197,15 @@ async def checkpoint_user_threads(checkpointer: BaseCheckpointSaver[Any], user: 
     """Return the threads whose checkpoints belong to ``user``.
 
     A thread belongs to the user when its latest state records them as ``owner``, or when a
-    run of it carried ``metadata={"user_id": user}``. Every checkpoint is read once (there
-    is no index on state values), which is acceptable for this rare operation.
+    run of it carried ``metadata={"user_id": user}``. A thread whose latest state has no
+    owner (its runs were refused or failed, and rolled back) is the user's when an earlier
+    checkpoint names them: as owner, or as the user of the run being rolled back
+    (``run_before``), since that checkpoint still holds the run's input. Every checkpoint is
+    read once (there is no index on state values), which is acceptable for this rare
+    operation.
     """
     latest: dict[str, tuple[str, str]] = {}
+    named: dict[str, set[str]] = {}
     by_metadata: set[str] = set()
     async for item in checkpointer.alist(None):
         configurable = item.config.get("configurable", {})
@@ -210,9 +217,19 @@ async def checkpoint_user_threads(checkpointer: BaseCheckpointSaver[Any], user: 
         checkpoint_id = str(item.checkpoint.get("id", ""))
         values = item.checkpoint.get("channel_values")
         owner = values.get(OWNER_KEY) if isinstance(values, Mapping) else None
+        owner = owner if isinstance(owner, str) else ""
         if thread_id not in latest or checkpoint_id > latest[thread_id][0]:
-            latest[thread_id] = (checkpoint_id, owner if isinstance(owner, str) else "")
-    owned = {t for t, (_, owner) in latest.items() if owner == user}
+            latest[thread_id] = (checkpoint_id, owner)
+        seen = named.setdefault(thread_id, set())
+        seen.add(owner)
+        run = values.get(RUN_KEY) if isinstance(values, Mapping) else None
+        if isinstance(run, Mapping) and isinstance(run.get("user"), str):
+            seen.add(run["user"])
+    owned = {
+        t
+        for t, (_, owner) in latest.items()
+        if owner == user or (not owner and user in named.get(t, set()))
+    }
     return sorted(owned | by_metadata)
 
 

@@ -382,6 +382,9 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         user = _user(ctx)
     except (InvalidInputError, TypeError, ValueError) as exc:
         return refused("user", str(exc))
+    # Who ran it: the checkpoints of a run that is rolled back still hold its input, and
+    # forgetting the user finds them by this (agentic_memory.forget).
+    start["user"] = user
     configurable = _config().get("configurable") or {}
     authenticated = configurable.get("langgraph_auth_user_id")
     if authenticated and str(authenticated) != user:

@@ -941,9 +941,20 @@ def import_cmd(
     reembed: Annotated[
         bool, typer.Option("--reembed", help="Recompute every vector from the text.")
     ] = False,
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared",
+            help="Also import the rules shared by every user and knowledge bases (operator).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Import an export file into the configured store (ids are kept: importing twice is safe)."""
+    """Import an export file into the configured store: all of it, or nothing.
+
+    The whole file is checked first; into a store with memories it merges (importing twice
+    changes nothing) or refuses what would overwrite a different memory.
+    """
     with cli_errors():
         header = read_header(file)
         with opened() as o:
@@ -954,6 +965,7 @@ def import_cmd(
                     embeddings=o.embeddings,
                     embedding_model=o.embedding_model,
                     reembed=reembed,
+                    allow_shared=shared,
                 )
             else:
                 with Progress(console=render.err(), transient=True) as progress:
@@ -964,6 +976,7 @@ def import_cmd(
                         embeddings=o.embeddings,
                         embedding_model=o.embedding_model,
                         reembed=reembed,
+                        allow_shared=shared,
                         progress=lambda n: progress.update(task, completed=n),
                     )
         if json_out:

@@ -61,6 +61,7 @@ __all__ = [
     "RuleSet",
     "RuleVersion",
     "embedding_text",
+    "parse_rule_list",
     "parse_rules",
     "rebase_rules",
     "render_rules",
@@ -228,6 +229,15 @@ def parse_rules(text: str) -> list[RuleItem]:
             )
         rules.append(_item(instruction, rationale))
     return _check_rules(rules)
+
+
+def parse_rule_list(raw: Sequence[Any]) -> list[RuleItem]:
+    """Check rules given as objects (``{"instruction", "rationale"}``), as stored versions hold.
+
+    Raises:
+        InvalidInputError: a rule is malformed, or there are none or more than 10.
+    """
+    return _check_rules([_coerce(r) for r in raw])
 
 
 def starting_rules() -> list[RuleItem]:

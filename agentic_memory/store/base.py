@@ -827,7 +827,7 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
     if ptype == "text":
         check_text(value, f"{spec.name}.{prop_name}")  # type: ignore[arg-type]
     if ptype == "date":
-        from datetime import datetime  # noqa: PLC0415
+        from datetime import UTC, datetime  # noqa: PLC0415
 
         try:
             parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -837,6 +837,13 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
             ) from None
         if parsed.tzinfo is None:
             raise InvalidInputError(f"{spec.name}.{prop_name} must carry a timezone: {value!r}")
+        try:
+            # Both backends store the moment in UTC: year 1 at +14:00 has none.
+            parsed.astimezone(UTC)
+        except OverflowError:
+            raise InvalidInputError(
+                f"{spec.name}.{prop_name} is out of range in UTC (years 1 to 9999): {value!r}"
+            ) from None
     if ptype == "int" and not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:  # type: ignore[operator]
         raise InvalidInputError(
             f"{spec.name}.{prop_name} must be within ±2^53 (Weaviate's client sends integers "
@@ -849,6 +856,11 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
             finite = False
         if not finite:
             raise InvalidInputError(f"{spec.name}.{prop_name} must be a finite number")
+
+
+def check_properties(spec: CollectionSpec, properties: object) -> None:
+    """Check an object's properties as every write does (names, types, ranges, text)."""
+    _check_properties(spec, properties)
 
 
 def _check_properties(spec: CollectionSpec, properties: object) -> None:

@@ -409,8 +409,11 @@ async def test_a_real_graph_turn_that_failed_before_it_was_logged_is_forgotten(
                 context={"user_id": "alice"},
             )
         state = await app.aget_state({"configurable": {"thread_id": "t-failed"}})
-        assert state.values.get("owner") == "alice"
-        assert SSN in str(state.values.get("messages"))
+        # The failed run was rolled back: the thread reads as it was (empty, unowned)...
+        assert state.values.get("owner") is None
+        assert SSN not in str(state.values.get("messages"))
+        # ...but its earlier checkpoints still hold the input, and name the run's user.
+        assert _traces([cp_path, cp_path.with_name(cp_path.name + "-wal")], [SSN]) != []
         assert (
             MESSAGES.name not in store.collections()
             or store.count(MESSAGES.name, user="alice") == 0
@@ -422,3 +425,31 @@ async def test_a_real_graph_turn_that_failed_before_it_was_logged_is_forgotten(
         assert await checkpoint_count(cp, "t-failed") == 0
         files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
         assert _traces(files, [SSN, "alice"]) == []
+
+
+async def test_a_refused_first_run_is_forgotten_with_its_user(
+    store: EmbeddedStore, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    """A refused run leaves the thread as it was, but its input is in the thread's history."""
+    from graph.nodes import InputRefusedError
+
+    cp_path = tmp_path / "checkpoints.sqlite"
+    async with sqlite_checkpointer(cp_path) as cp:
+        app = compile_graph(
+            checkpointer=cp, store=store, embeddings=embeddings, chat_model=_UnreachableModel()
+        )
+        with pytest.raises(InputRefusedError):
+            await app.ainvoke(
+                {"messages": [HumanMessage(f"my ssn is {SSN} " + "word " * 5000)]},
+                {"configurable": {"thread_id": "t-refused"}},
+                context={"user_id": "alice"},
+            )
+        assert (await app.aget_state({"configurable": {"thread_id": "t-refused"}})).values.get(
+            "owner"
+        ) is None
+        assert await checkpoint_user_threads(cp, "alice") == ["t-refused"]
+        assert await checkpoint_user_threads(cp, "bob") == []
+        report = await forget_user(store, "alice", checkpointer=cp)
+        assert report.threads == ["t-refused"]
+        files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
+        assert _traces(files, [SSN]) == []

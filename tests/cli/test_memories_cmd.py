@@ -187,11 +187,14 @@ def test_export_import_round_trip_through_the_cli(
                 store.delete_user(spec.name, user)
     for name in store.collections():
         store.drop_collection(name)
-    imported = ok_json("memories", "import", str(path))
+    # Without --shared, the shared rules and the knowledge base are refused (nothing written).
+    fails("memories", "import", str(path), message="--shared")
+    assert store.collections() == []
+    imported = ok_json("memories", "import", "--shared", str(path))
     assert imported["total"] == len(everything)
     assert imported["reembedded"] is False
     assert_same(snapshot(store), everything)
-    human = amem("memories", "import", str(path))
+    human = amem("memories", "import", "--shared", str(path))
     assert human.exit_code == 0 and "Imported from" in human.stdout
 
 

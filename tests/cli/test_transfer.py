@@ -66,7 +66,9 @@ def test_round_trip_into_a_fresh_store_keeps_ids_properties_and_vectors(
     path = tmp_path / "mem.jsonl"
     _export(store, path)
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
-        summary = import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+        summary = import_memories(
+            target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
         assert not summary.reembedded
         assert summary.total == len(before)
         assert_same(before, snapshot(target))
@@ -78,7 +80,7 @@ def test_import_is_idempotent(
     path = tmp_path / "mem.jsonl"
     _export(store, path)
     before = snapshot(store)
-    import_memories(store, path, embeddings=embeddings, embedding_model=MODEL)
+    import_memories(store, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True)
     assert_same(before, snapshot(store))
 
 
@@ -90,7 +92,9 @@ def test_export_without_vectors_reembeds_to_the_vectors_the_domain_modules_write
     assert all(line["vector"] is None for line in _lines(path)[1:])
     before = snapshot(store)
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
-        summary = import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+        summary = import_memories(
+            target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
         assert summary.reembedded
         assert any("no vector" in n for n in summary.notes)
         # Same text embedded as episodes/facts/rules/messages/chunks are when first written.
@@ -119,7 +123,7 @@ def test_import_into_another_vector_size_reembeds_and_says_so(
     before = snapshot(store, vectors=False)
     with EmbeddedStore(tmp_path / "small", dims=64) as target:
         summary = import_memories(
-            target, path, embeddings=_TinyEmbeddings(), embedding_model="tiny"
+            target, path, embeddings=_TinyEmbeddings(), embedding_model="tiny", allow_shared=True
         )
         assert summary.reembedded
         assert "256 dimensions" in summary.notes[0]
@@ -135,7 +139,7 @@ def test_import_with_another_model_name_reembeds(
     _export(store, path)
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
         summary = import_memories(
-            target, path, embeddings=embeddings, embedding_model="other-model"
+            target, path, embeddings=embeddings, embedding_model="other-model", allow_shared=True
         )
         assert summary.reembedded
         assert "'other-model'" in summary.notes[0]
@@ -204,7 +208,9 @@ def test_a_bad_file_writes_nothing(
     path.write_text("\n".join(lines) + "\n")
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
         with pytest.raises(TransferError, match=pattern):
-            import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+            import_memories(
+                target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+            )
         assert target.collections() == []
 
 
@@ -221,7 +227,9 @@ def test_a_wrong_property_type_is_reported_with_its_line(
         with pytest.raises(
             TransferError, match=rf"line {fact_at + 1}: UserFact.current must be bool"
         ):
-            import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+            import_memories(
+                target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+            )
         assert target.collections() == []
 
 
@@ -268,7 +276,9 @@ def test_a_changed_schema_in_the_header_is_refused(
     path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
         with pytest.raises(TransferError, match="different schema"):
-            import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+            import_memories(
+                target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+            )
         assert target.collections() == []
 
 
@@ -283,8 +293,12 @@ def test_text_with_a_lone_surrogate_is_reported_with_its_line(
     lines[at]["properties"]["content"] = "my ssn is \ud83d"  # type: ignore[index]
     path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
-        with pytest.raises(TransferError, match=rf"line {at + 1}: MessageLog.content must be text"):
-            import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+        with pytest.raises(
+            TransferError, match=rf"line {at + 1}: MessageLog.content is not valid Unicode text"
+        ):
+            import_memories(
+                target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+            )
         assert target.collections() == []
 
 
@@ -300,7 +314,9 @@ def test_an_export_whose_schema_only_differs_in_descriptions_is_imported(
             prop["description"] = "described otherwise"
     path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
-        summary = import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+        summary = import_memories(
+            target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
         assert summary.total == len(lines) - 1
 
 
@@ -329,7 +345,9 @@ def test_an_export_from_before_importance_is_imported_anywhere(
     # Into a fresh store: its collections take the file's schema and gain the new properties
     # on first use, as a store written by that version does.
     with EmbeddedStore(tmp_path / "fresh", dims=256) as fresh:
-        summary = import_memories(fresh, path, embeddings=embeddings, embedding_model=MODEL)
+        summary = import_memories(
+            fresh, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
         assert summary.total == len(lines) - 1
         log = MessageLog(fresh, embeddings)
         turns = log.list("alice")
@@ -339,7 +357,9 @@ def test_an_export_from_before_importance_is_imported_anywhere(
     # Into a store of this version: the objects come in without the properties.
     with EmbeddedStore(tmp_path / "current", dims=256) as current:
         MessageLog(current, embeddings).remember("carol", "t", [{"role": "user", "content": "hi"}])
-        summary = import_memories(current, path, embeddings=embeddings, embedding_model=MODEL)
+        summary = import_memories(
+            current, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
         assert summary.total == len(lines) - 1
         assert current.spec(MESSAGES.name).properties == MESSAGES.properties
         assert not any(m.important for m in MessageLog(current, embeddings).list("alice"))

@@ -109,6 +109,7 @@ class EmbeddedStore(MemoryStore):
         except OSError as exc:
             raise StoreError(f"cannot create the embedded store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._in_transaction = False
         self._cache = PartitionCache(dims)
         conn = sqlite3.connect(
             str(self.path / DB_FILENAME),
@@ -168,9 +169,14 @@ class EmbeddedStore(MemoryStore):
         raise AssertionError("unreachable")
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one IMMEDIATE transaction: all of it is written or none of it."""
+        """Run ``fn`` in one IMMEDIATE transaction: all of it is written or none of it.
+
+        Inside :meth:`transaction`, ``fn`` runs in a savepoint of that transaction instead.
+        """
         with self._lock:
             conn = self._db()
+            if self._in_transaction:
+                return self._in_savepoint(conn, fn)
 
             def attempt() -> T:
                 conn.execute("BEGIN IMMEDIATE")
@@ -187,11 +193,66 @@ class EmbeddedStore(MemoryStore):
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
 
+    @staticmethod
+    def _in_savepoint(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # One call stays all-or-nothing inside the caller's transaction.
+        conn.execute("SAVEPOINT amem_write")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK TO amem_write")
+            conn.execute("RELEASE amem_write")
+            raise
+        conn.execute("RELEASE amem_write")
+        return result
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make every read and write of this handle within the block one transaction.
+
+        All the block's writes are committed together when it ends, or none of them when it
+        raises. The block holds the store's write lock: other threads of this handle wait,
+        other handles and processes wait up to the busy timeout (30 s) per attempt, so keep
+        it short (no model or embedding calls inside).
+
+        Raises:
+            StoreError: a transaction is already open on this handle.
+        """
+        with self._lock:
+            if self._in_transaction:
+                raise StoreError("a transaction is already open on this store handle")
+            conn = self._db()
+            try:
+                self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+            self._in_transaction = True
+            try:
+                yield
+            except BaseException:
+                self._in_transaction = False
+                conn.execute("ROLLBACK")
+                # Caches may hold what was read or created inside the rolled-back block.
+                self._cache.clear()
+                self._specs.clear()
+                raise
+            self._in_transaction = False
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                self._cache.clear()
+                self._specs.clear()
+                raise _translate(exc) from exc
+
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """Give a connection for reads inside one snapshot (a deferred transaction)."""
         with self._lock:
             conn = self._db()
+            if self._in_transaction:
+                yield conn
+                return
             try:
                 conn.execute("BEGIN")
                 try:
