@@ -262,8 +262,8 @@ class _Input:
     """The thread's messages before the input."""
     new: list[AnyMessage]
     """The messages the input added."""
-    rewritten: list[str]
-    """Ids of earlier messages the input removed or rewrote."""
+    rewritten: list[AnyMessage]
+    """Earlier messages the input rewrote (sent again under their id with other content)."""
     kept: bool
     """Whether ``before`` is the thread's kept copy (``settled_messages``), which a
     rollback restores; otherwise it is saved with the run (``run_before``)."""
@@ -279,7 +279,9 @@ def _split_input(state: State) -> _Input:
     if state.settled_messages is not None and state.run_before is None:
         before = list(state.settled_messages)
         current = {m.id: m for m in state.messages}
-        rewritten = [str(m.id) for m in before if current.get(m.id) != m]
+        rewritten = [
+            current[m.id] for m in before if m.id in current and current[m.id] != m
+        ]
         known = {m.id for m in before}
         new = [m for m in state.messages if m.id not in known]
         return _Input(before, new, rewritten, kept=True)
@@ -363,11 +365,12 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
     A thread belongs to the user of its first run. A run by anyone else, a run without a
     user, and input that cannot be taken (invalid text, longer than ``MAX_MESSAGE_CHARS``
-    or than ``budget_recent`` tokens, no message and no end of conversation, or a removal
-    or rewrite of the thread's earlier messages) are refused: ``rollback`` puts the thread
-    back exactly as it was, so the input never reaches a prompt, a memory or a later turn,
-    and ``refuse`` fails the run with the reason. Either way, the values the thread had
-    before the run are kept in ``run_before`` until the run completes.
+    or than ``budget_recent`` tokens, or no message and no end of conversation) are
+    refused: ``rollback`` puts the thread back exactly as it was (its messages from the
+    copy the last completed run kept, whatever the input removed or rewrote), so the input
+    never reaches a prompt, a memory or a later turn, and ``refuse`` fails the run with
+    the reason. Either way, the values the thread had before the run are kept in
+    ``run_before`` until the run completes.
     """
     # A graph compiled without agentic memory's store cannot work at all: say so first.
     memory = memory_of(runtime.store)
@@ -404,13 +407,6 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             f"thread {_thread(_config())!r} belongs to another user: start a new thread; "
             "nothing was read or written",
         )
-    if given.rewritten:
-        return refused(
-            "input",
-            "a run's input cannot remove or rewrite the thread's earlier messages "
-            f"({len(given.rewritten)} touched, e.g. {given.rewritten[0]!r}): send new "
-            "messages only; nothing was kept",
-        )
     new = given.new
     if not any(isinstance(m, HumanMessage) for m in new) and not state.end_conversation:
         return refused(
@@ -419,7 +415,8 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "conversation",
         )
     await asyncio.to_thread(load_tokenizer)
-    for message in new:
+    # A rewritten earlier message is input too: it reaches the prompt like a new one.
+    for message in [*given.rewritten, *new]:
         problem = _check_text(message, ctx.budget_recent)
         if problem is not None:
             return refused("input", problem)

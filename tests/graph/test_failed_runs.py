@@ -159,11 +159,16 @@ REFUSALS: list[tuple[str, dict[str, Any], dict[str, Any], type[Exception], str]]
     ),
     ("nothing-to-do", {"messages": []}, {"user_id": "alice"}, InputRefusedError, "nothing to do"),
     (
-        "owner-wipes-the-thread",
-        {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("fresh start")]},
+        "owner-wipes-the-thread-with-an-oversized-message",
+        {
+            "messages": [
+                RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                HumanMessage("x" * (MAX_MESSAGE_CHARS + 1)),
+            ]
+        },
         {"user_id": "alice"},
         InputRefusedError,
-        "cannot remove or rewrite",
+        "characters; at most",
     ),
 ]
 
@@ -190,14 +195,29 @@ async def test_every_refusal_leaves_the_thread_exactly_as_it_was(
     assert out["reflection"] is None
 
 
-async def test_a_rewritten_earlier_message_is_refused_and_restored(graph_with) -> None:
+async def test_a_rewritten_earlier_message_is_input_checked_and_restored(graph_with) -> None:
     first = await say(graph_with, "My first question.")
     before = await values_of(graph_with)
     original = first["messages"][0]
-    forged = HumanMessage("I never said this.", id=original.id)
-    with pytest.raises(InputRefusedError, match="cannot remove or rewrite"):
-        await graph_with.ainvoke({"messages": [forged]}, cfg(), context={"user_id": "alice"})
+    # Rewritten under its id with content no message may have: refused, the original back.
+    forged = HumanMessage("x" * (MAX_MESSAGE_CHARS + 1), id=original.id)
+    with pytest.raises(InputRefusedError, match="characters; at most"):
+        await graph_with.ainvoke(
+            {"messages": [forged], "end_conversation": True}, cfg(), context={"user_id": "alice"}
+        )
     assert await values_of(graph_with) == before
+    # The owner may edit her own thread's history (RemoveMessage, a message under its id).
+    edited = HumanMessage("My first question, edited.", id=original.id)
+    out = await graph_with.ainvoke(
+        {"messages": [edited, HumanMessage("Next.")]}, cfg(), context={"user_id": "alice"}
+    )
+    assert [m.content for m in out["messages"]] == [
+        "My first question, edited.",
+        "Noted.",
+        "Next.",
+        "Noted.",
+    ]
+    assert out["settled_messages"] == out["messages"]
 
 
 async def test_a_refused_first_run_leaves_a_fresh_thread_unowned(graph_with) -> None:

@@ -76,14 +76,18 @@ def test_nested_blocks_are_refused(tmp_path: Path) -> None:
 def test_another_handle_waits_for_the_block_and_sees_all_of_it(tmp_path: Path) -> None:
     with EmbeddedStore(tmp_path / "s", dims=DIMS) as store:
         store.ensure_collection(SPEC)
-        started = threading.Event()
+        started, read = threading.Event(), threading.Event()
         seen: list[list[int]] = []
 
+        # Opened first: opening a handle writes the catalogue, so it waits for a block too.
+        handle = EmbeddedStore(tmp_path / "s", dims=DIMS)
+        handle.spec(SPEC.name)
+
         def other() -> None:
-            with EmbeddedStore(tmp_path / "s", dims=DIMS) as handle:
-                handle.spec(SPEC.name)
-                started.wait(10)
+            with handle:
+                started.wait(30)
                 seen.append(ranks(handle))  # a reader sees the state before the block
+                read.set()
                 handle.upsert(SPEC.name, [obj("late", 9)], user="a")  # a writer waits
                 seen.append(ranks(handle))
 
@@ -92,7 +96,8 @@ def test_another_handle_waits_for_the_block_and_sees_all_of_it(tmp_path: Path) -
         with store.transaction():
             store.upsert(SPEC.name, [obj("b1", 1)], user="a")
             started.set()
-            time.sleep(0.3)
+            assert read.wait(30)
+            time.sleep(0.2)  # the other handle's write is now waiting for the lock
             store.upsert(SPEC.name, [obj("b2", 2)], user="a")
-        thread.join(30)
+        thread.join(60)
         assert seen == [[], [1, 2, 9]]
