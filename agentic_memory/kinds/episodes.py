@@ -301,14 +301,19 @@ class EpisodicMemory(CollectionBound):
         }
         vector = (await self.embeddings.aembed_documents([embedding_text(props)]))[0]
         episode_id = self.episode_id(user, thread_id, conversation)
-        # Reflecting on the same conversation again replaces it, not the user's mark.
-        earlier = await self.store.aget(EPISODES.name, episode_id, user=user)
-        if earlier is not None and earlier.properties.get("important"):
-            props["important"] = True
-        result = await self.store.aupsert(
-            EPISODES.name, [MemoryObject(episode_id, props, vector)], user=user
-        )
-        result.raise_for_failures()
+
+        def again(current: StoredObject) -> MemoryObject:
+            # Reflecting on the same conversation again replaces it, not the user's mark
+            # (decided from the episode as stored now: a mark set meanwhile stays).
+            kept = {"important": True} if current.properties.get("important") else {}
+            return MemoryObject(episode_id, {**props, **kept}, vector)
+
+        replaced = await self.store.aupdate(EPISODES.name, [episode_id], again, user=user)
+        if not replaced.ids:
+            result = await self.store.aupsert(
+                EPISODES.name, [MemoryObject(episode_id, props, vector)], user=user
+            )
+            result.raise_for_failures()
         return episode_id
 
     store_reflection = blocking(astore)
@@ -428,19 +433,19 @@ class EpisodicMemory(CollectionBound):
             if obj is None or obj.vector is None:
                 raise InvalidInputError(f"user {user!r} has no episode {oid}; nothing was marked")
             found.append(obj)
-        changed = []
-        for obj in found:
-            props = {**obj.properties, "important": important}
-            if props != obj.properties:
-                assert obj.vector is not None
-                changed.append(MemoryObject(obj.id, props, obj.vector))
-        if changed:
-            written = await self.store.aupsert(EPISODES.name, changed, user=user)
-            written.raise_for_failures()
-        return [
-            Episode._from_stored(StoredObject(o.id, {**o.properties, "important": important}))
-            for o in found
-        ]
+        marked: dict[str, StoredObject] = {o.id: o for o in found}
+
+        def mark(current: StoredObject) -> MemoryObject | None:
+            # Decided from the episode as stored when the mark is written: a reflection
+            # stored again meanwhile keeps its new text.
+            props = {**current.properties, "important": important}
+            marked[current.id] = StoredObject(current.id, props)
+            if props == current.properties or current.vector is None:
+                return None
+            return MemoryObject(current.id, props, current.vector)
+
+        await self.store.aupdate(EPISODES.name, wanted, mark, user=user)
+        return [Episode._from_stored(marked[oid]) for oid in wanted]
 
     mark_important = blocking(amark_important)
 

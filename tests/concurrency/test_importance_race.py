@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -80,3 +81,56 @@ def test_marks_and_edits_racing_in_processes_all_survive(tmp_path: Path) -> None
         )
     assert done == [TURNS, TURNS]
     _check(path, done[1])
+
+
+def test_episode_marks_and_new_reflections_racing_all_survive(tmp_path: Path) -> None:
+    """An episode reflected on again while the user marks it keeps the mark and the text."""
+    from dataclasses import dataclass
+
+    from agentic_memory.kinds.episodes import EpisodicMemory
+    from tests.concurrency.workers import SlowHashEmbeddings
+
+    @dataclass
+    class Reflected:
+        context_tags: list[str]
+        conversation_summary: str
+        what_worked: str = "w"
+        what_to_avoid: str = "a"
+        importance: float = 0.5
+
+    episodes_n = 60
+    path = tmp_path / "store"
+    with EmbeddedStore(path, dims=DIMS) as store:
+        memory = EpisodicMemory(store, HashEmbeddings())
+        ids = [
+            memory.store_reflection(USER, f"t{i}", Reflected([], f"first {i}"), "c", conversation=1)
+            for i in range(episodes_n)
+        ]
+    step = threading.Barrier(2, timeout=60)
+
+    def reflect_again() -> None:
+        with EmbeddedStore(path, dims=DIMS) as store:
+            memory = EpisodicMemory(store, SlowHashEmbeddings())
+            for i in range(episodes_n):
+                step.wait()
+                memory.store_reflection(
+                    USER, f"t{i}", Reflected([], f"again {i}"), "c", conversation=1
+                )
+
+    def mark() -> None:
+        with EmbeddedStore(path, dims=DIMS) as store:
+            memory = EpisodicMemory(store, HashEmbeddings())
+            for oid in ids:
+                step.wait()
+                time.sleep(0.001)
+                assert memory.mark_important(USER, [oid])[0].important
+
+    with ThreadPoolExecutor(2) as pool:
+        for future in [pool.submit(reflect_again), pool.submit(mark)]:
+            future.result()
+    with EmbeddedStore(path, dims=DIMS) as store:
+        stored = {e.thread_id: e for e in EpisodicMemory(store, HashEmbeddings()).list(USER)}
+    assert sum(e.important for e in stored.values()) == episodes_n
+    assert [stored[f"t{i}"].conversation_summary for i in range(episodes_n)] == [
+        f"again {i}" for i in range(episodes_n)
+    ]
