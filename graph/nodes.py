@@ -279,9 +279,7 @@ def _split_input(state: State) -> _Input:
     if state.settled_messages is not None and state.run_before is None:
         before = list(state.settled_messages)
         current = {m.id: m for m in state.messages}
-        rewritten = [
-            current[m.id] for m in before if m.id in current and current[m.id] != m
-        ]
+        rewritten = [current[m.id] for m in before if m.id in current and current[m.id] != m]
         known = {m.id for m in before}
         new = [m for m in state.messages if m.id not in known]
         return _Input(before, new, rewritten, kept=True)
