@@ -175,6 +175,31 @@ def test_blank_or_stopword_query_has_no_keyword_candidates(
         assert store.hybrid(coll.name, query=query, vector=vec(1, 0), alpha=0.0, user=ALICE) == []
 
 
+def test_a_collection_without_searchable_text_ranks_by_vector_alone(
+    store: MemoryStore, new_name: Callable[[], str]
+) -> None:
+    # D11: no property to search, so no keyword candidates on either backend (the server
+    # would refuse a hybrid search over no property; the store does not ask it).
+    from agentic_memory.store import Property
+
+    spec = CollectionSpec(
+        name=new_name(),
+        per_user=True,
+        properties=(Property("kind", "text"), Property("rank", "int")),
+    )
+    store.ensure_collection(spec)
+    store.upsert(
+        spec.name,
+        [obj("ns1", vec(1, 0), kind="zebra"), obj("ns2", vec(0, 1), kind="lion")],
+        user=ALICE,
+    )
+    hits = store.hybrid(spec.name, query="zebra", vector=vec(1, 0), alpha=0.5, user=ALICE)
+    assert [h.id for h in hits] == [make_id("ns1"), make_id("ns2")]
+    assert [h.score for h in hits] == [0.5, 0.0]
+    assert [(h.keyword_score, h.vector_score) for h in hits] == [(None, 1.0), (None, 0.0)]
+    assert store.hybrid(spec.name, query="zebra", vector=vec(1, 0), alpha=0.0, user=ALICE) == []
+
+
 def test_query_syntax_in_user_text_is_plain_words(store: MemoryStore, coll: CollectionSpec) -> None:
     names = _load_ranking(store, coll)
     for query in ('zebra AND "', "zebra*", "-zebra NOT", "zebra OR (", 'NEAR(zebra "x'):
