@@ -1,7 +1,7 @@
 """``FakeWeaviate`` that also answers hybrid searches, ranked by the reference model.
 
 ``tests/weaviate_unit/server.py`` keeps objects and answers filters, sorting, counts and
-deletes as Weaviate 1.32.9 does, but does not rank. Here a hybrid ``SearchRequest`` is
+deletes as the pinned Weaviate version does, but does not rank. Here a hybrid ``SearchRequest`` is
 answered by ``tests/storage/weaviate_reference.py`` (the model of the server's BM25, vector
 search and relativeScoreFusion the storage conformance tests check both backends against),
 over the objects of the request's collection and tenant, with the request's filter; the

@@ -154,18 +154,21 @@ class Posting:
 
 
 def _wal_bytes(term: str, posting: Posting | None) -> int:
-    """Bytes one map-pair write adds to the write-ahead log, without the record's checksum.
+    """Bytes one map-pair write adds to the write-ahead log (``Bucket.MapSet`` and
+    ``MapDeleteKey`` append one pair each).
 
-    ``lsmkv/commitlogger.go`` writeEntry: type, version and node length (6); the node
-    (``segmentCollectionNode.KeyIndexAndWriteTo``): value count (8), tombstone flag and value
-    length (9), ``MapPair.Bytes`` (key length 2, docID 8, value length 2, value: tf and length,
-    8 bytes, none for a tombstone), key length (4) and the term.
+    ``lsmkv/commitlogger.go`` writeEntry: type, version and node length (6), the node, a CRC32
+    (4); the node (``segmentCollectionNode.KeyIndexAndWriteTo``): value count (8), tombstone
+    flag and value length (9), ``MapPair.Bytes`` (key length 2, docID 8, value length 2, the
+    value: tf and length as float32, 8 bytes, none for a tombstone), key length (4), the term.
     """
-    return 6 + 8 + 9 + 2 + 8 + 2 + (0 if posting is None else 8) + 4 + len(term.encode("utf-8"))
+    value = 0 if posting is None else 8
+    return 6 + 8 + 9 + 2 + 8 + 2 + value + 4 + len(term.encode("utf-8")) + 4
 
 
-CHECKSUM_BYTES = 4
-"""The record checksum after each entry (a CRC32); ``Memtable.wal`` brackets it."""
+WAL_MARGIN = 256
+"""Bytes either side of ``MAX_REUSE_WAL_SIZE`` within which ``flush`` reports the outcome as
+uncertain, a guard against a miscount of the log's format."""
 
 
 @dataclass
@@ -179,15 +182,14 @@ class Memtable:
     tombstones: set[int] = field(default_factory=set)
     """docIDs deleted in this memtable (``MapDeleteKey`` calls ``SetTombstone``): they hide
     the docID in every older segment."""
-    wal: tuple[int, int] = (0, 0)
-    """Bytes written to the write-ahead log, without and with the record checksums."""
+    wal: int = 0
+    """Bytes written to the write-ahead log (``commitLogger.size``)."""
 
     def write(self, term: str, doc_id: int, posting: Posting | None) -> None:
         self.pairs.setdefault(term, {})[doc_id] = posting
         if posting is None:
             self.tombstones.add(doc_id)
-        size = _wal_bytes(term, posting)
-        self.wal = (self.wal[0] + size, self.wal[1] + size + CHECKSUM_BYTES)
+        self.wal += _wal_bytes(term, posting)
 
     def live(self) -> dict[str, dict[int, Posting]]:
         """The pairs that are not tombstones, per term, in docID order."""
@@ -411,20 +413,17 @@ class Shard:
 
         An empty memtable is never flushed. With ``reuse_small_wal`` (a shutdown, or a tenant
         deactivated: ``Bucket.Shutdown``) a memtable whose log is at most
-        ``MAX_REUSE_WAL_SIZE`` bytes is kept instead; one whose size the checksum bracket
-        cannot place is flushed and named in ``uncertain_flushes``.
+        ``MAX_REUSE_WAL_SIZE`` bytes is kept instead (and replayed when the shard loads); a
+        size within ``WAL_MARGIN`` of that limit is named in ``uncertain_flushes``.
         """
         flushed: dict[str, bool] = {}
         for name, bucket in self.buckets.items():
-            low, high = bucket.memtable.wal
-            if not bucket.memtable.pairs:
-                flushed[name] = False
-                continue
-            if reuse_small_wal and high <= MAX_REUSE_WAL_SIZE:
-                flushed[name] = False
-                continue
-            if reuse_small_wal and low <= MAX_REUSE_WAL_SIZE:
+            size = bucket.memtable.wal
+            if reuse_small_wal and abs(size - MAX_REUSE_WAL_SIZE) <= WAL_MARGIN:
                 self.uncertain_flushes.append(name)
+            if not bucket.memtable.pairs or (reuse_small_wal and size <= MAX_REUSE_WAL_SIZE):
+                flushed[name] = False
+                continue
             bucket.flush()
             flushed[name] = True
         return flushed
@@ -871,15 +870,19 @@ def hybrid(
     limit: int,
     where: list[tuple[str, str, Any, str]] | None = None,
     report: list[str] | None = None,
+    allowed: set[str] | None = None,
 ) -> list[Result]:
     """``usecases/traverser/explorer_hybrid.go`` ``Hybrid`` with relativeScoreFusion.
 
     alpha travels as a float32 (``base_search.proto`` Hybrid.alpha); each side takes
     ``max(QUERY_HYBRID_MAXIMUM_RESULTS, limit)`` candidates after the filter; the vector set
     comes first, the keyword set last; the fused list is sorted, cut to ``limit`` (offset 0,
-    no autocut). ``report`` collects why the server's WAND might deviate (D6).
+    no autocut). ``report`` collects why the server's WAND might deviate (D6). ``allowed``,
+    when given, is the set of objects a filter lets through, evaluated by the caller.
     """
-    allowed = {d.uuid for d in shard.docs.values() if matches(d, where or [])}
+    allowed = {d.uuid for d in shard.docs.values() if matches(d, where or [])} & (
+        set(shard.docs) if allowed is None else allowed
+    )
     alpha64 = float(np.float32(alpha))
     sets: list[list[tuple[str, np.float32]]] = []
     weights: list[float] = []

@@ -1,6 +1,6 @@
 """WeaviateStore through the real weaviate-client 4.16 down to the requests it sends.
 
-The client is real and believes it talks to Weaviate 1.32.9; only its transport is scripted
+The client is real and believes it talks to the pinned Weaviate version (``WEAVIATE_VERSION``); only its transport is scripted
 (``Wire`` in conftest.py), so these tests check the REST bodies and gRPC messages the store
 produces and that the client's own parsers accept the answers.
 """
