@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 # exported to every pip step below, so no step can compile llama.cpp natively from source.
 export CMAKE_ARGS = $(shell $(PYTHON) agentic_memory/models/llama_build.py cmake-args)
 
-.PHONY: install system-deps run test lint
+.PHONY: install system-deps run test lint test-weaviate
 
 $(BIN)/.installed: pyproject.toml constraints.txt agentic_memory/models/llama_build.py
 	$(PYTHON) -m venv $(VENV)
@@ -43,3 +43,10 @@ lint: install
 
 test: system-deps lint
 	$(BIN)/pytest
+
+# The live Weaviate suites (docs/weaviate.md, "Tests"): needs Docker. Starts the pinned
+# docker-compose.yml as a throw-away project on free ports, waits for it, runs the storage
+# conformance and churn suites against it and removes it (tests/live/run_weaviate.py).
+# Without Docker, `make test` still runs everything else and skips the live cases.
+test-weaviate: install
+	$(BIN)/python -m tests.live.run_weaviate $(ARGS)
