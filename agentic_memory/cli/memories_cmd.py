@@ -10,6 +10,7 @@ one JSON document for scripts. Per-user data needs ``--user``.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +49,7 @@ from agentic_memory.kinds.knowledge import (
 from agentic_memory.kinds.messages import MESSAGES, LoggedMessage, MessageLog
 from agentic_memory.kinds.retention import PurgeReport, RetentionPolicy
 from agentic_memory.kinds.rules import RULES, RuleBook, RuleVersion, rules_scope
+from agentic_memory.kinds.shared_rules import RuleProposal, SharedRules
 from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
 from agentic_memory.store import (
     GLOBAL_SCOPE,
@@ -92,6 +94,10 @@ AlphaOpt = Annotated[float, typer.Option(min=0.0, max=1.0, help="0 = keyword (BM
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many rows.")]
 GlobalOpt = Annotated[
     bool, typer.Option("--global", help="The rules shared by every user instead of one user's.")
+]
+OperatorOpt = Annotated[
+    str | None,
+    typer.Option("--operator", help="Who decides, recorded with the decision (default: login)."),
 ]
 
 
@@ -609,12 +615,17 @@ def rules_rollback(
     version: Annotated[int, typer.Argument(help="The version to restore.")],
     user: UserOpt = None,
     global_scope: GlobalOpt = False,
+    operator: OperatorOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Restore an old version: it is written again as the newest version."""
     with cli_errors(), opened() as o:
         scope = rule_scope(user, global_scope)
-        created = RuleBook(o.store, o.embeddings).rollback(scope, version)
+        if scope == GLOBAL_SCOPE:
+            gate = SharedRules(o.store, o.embeddings)
+            created = asyncio.run(gate.arollback(version, operator=operator_name(operator)))
+        else:
+            created = RuleBook(o.store, o.embeddings).rollback(scope, version)
         if json_out:
             render.emit_json(created.to_dict())
         else:
@@ -622,6 +633,108 @@ def rules_rollback(
                 f"Rules of {_scope_label(scope)}: version {created.version} now equals "
                 f"version {version}."
             )
+
+
+def _proposal_changes(proposal: RuleProposal, base: RuleVersion | None) -> list[str]:
+    """Return diff-style lines: the proposal's rules against the version it was written from."""
+    before = list(base.rules) if base is not None else []
+    lines = [f"+ {r.render()}" for r in proposal.rules if r not in before]
+    lines += [f"- {r.render()}" for r in before if r not in proposal.rules]
+    return lines or ["  (same rules as its base version)"]
+
+
+@rules_app.command("review")
+def rules_review(
+    all_proposals: Annotated[
+        bool, typer.Option("--all", help="Also the approved and rejected proposals.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the proposed changes of the shared rules that wait for an operator.
+
+    Conversations never change the rules shared by every user: with AMEM_GLOBAL_RULES=learn
+    their rewrite becomes a proposal, screened, which takes effect only once approved.
+    """
+    with cli_errors(), opened() as o:
+        gate = SharedRules(o.store, o.embeddings)
+        proposals = asyncio.run(gate.alist() if all_proposals else gate.apending())
+        if json_out:
+            render.emit_json([p.to_dict() for p in proposals])
+            return
+        if not proposals:
+            render.say("No proposal waits for review." if not all_proposals else "No proposal.")
+            return
+        book = RuleBook(o.store, o.embeddings)
+        versions = {v.version: v for v in book.versions(GLOBAL_SCOPE)}
+        latest = max(versions)
+        for p in proposals:
+            who = p.proposer if p.origin == "conversation" else p.origin
+            stale = " (stale: the rules changed since)" if p.base_version != latest else ""
+            render.say(
+                f"Proposal {p.id} [{p.status}] by {who}, {p.created_at[:16]}, from version "
+                f"{p.base_version}{stale}"
+            )
+            if p.note:
+                render.say(f"  {p.note}")
+            render.out().print(render.diff_text(_proposal_changes(p, versions.get(p.base_version))))
+            for rejected in p.screened_out:
+                render.say(f"  screened out: {rejected.instruction[:80]!r} ({rejected.reason})")
+            if p.status != "pending":
+                render.say(
+                    f"  {p.status} by {p.decided_by} {p.decided_at[:16]} {p.reason}".rstrip()
+                )
+        render.note(
+            "Approve with `amem memories rules approve ID`, reject with "
+            "`amem memories rules reject ID --reason ...`."
+        )
+
+
+@rules_app.command("approve")
+def rules_approve(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal's id (from `review`).")],
+    note: Annotated[str, typer.Option("--note", help="Why it was approved.")] = "",
+    operator: OperatorOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Approve a proposal: it becomes the next version of the shared rules."""
+    with cli_errors(), opened() as o:
+        gate = SharedRules(o.store, o.embeddings)
+        created = asyncio.run(
+            gate.aapprove(proposal_id, operator=operator_name(operator), note=note)
+        )
+        if json_out:
+            render.emit_json(created.to_dict())
+        else:
+            render.say(f"Shared rules: version {created.version} is proposal {proposal_id}.")
+
+
+@rules_app.command("reject")
+def rules_reject(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal's id (from `review`).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why it was rejected.")] = "",
+    operator: OperatorOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Reject a proposal: the shared rules stay as they are; it stays listed with the reason."""
+    with cli_errors(), opened() as o:
+        gate = SharedRules(o.store, o.embeddings)
+        rejected = asyncio.run(
+            gate.areject(proposal_id, operator=operator_name(operator), reason=reason)
+        )
+        if json_out:
+            render.emit_json(rejected.to_dict())
+        else:
+            render.say(f"Proposal {proposal_id} rejected.")
+
+
+def operator_name(given: str | None) -> str:
+    """Return the operator recorded with a decision: ``--operator``, else the login name."""
+    if given is not None:
+        return given
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
 
 
 # -- knowledge bases ---------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Syst
 
 from agentic_memory.kinds.episodes import Reflection
 from agentic_memory.models.calls import StructuredOutputError
-from agentic_memory.store import GLOBAL_SCOPE
 from graph.context_window import ContextOverflowError
 from graph.nodes import (
     FAN_OUT,
@@ -129,7 +128,7 @@ async def test_load_procedural_user_and_global_scope(run_node, resources) -> Non
     state = State(messages=[human("hi", "h1")])
     out = await run_node(load_procedural, state, user_id="alice")
     assert out["rules_version"] == 1 and len(out["rules"]) >= 1
-    await res.rules.apropose(GLOBAL_SCOPE, [{"instruction": "Be brief", "rationale": "focus"}])
+    await res.shared_rules.aput([{"instruction": "Be brief", "rationale": "focus"}], operator="ops")
     assert (await run_node(load_procedural, state, user_id="alice"))["rules_version"] == 1
     shared = await run_node(load_procedural, state, user_id="alice", rules_scope="global")
     assert shared == {
