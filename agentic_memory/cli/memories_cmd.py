@@ -740,13 +740,24 @@ def operator_name(given: str | None) -> str:
 # -- knowledge bases ---------------------------------------------------------------------------
 
 
+KbUserOpt = Annotated[
+    str | None,
+    typer.Option("--user", "-u", help="This user's own knowledge bases (their uploads)."),
+]
+
+
+def _kb_owner(user: str | None) -> str | None:
+    return None if user is None else need_user(user)
+
+
 @kb_app.command("list")
-def kb_list(json_out: JsonOpt = False) -> None:
-    """List the knowledge bases with their number of sources and chunks."""
+def kb_list(user: KbUserOpt = None, json_out: JsonOpt = False) -> None:
+    """List the shared knowledge bases (or a user's own) with their sources and chunks."""
     with cli_errors(), opened() as o:
+        owner = _kb_owner(user)
         items = []
-        for name in list_knowledge_bases(o.store):
-            sources = list_sources(o.store, name)
+        for name in list_knowledge_bases(o.store, owner):
+            sources = list_sources(o.store, name, owner)
             items.append(
                 {
                     "name": name,
@@ -766,18 +777,21 @@ def kb_list(json_out: JsonOpt = False) -> None:
                     ("chunks", "chunks"),
                     ("pages", "pages"),
                 ],
-                title="Knowledge bases",
+                title="Knowledge bases" if owner is None else f"Knowledge bases of {owner}",
                 empty="no knowledge base yet: add documents with `amem ingest`",
             )
 
 
 @kb_app.command("sources")
 def kb_sources(
-    name: Annotated[str, typer.Argument(help="The knowledge base.")], json_out: JsonOpt = False
+    name: Annotated[str, typer.Argument(help="The knowledge base.")],
+    user: KbUserOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """List the documents of a knowledge base."""
     with cli_errors(), opened() as o:
-        found = find_knowledge_base(o.store, name)
+        owner = _kb_owner(user)
+        found = find_knowledge_base(o.store, name, owner)
         if found is None:
             raise CliError(f"no knowledge base {name!r}")
         name = found
@@ -790,7 +804,7 @@ def kb_sources(
                 "ingested_at": s.ingested_at,
                 "sha256": s.sha256,
             }
-            for s in list_sources(o.store, name)
+            for s in list_sources(o.store, name, owner)
         ]
         if json_out:
             render.emit_json(items)
@@ -812,12 +826,14 @@ def kb_sources(
 def kb_delete_source(
     name: Annotated[str, typer.Argument(help="The knowledge base.")],
     source: Annotated[str, typer.Argument(help="The source path, as listed by `kb sources`.")],
+    user: KbUserOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Remove one document and its chunks from a knowledge base."""
     with cli_errors(), opened() as o:
-        name = resolve_kb(o.store, name)
-        removed = delete_source(o.store, name, source)
+        owner = _kb_owner(user)
+        name = resolve_kb(o.store, name, owner)
+        removed = delete_source(o.store, name, source, owner)
         if json_out:
             render.emit_json({"kb": name, "source": source, "chunks_deleted": removed})
         else:
