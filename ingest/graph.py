@@ -199,22 +199,24 @@ async def ingest_files(state: IngestState, runtime: Runtime[IngestContext]) -> d
         "password": state.get("password"),
         "owner": None if shared else owner,
     }
-    report: IngestReport
-    if "documents" in state:
-        uploads = _uploads(state["documents"])
-        report = await asyncio.to_thread(ingest_uploads, uploads, **options)
-    else:
-        roots = ingest_roots()
-        if not roots:
-            raise InvalidInputError(
-                "this server reads no paths: send the documents' content (documents=[...]); "
-                f"an operator can allow folders with {INGEST_DIRS_ENV}"
-            )
-        paths = state["paths"]
-        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-            raise InvalidInputError("paths is a list of strings")
-        report = await asyncio.to_thread(ingest_paths, list(paths), roots=roots, **options)
+    # Decoding uploads and looking at folders touch bytes and the disk: off the event loop.
+    report = await asyncio.to_thread(_ingest, state, options)
     return {"report": report.to_dict()}
+
+
+def _ingest(state: IngestState, options: dict[str, Any]) -> IngestReport:
+    if "documents" in state:
+        return ingest_uploads(_uploads(state["documents"]), **options)
+    roots = ingest_roots()
+    if not roots:
+        raise InvalidInputError(
+            "this server reads no paths: send the documents' content (documents=[...]); "
+            f"an operator can allow folders with {INGEST_DIRS_ENV}"
+        )
+    paths = state["paths"]
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise InvalidInputError("paths is a list of strings")
+    return ingest_paths(list(paths), roots=roots, **options)
 
 
 builder = StateGraph(

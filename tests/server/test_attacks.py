@@ -498,7 +498,7 @@ async def test_another_users_data_is_absent_from_every_response(server: DevServe
         answers = []
         for template, method, url, options in attacks:
             status, body = await _body(bob, method, url, options)
-            answers.append((template, method, url, status))
+            answers.append((template, method, url, status, body))
             assert SECRET not in body, (method, url, status, body[:300])
             if url.startswith(f"/threads/{ids['thread']}"):
                 # Refused; or a stream or protocol answer that is empty or its one error.
@@ -514,6 +514,18 @@ async def test_another_users_data_is_absent_from_every_response(server: DevServe
                     body[:300],
                 )
 
+        # The ingest graph read nothing outside the documents folder, wrote nothing shared.
+        ingested = [
+            json.loads(body)
+            for template, method, url, status, body in answers
+            if url == "/runs/wait" and '"report"' in body
+        ]
+        assert [f["error"] for r in ingested for f in r["report"]["files"]] == [
+            "not inside the documents folders this server may read (AMEM_INGEST_DIRS)"
+        ]
+        shared_ingest = [b for *_, b in answers if "operator's right" in b]
+        assert len(shared_ingest) == 1
+
         # Every route of the server under these prefixes was tried.
         spec = await _ok(await bob.get("/openapi.json"))
         routes = {path for path in spec["paths"] if path.startswith(COVERED_PREFIXES)}
@@ -523,7 +535,7 @@ async def test_another_users_data_is_absent_from_every_response(server: DevServe
         # A chosen thread id is answered the same whatever exists: no existence oracle.
         refusals = [
             (status, method)
-            for template, method, url, status in answers
+            for template, method, url, status, _ in answers
             if template == "/threads" and method == "POST"
         ]
         assert {s for s, _ in refusals} == {403}, answers
