@@ -27,6 +27,7 @@ from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import export_to_file, import_memories
 from ingest import readers
 from ingest.graph import graph as ingest_graph
 from ingest.inputs import Upload, ingest_roots
@@ -277,3 +278,23 @@ async def test_forgetting_a_user_deletes_their_own_knowledge_bases(
     assert list_knowledge_bases(store, "bob") == ["default"]
     hits = search_knowledge(store, embeddings, "default", "tea", owner="bob")
     assert hits and "bob" in hits[0].text
+
+
+def test_a_users_export_carries_their_own_knowledge_bases(
+    store: EmbeddedStore, embeddings: LocalEmbeddings, tmp_path: Path
+) -> None:
+    for user in ("alice", "bob"):
+        doc = Upload("notes.md", f"# Notes\n\n{user} keeps notes about tea.\n".encode())
+        ingest_uploads([doc], kb="default", owner=user, store=store, embeddings=embeddings)
+    path = tmp_path / "alice.jsonl"
+    summary = export_to_file(
+        store, path, users=["alice"], include_shared=False, embedding_model="wordllama"
+    )
+    assert {u for (_, u) in summary.counts} == {"alice"}
+    assert "bob" not in path.read_text()
+    with EmbeddedStore(tmp_path / "other", dims=embeddings.dims) as other:
+        import_memories(other, path, embeddings=embeddings, embedding_model="wordllama")
+        assert list_knowledge_bases(other, "alice") == ["default"]
+        assert list_knowledge_bases(other, "bob") == [] and list_knowledge_bases(other) == []
+        hits = search_knowledge(other, embeddings, "default", "tea", owner="alice")
+        assert hits and "alice" in hits[0].text
