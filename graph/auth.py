@@ -27,6 +27,11 @@ an API gateway header) and keep the rest:
 * **assistants** can be read and searched (to find the ``agent`` graph), not changed;
   **crons** are refused.
 
+``langgraph.auth.json`` also sets ``"disable_studio_auth": true``: under ``langgraph dev``
+the server otherwise admits any request carrying ``x-auth-scheme: langsmith`` as Studio's
+user, without a credential. With it, every request needs a token; use Studio with the plain
+``langgraph.json`` on a machine only you can reach.
+
 The server imports this file; nothing here runs at import time beyond building the handlers.
 """
 

@@ -540,6 +540,21 @@ async def test_another_users_data_is_absent_from_every_response(server: DevServe
         ]
         assert {s for s, _ in refusals} == {403}, answers
 
+        # No token, a wrong one, or Studio's login header without one: nothing at all.
+        for headers in (
+            {},
+            {"Authorization": "Bearer tok-alice-0000"},
+            {"x-auth-scheme": "langsmith"},
+        ):
+            async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=30) as anon:
+                for method, url in (
+                    ("POST", "/threads/search"),
+                    ("POST", "/threads"),
+                    ("POST", "/store/namespaces"),
+                ):
+                    answer = await anon.request(method, url, json={})
+                    assert answer.status_code == 401, (headers, url, answer.text)
+
         # Her data is as she left it.
         after = await alice.get(f"/threads/{ids['thread']}/state")
         assert after.json()["values"]["messages"] == before["messages"]
