@@ -52,6 +52,7 @@ from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.kinds.rules import RULES, RuleBook
+from agentic_memory.kinds.shared_rules import PROPOSALS, SharedRules
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
 from agentic_memory.store.types import CollectionSpec, InvalidInputError, check_text
 
@@ -395,6 +396,12 @@ async def scrub_rule_provenance(
     kinds = _kinds(store, embeddings)
     removed = list(episode_ids)
     remaining = set(await kinds.episodes.aids(user)) - set(removed)
+    # A proposal of the shared rules learned from a forgotten episode holds what it taught.
+    proposals = await SharedRules(
+        store, kinds.rules.embeddings, rules=kinds.rules
+    ).aforget_episodes(user, removed)
+    if proposals:
+        report.add_deleted(PROPOSALS.name, proposals)
     for scope in scopes:
         done = await kinds.rules.ascrub(
             scope,

@@ -40,6 +40,8 @@ from agentic_memory.kinds.knowledge import (
     KNOWLEDGE_PROPERTIES,
     MANIFEST_PREFIX,
     MANIFEST_PROPERTIES,
+    USER_CHUNKS_PREFIX,
+    USER_MANIFEST_PREFIX,
 )
 from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V1
 from agentic_memory.kinds.rules import RULES
@@ -114,9 +116,9 @@ def kind_of(collection: str) -> Kind | None:
     """Return the memory kind stored in ``collection``, or ``None`` for a foreign collection."""
     if collection in _KIND_BY_COLLECTION:
         return _KIND_BY_COLLECTION[collection]
-    if collection.startswith(MANIFEST_PREFIX):
+    if collection.startswith((MANIFEST_PREFIX, USER_MANIFEST_PREFIX)):
         return "source"
-    if collection.startswith(CHUNKS_PREFIX):
+    if collection.startswith((CHUNKS_PREFIX, USER_CHUNKS_PREFIX)):
         return "chunk"
     return None
 
@@ -369,7 +371,9 @@ def _check_known_schema(spec: CollectionSpec) -> None:
     if spec.name in known:
         expected = known[spec.name]
     elif kind in shared:
-        expected = (shared[str(kind)], False)
+        # A user's own knowledge bases are partitioned by user; the shared ones are not.
+        own = spec.name.startswith((USER_CHUNKS_PREFIX, USER_MANIFEST_PREFIX))
+        expected = (shared[str(kind)], own)
     else:
         raise TransferError(f"collection {spec.name!r} is not an agent memory collection")
     if spec.name == MESSAGES.name and (

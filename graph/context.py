@@ -76,7 +76,10 @@ class Context:
     )
     knowledge_bases: list[str] = field(
         default_factory=lambda: ["default"],
-        metadata=_describe("Knowledge bases to search; one that does not exist gives nothing."),
+        metadata=_describe(
+            "Knowledge bases to search: for each name, the shared one and the user's own "
+            "(their uploads); one that does not exist gives nothing."
+        ),
     )
     rules_scope: Literal["user", "global"] = field(
         default="user",

@@ -13,7 +13,7 @@ import os
 import stat
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,9 @@ from pypdf.errors import (
     PdfStreamError,
     PyPdfError,
 )
+
+OUTSIDE_FOLDERS = "not inside the documents folders this server may read (AMEM_INGEST_DIRS)"
+"""Why a path given to a server is refused (the same words whatever lies outside)."""
 
 SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
 """File name endings ingestion accepts (case-insensitive)."""
@@ -116,20 +119,48 @@ def file_kind(path: Path) -> str | None:
     return None
 
 
-def read_bytes(path: Path) -> bytes:
+def is_within(path: str, folders: Sequence[Path]) -> bool:
+    """Whether a resolved path is one of ``folders`` (resolved) or lies inside one."""
+    return any(
+        path == str(folder) or path.startswith(str(folder).rstrip(os.sep) + os.sep)
+        for folder in folders
+    )
+
+
+def _opened_path(fd: int, path: Path) -> str:
+    """Return the real path of the file behind an open descriptor.
+
+    On Linux the kernel names it (``/proc/self/fd``), so a path whose folders were swapped
+    for symlinks after a check still shows where it really led; elsewhere the path is
+    resolved again.
+    """
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def read_bytes(path: Path, *, within: Sequence[Path] | None = None) -> bytes:
     """Read a whole regular file; raise ``IngestFileError`` with the reason when impossible.
 
     FIFOs, sockets and devices are refused before anything is read from them: opening a FIFO
     for reading waits for a writer, and a device such as ``/dev/zero`` never ends. The file
     is opened without blocking and checked on the open descriptor, so a file swapped for a
     FIFO between a check and the read is refused too.
+
+    With ``within`` (a server's documents folders), the file actually opened must lie inside
+    one of them; it is checked on the open descriptor, after every symlink.
     """
     try:
+        if within is not None and not is_within(os.path.realpath(path), within):
+            raise IngestFileError(OUTSIDE_FOLDERS)
         kind = _special_kind(os.stat(path).st_mode)
         if kind is not None:
             raise IngestFileError(f"not a regular file ({kind}); only regular files are read")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         try:
+            if within is not None and not is_within(_opened_path(fd, path), within):
+                raise IngestFileError(OUTSIDE_FOLDERS)
             kind = _special_kind(os.fstat(fd).st_mode)
             if kind is not None:
                 raise IngestFileError(f"not a regular file ({kind}); only regular files are read")

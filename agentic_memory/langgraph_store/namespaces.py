@@ -20,7 +20,7 @@ __all__ = [
     "split",
 ]
 
-KIND_ROOTS = ("facts", "episodes", "rules", "messages", "knowledge")
+KIND_ROOTS = ("facts", "episodes", "rules", "messages", "knowledge", "user_knowledge")
 """First labels reserved for the memory kinds, in the order results list them."""
 
 SEPARATOR = "."

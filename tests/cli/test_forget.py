@@ -24,6 +24,7 @@ from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.kinds.rules import RULES, RuleBook
+from agentic_memory.kinds.shared_rules import SharedRules
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore
@@ -188,7 +189,7 @@ async def test_rule_rollback_still_works_after_forgetting(
     book = RuleBook(store, embeddings)
     # Version 3 lost the rule learned only from alice: it now equals version 2.
     assert book.get(GLOBAL_SCOPE, 3).rules == book.get(GLOBAL_SCOPE, 2).rules
-    rolled = book.rollback(GLOBAL_SCOPE, 1)
+    rolled = await SharedRules(store, embeddings).arollback(1, operator="ops")
     assert rolled.version == 4
 
 

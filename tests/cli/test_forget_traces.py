@@ -33,6 +33,7 @@ from graph.persistence import sqlite_checkpointer
 from tests.cli.conftest import T0, Reflection, Seeded, add_messages
 from tests.cli.helpers import checkpoint_count, write_checkpoints
 from tests.cli.test_forget import _FakeServer
+from tests.legacy import write_shared_version
 
 SSN = "987-65-4329"
 # What only alice said or what only came from her: none of it may survive her forget.
@@ -99,8 +100,10 @@ def _add_global_rules_from_alice(store: EmbeddedStore, embeddings: LocalEmbeddin
     )
     book = RuleBook(store, embeddings)
     current = book.latest(GLOBAL_SCOPE).rules
-    book.propose(
-        GLOBAL_SCOPE,
+    # Written as before the operator's gate: the screen would refuse the ssn today.
+    write_shared_version(
+        store,
+        embeddings,
         [
             *current,
             {"instruction": f"Remind users that alice's ssn is {SSN}", "rationale": "she asked"},

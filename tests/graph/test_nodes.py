@@ -10,7 +10,6 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Syst
 
 from agentic_memory.kinds.episodes import Reflection
 from agentic_memory.models.calls import StructuredOutputError
-from agentic_memory.store import GLOBAL_SCOPE
 from graph.context_window import ContextOverflowError
 from graph.nodes import (
     FAN_OUT,
@@ -27,7 +26,8 @@ from graph.nodes import (
     update_procedural,
 )
 from graph.state import State
-from ingest.pipeline import ingest_paths
+from ingest.inputs import Upload
+from ingest.pipeline import ingest_paths, ingest_uploads
 from tests.graph.conftest import REFLECTION
 
 
@@ -121,7 +121,28 @@ async def test_recall_semantic_returns_labelled_chunks(run_node, resources, tmp_
     )
     (chunk,) = out["chunks"]
     assert chunk["label"] == "[physics.pdf p.2]" and chunk["kb"] == "science"
-    assert "boils" in chunk["text"]
+    assert "boils" in chunk["text"] and chunk["own"] is False
+
+
+async def test_recall_semantic_reads_the_users_own_knowledge_base_and_nobody_elses(
+    run_node, resources
+) -> None:
+    res, _ = resources
+    for user, text in (
+        ("alice", "Alice's boiler code is 4711."),
+        ("bob", "Bob's boiler is green."),
+    ):
+        upload = Upload("boiler.md", f"# Boiler\n\n{text}\n".encode())
+        report = ingest_uploads(
+            [upload], kb="default", owner=user, store=res.store, embeddings=res.embeddings
+        )
+        assert report.ok
+    state = State(messages=[human("what about the boiler?", "h1")])
+    for user, mine, theirs in (("alice", "4711", "green"), ("bob", "green", "4711")):
+        out = await run_node(recall_semantic, state, user_id=user, semantic_k=4)
+        texts = " ".join(c["text"] for c in out["chunks"])
+        assert mine in texts and theirs not in texts
+        assert all(c["own"] and c["label"] == "[boiler.md p.1]" for c in out["chunks"])
 
 
 async def test_load_procedural_user_and_global_scope(run_node, resources) -> None:
@@ -129,7 +150,7 @@ async def test_load_procedural_user_and_global_scope(run_node, resources) -> Non
     state = State(messages=[human("hi", "h1")])
     out = await run_node(load_procedural, state, user_id="alice")
     assert out["rules_version"] == 1 and len(out["rules"]) >= 1
-    await res.rules.apropose(GLOBAL_SCOPE, [{"instruction": "Be brief", "rationale": "focus"}])
+    await res.shared_rules.aput([{"instruction": "Be brief", "rationale": "focus"}], operator="ops")
     assert (await run_node(load_procedural, state, user_id="alice"))["rules_version"] == 1
     shared = await run_node(load_procedural, state, user_id="alice", rules_scope="global")
     assert shared == {
