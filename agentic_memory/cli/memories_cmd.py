@@ -784,9 +784,9 @@ def retention_cmd(
             return
         statuses = [mem.retention_status(u, upcoming=1) for u in mem.users_with_history()]
         if json_out:
-            render.emit_json(
-                {"policy": retention.to_dict(), "users": [s.to_dict() for s in statuses]}
-            )
+            # The CLI applies one policy to every user: said once, at the top.
+            users = [{k: v for k, v in s.to_dict().items() if k != "policy"} for s in statuses]
+            render.emit_json({"policy": retention.to_dict(), "users": users})
             return
         for line in retention.describe():
             render.say(line)
