@@ -276,7 +276,9 @@ async def _delete_checkpoints(
         if n:
             report.threads.append(thread_id)
     report.add_deleted("checkpoints", total, store=CHECKPOINTER)
-    if total and not await _sqlite_erase(checkpointer):
+    # A server whose checkpointer is this file (langgraph.json names open_checkpointer) has
+    # deleted its threads' rows itself; their old pages are in the same write-ahead log.
+    if (total or report.server_threads) and not await _sqlite_erase(checkpointer):
         report.notes.append(
             "the checkpoint file's write-ahead log could not be emptied now (another process "
             "is reading it); it still holds old pages until its next checkpoint"
