@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.messages import (
@@ -44,7 +43,7 @@ from agentic_memory.kinds.facts import (
     render_constraints,
     render_facts,
 )
-from agentic_memory.kinds.knowledge import asearch_knowledge
+from agentic_memory.kinds.knowledge import asearch_knowledge, citation_label
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES
 from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.kinds.rules import (
@@ -196,10 +195,7 @@ def _scope(ctx: Context, user: str) -> str:
 
 
 def _label(chunk: dict[str, Any]) -> str:
-    name = Path(str(chunk["source"])).name
-    start, end = int(chunk["page_start"]), int(chunk["page_end"])
-    pages = f"p.{start}" if start == end else f"p.{start}-{end}"
-    return f"[{name} {pages}]"
+    return citation_label(str(chunk["source"]), int(chunk["page_start"]), int(chunk["page_end"]))
 
 
 def _config() -> RunnableConfig:

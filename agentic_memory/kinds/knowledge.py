@@ -282,14 +282,22 @@ class KnowledgeHit:
 
     @property
     def citation(self) -> str:
-        """Where the text comes from, e.g. ``report.pdf p. 3`` or ``report.pdf pp. 3–4``."""
-        name = Path(self.source).name
-        paged = name.lower().endswith(".pdf") or self.page_end > 1
-        if not paged:
-            return name
-        if self.page_start == self.page_end:
-            return f"{name} p. {self.page_start}"
-        return f"{name} pp. {self.page_start}\u2013{self.page_end}"
+        """Where the text comes from, as answers cite it: see :func:`citation_label`."""
+        return citation_label(self.source, self.page_start, self.page_end)
+
+
+def citation_label(source: str, page_start: int, page_end: int) -> str:
+    """Return the one citation format: ``[report.pdf p.3]``, or ``[report.pdf p.3-4]``.
+
+    The same string labels a passage in the graph's prompt (``[source p.N]``, which the
+    prompts tell the model to cite), in its ``chunks`` state, in the store's ``citation``
+    value and in ``amem chat``'s ``Sources:`` line (without the brackets), so a citation in
+    an answer can be matched to its passage by plain comparison. Text files are page 1
+    unless split at form feeds, and say so like PDFs.
+    """
+    name = Path(source).name
+    pages = f"p.{page_start}" if page_start == page_end else f"p.{page_start}-{page_end}"
+    return f"[{name} {pages}]"
 
 
 # -- manifest ---------------------------------------------------------------------------------

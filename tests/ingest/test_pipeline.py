@@ -25,6 +25,7 @@ from agentic_memory.kinds.knowledge import (
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore
+from graph import nodes
 from ingest import IngestEvent, ingest_paths
 from tests.ingest.conftest import KNOWN, report_pages
 from tests.ingest.pdfs import write_pdf
@@ -52,8 +53,8 @@ def test_search_finds_known_sentence_on_its_page(
     assert top.title == "Annual Field Report"
     assert top.source == str(report_pdf.resolve())
     assert top.citation in (
-        f"report.pdf p. {page}",
-        f"report.pdf pp. {top.page_start}–{top.page_end}",
+        f"[report.pdf p.{page}]",
+        f"[report.pdf p.{top.page_start}-{top.page_end}]",
     )
 
 
@@ -260,10 +261,13 @@ def test_citation_formats() -> None:
     def hit(source: str, a: int, b: int) -> KnowledgeHit:
         return KnowledgeHit("id", "t", source, "T", a, b, 1.0)
 
-    assert hit("/x/report.pdf", 3, 3).citation == "report.pdf p. 3"
-    assert hit("/x/report.pdf", 3, 4).citation == "report.pdf pp. 3–4"
-    assert hit("/x/notes.md", 1, 1).citation == "notes.md"
-    assert hit("/x/log.txt", 2, 2).citation == "log.txt p. 2"
+    assert hit("/x/report.pdf", 3, 3).citation == "[report.pdf p.3]"
+    assert hit("/x/report.pdf", 3, 4).citation == "[report.pdf p.3-4]"
+    assert hit("/x/notes.md", 1, 1).citation == "[notes.md p.1]"
+    assert hit("/x/log.txt", 2, 2).citation == "[log.txt p.2]"
+    # The graph labels its passages with the very same string (one format everywhere).
+    chunk = {"source": "/x/report.pdf", "page_start": 3, "page_end": 4}
+    assert nodes._label(chunk) == hit("/x/report.pdf", 3, 4).citation
 
 
 async def test_async_twins(
