@@ -43,7 +43,11 @@ from agentic_memory.kinds.facts import (
     render_constraints,
     render_facts,
 )
-from agentic_memory.kinds.knowledge import asearch_knowledge, citation_label
+from agentic_memory.kinds.knowledge import (
+    asearch_knowledge,
+    citation_label,
+    default_relevance_floor,
+)
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES
 from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.kinds.rules import (
@@ -407,6 +411,9 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
     query = _text(_require_new_message(state))
     if not ctx.semantic_k or not ctx.knowledge_bases or not query.strip():
         return {"chunks": []}
+    floor = ctx.semantic_min_similarity
+    if floor is None:
+        floor = default_relevance_floor(mem.embeddings)
     found = await asyncio.gather(
         *(
             asearch_knowledge(
@@ -416,6 +423,7 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
                 query,
                 k=ctx.semantic_k,
                 alpha=ctx.semantic_alpha,
+                min_similarity=floor,
             )
             for kb in ctx.knowledge_bases
         )
@@ -432,6 +440,7 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
                 "page_start": h.page_start,
                 "page_end": h.page_end,
                 "score": round(float(h.score), 4),
+                "similarity": round(h.similarity, 4),
             }
             chunk["label"] = _label(chunk)
             chunks.append(chunk)
