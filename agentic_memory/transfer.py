@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -278,16 +280,19 @@ def export_to_file(store: MemoryStore, path: str | Path, **kwargs: Any) -> Trans
     """Export to a file path (see ``export_memories`` for the keyword arguments).
 
     The file is written next to its final name and renamed at the end, so a failed export
-    never leaves a truncated file behind.
+    never leaves a truncated file behind. It is private (0600, whatever the umask), like the
+    store it comes from: it holds everything the users said.
     """
     target = Path(path)
     if target.is_dir():
         raise InvalidInputError(f"{target} is a directory; give a file name such as mem.jsonl")
     if not target.parent.exists():
         raise InvalidInputError(f"folder {target.parent} does not exist")
-    tmp = target.with_name(f".{target.name}.partial")
+    # mkstemp creates the file 0600 under a name no other process uses.
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    tmp = Path(name)
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             summary = export_memories(store, fh, **kwargs)
         tmp.replace(target)
     finally:

@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -45,7 +44,11 @@ from agentic_memory.kinds.facts import (
     render_constraints,
     render_facts,
 )
-from agentic_memory.kinds.knowledge import asearch_knowledge
+from agentic_memory.kinds.knowledge import (
+    asearch_knowledge,
+    citation_label,
+    default_relevance_floor,
+)
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES
 from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.kinds.rules import (
@@ -202,10 +205,7 @@ def _scope(ctx: Context, user: str) -> str:
 
 
 def _label(chunk: dict[str, Any]) -> str:
-    name = Path(str(chunk["source"])).name
-    start, end = int(chunk["page_start"]), int(chunk["page_end"])
-    pages = f"p.{start}" if start == end else f"p.{start}-{end}"
-    return f"[{name} {pages}]"
+    return citation_label(str(chunk["source"]), int(chunk["page_start"]), int(chunk["page_end"]))
 
 
 def _config() -> RunnableConfig:
@@ -422,6 +422,9 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
     if not ctx.semantic_k or not ctx.knowledge_bases or not query.strip():
         return {"chunks": []}
     searches = [(kb, owner) for kb in ctx.knowledge_bases for owner in (None, user)]
+    floor = ctx.semantic_min_similarity
+    if floor is None:
+        floor = default_relevance_floor(mem.embeddings)
     found = await asyncio.gather(
         *(
             asearch_knowledge(
@@ -432,6 +435,7 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
                 k=ctx.semantic_k,
                 alpha=ctx.semantic_alpha,
                 owner=owner,
+                min_similarity=floor,
             )
             for kb, owner in searches
         )
@@ -449,6 +453,7 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
                 "page_start": h.page_start,
                 "page_end": h.page_end,
                 "score": round(float(h.score), 4),
+                "similarity": round(h.similarity, 4),
             }
             chunk["label"] = _label(chunk)
             chunks.append(chunk)

@@ -30,6 +30,7 @@ from agentic_memory.api import Memory, RetentionStatus
 from agentic_memory.cli import render
 from agentic_memory.forget import (
     ForgetReport,
+    describe_server_error,
     forget_episode,
     forget_fact,
     forget_subject,
@@ -912,9 +913,9 @@ def retention_cmd(
             return
         statuses = [mem.retention_status(u, upcoming=1) for u in mem.users_with_history()]
         if json_out:
-            render.emit_json(
-                {"policy": retention.to_dict(), "users": [s.to_dict() for s in statuses]}
-            )
+            # The CLI applies one policy to every user: said once, at the top.
+            users = [{k: v for k, v in s.to_dict().items() if k != "policy"} for s in statuses]
+            render.emit_json({"policy": retention.to_dict(), "users": users})
             return
         for line in retention.describe():
             render.say(line)
@@ -1186,11 +1187,11 @@ async def _forget(
     except CheckpointerError as exc:
         raise CliError(f"{exc} (nothing was deleted)") from None
     except (LangGraphError, httpx.HTTPError) as exc:
-        # Past the reachability check: the store may already have been changed.
+        # Only forget_thread's look-up of a thread the store does not know gets here, before
+        # anything is deleted; a failure while deleting is in the report (server_error).
         raise CliError(
-            f"the LangGraph server at {server_url} failed while deleting threads: "
-            f"{str(exc) or type(exc).__name__}; "
-            "run the same command again to finish"
+            f"the LangGraph server at {server_url} failed: {describe_server_error(exc)} "
+            "(nothing was deleted)"
         ) from None
     finally:
         if server is not None:
@@ -1254,6 +1255,32 @@ def forget_cmd(
                 )
             )
         print_forget_report(report, json_out=json_out)
+        if report.server_error is not None:
+            raise CliError(_server_unfinished(report, server or "", thread=thread))
+
+
+def _server_unfinished(report: ForgetReport, url: str, *, thread: str | None) -> str:
+    """Say what the server left undone; the local part is always done by then."""
+    n = len(report.server_failed)
+    shown = ", ".join(sorted(report.server_failed)[:5]) + (", …" if n > 5 else "")
+    left = (
+        f"{n} thread{'s' if n != 1 else ''} of {report.user!r} {'are' if n != 1 else 'is'} "
+        f"still on the server ({shown})"
+        if n
+        else f"threads of {report.user!r} may still be on the server"
+    )
+    done = "The local memories are forgotten."
+    if not report.server_retry:
+        return (
+            f"the LangGraph server at {url} refused: {report.server_error}. {left}. {done} "
+            "Deleting those threads needs a token the server allows to, or its operator."
+        )
+    again = f"--thread {thread}" if thread else "--all --yes"
+    return (
+        f"the LangGraph server at {url} failed: {report.server_error}. {left}. {done} "
+        f"Once the server works, `amem memories forget --user {report.user} {again} "
+        f"--server {url}` deletes them (it finds them on the server by their owner)."
+    )
 
 
 __all__ = [

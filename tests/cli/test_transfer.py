@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -343,3 +345,19 @@ def test_an_export_from_before_importance_is_imported_anywhere(
         assert summary.total == len(lines) - 1
         assert current.spec(MESSAGES.name).properties == MESSAGES.properties
         assert not any(m.important for m in MessageLog(current, embeddings).list("alice"))
+
+
+def test_an_export_is_private_whatever_the_umask(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path
+) -> None:
+    target = tmp_path / "alice.jsonl"
+    target.write_text("an older, world-readable export")
+    os.chmod(target, 0o644)
+    old = os.umask(0o022)
+    try:
+        export_to_file(store, target, embedding_model=MODEL, users=["alice"])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert read_header(target).users == ["alice"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []

@@ -109,7 +109,7 @@ async def test_ingest_graph_runs_and_returns_the_report(
         assert list_knowledge_bases(store, "alice") == ["studio"]
         assert list_knowledge_bases(store) == [] and list_knowledge_bases(store, "bob") == []
         hit = search_knowledge(store, embeddings, "studio", KNOWN[4], k=1, owner="alice")[0]
-        assert hit.citation.startswith("report.pdf")
+        assert hit.citation.startswith("[report.pdf p.")
 
 
 def test_a_file_name_that_is_not_utf8_fails_alone_with_a_clear_message(docs: Path) -> None:

@@ -387,7 +387,7 @@ def test_knowledge_is_read_only(amem: AgenticStore, tmp_path: Path) -> None:
     assert chunks and all(c.value["source"] == str(doc.resolve()) for c in chunks)
     hits = amem.search(("knowledge", "Manuals"), query="toner cartridge")
     assert "92298A" in hits[0].value["text"]
-    assert hits[0].value["citation"] == "printers.md"
+    assert hits[0].value["citation"] == "[printers.md p.1]"
     assert amem.get(("knowledge", "manuals"), hits[0].key) is not None
     assert ("knowledge", "manuals") in amem.list_namespaces(prefix=("knowledge",))
     with pytest.raises(InvalidInputError, match="read-only"):
