@@ -507,7 +507,11 @@ async def test_another_users_data_is_absent_from_every_response(server: DevServe
                     or body.startswith("event: error")
                     or body.startswith('{"type":"error"')
                 )
-                assert status in (403, 404, 409, 0) or streamed_refusal, (
+                # The storage report exists only for the server's built-in checkpointer:
+                # ours answers 501 before any thread is looked up (langgraph_api threads.py
+                # get_thread_storage), so the answer tells nothing about hers.
+                unsupported = status == 501 and "only reported for the built-in" in body
+                assert status in (403, 404, 409, 0) or streamed_refusal or unsupported, (
                     method,
                     url,
                     status,
