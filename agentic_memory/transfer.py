@@ -17,8 +17,11 @@ different embedding model or vector size.
 An import checks the whole file before it writes anything (a bad line is reported with its
 line number), then writes it all or nothing: one transaction on the embedded store, undone on
 Weaviate. Into a store that holds memories already it merges by each kind's rules (see
-:func:`import_memories`). The rules shared by every user and knowledge bases are imported only
-when the operator allows it (``allow_shared``, ``amem memories import --shared``).
+:func:`import_memories`). A user's own knowledge bases (their uploads) are their data, like
+their facts. The shared knowledge bases and the rules shared by every user are imported only
+when the operator allows it (``allow_shared``, ``amem memories import --shared``), and the
+shared rules even then only through their gate: the file's latest version becomes a pending
+proposal (:class:`agentic_memory.kinds.shared_rules.SharedRules`) that an operator approves.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sqlite3
 import tempfile
 import uuid
@@ -47,10 +51,13 @@ from agentic_memory.kinds.knowledge import (
     KNOWLEDGE_PROPERTIES,
     MANIFEST_PREFIX,
     MANIFEST_PROPERTIES,
+    USER_CHUNKS_PREFIX,
+    USER_MANIFEST_PREFIX,
 )
 from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V1
 from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.kinds.rules import RULES
+from agentic_memory.kinds.shared_rules import PROPOSALS, SharedRules
 from agentic_memory.store.base import (
     GLOBAL_SCOPE,
     PAGE_LIMIT,
@@ -68,6 +75,7 @@ from agentic_memory.store.types import (
     Where,
     make_id,
 )
+from agentic_memory.twins import run_blocking
 
 FORMAT_NAME = "agentic-memory-export"
 FORMAT_VERSION = 1
@@ -97,6 +105,9 @@ class TransferSummary:
     """The import computed new vectors from the text instead of using the file's vectors."""
     notes: list[str] = field(default_factory=list)
     """Human-readable remarks, for example why vectors were recomputed."""
+    proposal: str | None = None
+    """The pending proposal of the shared rules an import made from the file's shared rules
+    (an operator approves it: ``amem memories rules approve``); ``None`` when it made none."""
 
     @property
     def total(self) -> int:
@@ -121,6 +132,7 @@ class TransferSummary:
                 for (c, u), n in sorted(self.counts.items())
             ],
             "reembedded": self.reembedded,
+            "proposal": self.proposal,
             "notes": list(self.notes),
         }
 
@@ -129,9 +141,9 @@ def kind_of(collection: str) -> Kind | None:
     """Return the memory kind stored in ``collection``, or ``None`` for a foreign collection."""
     if collection in _KIND_BY_COLLECTION:
         return _KIND_BY_COLLECTION[collection]
-    if collection.startswith(MANIFEST_PREFIX):
+    if collection.startswith((MANIFEST_PREFIX, USER_MANIFEST_PREFIX)):
         return "source"
-    if collection.startswith(CHUNKS_PREFIX):
+    if collection.startswith((CHUNKS_PREFIX, USER_CHUNKS_PREFIX)):
         return "chunk"
     return None
 
@@ -230,6 +242,12 @@ def export_memories(
     summary = TransferSummary()
     specs: list[CollectionSpec] = []
     for name in sorted(store.collections()):
+        if name == PROPOSALS.name:
+            summary.notes.append(
+                f"the proposals of the shared rules ({name}) are not exported: an operator "
+                "decides them in this store (`amem memories rules review`)"
+            )
+            continue
         if kind_of(name) is None:
             summary.notes.append(f"skipped collection {name!r}: not an agent memory collection")
             continue
@@ -291,16 +309,19 @@ def export_to_file(store: MemoryStore, path: str | Path, **kwargs: Any) -> Trans
     """Export to a file path (see ``export_memories`` for the keyword arguments).
 
     The file is written next to its final name and renamed at the end, so a failed export
-    never leaves a truncated file behind.
+    never leaves a truncated file behind. It is private (0600, whatever the umask), like the
+    store it comes from: it holds everything the users said.
     """
     target = Path(path)
     if target.is_dir():
         raise InvalidInputError(f"{target} is a directory; give a file name such as mem.jsonl")
     if not target.parent.exists():
         raise InvalidInputError(f"folder {target.parent} does not exist")
-    tmp = target.with_name(f".{target.name}.partial")
+    # mkstemp creates the file 0600 under a name no other process uses.
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    tmp = Path(name)
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             summary = export_memories(store, fh, **kwargs)
         tmp.replace(target)
     finally:
@@ -374,7 +395,9 @@ def _check_known_schema(spec: CollectionSpec) -> None:
     if spec.name in known:
         expected = known[spec.name]
     elif kind in shared:
-        expected = (shared[str(kind)], False)
+        # A user's own knowledge bases are partitioned by user; the shared ones are not.
+        own = spec.name.startswith((USER_CHUNKS_PREFIX, USER_MANIFEST_PREFIX))
+        expected = (shared[str(kind)], own)
     else:
         raise TransferError(f"collection {spec.name!r} is not an agent memory collection")
     if spec.name == MESSAGES.name and (
@@ -531,9 +554,14 @@ def _parse_line(lineno: int, text: str, header: ExportHeader, allow_shared: bool
             )
     elif user is not None:
         raise _fail(lineno, f"{collection} is shared: user must be null")
-    shared = kind in ("chunk", "source") or user == GLOBAL_SCOPE
+    # A user's own knowledge base (per-user collections) is their data, like their facts.
+    shared = (kind in ("chunk", "source") and not spec.per_user) or user == GLOBAL_SCOPE
     if shared and not allow_shared:
-        what = "the shared rules" if kind == "rule" else "a knowledge base"
+        what = (
+            "the shared rules (imported as a proposal an operator approves)"
+            if kind == "rule"
+            else "a shared knowledge base"
+        )
         raise _fail(
             lineno,
             f"the file holds {what}, which every user's conversations read: only an operator "
@@ -644,6 +672,14 @@ def _check_rule(line: _Line) -> None:
     parent = props.get("parent_version")
     if parent is not None and (not isinstance(parent, int) or not 1 <= parent < version):
         raise InvalidInputError(f"parent_version must be below version {version}")
+    others = sorted({str(u) for u in props.get("source_users") or []} - {line.user})
+    if line.user != GLOBAL_SCOPE and others:
+        # RuleBook.propose: a user's rules are learned from that user only.
+        raise InvalidInputError(
+            f"version {version} of {line.user!r} names other users as its source "
+            f"({', '.join(map(repr, others))[:100]}): a user's rules are learned from that "
+            "user only"
+        )
     _kept, rejected = screen_rules(items, shared=line.user == GLOBAL_SCOPE)
     if rejected:
         raise InvalidInputError(
@@ -883,14 +919,79 @@ def _all_or_nothing(store: MemoryStore) -> Iterator[_Writes]:
     try:
         yield writes
     except BaseException:
-        try:
-            writes.undo()
-        except Exception as undo_error:  # a server gone mid-import: say what may be left
-            raise TransferError(
-                f"the import failed and undoing what it had written failed too ({undo_error}): "
-                "the store may hold part of the file; import it again into an empty store"
-            ) from undo_error
+        _undo(writes)
         raise
+
+
+def _undo(writes: _Writes) -> None:
+    """Take back what the import wrote; say what may be left when that fails too."""
+    try:
+        writes.undo()
+    except Exception as undo_error:  # a server gone mid-import: say what may be left
+        raise TransferError(
+            f"the import failed and undoing what it had written failed too ({undo_error}): "
+            "the store may hold part of the file; import it again into an empty store"
+        ) from undo_error
+
+
+# -- the shared rules: through their gate ----------------------------------------------------------
+
+
+def _shared_rules_line(staging: _Staging) -> _Line | None:
+    """Return the file's latest version of the shared rules, if it holds any."""
+    for collection, user in staging.groups("rule"):
+        if user == GLOBAL_SCOPE:
+            newest = "json_extract(props, '$.version') DESC"
+            for batch in staging.batches("rule", collection, user, 1, newest):
+                return batch[0]
+    return None
+
+
+def _propose_shared_rules(
+    store: MemoryStore,
+    embeddings: Embeddings,
+    line: _Line,
+    source: Path,
+    summary: TransferSummary,
+) -> None:
+    """Make the file's shared rules a pending proposal of the shared rules (never a version).
+
+    The rules every user's prompt carries change only through ``SharedRules``: what a file
+    holds is proposed from the store's latest version, and applies once an operator
+    approves it. The same file imported again gives the same proposal.
+    """
+    version = line.properties["version"]
+    gate = SharedRules(store, embeddings)
+    latest = run_blocking(gate.rules.alatest(GLOBAL_SCOPE))
+    proposed = run_blocking(
+        gate.apropose(
+            rules.parse_rule_list(json.loads(str(line.properties["rules_json"]))),
+            proposer=GLOBAL_SCOPE,
+            origin="import",
+            base_version=latest.version,
+            note=f"imported from {source.name[:200]} (its shared rules' version {version})",
+        )
+    )
+    if proposed.proposal is None:
+        summary.notes.append(
+            f"the file's shared rules (version {version}) equal the store's latest version "
+            f"({latest.version}): nothing to propose"
+        )
+        return
+    proposal = proposed.proposal
+    summary.proposal = proposal.id
+    if proposal.status != "pending":
+        summary.notes.append(
+            f"the file's shared rules (version {version}) are proposal {proposal.id}, which "
+            f"was {proposal.status} already by {proposal.decided_by}"
+        )
+        return
+    summary.notes.append(
+        f"the file's shared rules (version {version}) were not written: they are proposal "
+        f"{proposal.id}, from version {latest.version} of the store's, and apply once an "
+        f"operator approves it (`amem memories rules review`, `amem memories rules approve "
+        f"{proposal.id}`)"
+    )
 
 
 # -- merging into what the store holds ------------------------------------------------------------
@@ -952,6 +1053,8 @@ class _Import:
     def run(self) -> None:
         for kind in _ORDER:
             for collection, user in self.staging.groups(kind):
+                if kind == "rule" and user == GLOBAL_SCOPE:
+                    continue  # through the shared rules' gate: _propose_shared_rules
                 spec = self.store.spec(collection)
                 if kind == "fact":
                     self._facts(spec, user)
@@ -978,7 +1081,8 @@ class _Import:
         owner = user or None
         populated = False
         if kind in ("chunk", "source"):
-            populated = self.store.count(spec.name) > 0
+            # A shared knowledge base, or this user's part of a user's own one.
+            populated = self.store.count(spec.name, user=owner) > 0
         if kind == "rule":
             self._check_rule_history(spec, user)
         for batch in self.staging.batches(kind, spec.name, user, self.batch_size):
@@ -998,8 +1102,8 @@ class _Import:
                 if populated:
                     raise _fail(
                         line.lineno,
-                        f"knowledge base collection {spec.name!r} already holds other content: "
-                        "ingest into it, or forget it first, to change it",
+                        f"knowledge base collection {spec.name!r} {_whose(user)} already holds "
+                        "other content: ingest into it, or forget it first, to change it",
                     )
                 if kind == "message":
                     self._check_turn_free(spec, user, line)
@@ -1184,6 +1288,12 @@ def import_memories(
                     continue
                 staging.add(_parse_line(lineno, text, header, allow_shared))
             total = staging.count()
+            shared_rules = _shared_rules_line(staging)
+            if shared_rules is not None and embeddings is None:
+                raise TransferError(
+                    "the file holds the shared rules: proposing them needs the target's "
+                    "embeddings, but none were given"
+                )
             why = _why_reembed(header, store, embedding_model, reembed, staging.missing_vectors())
             if why is not None:
                 if embeddings is None:
@@ -1204,6 +1314,16 @@ def import_memories(
                 _Import(
                     store, staging, header, writes, summary, progress, min(batch_size, _BATCH)
                 ).run()
+            if shared_rules is not None:
+                assert embeddings is not None
+                # After the other writes (on the embedded store after their transaction: the
+                # gate writes from worker threads, which the transaction's lock would keep
+                # waiting), and undone with them when it fails.
+                try:
+                    _propose_shared_rules(store, embeddings, shared_rules, Path(path), summary)
+                except BaseException:
+                    _undo(writes)
+                    raise
         finally:
             staging.close()
     if total == 0:

@@ -22,9 +22,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -50,7 +50,11 @@ from agentic_memory.kinds.facts import (
     render_constraints,
     render_facts,
 )
-from agentic_memory.kinds.knowledge import asearch_knowledge
+from agentic_memory.kinds.knowledge import (
+    asearch_knowledge,
+    citation_label,
+    default_relevance_floor,
+)
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES, MessageLog
 from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.kinds.rules import (
@@ -62,7 +66,12 @@ from agentic_memory.kinds.rules import (
     render_rules,
     rules_scope,
 )
-from agentic_memory.models.calls import StructuredOutputError, ainvoke_structured, ainvoke_text
+from agentic_memory.models.calls import (
+    ModelCall,
+    StructuredOutputError,
+    ainvoke_structured,
+    ainvoke_text,
+)
 from agentic_memory.store import (
     GLOBAL_SCOPE,
     InvalidInputError,
@@ -139,8 +148,8 @@ _REFUSALS: dict[str, type[InvalidInputError]] = {
 }
 
 GLOBAL_RULES_ENV = "AMEM_GLOBAL_RULES"
-"""Operator setting: ``learn`` lets conversation ends rewrite the rules shared by every user;
-anything else (the default) keeps them read-only for runs."""
+"""Operator setting: ``learn`` lets conversation ends propose changes to the rules shared by
+every user (an operator approves them); anything else (the default) keeps them read-only for runs."""
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -215,10 +224,7 @@ def _scope(ctx: Context, user: str) -> str:
 
 
 def _label(chunk: dict[str, Any]) -> str:
-    name = Path(str(chunk["source"])).name
-    start, end = int(chunk["page_start"]), int(chunk["page_end"])
-    pages = f"p.{start}" if start == end else f"p.{start}-{end}"
-    return f"[{name} {pages}]"
+    return citation_label(str(chunk["source"]), int(chunk["page_start"]), int(chunk["page_end"]))
 
 
 def _config() -> RunnableConfig:
@@ -600,11 +606,19 @@ async def recall_episodic(state: State, runtime: Runtime[Context]) -> dict[str, 
 
 
 async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Search the context's knowledge bases; passages keep their source and pages."""
-    ctx, _, mem = await _setup(runtime)
+    """Search the context's knowledge bases; passages keep their source and pages.
+
+    Each name in ``knowledge_bases`` is searched twice: the shared knowledge base of that
+    name, and the user's own one (what they uploaded); never another user's.
+    """
+    ctx, user, mem = await _setup(runtime)
     query = _text(_require_new_message(state))
     if not ctx.semantic_k or not ctx.knowledge_bases or not query.strip():
         return {"chunks": []}
+    searches = [(kb, owner) for kb in ctx.knowledge_bases for owner in (None, user)]
+    floor = ctx.semantic_min_similarity
+    if floor is None:
+        floor = default_relevance_floor(mem.embeddings)
     found = await asyncio.gather(
         *(
             asearch_knowledge(
@@ -614,22 +628,26 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
                 query,
                 k=ctx.semantic_k,
                 alpha=ctx.semantic_alpha,
+                owner=owner,
+                min_similarity=floor,
             )
-            for kb in ctx.knowledge_bases
+            for kb, owner in searches
         )
     )
     chunks: list[dict[str, Any]] = []
-    for kb, hits in zip(ctx.knowledge_bases, found, strict=True):
+    for (kb, owner), hits in zip(searches, found, strict=True):
         for h in hits:
             chunk = {
                 "chunk_id": h.chunk_id,
                 "kb": kb,
+                "own": owner is not None,
                 "text": h.text,
                 "source": h.source,
                 "title": h.title,
                 "page_start": h.page_start,
                 "page_end": h.page_end,
                 "score": round(float(h.score), 4),
+                "similarity": round(h.similarity, 4),
             }
             chunk["label"] = _label(chunk)
             chunks.append(chunk)
@@ -688,6 +706,7 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
         "model_calls": replace_calls(calls),
         "reflection": None,
         "rules_version_created": None,
+        "rules_proposal": None,
         "conversation_ended": False,
     }
 
@@ -892,7 +911,11 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     transcript = _transcript(messages)
     if state.summary and start == 0:
         transcript = f"(summary of earlier turns) {state.summary}\n{transcript}".strip()
-    update: dict[str, Any] = {"conversation_ended": True, "rules_version_created": None}
+    update: dict[str, Any] = {
+        "conversation_ended": True,
+        "rules_version_created": None,
+        "rules_proposal": None,
+    }
     if fresh_run:
         update["facts_remembered"] = []
     if not transcript.strip():
@@ -947,6 +970,18 @@ def _lesson(reflection: dict[str, Any]) -> str:
     )
 
 
+async def _rewrite_rules(
+    model: BaseChatModel, current: str, pending: Sequence[dict[str, Any]]
+) -> tuple[RuleSet, list[ModelCall]]:
+    """Ask the memory model to rewrite ``current`` rules from the pending reflections."""
+    prompt = (await prompts.aload("procedural_update")).format(
+        current_rules=current,
+        reflections="\n".join(_lesson(r) for r in pending),
+        max_rules=MAX_RULES,
+    )
+    return await ainvoke_structured(model, RuleSet, [HumanMessage(prompt)], purpose="rules")
+
+
 def _clean_rules(rules: Sequence[Any]) -> list[dict[str, str]]:
     """Normalise the model's rules; one whose instruction or rationale is blank is dropped."""
     cleaned = []
@@ -964,9 +999,16 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
     Only the reflection's tags, what worked and what to avoid reach the prompt, never
     the user's or a document's text. Rules the model wrote are screened before they are
     stored (:func:`agentic_memory.kinds.rule_guard.screen_rules`: nothing about other users, no data
-    disclosure, and no personal data in the shared rules); the new version records the
-    episode and the user. The rules shared by every user are rewritten only when the
-    operator allows it (``AMEM_GLOBAL_RULES=learn`` where the graph runs); a run cannot.
+    disclosure, no disguised text, and no personal data in the shared rules); the new version
+    records the episode and the user. When another end of the same user created a version
+    meanwhile, the rewrite is rebased on it (:func:`agentic_memory.kinds.rules.rebase_rules`,
+    each conflict listed in ``rules_conflicts``) and proposed again, bounded; an end that
+    still cannot store it keeps its episode pending for the next end.
+
+    The rules shared by every user are never changed by a conversation: with the operator's
+    ``AMEM_GLOBAL_RULES=learn`` (where the graph runs), the rewrite becomes a pending proposal
+    (:class:`agentic_memory.kinds.shared_rules.SharedRules`) that an operator approves or
+    rejects (``amem memories rules review``); without it, nothing is even proposed.
     """
     done: dict[str, Any] = {
         **_settled(state),
@@ -977,6 +1019,7 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
         "rules_conflicts": [],
         "rules_note": None,
         "rules_version_created": None,
+        "rules_proposal": None,
     }
     ctx, user, mem = await _setup(runtime)
     pending = _pending_chain(state.pending_reflection)
@@ -990,29 +1033,53 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
             **done,
             "rules_note": (
                 "the rules shared by every user are read-only for runs; an operator lets "
-                f"conversations rewrite them with {GLOBAL_RULES_ENV}=learn"
+                f"conversations propose changes to them with {GLOBAL_RULES_ENV}=learn"
             ),
         }
     model = await background_model(ctx)
     personal = [str(f.get("value", "")) for f in state.facts] + [user]
     last = pending[-1]
+    note = (
+        f"rewritten after conversation {last.get('conversation')} of thread {last.get('thread_id')}"
+    )
     calls: list[dict[str, Any]] = []
+    if scope == GLOBAL_SCOPE:
+        # Proposals are created, never based on each other: concurrent ends in the shared
+        # scope do not conflict (an operator's approval refuses a stale one instead).
+        current = await mem.rules.alatest(scope)
+        ruleset, records = await _rewrite_rules(model, current.render(), pending)
+        proposed = await mem.shared_rules.apropose(
+            _clean_rules(ruleset.rules),
+            proposer=user,
+            base_version=current.version,
+            source_episodes=[str(r["id"]) for r in pending],
+            personal_values=personal,
+            note=note,
+        )
+        for item in proposed.rejected:
+            logger.warning("rule not proposed (%s): %r", item.reason, item.instruction)
+        result = {
+            **done,
+            "rules_rejected": [r.to_dict() for r in proposed.rejected],
+            "model_calls": [c.to_dict() for c in records],
+        }
+        if proposed.proposal is None:
+            return {**result, "rules_note": "no change of the shared rules to propose"}
+        return {
+            **result,
+            "rules_proposal": proposed.proposal.to_dict(),
+            "rules_note": (
+                f"proposed a change of the shared rules ({proposed.proposal.id}); it applies "
+                "once an operator approves it"
+            ),
+        }
     conflicts: list[dict[str, Any]] = []
     rejected_all: list[dict[str, str]] = []
     for _ in range(_RULES_ATTEMPTS):
         current = await mem.rules.alatest(scope)
-        prompt = (await prompts.aload("procedural_update")).format(
-            current_rules=current.render(),
-            reflections="\n".join(_lesson(r) for r in pending),
-            max_rules=MAX_RULES,
-        )
-        ruleset, records = await ainvoke_structured(
-            model, RuleSet, [HumanMessage(prompt)], purpose="rules"
-        )
+        ruleset, records = await _rewrite_rules(model, current.render(), pending)
         calls += [c.to_dict() for c in records]
-        kept, rejected = screen_rules(
-            _clean_rules(ruleset.rules), shared=scope == GLOBAL_SCOPE, personal_values=personal
-        )
+        kept, rejected = screen_rules(_clean_rules(ruleset.rules), shared=False)
         for item in rejected:
             logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
         rejected_all = [r.to_dict() for r in rejected]
@@ -1036,10 +1103,7 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                     base_version=base.version,
                     source_episodes=[str(r["id"]) for r in pending],
                     source_users=[user],
-                    note=(
-                        f"rewritten after conversation {last.get('conversation')} "
-                        f"of thread {last.get('thread_id')}"
-                    ),
+                    note=note,
                 )
             except RuleConflictError as exc:
                 latest = await mem.rules.alatest(scope)

@@ -129,8 +129,10 @@ class State(InputState):
     thread_id, turn, created_at, score."""
 
     chunks: list[dict[str, Any]] = field(default_factory=list)
-    """Knowledge-base passages recalled for this turn: chunk_id, kb, text, source, title,
-    page_start, page_end, label ("[source p.N]"), score."""
+    """Knowledge-base passages recalled for this turn: chunk_id, kb, own (from the user's own
+    knowledge base, else a shared one), text, source, title, page_start, page_end, label
+    ("[source p.N]"), score, similarity (cosine to the message; passages below the run's
+    relevance floor are not recalled)."""
 
     rules: list[dict[str, str]] = field(default_factory=list)
     """The procedural rules in force: instruction, rationale."""
@@ -163,6 +165,10 @@ class State(InputState):
 
     rules_version_created: int | None = None
     """The rules version created when the conversation ended, if any (this run only)."""
+
+    rules_proposal: dict[str, Any] | None = None
+    """With the shared rules: the proposal this conversation end made (id, rules, status),
+    which changes nothing until an operator approves it (this run only)."""
 
     conversation_ended: bool = False
     """True after a run that ended the conversation."""

@@ -60,6 +60,8 @@ __all__ = [
     "RuleItem",
     "RuleSet",
     "RuleVersion",
+    "SharedRulesGateError",
+    "check_rule_items",
     "embedding_text",
     "parse_rule_list",
     "parse_rules",
@@ -374,7 +376,54 @@ class RuleBook(CollectionBound):
         note: str = "",
         now: datetime | None = None,
     ) -> RuleVersion | None:
+        """Store ``rules`` as the next version of a user's rules; ``None`` when they equal the latest.
+
+        The rules shared by every user are refused here: they change only through an
+        operator's approval (:class:`agentic_memory.kinds.shared_rules.SharedRules`). A
+        user's rules are learned from that user only, so ``source_users`` may name no one
+        else. See :meth:`_apropose_version` for the arguments.
+
+        Raises:
+            SharedRulesGateError: ``scope`` is the shared scope; nothing is written.
+            InvalidInputError: the rules are malformed or more than 10, or ``source_users``
+                names another user; nothing is written.
+            RuleConflictError: ``base_version`` is no longer the latest version.
+        """
+        if scope == GLOBAL_SCOPE:
+            raise SharedRulesGateError(_GATE_MESSAGE)
+        if not isinstance(source_users, str) and any(
+            isinstance(u, str) and u != scope for u in source_users
+        ):
+            raise InvalidInputError(
+                f"the rules of {scope!r} are learned from {scope!r} only: source_users may "
+                "name no other user"
+            )
+        return await self._apropose_version(
+            scope,
+            rules,
+            base_version=base_version,
+            source_episodes=source_episodes,
+            source_users=source_users,
+            note=note,
+            now=now,
+        )
+
+    propose = blocking(apropose)
+
+    async def _apropose_version(
+        self,
+        scope: str,
+        rules: Sequence[Any],
+        *,
+        base_version: int | None = None,
+        source_episodes: Sequence[str] = (),
+        source_users: Sequence[str] = (),
+        note: str = "",
+        now: datetime | None = None,
+    ) -> RuleVersion | None:
         """Store ``rules`` as the scope's next version; ``None`` when they equal the latest.
+
+        The write behind :meth:`apropose` and the shared rules' gate, for any scope.
 
         Every call that returns a version created that version itself: a version number is
         created with the store's create-only ``insert``, so when several writers propose at
@@ -444,22 +493,32 @@ class RuleBook(CollectionBound):
             return new
         raise RuleConflictError(scope, base_version, (await self.alatest(scope)).version)
 
-    propose = blocking(apropose)
-
     async def arollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
-        """Write a new version equal to ``version``; return it.
+        """Write a new version of a user's rules equal to ``version``; return it.
+
+        The shared rules are rolled back by an operator
+        (:meth:`agentic_memory.kinds.shared_rules.SharedRules.arollback`).
 
         Raises:
+            SharedRulesGateError: ``scope`` is the shared scope; nothing is written.
             InvalidInputError: the version does not exist or is already the latest.
             RuleConflictError: another writer created a version while this one rolled back.
         """
+        if scope == GLOBAL_SCOPE:
+            raise SharedRulesGateError(_GATE_MESSAGE)
+        return await self._arollback(scope, version, note=note)
+
+    rollback = blocking(arollback)
+
+    async def _arollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
+        """Write a new version equal to ``version`` in any scope (see :meth:`arollback`)."""
         target = await self.aget(scope, version)
         latest = await self.alatest(scope)
         if target.rules == latest.rules:
             raise InvalidInputError(
                 f"version {version} of {scope!r} already equals the latest ({latest.version})"
             )
-        created = await self.apropose(
+        created = await self._apropose_version(
             scope,
             target.rules,
             base_version=latest.version,
@@ -469,8 +528,6 @@ class RuleBook(CollectionBound):
         )
         assert created is not None
         return created
-
-    rollback = blocking(arollback)
 
     async def aforget_scope(self, scope: str) -> int:
         """Delete every stored version of a scope; return how many."""
@@ -566,6 +623,17 @@ class RuleBook(CollectionBound):
         return Forgotten(deleted, rewritten)
 
 
+_GATE_MESSAGE = (
+    "the rules shared by every user change only through an operator's approval: propose "
+    "them with agentic_memory.kinds.shared_rules.SharedRules.apropose and approve the "
+    "proposal (amem memories rules review / approve); nothing was written"
+)
+
+
+class SharedRulesGateError(InvalidInputError):
+    """A write to the shared rules that did not go through the operator's gate."""
+
+
 class RuleConflictError(ConflictError):
     """Another writer created a rule version after the one a proposal was based on."""
 
@@ -645,6 +713,17 @@ def _coerce(raw: Any) -> RuleItem:
     if isinstance(raw, dict):
         return _item(raw.get("instruction"), raw.get("rationale"))
     return _item(getattr(raw, "instruction", None), getattr(raw, "rationale", None))
+
+
+def check_rule_items(rules: Sequence[Any]) -> list[RuleItem]:
+    """Return rules (objects or dicts with ``instruction`` and ``rationale``) as checked items.
+
+    Raises:
+        InvalidInputError: a rule is malformed, or there are none or more than 10.
+    """
+    if isinstance(rules, str | dict) or not isinstance(rules, Sequence):
+        raise InvalidInputError("rules must be a list of rules")
+    return _check_rules([_coerce(r) for r in rules])
 
 
 def _check_rules(rules: list[RuleItem]) -> list[RuleItem]:

@@ -27,7 +27,7 @@ __all__ = [
     "thread_of_label",
 ]
 
-KIND_ROOTS = ("facts", "episodes", "rules", "messages", "knowledge")
+KIND_ROOTS = ("facts", "episodes", "rules", "messages", "knowledge", "user_knowledge")
 """First labels reserved for the memory kinds, in the order results list them."""
 
 SEPARATOR = "."

@@ -46,6 +46,7 @@ from agentic_memory.langgraph_store.kinds import (
     KnowledgeSpace,
     MessagesSpace,
     RulesSpace,
+    UserKnowledgeSpace,
 )
 from agentic_memory.langgraph_store.namespaces import (
     KIND_ROOTS,
@@ -91,7 +92,8 @@ class AgenticStore(BaseStore):
     """A LangGraph store whose items are the agent's memories, searched with hybrid search.
 
     Namespaces ``("facts", user)``, ``("episodes", user)``, ``("rules", scope)``,
-    ``("messages", user, thread)`` and ``("knowledge", kb)`` are the memory kinds, read and
+    ``("messages", user, thread)``, ``("knowledge", kb)`` (shared knowledge bases) and
+    ``("user_knowledge", user, kb)`` (a user's own) are the memory kinds, read and
     written through their classes (:class:`~agentic_memory.kinds.facts.FactStore`, ...);
     every other namespace holds plain LangGraph items with TTL support. Usable wherever
     LangGraph takes a store: ``builder.compile(store=...)``, ``langgraph.json``'s ``store``
@@ -111,6 +113,11 @@ class AgenticStore(BaseStore):
             cap; facts and rules are never purged); default
             ``RetentionPolicy.from_env()``. A message item's value shows ``important``
             and its ``expires_at`` under this policy.
+        operator: The name of the operator this store acts for (recorded with each
+            decision), or ``None`` (the default): then the rules shared by every user are
+            read-only here and their proposals hidden. Give it only to code that acts for
+            an operator; on a server, only callers the authentication lets through should
+            reach such a store's shared namespaces (``graph/auth.py``, ``AMEM_OPERATORS``).
     """
 
     supports_ttl: bool = True
@@ -126,6 +133,7 @@ class AgenticStore(BaseStore):
         clock: Clock | None = None,
         close_store: bool = False,
         retention: RetentionPolicy | None = None,
+        operator: str | None = None,
     ) -> None:
         if not isinstance(store, MemoryStore):
             raise InvalidInputError(f"store must be a MemoryStore, got {type(store).__name__}")
@@ -133,6 +141,12 @@ class AgenticStore(BaseStore):
             raise InvalidInputError(
                 f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}"
             )
+        if operator is not None and (not isinstance(operator, str) or not operator.strip()):
+            raise InvalidInputError(
+                f"operator names an operator (a non-empty string), got {operator!r}"
+            )
+        self.operator = operator
+        """Who decides for the shared rules through this store (``None``: nobody)."""
         self.ttl_config = _check_ttl_config(ttl)
         self.alpha = check_alpha(alpha, "alpha")
         fields = ["$"] if index_fields is None else list(index_fields)
@@ -159,6 +173,8 @@ class AgenticStore(BaseStore):
             rules=self.rules,
             messages=self.messages,
             now=self._kind_now,
+            shared_rules=self.memory.shared_rules,
+            operator=operator,
         )
         self._kinds: dict[str, KindSpace] = {
             space.root: space
@@ -168,6 +184,7 @@ class AgenticStore(BaseStore):
                 RulesSpace(ctx),
                 MessagesSpace(ctx),
                 KnowledgeSpace(ctx),
+                UserKnowledgeSpace(ctx),
             )
         }
         assert tuple(self._kinds) == KIND_ROOTS
@@ -184,6 +201,7 @@ class AgenticStore(BaseStore):
         alpha: float = DEFAULT_ALPHA,
         index_fields: Sequence[str] | None = None,
         retention: RetentionPolicy | None = None,
+        operator: str | None = None,
     ) -> AgenticStore:
         """Open the configured memory store and embeddings, as ``Memory.open`` does.
 
@@ -196,6 +214,7 @@ class AgenticStore(BaseStore):
             alpha: See the class.
             index_fields: See the class.
             retention: See the class.
+            operator: See the class.
 
         The store is closed with this one (``close()``, or leaving a ``with`` block).
         """
@@ -209,6 +228,7 @@ class AgenticStore(BaseStore):
                 index_fields=index_fields,
                 close_store=True,
                 retention=opened.retention,
+                operator=operator,
             )
         except BaseException:
             opened.close()
@@ -650,7 +670,7 @@ def _ttl_refusal(root: str, namespace: tuple[str, ...]) -> str:
             f"a ttl on {namespace} is refused: the message log is governed by retention "
             "policies, not item TTLs"
         )
-    if root == "knowledge":
+    if root in ("knowledge", "user_knowledge"):
         return f"a ttl on {namespace} is refused: knowledge bases are read-only through the store"
     return (
         f"a ttl on {namespace} is refused: {root} never expire silently (delete them, or "

@@ -32,7 +32,8 @@ from graph.graph import compile_graph
 from graph.persistence import sqlite_checkpointer
 from tests.cli.conftest import T0, Reflection, Seeded, add_messages
 from tests.cli.helpers import checkpoint_count, write_checkpoints
-from tests.cli.test_forget import _FakeServer
+from tests.cli.test_forget import _FakeServer, sid
+from tests.legacy import write_shared_version
 
 SSN = "987-65-4329"
 # What only alice said or what only came from her: none of it may survive her forget.
@@ -99,8 +100,10 @@ def _add_global_rules_from_alice(store: EmbeddedStore, embeddings: LocalEmbeddin
     )
     book = RuleBook(store, embeddings)
     current = book.latest(GLOBAL_SCOPE).rules
-    book.propose(
-        GLOBAL_SCOPE,
+    # Written as before the operator's gate: the screen would refuse the ssn today.
+    write_shared_version(
+        store,
+        embeddings,
         [
             *current,
             {"instruction": f"Remind users that alice's ssn is {SSN}", "rationale": "she asked"},
@@ -291,23 +294,25 @@ async def test_threads_are_found_by_the_owner_in_their_state(
 
 @pytest.mark.parametrize("stateless_thread", [False, True], ids=["search", "inmem-500"])
 async def test_server_threads_are_found_by_the_owner_in_their_values(
-    store: EmbeddedStore, seeded: Seeded, stateless_thread: bool
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings, stateless_thread: bool
 ) -> None:
+    # A server thread her memories name, whose state says bob owns it.
+    add_messages(store, embeddings, "alice", sid("named"), ["hello", "hi"])
     values: dict[str, Any] = {
-        "untold": {"owner": "alice"},
-        "bobs": {"owner": "bob"},
-        "alice-t1": {"owner": "bob"},
+        sid("untold"): {"owner": "alice"},
+        sid("bobs"): {"owner": "bob"},
+        sid("named"): {"owner": "bob"},
     }
-    threads: dict[str, dict[str, Any]] = {"untold": {}, "bobs": {}, "alice-t1": {}}
+    threads: dict[str, dict[str, Any]] = {sid("untold"): {}, sid("bobs"): {}, sid("named"): {}}
     if stateless_thread:
         # A thread created but never run: langgraph dev's values search fails on it.
-        threads["never-ran"] = {}
-        values["never-ran"] = None
+        threads[sid("never-ran")] = {}
+        values[sid("never-ran")] = None
     server = _FakeServer(threads, values=values)
     report = await forget_user(store, "alice", server=cast(LangGraphClient, server))
-    assert report.server_threads == ["untold"]
-    assert report.kept_threads == ["alice-t1"]
-    assert sorted(server.threads.threads) == sorted(set(threads) - {"untold"})
+    assert report.server_threads == [sid("untold")]
+    assert report.kept_threads == [sid("named")]
+    assert sorted(server.threads.threads) == sorted(set(threads) - {sid("untold")})
 
 
 async def test_forget_removes_the_bookkeeping_rows_that_name_the_user(

@@ -24,11 +24,13 @@ import agentic_memory.store.weaviate as wv
 from agentic_memory.cli.main import app as cli
 from agentic_memory.kinds._bound import MAX_EMBEDDED_CHARS
 from agentic_memory.kinds.episodes import EpisodicMemory
-from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.knowledge import list_knowledge_bases, search_knowledge
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MessageLog
 from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.kinds.shared_rules import SharedRules
 from agentic_memory.models.embeddings import LocalEmbeddings
-from agentic_memory.store import MemoryStore
+from agentic_memory.store import GLOBAL_SCOPE, MemoryStore
 from agentic_memory.store.embedded import EmbeddedStore
 from agentic_memory.transfer import (
     MAX_LINE_CHARS,
@@ -36,8 +38,12 @@ from agentic_memory.transfer import (
     export_to_file,
     import_memories,
 )
+from agentic_memory.twins import run_blocking
+from ingest.inputs import Upload
+from ingest.pipeline import ingest_uploads
 from tests.cli.conftest import T0, Reflection, Seeded, add_messages
 from tests.cli.helpers import snapshot
+from tests.legacy import write_shared_version
 from tests.weaviate_unit.conftest import scripted_client
 from tests.weaviate_unit.server import FakeWeaviate
 
@@ -224,6 +230,10 @@ def _planted_user_rule(lines: list[str]) -> None:
     )
 
 
+def _forged_rule_sources(lines: list[str]) -> None:
+    edit(lines, "rule", set_props(source_users=["alice", "bob"]), user="alice")
+
+
 def _rule_id(lines: list[str]) -> None:
     edit(lines, "rule", set_props(version=7), user="alice")
 
@@ -277,6 +287,7 @@ HOSTILE: list[tuple[str, Callable[[list[str]], None], str]] = [
     ("rules-text-not-the-rules", _rules_text_lies, "rules_text does not match"),
     ("planted-user-rule", _planted_user_rule, "holds a rule no conversation may store"),
     ("rule-version-under-another-id", _rule_id, "is not its own"),
+    ("rule-learned-from-another-user", _forged_rule_sources, "learned from that user only"),
     ("system-message", _system_role, "role must be 'human' or 'ai'"),
     ("vector-of-10-dimensions", _wrong_dims, "vector has 10 dimensions"),
     ("id-not-a-uuid", _not_uuid, "is not a UUID"),
@@ -314,7 +325,7 @@ SHARED: list[tuple[str, dict[str, Any], str]] = [
         {"user": "_global", "collection": "ProceduralRules", "kind": "rule"},
         "the shared rules",
     ),
-    ("knowledge-base", {"user": None, "kind": "chunk"}, "a knowledge base"),
+    ("knowledge-base", {"user": None, "kind": "chunk"}, "a shared knowledge base"),
 ]
 
 
@@ -339,7 +350,7 @@ def test_shared_rules_and_knowledge_bases_need_the_operator_flag(
             if json.loads(ln)["kind"] == name and json.loads(ln)["user"] == only
         ]
         path = write(tmp_path / f"{name}.jsonl", [*kept, *picked])
-        expected = "the shared rules" if name == "rule" else "a knowledge base"
+        expected = "the shared rules" if name == "rule" else "a shared knowledge base"
         with pytest.raises(TransferError, match=f"the file holds {expected}.*--shared"):
             import_memories(live, path, embeddings=embeddings, embedding_model=MODEL)
         assert snapshot(live) == before
@@ -364,6 +375,162 @@ def test_shared_rules_and_knowledge_bases_need_the_operator_flag(
     summary = import_memories(live, path, embeddings=embeddings, embedding_model=MODEL)
     assert summary.total == len(kept) - 1
     assert {k: v for k, v in snapshot(live).items() if k in before} == before
+
+
+# -- the shared rules: a proposal for an operator ---------------------------------------------------
+
+
+def test_shared_rules_are_imported_as_a_proposal_an_operator_decides(
+    store: EmbeddedStore,
+    seeded: Seeded,
+    live: EmbeddedStore,
+    tmp_path: Path,
+    embeddings: LocalEmbeddings,
+) -> None:
+    lines = export_all(store, tmp_path / "mem.jsonl")
+    path = write(tmp_path / "all.jsonl", lines)
+    in_force = write_shared_version(
+        live, embeddings, [{"instruction": "Answer in English", "rationale": "the operator"}]
+    )
+    book, gate = RuleBook(live, embeddings), SharedRules(live, embeddings)
+    history = book.versions(GLOBAL_SCOPE)
+    summary = import_memories(
+        live, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+    )
+    # The rules every prompt carries are still the operator's: the file's are a proposal.
+    assert book.versions(GLOBAL_SCOPE) == history and history[-1] == in_force
+    (pending,) = run_blocking(gate.apending())
+    exported = RuleBook(store, embeddings).latest(GLOBAL_SCOPE)
+    assert summary.proposal == pending.id
+    assert (pending.origin, pending.proposer, pending.status) == ("import", GLOBAL_SCOPE, "pending")
+    assert pending.base_version == in_force.version and pending.rules == exported.rules
+    assert pending.source_users == () and pending.source_episodes == ()
+    assert any(pending.id in n and "approves" in n for n in summary.notes)
+    # Importing the file again proposes nothing new.
+    again = snapshot(live)
+    assert (
+        import_memories(
+            live, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        ).proposal
+        == pending.id
+    )
+    assert snapshot(live) == again
+    # The operator's approval makes them the rules in force, on top of the operator's version.
+    approved = run_blocking(gate.aapprove(pending.id, operator="olga"))
+    assert approved.parent_version == in_force.version and approved.rules == exported.rules
+    assert "olga" in approved.note and approved.source_users == ()
+
+
+def test_a_failed_proposal_undoes_the_whole_import(
+    store: EmbeddedStore,
+    seeded: Seeded,
+    live: EmbeddedStore,
+    tmp_path: Path,
+    embeddings: LocalEmbeddings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "mem.jsonl"
+    export_all(store, path)
+    before = snapshot(live)
+
+    written: list[list[str]] = []
+
+    async def failing(self: SharedRules, *args: Any, **kwargs: Any) -> Any:
+        written.append(self.store.users(FACTS.name))  # the users' memories are in by now
+        raise OSError("disk full")
+
+    monkeypatch.setattr(SharedRules, "apropose", failing)
+    with pytest.raises(OSError, match="disk full"):
+        import_memories(live, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True)
+    assert written == [["alice", "bob", "carol"]]
+    assert snapshot(live) == before
+
+
+def test_on_weaviate_a_failed_proposal_undoes_the_whole_import(
+    store: EmbeddedStore,
+    seeded: Seeded,
+    tmp_path: Path,
+    embeddings: LocalEmbeddings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "mem.jsonl"
+    export_all(store, path)
+    target = wv.WeaviateStore(
+        scripted_client(FakeWeaviate()), dims=embeddings.dims, lock_dir=tmp_path / "locks"
+    )
+    with target:
+        carol_lives_in(target, embeddings)
+        before = snapshot(target)
+
+        written: list[list[str]] = []
+
+        async def failing(self: SharedRules, *args: Any, **kwargs: Any) -> Any:
+            written.append(self.store.users(FACTS.name))
+            raise ConnectionError("server gone")
+
+        monkeypatch.setattr(SharedRules, "apropose", failing)
+        with pytest.raises(ConnectionError, match="server gone"):
+            import_memories(
+                target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+            )
+        assert written == [["alice", "bob", "carol"]]
+        # Every object of the file was written (no transaction on Weaviate), then taken back.
+        assert snapshot(target) == before
+
+
+# -- a user's own knowledge base is their data ----------------------------------------------------
+
+
+def test_a_users_own_knowledge_base_is_imported_without_the_operator_flag(
+    store: EmbeddedStore,
+    seeded: Seeded,
+    live: EmbeddedStore,
+    tmp_path: Path,
+    embeddings: LocalEmbeddings,
+) -> None:
+    upload = Upload("tea.md", b"# Tea\n\nAlice drinks oolong every morning.\n")
+    assert ingest_uploads(
+        [upload], kb="notes", owner="alice", store=store, embeddings=embeddings
+    ).ok
+    path = tmp_path / "alice.jsonl"
+    export_to_file(store, path, users=["alice"], include_shared=False, embedding_model=MODEL)
+    # Bob's own base of the same name in the target is another partition: no clash.
+    other = Upload("tea.md", b"# Tea\n\nBob drinks green tea.\n")
+    assert ingest_uploads([other], kb="notes", owner="bob", store=live, embeddings=embeddings).ok
+    summary = import_memories(live, path, embeddings=embeddings, embedding_model=MODEL)
+    assert summary.proposal is None
+    assert list_knowledge_bases(live, "alice") == ["notes"]
+    assert list_knowledge_bases(live) == []  # nothing shared was written
+    (hit,) = search_knowledge(live, embeddings, "notes", "oolong", k=1, owner="alice")
+    assert "oolong" in hit.text
+    (hit,) = search_knowledge(live, embeddings, "notes", "green tea", k=1, owner="bob")
+    assert "Bob" in hit.text
+    # Into a store where alice's base holds other content: refused, nothing written.
+    with EmbeddedStore(tmp_path / "hers", dims=embeddings.dims) as hers:
+        mine = Upload("coffee.md", b"# Coffee\n\nAlice drinks espresso.\n")
+        assert ingest_uploads(
+            [mine], kb="notes", owner="alice", store=hers, embeddings=embeddings
+        ).ok
+        before = snapshot(hers)
+        with pytest.raises(TransferError, match="of 'alice' already holds other content"):
+            import_memories(hers, path, embeddings=embeddings, embedding_model=MODEL)
+        assert snapshot(hers) == before
+    # Her base cannot be planted under the shared scope or as a shared base.
+    lines = path.read_text().splitlines()
+    for change, pattern in (
+        (lambda d: d.update(user=GLOBAL_SCOPE), "cannot belong to '_global'"),
+        (lambda d: d.update(user=None), "is per-user"),
+    ):
+        edited = list(lines)
+        edit(edited, "chunk", change)
+        with pytest.raises(TransferError, match=pattern):
+            import_memories(
+                live,
+                write(tmp_path / "planted.jsonl", edited),
+                embeddings=embeddings,
+                embedding_model=MODEL,
+                allow_shared=True,
+            )
 
 
 def test_the_cli_never_shows_a_traceback(

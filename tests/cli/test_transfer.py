@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +14,8 @@ import pytest
 from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.kinds.facts import FACTS
 from agentic_memory.kinds.messages import MESSAGES, MessageLog
-from agentic_memory.kinds.rules import RULES
+from agentic_memory.kinds.rules import RULES, RuleBook
+from agentic_memory.kinds.shared_rules import SharedRules
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE
 from agentic_memory.store.embedded import EmbeddedStore
@@ -24,8 +27,9 @@ from agentic_memory.transfer import (
     import_memories,
     read_header,
 )
+from agentic_memory.twins import run_blocking
 from tests.cli.conftest import Seeded
-from tests.cli.helpers import assert_same, snapshot
+from tests.cli.helpers import assert_same, snapshot, without_shared_rules
 
 MODEL = "wordllama-l2-supercat-256"
 
@@ -36,6 +40,11 @@ def _export(store: EmbeddedStore, path: Path, **kwargs: object) -> None:
 
 def _lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _shared_versions(lines: list[dict[str, object]]) -> int:
+    """The lines holding versions of the shared rules (an import proposes, never writes them)."""
+    return sum(1 for ln in lines[1:] if ln["kind"] == "rule" and ln["user"] == GLOBAL_SCOPE)
 
 
 def test_export_writes_header_and_every_kind(
@@ -70,8 +79,22 @@ def test_round_trip_into_a_fresh_store_keeps_ids_properties_and_vectors(
             target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
         )
         assert not summary.reembedded
-        assert summary.total == len(before)
-        assert_same(before, snapshot(target))
+        rest = without_shared_rules(before)
+        assert len(rest) < len(before)  # the store has versions of the shared rules
+        assert summary.total == len(rest)
+        assert_same(rest, without_shared_rules(snapshot(target)))
+        # The shared rules come in through their gate: the file's latest version is a pending
+        # proposal, and the rules in force change only when an operator approves it.
+        gate = SharedRules(target, embeddings)
+        (pending,) = run_blocking(gate.apending())
+        latest = RuleBook(store, embeddings).latest(GLOBAL_SCOPE)
+        assert summary.proposal == pending.id
+        # Proposed from the target's starting rules (version 1, not stored).
+        assert (pending.origin, pending.proposer, pending.base_version) == ("import", "_global", 1)
+        assert pending.rules == latest.rules and pending.source_users == ()
+        assert not RuleBook(target, embeddings).latest(GLOBAL_SCOPE).stored
+        approved = run_blocking(gate.aapprove(pending.id, operator="olga"))
+        assert approved.version == 2 and approved.rules == latest.rules
 
 
 def test_import_is_idempotent(
@@ -98,7 +121,7 @@ def test_export_without_vectors_reembeds_to_the_vectors_the_domain_modules_write
         assert summary.reembedded
         assert any("no vector" in n for n in summary.notes)
         # Same text embedded as episodes/facts/rules/messages/chunks are when first written.
-        assert_same(before, snapshot(target), tol=1e-4)
+        assert_same(without_shared_rules(before), without_shared_rules(snapshot(target)), tol=1e-4)
 
 
 class _TinyEmbeddings(LocalEmbeddings):
@@ -120,14 +143,14 @@ def test_import_into_another_vector_size_reembeds_and_says_so(
 ) -> None:
     path = tmp_path / "mem.jsonl"
     _export(store, path)
-    before = snapshot(store, vectors=False)
+    before = without_shared_rules(snapshot(store, vectors=False))
     with EmbeddedStore(tmp_path / "small", dims=64) as target:
         summary = import_memories(
             target, path, embeddings=_TinyEmbeddings(), embedding_model="tiny", allow_shared=True
         )
         assert summary.reembedded
         assert "256 dimensions" in summary.notes[0]
-        after = snapshot(target)
+        after = without_shared_rules(snapshot(target))
         assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in before.items()}
         assert all(v[1] is not None and len(v[1]) == 64 for v in after.values())
 
@@ -317,7 +340,7 @@ def test_an_export_whose_schema_only_differs_in_descriptions_is_imported(
         summary = import_memories(
             target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
         )
-        assert summary.total == len(lines) - 1
+        assert summary.total == len(lines) - 1 - _shared_versions(lines)
 
 
 def _as_before_importance(path: Path) -> list[dict[str, object]]:
@@ -348,7 +371,7 @@ def test_an_export_from_before_importance_is_imported_anywhere(
         summary = import_memories(
             fresh, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
         )
-        assert summary.total == len(lines) - 1
+        assert summary.total == len(lines) - 1 - _shared_versions(lines)
         log = MessageLog(fresh, embeddings)
         turns = log.list("alice")
         assert turns and not any(m.important for m in turns)
@@ -360,6 +383,22 @@ def test_an_export_from_before_importance_is_imported_anywhere(
         summary = import_memories(
             current, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
         )
-        assert summary.total == len(lines) - 1
+        assert summary.total == len(lines) - 1 - _shared_versions(lines)
         assert current.spec(MESSAGES.name).properties == MESSAGES.properties
         assert not any(m.important for m in MessageLog(current, embeddings).list("alice"))
+
+
+def test_an_export_is_private_whatever_the_umask(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path
+) -> None:
+    target = tmp_path / "alice.jsonl"
+    target.write_text("an older, world-readable export")
+    os.chmod(target, 0o644)
+    old = os.umask(0o022)
+    try:
+        export_to_file(store, target, embedding_model=MODEL, users=["alice"])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert read_header(target).users == ["alice"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []

@@ -17,6 +17,7 @@ from agentic_memory.kinds.knowledge import search_knowledge
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.twins import run_blocking
 from tests.memory_api.conftest import logged
 
 BAD = "my ssn is \ud83d"  # half of a surrogate pair: not valid Unicode
@@ -134,8 +135,10 @@ def test_the_global_scope_is_not_a_user_of_messages_facts_or_episodes(mem: Memor
         with pytest.raises(InvalidInputError, match="reserved for the rules shared"):
             attempt()
         assert mem.store.collections() == [] or logged(mem, GLOBAL_SCOPE) == 0, what
-    # The global rules themselves are still written under that scope.
-    created = mem.rules.propose(GLOBAL_SCOPE, [{"instruction": "Be brief", "rationale": "r"}])
+    # The global rules themselves are still written under that scope, by an operator.
+    created = run_blocking(
+        mem.shared_rules.aput([{"instruction": "Be brief", "rationale": "r"}], operator="ops")
+    )
     assert created is not None and created.scope == GLOBAL_SCOPE
 
 

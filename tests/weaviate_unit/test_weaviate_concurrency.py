@@ -1,7 +1,7 @@
 """``insert`` and concurrent writers on the Weaviate backend, through the real client.
 
 The server is ``FakeWeaviate``: objects in memory, and a create that checks and then writes
-with nothing held in between, as Weaviate 1.32.9 does. Several ``WeaviateStore`` handles with
+with nothing held in between, as the pinned Weaviate version does. Several ``WeaviateStore`` handles with
 one lock directory stand for processes of one machine (each handle has its own thread locks;
 they meet in the lock files); handles with different lock directories stand for machines.
 """

@@ -1,8 +1,8 @@
 """The embedded store: transactions, the catalogue, writes, reads and hybrid search.
 
 One SQLite file for durability (``sql``), numpy for ranking (``keyword``, ``vectors``) over an
-in-memory index per (collection, user) (``cache``). Ranking follows Weaviate v1.32.9: the
-rules live in ``agentic_memory.store.ranking``; ``docs/storage.md`` cites the server source.
+in-memory index per (collection, user) (``cache``). Ranking follows the pinned Weaviate
+version (``ranking.WEAVIATE_VERSION``): the rules live in ``agentic_memory.store.ranking``; ``docs/storage.md`` cites the server source.
 """
 
 from __future__ import annotations
