@@ -3,6 +3,9 @@
 VENV ?= .venv
 PYTHON ?= python3
 PORT ?= 2024
+CONFIG ?= langgraph.json
+# More options for `langgraph dev`, e.g. LANGGRAPH_ARGS="--n-jobs-per-worker 4 --no-reload".
+LANGGRAPH_ARGS ?=
 BIN := $(VENV)/bin
 # llama.cpp (the [local] extra) is compiled with GGML_NATIVE=OFF and a fixed baseline (x86-64:
 # AVX2/FMA/F16C, no AVX-512/AMX; aarch64: ARMv8-A), never -march=native, whose library dies with
@@ -10,7 +13,7 @@ BIN := $(VENV)/bin
 # exported to every pip step below, so no step can compile llama.cpp natively from source.
 export CMAKE_ARGS = $(shell $(PYTHON) agentic_memory/models/llama_build.py cmake-args)
 
-.PHONY: install system-deps run test lint
+.PHONY: install system-deps run test lint test-weaviate
 
 $(BIN)/.installed: pyproject.toml constraints.txt agentic_memory/models/llama_build.py
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +36,11 @@ system-deps:
 	  else echo "PostgreSQL is not installed: the Postgres checkpointer tests will be skipped"; fi; \
 	fi
 
+# graph/serve.py starts `langgraph dev` from $AMEM_HOME/langgraph-dev with umask 077, so its
+# own data (.langgraph_api/) is private and per AMEM_HOME, and first prints one line saying
+# whether the server has authentication (CONFIG=langgraph.auth.json) or is open to anyone.
 run: install
-	LANGGRAPH_NO_VERSION_CHECK=true $(BIN)/langgraph dev --no-browser --port $(PORT)
+	$(BIN)/python -m graph.serve --config $(CONFIG) --port $(PORT) $(LANGGRAPH_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
@@ -43,3 +49,10 @@ lint: install
 
 test: system-deps lint
 	$(BIN)/pytest
+
+# The live Weaviate suites (docs/weaviate.md, "Tests"): needs Docker. Starts the pinned
+# docker-compose.yml as a throw-away project on free ports, waits for it, runs the storage
+# conformance and churn suites against it and removes it (tests/live/run_weaviate.py).
+# Without Docker, `make test` still runs everything else and skips the live cases.
+test-weaviate: install
+	$(BIN)/python -m tests.live.run_weaviate $(ARGS)

@@ -43,6 +43,7 @@ from agentic_memory.kinds.messages import (
 )
 from agentic_memory.kinds.retention import NEVER_PURGED, PurgeReport, RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.kinds.shared_rules import SharedRules
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_user_id
 from agentic_memory.store.open import open_store
@@ -125,6 +126,7 @@ class Memory:
     episodes = SubAPI(EpisodicMemory)
     facts = SubAPI(FactStore)
     rules = SubAPI(RuleBook)
+    shared_rules = SubAPI(SharedRules)
 
     def __init__(
         self,

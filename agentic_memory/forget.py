@@ -20,7 +20,11 @@ and what was rewritten to stop naming the forgotten memories:
   was logged);
 * given a LangGraph SDK client (``server=``), the same threads are deleted on that server too
   (``langgraph dev``, LangGraph Platform), whose checkpoints live in the server's own storage;
-  threads are found there by metadata and by the ``owner`` in their state values;
+  threads are found there by metadata and by the ``owner`` in their state values. An id the
+  server refuses (``langgraph dev`` takes only UUIDs; ``amem chat`` names its threads ``t-…``)
+  cannot be one of its threads and is skipped. A server that fails does not stop the rest:
+  the local part always finishes, and ``ForgetReport.server_error`` says what the server
+  left undone;
 * forgetting a user also removes the store's bookkeeping rows that name them, and on SQLite
   files (the embedded store, the SQLite checkpointer) the deleted data is made unreadable:
   deletions overwrite with zeros (``secure_delete``), and the write-ahead logs, which keep
@@ -41,8 +45,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import (
+    APIConnectionError,
+    APIStatusError,
     BadRequestError,
     InternalServerError,
+    LangGraphError,
     NotFoundError,
     UnprocessableEntityError,
 )
@@ -52,6 +59,7 @@ from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.kinds.rules import RULES, RuleBook
+from agentic_memory.kinds.shared_rules import PROPOSALS, SharedRules
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
 from agentic_memory.store.types import CollectionSpec, InvalidInputError, check_text
 
@@ -60,12 +68,20 @@ SERVER = "server"
 """The store column of the report's row for threads deleted on a LangGraph server."""
 OWNER_KEY = "owner"
 """The state value in which the graph records the user a thread belongs to."""
+RUN_KEY = "run_before"
+"""The state key where a run under way keeps what a rollback restores, and its user."""
 SQLITE_META_TABLE = "amem_meta"
 """A table of this package's own in a SQLite checkpoint file (LangGraph ignores it)."""
 ZEROED_KEY = "free_space_zeroed"
 """Key of ``SQLITE_META_TABLE``: the file's deleted data has been overwritten since then."""
 _PAGE = 500
 _ERASE_ATTEMPTS = 8
+_REFUSED_ID = (BadRequestError, UnprocessableEntityError)
+"""What a server answers for a thread id it cannot hold: ``langgraph dev`` answers 422
+"Invalid thread ID: must be a UUID" for ``amem chat``'s ``t-…`` ids, which live only in the
+local checkpointer."""
+_UNREACHABLE = (httpx.TransportError, APIConnectionError)
+"""The server could not be reached (or stopped answering)."""
 
 
 @dataclass
@@ -87,6 +103,13 @@ class ForgetReport:
     """Threads deleted on the LangGraph server."""
     notes: list[str] = field(default_factory=list)
     """Anything the caller should know, e.g. a write-ahead log that could not be emptied."""
+    server_failed: list[str] = field(default_factory=list)
+    """Threads of the user that the LangGraph server failed to delete (still there)."""
+    server_error: str | None = None
+    """The first failure of the LangGraph server, when its part is incomplete (else None)."""
+    server_retry: bool = False
+    """Whether that failure is the server's (5xx, connection): the same call may finish later.
+    False for a refusal (403 and the like), which repeating does not change."""
 
     def add_deleted(self, collection: str, n: int, *, store: str | None = None) -> None:
         """Count ``n`` deleted objects of ``collection`` (zero counts are kept, for the table)."""
@@ -124,8 +147,27 @@ class ForgetReport:
             "threads": sorted(self.threads),
             "kept_threads": sorted(self.kept_threads),
             "server_threads": sorted(self.server_threads),
+            "server_failed": sorted(self.server_failed),
+            "server_error": self.server_error,
             "notes": list(self.notes),
         }
+
+    def server_failure(self, exc: BaseException, threads: Iterable[str] = ()) -> None:
+        """Record that the LangGraph server failed (``threads``: what it left undeleted)."""
+        for thread_id in threads:
+            if thread_id not in self.server_failed:
+                self.server_failed.append(thread_id)
+        if self.server_error is None:
+            self.server_error = describe_server_error(exc)
+            self.server_retry = not isinstance(exc, APIStatusError) or exc.status_code >= 500
+
+
+def describe_server_error(exc: BaseException) -> str:
+    """One line naming a LangGraph server failure (status and message, or the connection error)."""
+    text = " ".join(str(exc).split())[:200]
+    if isinstance(exc, APIStatusError) and str(exc.status_code) not in text:
+        text = f"{exc.status_code} {text}".strip()
+    return text or type(exc).__name__
 
 
 @dataclass
@@ -195,10 +237,15 @@ async def checkpoint_user_threads(checkpointer: BaseCheckpointSaver[Any], user: 
     """Return the threads whose checkpoints belong to ``user``.
 
     A thread belongs to the user when its latest state records them as ``owner``, or when a
-    run of it carried ``metadata={"user_id": user}``. Every checkpoint is read once (there
-    is no index on state values), which is acceptable for this rare operation.
+    run of it carried ``metadata={"user_id": user}``. A thread whose latest state has no
+    owner (its runs were refused or failed, and rolled back) is the user's when an earlier
+    checkpoint names them: as owner, or as the user of the run being rolled back
+    (``run_before``), since that checkpoint still holds the run's input. Every checkpoint is
+    read once (there is no index on state values), which is acceptable for this rare
+    operation.
     """
     latest: dict[str, tuple[str, str]] = {}
+    named: dict[str, set[str]] = {}
     by_metadata: set[str] = set()
     async for item in checkpointer.alist(None):
         configurable = item.config.get("configurable", {})
@@ -210,9 +257,19 @@ async def checkpoint_user_threads(checkpointer: BaseCheckpointSaver[Any], user: 
         checkpoint_id = str(item.checkpoint.get("id", ""))
         values = item.checkpoint.get("channel_values")
         owner = values.get(OWNER_KEY) if isinstance(values, Mapping) else None
+        owner = owner if isinstance(owner, str) else ""
         if thread_id not in latest or checkpoint_id > latest[thread_id][0]:
-            latest[thread_id] = (checkpoint_id, owner if isinstance(owner, str) else "")
-    owned = {t for t, (_, owner) in latest.items() if owner == user}
+            latest[thread_id] = (checkpoint_id, owner)
+        seen = named.setdefault(thread_id, set())
+        seen.add(owner)
+        run = values.get(RUN_KEY) if isinstance(values, Mapping) else None
+        if isinstance(run, Mapping) and isinstance(run.get("user"), str):
+            seen.add(run["user"])
+    owned = {
+        t
+        for t, (_, owner) in latest.items()
+        if owner == user or (not owner and user in named.get(t, set()))
+    }
     return sorted(owned | by_metadata)
 
 
@@ -237,7 +294,9 @@ async def _delete_checkpoints(
         if n:
             report.threads.append(thread_id)
     report.add_deleted("checkpoints", total, store=CHECKPOINTER)
-    if total and not await _sqlite_erase(checkpointer):
+    # A server whose checkpointer is this file (langgraph.json names open_checkpointer) has
+    # deleted its threads' rows itself; their old pages are in the same write-ahead log.
+    if (total or report.server_threads) and not await _sqlite_erase(checkpointer):
         report.notes.append(
             "the checkpoint file's write-ahead log could not be emptied now (another process "
             "is reading it); it still holds old pages until its next checkpoint"
@@ -304,7 +363,7 @@ async def _server_thread_owner(server: LangGraphClient, thread_id: str) -> str |
     """
     try:
         thread = await server.threads.get(thread_id)
-    except NotFoundError:
+    except (NotFoundError, *_REFUSED_ID):
         return None
     return _owner_of(thread.get("values"), thread.get("metadata"))
 
@@ -312,19 +371,30 @@ async def _server_thread_owner(server: LangGraphClient, thread_id: str) -> str |
 async def _delete_server_threads(
     server: LangGraphClient, threads: Iterable[str], report: ForgetReport
 ) -> None:
+    """Delete the user's threads on the server; record, never raise, what the server fails.
+
+    A connection that fails ends the attempt: every later call would wait for the same
+    timeout, and which of the remaining ids the server holds is unknown.
+    """
     deleted = 0
     for thread_id in sorted(set(threads)):
-        owner = await _server_thread_owner(server, thread_id)
-        if owner is None:
-            continue
-        if owner and owner != report.user:
-            if thread_id not in report.kept_threads:
-                report.kept_threads.append(thread_id)
-            continue
         try:
+            owner = await _server_thread_owner(server, thread_id)
+            if owner is None:
+                continue
+            if owner and owner != report.user:
+                if thread_id not in report.kept_threads:
+                    report.kept_threads.append(thread_id)
+                continue
             await server.threads.delete(thread_id)
-        except NotFoundError:
+        except (NotFoundError, *_REFUSED_ID):
             continue  # deleted by someone else in the meantime
+        except _UNREACHABLE as exc:
+            report.server_failure(exc)
+            break
+        except (LangGraphError, httpx.HTTPError) as exc:
+            report.server_failure(exc, [thread_id])
+            continue
         deleted += 1
         report.server_threads.append(thread_id)
     report.add_deleted("threads", deleted, store=SERVER)
@@ -395,6 +465,12 @@ async def scrub_rule_provenance(
     kinds = _kinds(store, embeddings)
     removed = list(episode_ids)
     remaining = set(await kinds.episodes.aids(user)) - set(removed)
+    # A proposal of the shared rules learned from a forgotten episode holds what it taught.
+    proposals = await SharedRules(
+        store, kinds.rules.embeddings, rules=kinds.rules
+    ).aforget_episodes(user, removed)
+    if proposals:
+        report.add_deleted(PROPOSALS.name, proposals)
     for scope in scopes:
         done = await kinds.rules.ascrub(
             scope,
@@ -581,9 +657,17 @@ async def forget_user(
         # Finds threads that left no memory yet (a turn that failed before it was logged).
         threads.update(await checkpoint_user_threads(checkpointer, user))
     if server is not None:
-        # First, while the memories still name the threads: if the server fails halfway,
-        # running the same call again finds the rest.
-        server_threads = threads | set(await server_user_threads(server, user))
+        # First, while the memories still name the threads. A server that fails does not
+        # stop the local part; the threads it kept are found again by their metadata and
+        # owner when the call is repeated (see ForgetReport.server_error).
+        server_threads = set(threads)
+        try:
+            server_threads.update(await server_user_threads(server, user))
+        except _UNREACHABLE as exc:
+            report.server_failure(exc)  # unreachable now: deleting would fail the same way
+            server_threads.clear()
+        except (LangGraphError, httpx.HTTPError) as exc:
+            report.server_failure(exc)
         await _delete_server_threads(server, server_threads, report)
     # The global rules are rewritten before the user's episodes go: if this is interrupted,
     # running it again still finds which versions came from them.

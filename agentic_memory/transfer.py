@@ -14,14 +14,24 @@ same memories. This is also how memories move from the embedded store to Weaviat
 writes through the ``MemoryStore`` interface and re-embeds from the text when the target uses a
 different embedding model or vector size.
 
-An import validates the whole file before it writes anything: a bad line is reported with its
-line number and the store is left untouched.
+An import checks the whole file before it writes anything (a bad line is reported with its
+line number), then writes it all or nothing: one transaction on the embedded store, undone on
+Weaviate. Into a store that holds memories already it merges by each kind's rules (see
+:func:`import_memories`). A user's own knowledge bases (their uploads) are their data, like
+their facts. The shared knowledge bases and the rules shared by every user are imported only
+when the operator allows it (``allow_shared``, ``amem memories import --shared``), and the
+shared rules even then only through their gate: the file's latest version becomes a pending
+proposal (:class:`agentic_memory.kinds.shared_rules.SharedRules`) that an operator approves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import sqlite3
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +43,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory.kinds import episodes, facts, messages, rules
+from agentic_memory.kinds._bound import embedded_part
 from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.kinds.facts import FACTS
 from agentic_memory.kinds.knowledge import (
@@ -40,19 +51,31 @@ from agentic_memory.kinds.knowledge import (
     KNOWLEDGE_PROPERTIES,
     MANIFEST_PREFIX,
     MANIFEST_PROPERTIES,
+    USER_CHUNKS_PREFIX,
+    USER_MANIFEST_PREFIX,
 )
 from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V1
+from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.kinds.rules import RULES
-from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, check_user_id
+from agentic_memory.kinds.shared_rules import PROPOSALS, Proposed, SharedRules
+from agentic_memory.store.base import (
+    GLOBAL_SCOPE,
+    PAGE_LIMIT,
+    MemoryStore,
+    check_properties,
+    check_user_id,
+)
+from agentic_memory.store.embedded import EmbeddedStore
 from agentic_memory.store.types import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
     Property,
     StoredObject,
-    UnknownCollectionError,
-    check_text,
+    Where,
+    make_id,
 )
+from agentic_memory.twins import run_sync
 
 FORMAT_NAME = "agentic-memory-export"
 FORMAT_VERSION = 1
@@ -82,6 +105,9 @@ class TransferSummary:
     """The import computed new vectors from the text instead of using the file's vectors."""
     notes: list[str] = field(default_factory=list)
     """Human-readable remarks, for example why vectors were recomputed."""
+    proposal: str | None = None
+    """The pending proposal of the shared rules an import made from the file's shared rules
+    (an operator approves it: ``amem memories rules approve``); ``None`` when it made none."""
 
     @property
     def total(self) -> int:
@@ -106,6 +132,7 @@ class TransferSummary:
                 for (c, u), n in sorted(self.counts.items())
             ],
             "reembedded": self.reembedded,
+            "proposal": self.proposal,
             "notes": list(self.notes),
         }
 
@@ -114,9 +141,9 @@ def kind_of(collection: str) -> Kind | None:
     """Return the memory kind stored in ``collection``, or ``None`` for a foreign collection."""
     if collection in _KIND_BY_COLLECTION:
         return _KIND_BY_COLLECTION[collection]
-    if collection.startswith(MANIFEST_PREFIX):
+    if collection.startswith((MANIFEST_PREFIX, USER_MANIFEST_PREFIX)):
         return "source"
-    if collection.startswith(CHUNKS_PREFIX):
+    if collection.startswith((CHUNKS_PREFIX, USER_CHUNKS_PREFIX)):
         return "chunk"
     return None
 
@@ -128,7 +155,7 @@ _TEXT_BY_KIND: dict[Kind, Callable[[Mapping[str, Any]], str]] = {
     "fact": facts.embedding_text,
     "message": messages.embedding_text_of,
     "rule": rules.embedding_text,
-    "chunk": lambda p: str(p.get("text") or ""),
+    "chunk": lambda p: embedded_part(str(p.get("text") or "")),
     "source": lambda p: str(p.get("title") or p.get("source") or ""),
 }
 
@@ -215,6 +242,12 @@ def export_memories(
     summary = TransferSummary()
     specs: list[CollectionSpec] = []
     for name in sorted(store.collections()):
+        if name == PROPOSALS.name:
+            summary.notes.append(
+                f"the proposals of the shared rules ({name}) are not exported: an operator "
+                "decides them in this store (`amem memories rules review`)"
+            )
+            continue
         if kind_of(name) is None:
             summary.notes.append(f"skipped collection {name!r}: not an agent memory collection")
             continue
@@ -276,16 +309,19 @@ def export_to_file(store: MemoryStore, path: str | Path, **kwargs: Any) -> Trans
     """Export to a file path (see ``export_memories`` for the keyword arguments).
 
     The file is written next to its final name and renamed at the end, so a failed export
-    never leaves a truncated file behind.
+    never leaves a truncated file behind. It is private (0600, whatever the umask), like the
+    store it comes from: it holds everything the users said.
     """
     target = Path(path)
     if target.is_dir():
         raise InvalidInputError(f"{target} is a directory; give a file name such as mem.jsonl")
     if not target.parent.exists():
         raise InvalidInputError(f"folder {target.parent} does not exist")
-    tmp = target.with_name(f".{target.name}.partial")
+    # mkstemp creates the file 0600 under a name no other process uses.
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    tmp = Path(name)
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             summary = export_memories(store, fh, **kwargs)
         tmp.replace(target)
     finally:
@@ -307,25 +343,12 @@ class ExportHeader:
     users: list[str]
 
 
-@dataclass
-class _Line:
-    kind: Kind
-    collection: str
-    user: str | None
-    id: str
-    properties: dict[str, Any]
-    vector: list[float] | None
-
-
 def _fail(lineno: int, message: str) -> TransferError:
     return TransferError(f"line {lineno}: {message}")
 
 
 def _parse_header(text: str) -> ExportHeader:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(1, f"not JSON ({exc.msg})") from None
+    data = _loads(1, text)
     if not isinstance(data, dict) or data.get("kind") != "header":
         raise _fail(1, "the first line must be the export header (kind 'header')")
     if data.get("format") != FORMAT_NAME:
@@ -336,15 +359,18 @@ def _parse_header(text: str) -> ExportHeader:
             1, f"unsupported format version {version!r} (this build reads {FORMAT_VERSION})"
         )
     dims = data.get("dims")
-    if not isinstance(dims, int) or isinstance(dims, bool) or dims <= 0:
-        raise _fail(1, f"header dims must be a positive integer, got {dims!r}")
+    if not isinstance(dims, int) or isinstance(dims, bool) or not 0 < dims <= _MAX_DIMS:
+        raise _fail(1, f"header dims must be a positive integer, got {dims!r:.40}")
     model = data.get("embedding_model")
     if not isinstance(model, str) or not model:
         raise _fail(1, "header embedding_model is missing")
     raw_cols = data.get("collections")
     if not isinstance(raw_cols, dict):
         raise _fail(1, "header collections must be an object")
-    collections = {name: spec_from_dict(spec) for name, spec in raw_cols.items()}
+    try:
+        collections = {name: spec_from_dict(spec) for name, spec in raw_cols.items()}
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise _fail(1, f"malformed collection schema in the header: {exc}") from None
     for name, spec in collections.items():
         if spec.name != name:
             raise _fail(1, f"collection {name!r} has a schema named {spec.name!r}")
@@ -352,8 +378,8 @@ def _parse_header(text: str) -> ExportHeader:
             raise _fail(1, f"collection {name!r} is not an agent memory collection")
         _check_known_schema(spec)
     users = data.get("users", [])
-    if not isinstance(users, list):
-        raise _fail(1, "header users must be a list")
+    if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
+        raise _fail(1, "header users must be a list of user ids")
     return ExportHeader(FORMAT_VERSION, model, dims, collections, [str(u) for u in users])
 
 
@@ -369,7 +395,9 @@ def _check_known_schema(spec: CollectionSpec) -> None:
     if spec.name in known:
         expected = known[spec.name]
     elif kind in shared:
-        expected = (shared[str(kind)], False)
+        # A user's own knowledge bases are partitioned by user; the shared ones are not.
+        own = spec.name.startswith((USER_CHUNKS_PREFIX, USER_MANIFEST_PREFIX))
+        expected = (shared[str(kind)], own)
     else:
         raise TransferError(f"collection {spec.name!r} is not an agent memory collection")
     if spec.name == MESSAGES.name and (
@@ -395,50 +423,119 @@ def _extends(longer: CollectionSpec, shorter: CollectionSpec) -> bool:
     return a[: len(b)] == b
 
 
-def _is_text(value: object) -> bool:
-    """Say whether a value is a string of valid Unicode (JSON escapes can make lone surrogates)."""
-    if not isinstance(value, str):
-        return False
+MAX_LINE_CHARS = 8_000_000
+"""The longest line an import reads, in characters: an object's text (a message at most
+``MAX_MESSAGE_CHARS``, an episode at most ``MAX_EPISODE_CHARS``) with its vector, escaped.
+A longer line is refused before it is held in memory whole."""
+
+MAX_EPISODE_CHARS = 1_000_000
+"""The longest text of one episode property accepted (``AgenticStore``'s value limit)."""
+
+_BATCH = 200
+_EMBED_BATCH = 64
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_MAX_DIMS = 65_536
+_ORDER: tuple[Kind, ...] = ("episode", "fact", "message", "rule", "chunk", "source")
+"""The order kinds are written in: a knowledge base's chunks before the manifest that makes
+them visible."""
+
+
+@dataclass
+class _Line:
+    lineno: int
+    kind: Kind
+    collection: str
+    user: str
+    """The owner; "" for a shared collection."""
+    id: str
+    properties: dict[str, Any]
+    vector: list[float] | None
+    keys: dict[str, Any] = field(default_factory=dict)
+    """What the kind's invariants are checked on across lines (subject, turn, version)."""
+
+
+def _loads(lineno: int, text: str) -> Any:
     try:
-        check_text(value, "text")
-    except InvalidInputError:
-        return False
-    return True
-
-
-_PROPERTY_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "text": _is_text,
-    "text[]": lambda v: isinstance(v, list) and all(_is_text(x) for x in v),
-    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: (
-        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
-    ),
-    "bool": lambda v: isinstance(v, bool),
-    "date": lambda v: isinstance(v, str) and _is_rfc3339(v),
-}
-
-
-def _is_rfc3339(value: str) -> bool:
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return parsed.tzinfo is not None
-
-
-def _parse_line(lineno: int, text: str, header: ExportHeader, need_vectors: bool) -> _Line:
-    try:
-        data = json.loads(text)
+        return json.loads(text)
+    except RecursionError:
+        raise _fail(lineno, "not an export line (JSON nested too deeply)") from None
     except json.JSONDecodeError as exc:
         raise _fail(lineno, f"not JSON ({exc.msg})") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise _fail(lineno, f"not JSON the import can read ({exc})") from None
+
+
+def _read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) of a file, never holding more than one bounded line."""
+    with _open(path) as fh:
+        lineno = 0
+        while True:
+            lineno += 1
+            try:
+                text = fh.readline(MAX_LINE_CHARS + 1)
+            except UnicodeDecodeError as exc:
+                raise _fail(lineno, f"the file is not UTF-8 text here ({exc.reason})") from None
+            if not text:
+                return
+            if len(text) > MAX_LINE_CHARS and not text.endswith("\n"):
+                raise _fail(
+                    lineno,
+                    f"longer than {MAX_LINE_CHARS:,} characters: no memory is that large "
+                    "(a message has at most 100,000)",
+                )
+            yield lineno, text
+
+
+def read_header(path: str | Path) -> ExportHeader:
+    """Read and validate the header of an export file."""
+    for lineno, text in _read_lines(path):
+        if lineno == 1 and text.strip():
+            return _parse_header(text)
+        break
+    raise TransferError(f"{path} is empty")
+
+
+def _open(path: str | Path) -> TextIO:
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidInputError(f"no such file: {p}")
+    return p.open("r", encoding="utf-8", newline="\n")
+
+
+# -- checking one line ---------------------------------------------------------------------------
+
+
+def _check_vector(lineno: int, vector: object, dims: int) -> list[float] | None:
+    if vector is None:
+        return None
+    if not isinstance(vector, list):
+        raise _fail(lineno, "vector must be a list of numbers or null")
+    out: list[float] = []
+    for x in vector:
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            raise _fail(lineno, f"vector elements must be numbers, got {x!r:.40}")
+        try:
+            value = float(x)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value) or abs(value) > _FLOAT32_MAX:
+            raise _fail(lineno, f"vector element {x!r:.40} is not a finite number a store can hold")
+        out.append(value)
+    if len(out) != dims:
+        raise _fail(lineno, f"vector has {len(out)} dimensions, the header says {dims}")
+    return out
+
+
+def _parse_line(lineno: int, text: str, header: ExportHeader, allow_shared: bool) -> _Line:
+    data = _loads(lineno, text)
     if not isinstance(data, dict):
         raise _fail(lineno, "expected a JSON object")
     kind = data.get("kind")
     if kind not in KINDS:
-        raise _fail(lineno, f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
+        raise _fail(lineno, f"unknown kind {kind!r:.60} (expected one of {', '.join(KINDS)})")
     collection = data.get("collection")
     if not isinstance(collection, str) or collection not in header.collections:
-        raise _fail(lineno, f"collection {collection!r} is not declared in the header")
+        raise _fail(lineno, f"collection {collection!r:.80} is not declared in the header")
     if kind_of(collection) != kind:
         raise _fail(lineno, f"kind {kind!r} does not match collection {collection!r}")
     spec = header.collections[collection]
@@ -448,72 +545,689 @@ def _parse_line(lineno: int, text: str, header: ExportHeader, need_vectors: bool
             check_user_id(user)
         except InvalidInputError as exc:
             raise _fail(lineno, f"{collection} is per-user: {exc}") from None
+        assert isinstance(user, str)
+        if user == GLOBAL_SCOPE and kind != "rule":
+            raise _fail(
+                lineno,
+                f"a {kind} cannot belong to {GLOBAL_SCOPE!r}: that scope holds only the rules "
+                "shared by every user",
+            )
     elif user is not None:
         raise _fail(lineno, f"{collection} is shared: user must be null")
+    # A user's own knowledge base (per-user collections) is their data, like their facts.
+    shared = (kind in ("chunk", "source") and not spec.per_user) or user == GLOBAL_SCOPE
+    if shared and not allow_shared:
+        what = (
+            "the shared rules (imported as a proposal an operator approves)"
+            if kind == "rule"
+            else "a shared knowledge base"
+        )
+        raise _fail(
+            lineno,
+            f"the file holds {what}, which every user's conversations read: only an operator "
+            "imports those, with --shared (Python: allow_shared=True); nothing was written",
+        )
     obj_id = data.get("id")
     try:
-        uuid.UUID(str(obj_id))
+        canonical = str(uuid.UUID(obj_id)) if isinstance(obj_id, str) else None
     except ValueError:
-        raise _fail(lineno, f"id {obj_id!r} is not a UUID") from None
-    if not isinstance(obj_id, str):
-        raise _fail(lineno, "id must be a string")
+        canonical = None
+    if canonical is None:
+        raise _fail(lineno, f"id {obj_id!r:.60} is not a UUID")
     props = data.get("properties")
     if not isinstance(props, dict):
         raise _fail(lineno, "properties must be an object")
-    types = {p.name: p.type for p in spec.properties}
-    for key, value in props.items():
-        if key not in types:
-            raise _fail(lineno, f"{collection} has no property {key!r}")
-        if value is not None and not _PROPERTY_CHECKS[types[key]](value):
-            raise _fail(lineno, f"{collection}.{key} must be {types[key]}, got {value!r:.60}")
-    vector = data.get("vector")
-    if vector is not None:
-        if not isinstance(vector, list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-            for x in vector
-        ):
-            raise _fail(lineno, "vector must be a list of finite numbers or null")
-        if len(vector) != header.dims:
-            raise _fail(
-                lineno, f"vector has {len(vector)} dimensions, the header says {header.dims}"
+    try:
+        check_properties(spec, props)
+    except InvalidInputError as exc:
+        raise _fail(lineno, str(exc)) from None
+    line = _Line(
+        lineno,
+        kind,
+        collection,
+        user or "",
+        canonical,
+        {k: v for k, v in props.items() if v is not None},
+        _check_vector(lineno, data.get("vector"), header.dims),
+    )
+    try:
+        _KIND_CHECKS[kind](line)
+    except InvalidInputError as exc:
+        raise _fail(lineno, f"{kind}: {exc}") from None
+    return line
+
+
+def _text(props: Mapping[str, Any], name: str, *, required: bool = True) -> str:
+    value = props.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise InvalidInputError(f"{name} must be a non-empty string")
+    return value
+
+
+def _check_fact(line: _Line) -> None:
+    props = line.properties
+    subject = _text(props, "subject")
+    if facts.normalise_subject(subject) != subject:
+        raise InvalidInputError(f"subject {subject!r:.60} is not in its stored (normalised) form")
+    value = _text(props, "value")
+    if len(value) > facts.MAX_VALUE:
+        raise InvalidInputError(f"value is longer than {facts.MAX_VALUE} characters")
+    if props.get("category", "other") not in facts.CATEGORIES:
+        raise InvalidInputError(f"category must be one of {', '.join(facts.CATEGORIES)}")
+    if not isinstance(props.get("current"), bool):
+        raise InvalidInputError("current must be true or false")
+    _text(props, "valid_from")
+    line.keys = {"subject": subject, "current": props["current"]}
+
+
+def _check_episode(line: _Line) -> None:
+    props = line.properties
+    importance = props.get("importance")
+    if (
+        isinstance(importance, bool)
+        or not isinstance(importance, int | float)
+        or not 0 <= importance <= 1
+    ):
+        raise InvalidInputError(f"importance must be a number in [0, 1], got {importance!r:.40}")
+    _text(props, "thread_id")
+    for name in ("conversation", "conversation_summary", "what_worked", "what_to_avoid"):
+        if len(_text(props, name, required=False)) > MAX_EPISODE_CHARS:
+            raise InvalidInputError(f"{name} is longer than {MAX_EPISODE_CHARS:,} characters")
+    if len(props.get("context_tags") or []) > 100:
+        raise InvalidInputError("an episode has at most 100 context tags")
+
+
+def _check_message(line: _Line) -> None:
+    props = line.properties
+    if props.get("role") not in ("human", "ai"):
+        raise InvalidInputError(f"role must be 'human' or 'ai', got {props.get('role')!r:.40}")
+    messages.check_message_text(_text(props, "content", required=False), "content")
+    thread = _text(props, "thread_id")
+    turn = props.get("turn")
+    if not isinstance(turn, int) or isinstance(turn, bool) or turn < 0:
+        raise InvalidInputError(f"turn must be a non-negative integer, got {turn!r:.40}")
+    _text(props, "created_at")
+    line.keys = {"thread": thread, "turn": turn}
+
+
+def _check_rule(line: _Line) -> None:
+    props = line.properties
+    version = props.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise InvalidInputError(f"version must be a positive integer, got {version!r:.40}")
+    if line.id != str(uuid.UUID(make_id("rules", line.user, str(version)))):
+        raise InvalidInputError(f"the id of version {version} of {line.user!r} is not its own")
+    try:
+        raw = json.loads(_text(props, "rules_json"))
+    except (ValueError, RecursionError):
+        raise InvalidInputError("rules_json is not JSON") from None
+    if not isinstance(raw, list):
+        raise InvalidInputError("rules_json must be a list of rules")
+    items = rules.parse_rule_list(raw)
+    rendered = "\n".join(f"{i}. {r.render()}" for i, r in enumerate(items, 1))
+    if props.get("rules_text") != rendered:
+        raise InvalidInputError("rules_text does not match rules_json")
+    parent = props.get("parent_version")
+    if parent is not None and (not isinstance(parent, int) or not 1 <= parent < version):
+        raise InvalidInputError(f"parent_version must be below version {version}")
+    others = sorted({str(u) for u in props.get("source_users") or []} - {line.user})
+    if line.user != GLOBAL_SCOPE and others:
+        # RuleBook.propose: a user's rules are learned from that user only.
+        raise InvalidInputError(
+            f"version {version} of {line.user!r} names other users as its source "
+            f"({', '.join(map(repr, others))[:100]}): a user's rules are learned from that "
+            "user only"
+        )
+    _kept, rejected = screen_rules(items, shared=line.user == GLOBAL_SCOPE)
+    if rejected:
+        raise InvalidInputError(
+            f"version {version} of {line.user!r} holds a rule no conversation may store "
+            f"({rejected[0].reason}): {rejected[0].instruction!r:.100}"
+        )
+    line.keys = {"version": version}
+
+
+def _check_knowledge(line: _Line) -> None:
+    if len(str(line.properties.get("text") or "")) > MAX_EPISODE_CHARS:
+        raise InvalidInputError(f"text is longer than {MAX_EPISODE_CHARS:,} characters")
+
+
+_KIND_CHECKS: dict[Kind, Callable[[_Line], None]] = {
+    "fact": _check_fact,
+    "episode": _check_episode,
+    "message": _check_message,
+    "rule": _check_rule,
+    "chunk": _check_knowledge,
+    "source": _check_knowledge,
+}
+
+
+# -- the staging copy: the validated file, on disk ------------------------------------------------
+
+
+class _Staging:
+    """The validated file in a temporary SQLite database.
+
+    The import's memory so stays bounded whatever the file's size, and unique keys check
+    the kinds' invariants across lines: an id once, one current value per fact subject,
+    one message per turn of a thread.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.db = sqlite3.connect(str(folder / "staging.sqlite"))
+        self.db.executescript(
+            """
+            PRAGMA journal_mode = OFF;
+            PRAGMA synchronous = OFF;
+            CREATE TABLE objects (
+                seq INTEGER PRIMARY KEY, lineno INT, kind TEXT, collection TEXT, user TEXT,
+                id TEXT, props TEXT, vector BLOB, UNIQUE (collection, user, id));
+            CREATE INDEX objects_group ON objects (kind, collection, user, seq);
+            CREATE TABLE keys (
+                name TEXT, collection TEXT, user TEXT, a TEXT, b TEXT, lineno INT,
+                PRIMARY KEY (name, collection, user, a, b));
+            """
+        )
+
+    def add(self, line: _Line) -> None:
+        vector = (
+            None if line.vector is None else np.asarray(line.vector, dtype=np.float32).tobytes()
+        )
+        unique: list[tuple[str, str, str, str]] = []
+        if line.kind == "fact" and line.keys["current"]:
+            unique.append(("one current value of", line.keys["subject"], "", "subject"))
+        elif line.kind == "message":
+            unique.append(("turn", line.keys["thread"], str(line.keys["turn"]), "turn"))
+        try:
+            self.db.execute(
+                "INSERT INTO objects (lineno, kind, collection, user, id, props, vector) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    line.lineno,
+                    line.kind,
+                    line.collection,
+                    line.user,
+                    line.id,
+                    json.dumps(line.properties, ensure_ascii=False),
+                    vector,
+                ),
             )
-    elif need_vectors:
-        raise _fail(lineno, "vector is missing")
-    return _Line(kind, collection, user, obj_id, props, vector)
+        except sqlite3.IntegrityError:
+            first = self._first(
+                "SELECT lineno FROM objects WHERE collection = ? AND user = ? AND id = ?",
+                (line.collection, line.user, line.id),
+            )
+            raise _fail(
+                line.lineno, f"id {line.id} appears twice (first on line {first})"
+            ) from None
+        for name, a, b, what in unique:
+            try:
+                self.db.execute(
+                    "INSERT INTO keys VALUES (?, ?, ?, ?, ?, ?)",
+                    (name, line.collection, line.user, a, b, line.lineno),
+                )
+            except sqlite3.IntegrityError:
+                first = self._first(
+                    "SELECT lineno FROM keys WHERE name = ? AND collection = ? AND user = ? "
+                    "AND a = ? AND b = ?",
+                    (name, line.collection, line.user, a, b),
+                )
+                clash = (
+                    f"a second current value of {a!r} for {line.user!r}"
+                    if what == "subject"
+                    else f"a second message for turn {b} of thread {a!r} of {line.user!r}"
+                )
+                raise _fail(line.lineno, f"{clash} (the first is on line {first})") from None
+
+    def _first(self, sql: str, args: tuple[Any, ...]) -> int:
+        row = self.db.execute(sql, args).fetchone()
+        return int(row[0]) if row else 0
+
+    def count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM objects").fetchone()[0])
+
+    def missing_vectors(self) -> int:
+        return int(
+            self.db.execute("SELECT count(*) FROM objects WHERE vector IS NULL").fetchone()[0]
+        )
+
+    def groups(self, kind: Kind) -> list[tuple[str, str]]:
+        rows = self.db.execute(
+            "SELECT DISTINCT collection, user FROM objects WHERE kind = ? ORDER BY 1, 2", (kind,)
+        )
+        return [(str(c), str(u)) for c, u in rows]
+
+    def batches(
+        self, kind: Kind, collection: str, user: str, size: int, order: str = "seq"
+    ) -> Iterator[list[_Line]]:
+        """Yield the group's objects in batches of at most ``size``."""
+        cursor = self.db.execute(
+            "SELECT lineno, id, props, vector FROM objects WHERE kind = ? AND collection = ? "
+            f"AND user = ? ORDER BY {order}",
+            (kind, collection, user),
+        )
+        while rows := cursor.fetchmany(size):
+            yield [
+                _Line(
+                    int(lineno),
+                    kind,
+                    collection,
+                    user,
+                    str(oid),
+                    json.loads(props),
+                    None
+                    if vector is None
+                    else np.frombuffer(vector, dtype=np.float32).astype(np.float64).tolist(),
+                )
+                for lineno, oid, props, vector in rows
+            ]
+
+    def has(self, collection: str, user: str, oid: str) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM objects WHERE collection = ? AND user = ? AND id = ?",
+            (collection, user, oid),
+        ).fetchone()
+        return row is not None
+
+    def reembed(self, embeddings: Embeddings, dims: int) -> None:
+        """Compute every object's vector from its text, a batch at a time."""
+        marker = np.asarray([1.0] + [0.0] * (dims - 1), dtype=np.float32).tobytes()
+        last = 0
+        while True:
+            rows = self.db.execute(
+                "SELECT seq, kind, props FROM objects WHERE seq > ? ORDER BY seq LIMIT ?",
+                (last, _EMBED_BATCH),
+            ).fetchall()
+            if not rows:
+                return
+            last = int(rows[-1][0])
+            texts = [
+                (int(seq), embedding_text(kind, json.loads(props)))
+                for seq, kind, props in rows
+                if kind != "source"
+            ]
+            # Manifest entries are never searched by vector: they keep the unit marker vector
+            # agentic_memory.kinds.knowledge gives them, whatever the model.
+            self.db.executemany(
+                "UPDATE objects SET vector = ? WHERE seq = ?",
+                [(marker, int(seq)) for seq, kind, _ in rows if kind == "source"],
+            )
+            if texts:
+                vectors = embeddings.embed_documents([t for _, t in texts])
+                if any(len(v) != dims for v in vectors):
+                    raise TransferError(f"the embeddings did not give {dims}-d vectors")
+                self.db.executemany(
+                    "UPDATE objects SET vector = ? WHERE seq = ?",
+                    [
+                        (np.asarray(v, dtype=np.float32).tobytes(), seq)
+                        for (seq, _), v in zip(texts, vectors, strict=True)
+                    ],
+                )
+
+    def close(self) -> None:
+        self.db.close()
 
 
-def read_header(path: str | Path) -> ExportHeader:
-    """Read and validate the header of an export file."""
-    with _open(path) as fh:
-        first = fh.readline()
-    if not first.strip():
-        raise TransferError(f"{path} is empty")
-    return _parse_header(first)
+# -- writing: one transaction, or undone -------------------------------------------------------
 
 
-def _open(path: str | Path) -> TextIO:
-    p = Path(path)
-    if not p.is_file():
-        raise InvalidInputError(f"no such file: {p}")
-    return p.open("r", encoding="utf-8")
+class _Writes:
+    """The import's writes, recorded so that a backend without transactions can undo them."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.created: list[tuple[str, str | None, list[str]]] = []
+        self.replaced: list[tuple[str, str | None, StoredObject]] = []
+        self.new_collections: list[str] = []
+
+    def create(self, collection: str, user: str | None, objects: list[MemoryObject]) -> int:
+        if not objects:
+            return 0
+        result = self.store.upsert(collection, objects, user=user)
+        self.created.append((collection, user, list(result.ids)))
+        result.raise_for_failures()
+        return len(result.ids)
+
+    def replace(
+        self, collection: str, user: str | None, before: StoredObject, after: MemoryObject
+    ) -> None:
+        self.replaced.append((collection, user, before))
+        self.store.upsert(collection, [after], user=user).raise_for_failures()
+
+    def undo(self) -> None:
+        """Take back everything written, newest first (Weaviate: no transaction to roll back)."""
+        for collection, user, before in reversed(self.replaced):
+            assert before.vector is not None
+            restored = MemoryObject(before.id, before.properties, before.vector)
+            self.store.upsert(collection, [restored], user=user)
+        for collection, user, ids in reversed(self.created):
+            for start in range(0, len(ids), _BATCH):
+                self.store.delete(collection, ids[start : start + _BATCH], user=user)
+        for name in reversed(self.new_collections):
+            self.store.drop_collection(name)
 
 
-def _iter_lines(path: str | Path, header: ExportHeader, need_vectors: bool) -> Iterator[_Line]:
-    with _open(path) as fh:
-        fh.readline()
-        for lineno, text in enumerate(fh, start=2):
-            if not text.strip():
+@contextlib.contextmanager
+def _all_or_nothing(store: MemoryStore) -> Iterator[_Writes]:
+    writes = _Writes(store)
+    if isinstance(store, EmbeddedStore):
+        with store.transaction():
+            yield writes
+        return
+    try:
+        yield writes
+    except BaseException:
+        _undo(writes)
+        raise
+
+
+def _undo(writes: _Writes) -> None:
+    """Take back what the import wrote; say what may be left when that fails too."""
+    try:
+        writes.undo()
+    except Exception as undo_error:  # a server gone mid-import: say what may be left
+        raise TransferError(
+            f"the import failed and undoing what it had written failed too ({undo_error}): "
+            "the store may hold part of the file; import it again into an empty store"
+        ) from undo_error
+
+
+# -- the shared rules: through their gate ----------------------------------------------------------
+
+
+def _shared_rules_line(staging: _Staging) -> _Line | None:
+    """Return the file's latest version of the shared rules, if it holds any."""
+    for collection, user in staging.groups("rule"):
+        if user == GLOBAL_SCOPE:
+            newest = "json_extract(props, '$.version') DESC"
+            for batch in staging.batches("rule", collection, user, 1, newest):
+                return batch[0]
+    return None
+
+
+def _propose_shared_rules(
+    store: MemoryStore,
+    embeddings: Embeddings,
+    line: _Line,
+    source: Path,
+    summary: TransferSummary,
+) -> None:
+    """Make the file's shared rules a pending proposal of the shared rules (never a version).
+
+    The rules every user's prompt carries change only through ``SharedRules``: what a file
+    holds is proposed from the store's latest version, and applies once an operator
+    approves it. The same file imported again gives the same proposal.
+    """
+    version = line.properties["version"]
+    gate = SharedRules(store, embeddings)
+
+    async def propose() -> tuple[rules.RuleVersion, Proposed]:
+        latest = await gate.rules.alatest(GLOBAL_SCOPE)
+        proposed = await gate.apropose(
+            rules.parse_rule_list(json.loads(str(line.properties["rules_json"]))),
+            proposer=GLOBAL_SCOPE,
+            origin="import",
+            base_version=latest.version,
+            note=f"imported from {source.name[:200]} (its shared rules' version {version})",
+        )
+        return latest, proposed
+
+    # Imports are storage code (sync, in a worker thread when a loop serves the caller).
+    latest, proposed = run_sync(propose(), instead="await asyncio.to_thread(import_memories, ...)")
+    if proposed.proposal is None:
+        summary.notes.append(
+            f"the file's shared rules (version {version}) equal the store's latest version "
+            f"({latest.version}): nothing to propose"
+        )
+        return
+    proposal = proposed.proposal
+    summary.proposal = proposal.id
+    if proposal.status != "pending":
+        summary.notes.append(
+            f"the file's shared rules (version {version}) are proposal {proposal.id}, which "
+            f"was {proposal.status} already by {proposal.decided_by}"
+        )
+        return
+    summary.notes.append(
+        f"the file's shared rules (version {version}) were not written: they are proposal "
+        f"{proposal.id}, from version {latest.version} of the store's, and apply once an "
+        f"operator approves it (`amem memories rules review`, `amem memories rules approve "
+        f"{proposal.id}`)"
+    )
+
+
+# -- merging into what the store holds ------------------------------------------------------------
+
+
+def _canonical(spec: CollectionSpec, props: Mapping[str, Any]) -> dict[str, Any]:
+    """Properties as a store gives them back: no None, dates in UTC, numbers as floats."""
+    types = {p.name: p.type for p in spec.properties}
+    out: dict[str, Any] = {}
+    for key, value in props.items():
+        if value is None:
+            continue
+        kind = types.get(key)
+        if kind == "date":
+            value = _utc(str(value)).isoformat()
+        elif kind == "number":
+            value = float(value)
+        elif kind == "text[]":
+            value = list(value)
+        out[key] = value
+    return out
+
+
+def _utc(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _same(spec: CollectionSpec, stored: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
+    return _canonical(spec, stored) == _canonical(spec, given)
+
+
+def _whose(user: str) -> str:
+    return f"of {user!r}" if user else "(shared)"
+
+
+class _Import:
+    """Write the staged file into the store, by each kind's rules."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        staging: _Staging,
+        header: ExportHeader,
+        writes: _Writes,
+        summary: TransferSummary,
+        progress: Callable[[int], None] | None,
+        batch_size: int,
+    ) -> None:
+        self.batch_size = batch_size
+        self.store = store
+        self.staging = staging
+        self.header = header
+        self.writes = writes
+        self.summary = summary
+        self.progress = progress
+        self.written = 0
+        self.skipped = 0
+
+    def run(self) -> None:
+        for kind in _ORDER:
+            for collection, user in self.staging.groups(kind):
+                if kind == "rule" and user == GLOBAL_SCOPE:
+                    continue  # through the shared rules' gate: _propose_shared_rules
+                spec = self.store.spec(collection)
+                if kind == "fact":
+                    self._facts(spec, user)
+                else:
+                    self._plain(kind, spec, user)
+        if self.skipped:
+            self.summary.notes.append(
+                f"{self.skipped} object(s) the store already held unchanged were left as they are"
+            )
+
+    def _count(self, collection: str, user: str, n: int) -> None:
+        if not n:
+            return
+        key = (collection, user)
+        self.summary.counts[key] = self.summary.counts.get(key, 0) + n
+        self.written += n
+        if self.progress is not None:
+            self.progress(self.written)
+
+    def _existing(self, spec: CollectionSpec, user: str, oid: str) -> StoredObject | None:
+        return self.store.get(spec.name, oid, user=user or None, include_vector=True)
+
+    def _plain(self, kind: Kind, spec: CollectionSpec, user: str) -> None:
+        owner = user or None
+        populated = False
+        if kind in ("chunk", "source"):
+            # A shared knowledge base, or this user's part of a user's own one.
+            populated = self.store.count(spec.name, user=owner) > 0
+        if kind == "rule":
+            self._check_rule_history(spec, user)
+        for batch in self.staging.batches(kind, spec.name, user, self.batch_size):
+            new: list[MemoryObject] = []
+            for line in batch:
+                found = self._existing(spec, user, line.id)
+                if found is not None:
+                    if _same(spec, found.properties, line.properties):
+                        self.skipped += 1
+                        continue
+                    raise _fail(
+                        line.lineno,
+                        f"{kind} {line.id} {_whose(user)} is in the store with other content: "
+                        "an import never overwrites a memory; forget it first, or import into "
+                        "an empty store",
+                    )
+                if populated:
+                    raise _fail(
+                        line.lineno,
+                        f"knowledge base collection {spec.name!r} {_whose(user)} already holds "
+                        "other content: ingest into it, or forget it first, to change it",
+                    )
+                if kind == "message":
+                    self._check_turn_free(spec, user, line)
+                assert line.vector is not None
+                new.append(MemoryObject(line.id, line.properties, line.vector))
+            self._count(spec.name, user, self.writes.create(spec.name, owner, new))
+
+    def _check_turn_free(self, spec: CollectionSpec, user: str, line: _Line) -> None:
+        thread, turn = line.properties["thread_id"], line.properties["turn"]
+        where = [Where("thread_id", "eq", thread), Where("turn", "eq", turn)]
+        if self.store.count(spec.name, user=user, where=where):
+            raise _fail(
+                line.lineno,
+                f"thread {thread!r} {_whose(user)} already has a turn {turn} (another message): "
+                "turns keep their numbers, so this message cannot come in; forget the thread "
+                "first, or import into an empty store",
+            )
+
+    def _check_rule_history(self, spec: CollectionSpec, scope: str) -> None:
+        latest = self.store.list_objects(
+            spec.name, user=scope, limit=1, sort_by="version", descending=True
+        )
+        if latest and not self.staging.has(spec.name, scope, latest[0].id):
+            version = latest[0].properties.get("version")
+            raise TransferError(
+                f"the rules of {scope!r} already have versions up to {version} in the store, "
+                "and the file's versions do not continue them: importing them would mix two "
+                "histories; forget those rules first, or import into an empty store"
+            )
+
+    def _facts(self, spec: CollectionSpec, user: str) -> None:
+        pending: dict[str, list[_Line]] = {}
+        order = "json_extract(props, '$.subject'), seq"
+        for batch in self.staging.batches("fact", spec.name, user, self.batch_size, order):
+            for line in batch:
+                subject = str(line.properties["subject"])
+                if pending and subject not in pending:
+                    for done, lines in pending.items():
+                        self._subject(spec, user, done, lines)
+                    pending = {}
+                pending.setdefault(subject, []).append(line)
+        for done, lines in pending.items():
+            self._subject(spec, user, done, lines)
+
+    def _subject(self, spec: CollectionSpec, user: str, subject: str, lines: list[_Line]) -> None:
+        """Merge one subject's values: new history, a newer current value, or nothing."""
+        stored = list(
+            self.store.iterate(
+                spec.name, user=user, where=[Where("subject", "eq", subject)], include_vector=True
+            )
+        )
+        if not stored:
+            fresh = [MemoryObject(ln.id, ln.properties, ln.vector or []) for ln in lines]
+            self._count(spec.name, user, self.writes.create(spec.name, user, fresh))
+            return
+        by_id = {o.id: o for o in stored}
+        known = {
+            (str(o.properties.get("value", "")).casefold(), _utc(str(o.properties["valid_from"])))
+            for o in stored
+        }
+        foreign: list[_Line] = []
+        for line in lines:
+            found = by_id.get(line.id)
+            key = (
+                str(line.properties["value"]).casefold(),
+                _utc(str(line.properties["valid_from"])),
+            )
+            if (found is not None and _same(spec, found.properties, line.properties)) or (
+                key in known
+            ):
+                self.skipped += 1
                 continue
-            yield _parse_line(lineno, text, header, need_vectors)
-
-
-def _reembed(embeddings: Embeddings, lines: Sequence[_Line], dims: int) -> list[list[float]]:
-    # Manifest entries are never searched by vector: they keep the unit marker vector
-    # agentic_memory.kinds.knowledge gives them, whatever the model.
-    texts = [embedding_text(ln.kind, ln.properties) for ln in lines if ln.kind != "source"]
-    computed = iter(embeddings.embed_documents(texts) if texts else [])
-    marker = [1.0] + [0.0] * (dims - 1)
-    return [list(marker) if ln.kind == "source" else next(computed) for ln in lines]
+            foreign.append(line)
+        if not foreign:
+            return
+        current = facts.derive_current(user, subject, stored)
+        assert current is not None
+        since = _utc(str(current.properties["valid_from"]))
+        newest = max(foreign, key=lambda ln: _utc(str(ln.properties["valid_from"])))
+        supersedes = bool(newest.properties["current"]) and (
+            _utc(str(newest.properties["valid_from"])) > since
+        )
+        new: list[MemoryObject] = []
+        for line in foreign:
+            props = dict(line.properties)
+            vector = line.vector or []
+            if line is newest and supersedes:
+                successor = facts.successor_id(user, subject, current.id)
+                props.update(current=True)
+                props.pop("valid_to", None)
+                props.pop("superseded_by", None)
+                new.append(MemoryObject(successor, props, vector))
+                retired = {
+                    **current.properties,
+                    "current": False,
+                    "valid_to": props["valid_from"],
+                    "superseded_by": successor,
+                }
+                assert current.vector is not None
+                self.writes.replace(
+                    spec.name, user, current, MemoryObject(current.id, retired, current.vector)
+                )
+                self.summary.notes.append(
+                    f"fact {subject!r} {_whose(user)}: the imported {props['value']!r} is newer "
+                    f"than {current.properties.get('value')!r} and supersedes it"
+                )
+                continue
+            # Older than the current value (or not current in the file): kept as history,
+            # under an id no chain of the store's derives, so it never supersedes anything.
+            props["current"] = False
+            props.pop("superseded_by", None)
+            props.setdefault("valid_to", str(current.properties["valid_from"]))
+            new.append(
+                MemoryObject(make_id("fact", user, subject, "imported", line.id), props, vector)
+            )
+            self.summary.notes.append(
+                f"fact {subject!r} {_whose(user)}: the imported {props['value']!r} is not newer "
+                f"than {current.properties.get('value')!r}: kept as history"
+            )
+        self._count(spec.name, user, self.writes.create(spec.name, user, new))
 
 
 def import_memories(
@@ -523,15 +1237,30 @@ def import_memories(
     embeddings: Embeddings | None,
     embedding_model: str,
     reembed: bool = False,
-    batch_size: int = 100,
+    allow_shared: bool = False,
+    batch_size: int = _BATCH,
     progress: Callable[[int], None] | None = None,
 ) -> TransferSummary:
-    """Import an export file into ``store``; objects keep their ids (an import is idempotent).
+    """Import an export file into ``store``, all of it or nothing.
 
-    The file is read twice: first to validate every line (nothing is written if any line is
-    bad), then to write. Vectors are recomputed from each object's text when ``reembed`` is set,
-    when the file has no vectors, or when the file's embedding model or vector size differs from
-    the target's.
+    The whole file is checked before anything is written, a line at a time into a staging
+    copy on disk (memory stays bounded whatever the file's size): the JSON, every value
+    (numbers, dates, vectors, text), sizes (a line at most ``MAX_LINE_CHARS``, a message at
+    most ``MAX_MESSAGE_CHARS``) and each kind's invariants (one current value per fact
+    subject, one message per turn of a thread, an episode's importance in [0, 1], no fact,
+    episode or message under ``_global``, rule sets that a conversation could have stored).
+    Vectors are then recomputed from each object's text where needed (``reembed``, no
+    vectors in the file, another model or size), still before any write.
+
+    The write is one transaction on the embedded store; on another backend what was
+    written is deleted again (and what was changed restored) when the import fails. Into a
+    store that already holds memories it merges by each kind's rules: an object the store
+    holds unchanged is left as it is (importing twice changes nothing); a fact value newer
+    than the subject's current one supersedes it, an older one is kept as history, so a
+    newer value is never overwritten; messages keep their turn numbers; anything that would
+    overwrite a different memory (another message in the same turn, another episode or rule
+    version under the same id, rule versions that do not continue the store's, a knowledge
+    base the store already holds) is refused with the line and what to do.
 
     Args:
         store: The target store, opened with the target's vector size.
@@ -539,106 +1268,114 @@ def import_memories(
         embeddings: The target's embedding model; needed only when re-embedding.
         embedding_model: The target embedding model's name, compared with the file's.
         reembed: Recompute every vector even when the file's vectors fit.
-        batch_size: Objects per upsert.
+        allow_shared: Also import the rules shared by every user and knowledge bases, which
+            every user's conversations read: an operator's decision (``--shared``); without
+            it a file holding them is refused.
+        batch_size: Objects per write (at most 200).
         progress: Called with the number of objects written after each batch.
 
     Returns:
-        The counts written per collection and user, and whether vectors were recomputed.
+        The counts written per collection and user, whether vectors were recomputed, notes.
+
+    Raises:
+        TransferError: the file is malformed or does not fit the store; nothing was written.
     """
-    if batch_size <= 0:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise InvalidInputError(f"batch_size must be positive, got {batch_size!r}")
     header = read_header(path)
     summary = TransferSummary()
-    why: str | None = None
-    if reembed:
-        why = "re-embedding was requested"
-    elif header.dims != store.dims:
-        why = f"the file's vectors have {header.dims} dimensions, the target store {store.dims}"
-    elif header.embedding_model != embedding_model:
-        why = (
-            f"the file was embedded with {header.embedding_model!r}, "
-            f"the target uses {embedding_model!r}"
-        )
-    # Validation pass: every line is parsed before anything is written.
-    missing_vectors = 0
-    total = 0
-    for line in _iter_lines(path, header, need_vectors=False):
-        total += 1
-        if line.vector is None:
-            missing_vectors += 1
-    if why is None and missing_vectors:
-        why = f"{missing_vectors} object(s) in the file have no vector"
-    if why is not None:
-        if embeddings is None:
-            raise TransferError(f"the import must re-embed ({why}) but no embeddings were given")
-        dims = getattr(embeddings, "dims", None)
-        if dims != store.dims:
-            raise TransferError(
-                f"the target embeddings give {dims}-d vectors but the store uses {store.dims}"
-            )
-        summary.reembedded = True
-        summary.notes.append(f"vectors recomputed from the text: {why}")
+    with tempfile.TemporaryDirectory(prefix="amem-import-") as folder:
+        staging = _Staging(Path(folder))
+        try:
+            for lineno, text in _read_lines(path):
+                if lineno == 1 or not text.strip():
+                    continue
+                staging.add(_parse_line(lineno, text, header, allow_shared))
+            total = staging.count()
+            shared_rules = _shared_rules_line(staging)
+            if shared_rules is not None and embeddings is None:
+                raise TransferError(
+                    "the file holds the shared rules: proposing them needs the target's "
+                    "embeddings, but none were given"
+                )
+            why = _why_reembed(header, store, embedding_model, reembed, staging.missing_vectors())
+            if why is not None:
+                if embeddings is None:
+                    raise TransferError(
+                        f"the import must re-embed ({why}) but no embeddings were given"
+                    )
+                dims = getattr(embeddings, "dims", None)
+                if dims != store.dims:
+                    raise TransferError(
+                        f"the target embeddings give {dims}-d vectors but the store uses "
+                        f"{store.dims}"
+                    )
+                staging.reembed(embeddings, store.dims)
+                summary.reembedded = True
+                summary.notes.append(f"vectors recomputed from the text: {why}")
+            with _all_or_nothing(store) as writes:
+                _prepare_collections(store, header, writes)
+                _Import(
+                    store, staging, header, writes, summary, progress, min(batch_size, _BATCH)
+                ).run()
+            if shared_rules is not None:
+                assert embeddings is not None
+                # After the other writes (on the embedded store after their transaction: the
+                # gate writes from worker threads, which the transaction's lock would keep
+                # waiting), and undone with them when it fails.
+                try:
+                    _propose_shared_rules(store, embeddings, shared_rules, Path(path), summary)
+                except BaseException:
+                    _undo(writes)
+                    raise
+        finally:
+            staging.close()
+    if total == 0:
+        summary.notes.append("the file holds no memories")
+    return summary
 
+
+def _why_reembed(
+    header: ExportHeader, store: MemoryStore, model: str, requested: bool, missing: int
+) -> str | None:
+    if requested:
+        return "re-embedding was requested"
+    if header.dims != store.dims:
+        return f"the file's vectors have {header.dims} dimensions, the target store {store.dims}"
+    if header.embedding_model != model:
+        return f"the file was embedded with {header.embedding_model!r}, the target uses {model!r}"
+    if missing:
+        return f"{missing} object(s) in the file have no vector"
+    return None
+
+
+def _prepare_collections(store: MemoryStore, header: ExportHeader, writes: _Writes) -> None:
+    existing = set(store.collections())
     older: set[str] = set()
     for name, spec in header.collections.items():
-        try:
-            existing = store.spec(name)
-        except UnknownCollectionError:
+        if name not in existing:
             continue
-        if existing.per_user != spec.per_user:
+        stored = store.spec(name)
+        if stored.per_user != spec.per_user:
             raise TransferError(f"collection {name!r} exists in the target with another schema")
-        if _extends(existing, spec):
+        if _extends(stored, spec):
             older.add(name)  # the file was written before properties the target has
-        elif not _extends(spec, existing):
+        elif not _extends(spec, stored):
             raise TransferError(f"collection {name!r} exists in the target with another schema")
     for spec in header.collections.values():
         if spec.name not in older:
             # Creates it, or adds what a target written by an earlier version lacks.
             store.extend_collection(spec)
-
-    # Keyed by id: a later line for the same id replaces the earlier one, as a second upsert would.
-    pending: dict[tuple[str, str | None], dict[str, _Line]] = {}
-    written = 0
-
-    def flush(key: tuple[str, str | None]) -> None:
-        nonlocal written
-        lines = list(pending.pop(key, {}).values())
-        if not lines:
-            return
-        if summary.reembedded:
-            assert embeddings is not None
-            vectors = _reembed(embeddings, lines, store.dims)
-        else:
-            vectors = [ln.vector if ln.vector is not None else [] for ln in lines]
-        objects = [
-            MemoryObject(id=ln.id, properties=ln.properties, vector=vec)
-            for ln, vec in zip(lines, vectors, strict=True)
-        ]
-        result = store.upsert(key[0], objects, user=key[1])
-        result.raise_for_failures()
-        count_key = (key[0], key[1] or "")
-        summary.counts[count_key] = summary.counts.get(count_key, 0) + len(result.ids)
-        written += len(result.ids)
-        if progress is not None:
-            progress(written)
-
-    for line in _iter_lines(path, header, need_vectors=False):
-        key = (line.collection, line.user)
-        bucket = pending.setdefault(key, {})
-        bucket[line.id] = line
-        if len(bucket) >= batch_size:
-            flush(key)
-    for key in list(pending):
-        flush(key)
-    if total == 0:
-        summary.notes.append("the file holds no memories")
-    return summary
+            if spec.name not in existing:
+                writes.new_collections.append(spec.name)
 
 
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "KINDS",
+    "MAX_EPISODE_CHARS",
+    "MAX_LINE_CHARS",
     "ExportHeader",
     "Kind",
     "TransferError",

@@ -74,9 +74,21 @@ class Context:
         default=0.5,
         metadata=_describe("Knowledge hybrid search weight: 0 = keyword (BM25), 1 = vector."),
     )
+    semantic_min_similarity: float | None = field(
+        default=None,
+        metadata=_describe(
+            "Relevance floor of knowledge passages: a passage whose cosine similarity to the "
+            "message is below it is left out, so a message the documents do not answer gets "
+            "no passage (-1: keep all). Unset: the value measured for the embedding model "
+            "(0.25 for the offline WordLlama; none for other models)."
+        ),
+    )
     knowledge_bases: list[str] = field(
         default_factory=lambda: ["default"],
-        metadata=_describe("Knowledge bases to search; one that does not exist gives nothing."),
+        metadata=_describe(
+            "Knowledge bases to search: for each name, the shared one and the user's own "
+            "(their uploads); one that does not exist gives nothing."
+        ),
     )
     rules_scope: Literal["user", "global"] = field(
         default="user",
@@ -159,6 +171,11 @@ class Context:
             isinstance(kb, str) for kb in self.knowledge_bases
         ):
             raise ValueError("context knowledge_bases must be a list of names")
+        floor = self.semantic_min_similarity
+        if floor is not None and (not _number(floor) or not -1.0 <= floor <= 1.0):
+            raise ValueError(
+                f"context semantic_min_similarity must be a number in [-1, 1] or unset: {floor!r}"
+            )
         if not _number(self.recency_half_life_days) or self.recency_half_life_days <= 0:
             raise ValueError("context recency_half_life_days must be a positive number")
         if not _number(self.compaction_threshold) or not 0 < self.compaction_threshold <= 1:

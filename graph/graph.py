@@ -8,6 +8,8 @@ for notebooks and tests, and can bind given models.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -22,6 +24,7 @@ from graph.nodes import (
     FAN_OUT,
     admit,
     compact,
+    fail,
     generate,
     load_procedural,
     log_turn,
@@ -30,6 +33,7 @@ from graph.nodes import (
     reflect,
     refuse,
     remember_facts,
+    rollback,
     route_after_turn,
     route_turn,
     update_procedural,
@@ -41,9 +45,30 @@ __all__ = ["GRAPH_NAME", "builder", "compile_graph", "graph"]
 
 GRAPH_NAME = "Agentic Memory"
 
-builder = StateGraph(State, input_schema=InputState, context_schema=Context)
+_DEFAULT_HANDLER = "__default_error_handler__"
+
+
+class _Builder(StateGraph[State, Context, InputState, State]):
+    """The graph's builder; it compiles any number of times.
+
+    LangGraph adds the graph-wide error handler's node to the builder when it compiles, and
+    refuses to compile a builder that already has it: it is taken out again first.
+    """
+
+    def compile(
+        self, *args: Any, **kwargs: Any
+    ) -> CompiledStateGraph[State, Context, InputState, State]:
+        self.nodes.pop(_DEFAULT_HANDLER, None)
+        return super().compile(*args, **kwargs)
+
+
+builder = _Builder(State, input_schema=InputState, context_schema=Context)
+# A node that raises is handled by ``fail``: the run is rolled back, then fails with the error.
+# (LangGraph injects the ``error: NodeError`` parameter; its stubs do not list the signature.)
+builder.set_node_defaults(error_handler=fail)  # type: ignore[arg-type]
 builder.add_node(admit)
-builder.add_node(refuse)
+builder.add_node(rollback, destinations=("refuse",))
+builder.add_node(refuse)  # type: ignore[call-overload]  # its input is rollback's Send
 builder.add_node(recall_episodic)
 builder.add_node(recall_semantic)
 builder.add_node(load_procedural)
@@ -54,7 +79,7 @@ builder.add_node(log_turn)
 builder.add_node(reflect)
 builder.add_node(update_procedural)
 builder.add_edge(START, "admit")
-builder.add_conditional_edges("admit", route_turn, [*FAN_OUT, "reflect", "refuse"])
+builder.add_conditional_edges("admit", route_turn, [*FAN_OUT, "reflect", "rollback"])
 builder.add_edge("refuse", END)
 builder.add_edge(list(FAN_OUT), "compact")
 builder.add_edge("compact", "generate")

@@ -13,15 +13,18 @@ embedding call is awaited off the event loop (``langgraph dev`` rejects blocking
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -32,7 +35,10 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
+from langgraph.errors import NodeError
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
+from langgraph.types import Command, Send
 
 import prompts
 from agentic_memory.api import Memory
@@ -44,18 +50,35 @@ from agentic_memory.kinds.facts import (
     render_constraints,
     render_facts,
 )
-from agentic_memory.kinds.knowledge import asearch_knowledge
-from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES
+from agentic_memory.kinds.knowledge import (
+    asearch_knowledge,
+    citation_label,
+    default_relevance_floor,
+)
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES, MessageLog
 from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.kinds.rules import (
     MAX_RULES,
     RuleConflictError,
     RuleSet,
+    rebase_backoff,
+    rebase_rules,
     render_rules,
     rules_scope,
 )
-from agentic_memory.models.calls import StructuredOutputError, ainvoke_structured, ainvoke_text
-from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, Where, check_user_id
+from agentic_memory.models.calls import (
+    ModelCall,
+    StructuredOutputError,
+    ainvoke_structured,
+    ainvoke_text,
+)
+from agentic_memory.store import (
+    GLOBAL_SCOPE,
+    InvalidInputError,
+    StoreError,
+    Where,
+    check_user_id,
+)
 from graph.context import Context
 from graph.context_window import (
     assemble_context,
@@ -66,15 +89,17 @@ from graph.context_window import (
     plan_compaction,
 )
 from graph.resources import answer_model, background_model, memory_of
-from graph.state import State, Summary, replace_calls
+from graph.state import RUN_FIELDS, State, Summary, replace_calls, reset_failures
 
 __all__ = [
     "FAN_OUT",
     "InputRefusedError",
     "MissingUserIdError",
+    "RunFailedError",
     "ThreadOwnershipError",
     "admit",
     "compact",
+    "fail",
     "generate",
     "load_procedural",
     "log_turn",
@@ -83,6 +108,7 @@ __all__ = [
     "reflect",
     "refuse",
     "remember_facts",
+    "rollback",
     "route_after_turn",
     "route_turn",
     "update_procedural",
@@ -90,7 +116,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 _RULES_ATTEMPTS = 5
-"""Rewrites of the rules when other conversations keep creating versions meanwhile."""
+"""Model rewrites of the rules when a rebase cannot take another version in (the cap)."""
+_REBASES = 64
+"""Rebases of one rewrite on versions other conversations created meanwhile."""
 
 FAN_OUT = ("recall_episodic", "recall_semantic", "load_procedural", "remember_facts")
 """The nodes a new user message starts, in parallel."""
@@ -120,8 +148,8 @@ _REFUSALS: dict[str, type[InvalidInputError]] = {
 }
 
 GLOBAL_RULES_ENV = "AMEM_GLOBAL_RULES"
-"""Operator setting: ``learn`` lets conversation ends rewrite the rules shared by every user;
-anything else (the default) keeps them read-only for runs."""
+"""Operator setting: ``learn`` lets conversation ends propose changes to the rules shared by
+every user (an operator approves them); anything else (the default) keeps them read-only for runs."""
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -196,10 +224,7 @@ def _scope(ctx: Context, user: str) -> str:
 
 
 def _label(chunk: dict[str, Any]) -> str:
-    name = Path(str(chunk["source"])).name
-    start, end = int(chunk["page_start"]), int(chunk["page_end"])
-    pages = f"p.{start}" if start == end else f"p.{start}-{end}"
-    return f"[{name} {pages}]"
+    return citation_label(str(chunk["source"]), int(chunk["page_start"]), int(chunk["page_end"]))
 
 
 def _config() -> RunnableConfig:
@@ -233,6 +258,70 @@ def _new_input(state: State) -> list[AnyMessage]:
     while start > 0 and isinstance(messages[start - 1], HumanMessage):
         start -= 1
     return messages[start:]
+
+
+@dataclass(frozen=True)
+class _Input:
+    """A run's input against the thread's history."""
+
+    before: list[AnyMessage]
+    """The thread's messages before the input."""
+    new: list[AnyMessage]
+    """The messages the input added."""
+    rewritten: list[AnyMessage]
+    """Earlier messages the input rewrote (sent again under their id with other content)."""
+    kept: bool
+    """Whether ``before`` is the thread's kept copy (``settled_messages``), which a
+    rollback restores; otherwise it is saved with the run (``run_before``)."""
+
+
+def _split_input(state: State) -> _Input:
+    """Tell the thread's history from this run's input (LangGraph applied it before ``admit``).
+
+    The kept copy of the settled messages says exactly what the thread held; a thread from
+    before the copy was kept, or whose last run died without completing or rolling back,
+    falls back to ``settled_through``.
+    """
+    if state.settled_messages is not None and state.run_before is None:
+        before = list(state.settled_messages)
+        current = {m.id: m for m in state.messages}
+        rewritten = [current[m.id] for m in before if m.id in current and current[m.id] != m]
+        known = {m.id for m in before}
+        new = [m for m in state.messages if m.id not in known]
+        return _Input(before, new, rewritten, kept=True)
+    new = _new_input(state)
+    added = {id(m) for m in new}
+    return _Input([m for m in state.messages if id(m) not in added], new, [], kept=False)
+
+
+def _run_start(state: State, given: _Input) -> dict[str, Any]:
+    """Return what a rollback restores: every field's value before this run, and its start.
+
+    Only ``messages`` and ``end_conversation`` can be changed by a run's input; every other
+    field still holds its value from before the run when ``admit`` (the first node) reads
+    it. ``end_conversation`` is False between runs (a completed end resets it, a rollback
+    restores it).
+    """
+    values = {
+        f.name: copy.deepcopy(getattr(state, f.name))
+        for f in fields(State)
+        if f.name not in RUN_FIELDS
+    }
+    values["end_conversation"] = False
+    start: dict[str, Any] = {"values": values, "started_at": datetime.now(UTC).isoformat()}
+    if not given.kept:
+        start["messages"] = list(given.before)
+    return start
+
+
+def _settled(state: State) -> dict[str, Any]:
+    """Return what the last node of a completed run writes: the new copy, no rollback data."""
+    return {
+        "settled_messages": list(state.messages),
+        "run_before": None,
+        "run_failures": reset_failures(),
+        "end_conversation": False,
+    }
 
 
 async def _legacy_owner(mem: Memory, user: str, thread: str) -> str | None:
@@ -280,23 +369,29 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
     A thread belongs to the user of its first run. A run by anyone else, a run without a
     user, and input that cannot be taken (invalid text, longer than ``MAX_MESSAGE_CHARS``
-    or than ``budget_recent`` tokens, or no message and no end of conversation) are refused:
-    the new input is removed from the thread again, so it never reaches a prompt, a memory
-    or a later turn, and ``refuse`` fails the run with the reason.
+    or than ``budget_recent`` tokens, or no message and no end of conversation) are
+    refused: ``rollback`` puts the thread back exactly as it was (its messages from the
+    copy the last completed run kept, whatever the input removed or rewrote), so the input
+    never reaches a prompt, a memory or a later turn, and ``refuse`` fails the run with
+    the reason. Either way, the values the thread had before the run are kept in
+    ``run_before`` until the run completes.
     """
     # A graph compiled without agentic memory's store cannot work at all: say so first.
     memory = memory_of(runtime.store)
-    new = _new_input(state)
-    removal: list[BaseMessage] = [RemoveMessage(id=m.id) for m in new if m.id]
+    given = _split_input(state)
+    start = _run_start(state, given)
 
-    def refused(kind: str, message: str, **extra: Any) -> dict[str, Any]:
-        return {"messages": removal, "refusal": {"kind": kind, "message": message}, **extra}
+    def refused(kind: str, message: str) -> dict[str, Any]:
+        return {"run_before": start, "run_failures": [{"kind": kind, "message": message}]}
 
     try:
         ctx = _context(runtime)
         user = _user(ctx)
     except (InvalidInputError, TypeError, ValueError) as exc:
         return refused("user", str(exc))
+    # Who ran it: the checkpoints of a run that is rolled back still hold its input, and
+    # forgetting the user finds them by this (agentic_memory.forget).
+    start["user"] = user
     configurable = _config().get("configurable") or {}
     authenticated = configurable.get("langgraph_auth_user_id")
     if authenticated and str(authenticated) != user:
@@ -306,7 +401,7 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "user the server authenticated; nothing was read or written",
         )
     owner = state.owner
-    if owner is None and len(state.messages) > 1:
+    if owner is None and len(given.before) + len(given.new) > 1:
         # History without an owner: a thread from before owners were recorded (or a first
         # input of several messages, which no log names: then it is claimed below).
         owner = await _legacy_owner(memory, user, _thread(_config()))
@@ -316,42 +411,147 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             f"thread {_thread(_config())!r} belongs to another user: start a new thread; "
             "nothing was read or written",
         )
-    claimed = {"owner": user}
+    new = given.new
     if not any(isinstance(m, HumanMessage) for m in new) and not state.end_conversation:
         return refused(
             "input",
             "nothing to do: send a new user message, or end_conversation=true to end the "
             "conversation",
-            **claimed,
         )
     await asyncio.to_thread(load_tokenizer)
-    for message in new:
+    # A rewritten earlier message is input too: it reaches the prompt like a new one.
+    for message in [*given.rewritten, *new]:
         problem = _check_text(message, ctx.budget_recent)
         if problem is not None:
-            return refused("input", problem, **claimed)
+            return refused("input", problem)
     settled = new[-1].id if new else state.settled_through
-    return {**claimed, "settled_through": settled, "refusal": None}
+    return {"owner": user, "settled_through": settled, "run_before": start}
 
 
-async def refuse(state: State) -> dict[str, Any]:
-    """Fail the run with the reason ``admit`` gave (the input is already removed).
+class RunFailedError(RuntimeError):
+    """A run failed in a node whose error cannot be raised again in this process."""
+
+
+_FAILED: OrderedDict[str, BaseException] = OrderedDict()
+"""Errors of failed runs until ``refuse`` raises them again, by token (this process)."""
+_FAILED_LOCK = threading.Lock()
+_FAILED_KEPT = 256
+
+
+def _keep_error(error: BaseException) -> str:
+    token = uuid.uuid4().hex
+    with _FAILED_LOCK:
+        _FAILED[token] = error
+        while len(_FAILED) > _FAILED_KEPT:
+            _FAILED.popitem(last=False)
+    return token
+
+
+def _take_error(token: str) -> BaseException | None:
+    with _FAILED_LOCK:
+        return _FAILED.pop(token, None)
+
+
+async def fail(state: State, error: NodeError) -> Command[Literal["rollback"]]:
+    """Handle a node's error (the graph's error handler): roll the run back, then fail it.
+
+    The error is kept (in this process) for ``refuse`` to raise again once ``rollback`` has
+    restored the thread. An error of ``rollback`` or ``refuse`` themselves fails the run.
+    """
+    del state
+    if error.node in ("rollback", "refuse"):
+        raise error.error
+    failure = {
+        "kind": "error",
+        "node": error.node,
+        "message": f"{type(error.error).__name__}: {error.error}"[:2000],
+        "token": _keep_error(error.error),
+    }
+    return Command(update={"run_failures": [failure]}, goto="rollback")
+
+
+async def rollback(state: State, runtime: Runtime[Context]) -> Command[Literal["refuse"]]:
+    """Put a refused or failed run's thread back exactly as it was, then fail the run.
+
+    Every field gets its value from before the run again (from ``run_before``; the messages
+    from the kept copy), including ``end_conversation``: a refused end never ends the
+    conversation later. The turns a failed run logged are taken back from the message log,
+    so the thread and its log agree; what it stored in long-term memory otherwise (facts
+    the user stated, an episode) stays, and the same run sent again replaces the episode.
+    """
+    failures = state.run_failures or [{"kind": "error", "message": "the run failed"}]
+    start = state.run_before
+    if start is None:
+        # admit itself failed: the state is the thread plus this run's input.
+        start = _run_start(state, _split_input(state))
+    before: list[AnyMessage] = list(
+        start["messages"] if "messages" in start else state.settled_messages or []
+    )
+    if failures[0].get("kind") == "error" and state.run_before is not None:
+        await _take_back_logged(state, runtime, before, str(start.get("started_at", "")))
+    update: dict[str, Any] = {}
+    for name, value in start["values"].items():
+        if getattr(state, name) != value:
+            update[name] = replace_calls(value) if name == "model_calls" else value
+    if list(state.messages) != before:
+        update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *before]
+    update.update(run_before=None, run_failures=reset_failures())
+    return Command(update=update, goto=Send("refuse", dict(failures[0])))
+
+
+async def _take_back_logged(
+    state: State, runtime: Runtime[Context], before: Sequence[BaseMessage], started_at: str
+) -> None:
+    """Forget the turns this run logged (those of its own messages, logged since it began)."""
+    user = state.owner
+    if user is None or not started_at:
+        return
+    known = {m.id for m in before}
+    keys = [str(m.id) for m in state.messages if m.id and m.id not in known]
+    if not keys:
+        return
+    mem = memory_of(runtime.store)
+    thread = _thread(_config())
+    try:
+        if MESSAGES.name not in await mem.store.acollections():
+            return
+        ids = []
+        for key in keys:
+            oid = MessageLog.message_id(user, thread, key)
+            found = await mem.store.aget(MESSAGES.name, oid, user=user)
+            # A message re-sent with the id of an older, compacted turn keeps that turn.
+            if found is not None and str(found.properties.get("created_at", "")) >= started_at:
+                ids.append(oid)
+        if ids:
+            await mem.messages.aforget(user, ids=ids)
+    except (StoreError, InvalidInputError) as exc:
+        logger.warning("could not take back the turns a failed run logged: %s", exc)
+
+
+async def refuse(failure: dict[str, str]) -> None:
+    """Fail the run with the reason ``admit`` or the failing node gave (after ``rollback``).
 
     Raises:
         MissingUserIdError: the run has no ``context.user_id``.
         ThreadOwnershipError: the thread belongs to another user.
         InputRefusedError: the input cannot be taken.
+        Exception: the error a node raised (``RunFailedError`` with its message when it
+            was raised in another process).
     """
-    refusal = state.refusal or {"kind": "input", "message": "the run was refused"}
-    raise _REFUSALS.get(refusal.get("kind", ""), InputRefusedError)(refusal.get("message", ""))
+    error = _take_error(str(failure.get("token", "")))
+    if error is not None:
+        raise error
+    kind, message = failure.get("kind", ""), failure.get("message", "")
+    raise _REFUSALS.get(kind, RunFailedError)(message or "the run failed")
 
 
 # -- routers --------------------------------------------------------------------------------
 
 
-def route_turn(state: State) -> list[str] | Literal["reflect", "refuse"]:
-    """After admission: fan out on a new user message, go to ``reflect``, or to ``refuse``."""
-    if state.refusal is not None:
-        return "refuse"
+def route_turn(state: State) -> list[str] | Literal["reflect", "rollback"]:
+    """After admission: fan out on a new user message, go to ``reflect``, or roll back."""
+    if state.run_failures:
+        return "rollback"
     if _new_message(state) is not None:
         return list(FAN_OUT)
     return "reflect"
@@ -406,11 +606,19 @@ async def recall_episodic(state: State, runtime: Runtime[Context]) -> dict[str, 
 
 
 async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Search the context's knowledge bases; passages keep their source and pages."""
-    ctx, _, mem = await _setup(runtime)
+    """Search the context's knowledge bases; passages keep their source and pages.
+
+    Each name in ``knowledge_bases`` is searched twice: the shared knowledge base of that
+    name, and the user's own one (what they uploaded); never another user's.
+    """
+    ctx, user, mem = await _setup(runtime)
     query = _text(_require_new_message(state))
     if not ctx.semantic_k or not ctx.knowledge_bases or not query.strip():
         return {"chunks": []}
+    searches = [(kb, owner) for kb in ctx.knowledge_bases for owner in (None, user)]
+    floor = ctx.semantic_min_similarity
+    if floor is None:
+        floor = default_relevance_floor(mem.embeddings)
     found = await asyncio.gather(
         *(
             asearch_knowledge(
@@ -420,22 +628,26 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
                 query,
                 k=ctx.semantic_k,
                 alpha=ctx.semantic_alpha,
+                owner=owner,
+                min_similarity=floor,
             )
-            for kb in ctx.knowledge_bases
+            for kb, owner in searches
         )
     )
     chunks: list[dict[str, Any]] = []
-    for kb, hits in zip(ctx.knowledge_bases, found, strict=True):
+    for (kb, owner), hits in zip(searches, found, strict=True):
         for h in hits:
             chunk = {
                 "chunk_id": h.chunk_id,
                 "kb": kb,
+                "own": owner is not None,
                 "text": h.text,
                 "source": h.source,
                 "title": h.title,
                 "page_start": h.page_start,
                 "page_end": h.page_end,
                 "score": round(float(h.score), 4),
+                "similarity": round(h.similarity, 4),
             }
             chunk["label"] = _label(chunk)
             chunks.append(chunk)
@@ -494,6 +706,7 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
         "model_calls": replace_calls(calls),
         "reflection": None,
         "rules_version_created": None,
+        "rules_proposal": None,
         "conversation_ended": False,
     }
 
@@ -670,7 +883,9 @@ async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         marked_by="model",
         retention=ctx.retention(mem.retention),
     )
-    return {"turn_answered": state.end_conversation}
+    if state.end_conversation:
+        return {"turn_answered": True}
+    return {"turn_answered": False, **_settled(state)}
 
 
 # -- end of conversation --------------------------------------------------------------------
@@ -696,7 +911,11 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     transcript = _transcript(messages)
     if state.summary and start == 0:
         transcript = f"(summary of earlier turns) {state.summary}\n{transcript}".strip()
-    update: dict[str, Any] = {"conversation_ended": True, "rules_version_created": None}
+    update: dict[str, Any] = {
+        "conversation_ended": True,
+        "rules_version_created": None,
+        "rules_proposal": None,
+    }
     if fresh_run:
         update["facts_remembered"] = []
     if not transcript.strip():
@@ -751,6 +970,18 @@ def _lesson(reflection: dict[str, Any]) -> str:
     )
 
 
+async def _rewrite_rules(
+    model: BaseChatModel, current: str, pending: Sequence[dict[str, Any]]
+) -> tuple[RuleSet, list[ModelCall]]:
+    """Ask the memory model to rewrite ``current`` rules from the pending reflections."""
+    prompt = (await prompts.aload("procedural_update")).format(
+        current_rules=current,
+        reflections="\n".join(_lesson(r) for r in pending),
+        max_rules=MAX_RULES,
+    )
+    return await ainvoke_structured(model, RuleSet, [HumanMessage(prompt)], purpose="rules")
+
+
 def _clean_rules(rules: Sequence[Any]) -> list[dict[str, str]]:
     """Normalise the model's rules; one whose instruction or rationale is blank is dropped."""
     cleaned = []
@@ -768,17 +999,27 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
     Only the reflection's tags, what worked and what to avoid reach the prompt, never
     the user's or a document's text. Rules the model wrote are screened before they are
     stored (:func:`agentic_memory.kinds.rule_guard.screen_rules`: nothing about other users, no data
-    disclosure, and no personal data in the shared rules); the new version records the
-    episode and the user. The rules shared by every user are rewritten only when the
-    operator allows it (``AMEM_GLOBAL_RULES=learn`` where the graph runs); a run cannot.
+    disclosure, no disguised text, and no personal data in the shared rules); the new version
+    records the episode and the user. When another end of the same user created a version
+    meanwhile, the rewrite is rebased on it (:func:`agentic_memory.kinds.rules.rebase_rules`,
+    each conflict listed in ``rules_conflicts``) and proposed again, bounded; an end that
+    still cannot store it keeps its episode pending for the next end.
+
+    The rules shared by every user are never changed by a conversation: with the operator's
+    ``AMEM_GLOBAL_RULES=learn`` (where the graph runs), the rewrite becomes a pending proposal
+    (:class:`agentic_memory.kinds.shared_rules.SharedRules`) that an operator approves or
+    rejects (``amem memories rules review``); without it, nothing is even proposed.
     """
     done: dict[str, Any] = {
+        **_settled(state),
         "end_conversation": False,
         "turn_answered": False,
         "pending_reflection": None,
         "rules_rejected": [],
+        "rules_conflicts": [],
         "rules_note": None,
         "rules_version_created": None,
+        "rules_proposal": None,
     }
     ctx, user, mem = await _setup(runtime)
     pending = _pending_chain(state.pending_reflection)
@@ -792,50 +1033,107 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
             **done,
             "rules_note": (
                 "the rules shared by every user are read-only for runs; an operator lets "
-                f"conversations rewrite them with {GLOBAL_RULES_ENV}=learn"
+                f"conversations propose changes to them with {GLOBAL_RULES_ENV}=learn"
             ),
         }
     model = await background_model(ctx)
     personal = [str(f.get("value", "")) for f in state.facts] + [user]
     last = pending[-1]
+    note = (
+        f"rewritten after conversation {last.get('conversation')} of thread {last.get('thread_id')}"
+    )
     calls: list[dict[str, Any]] = []
-    for attempt in range(1, _RULES_ATTEMPTS + 1):
+    if scope == GLOBAL_SCOPE:
+        # Proposals are created, never based on each other: concurrent ends in the shared
+        # scope do not conflict (an operator's approval refuses a stale one instead).
         current = await mem.rules.alatest(scope)
-        prompt = (await prompts.aload("procedural_update")).format(
-            current_rules=current.render(),
-            reflections="\n".join(_lesson(r) for r in pending),
-            max_rules=MAX_RULES,
+        ruleset, records = await _rewrite_rules(model, current.render(), pending)
+        proposed = await mem.shared_rules.apropose(
+            _clean_rules(ruleset.rules),
+            proposer=user,
+            base_version=current.version,
+            source_episodes=[str(r["id"]) for r in pending],
+            personal_values=personal,
+            note=note,
         )
-        ruleset, records = await ainvoke_structured(
-            model, RuleSet, [HumanMessage(prompt)], purpose="rules"
-        )
+        for item in proposed.rejected:
+            logger.warning("rule not proposed (%s): %r", item.reason, item.instruction)
+        result = {
+            **done,
+            "rules_rejected": [r.to_dict() for r in proposed.rejected],
+            "model_calls": [c.to_dict() for c in records],
+        }
+        if proposed.proposal is None:
+            return {**result, "rules_note": "no change of the shared rules to propose"}
+        return {
+            **result,
+            "rules_proposal": proposed.proposal.to_dict(),
+            "rules_note": (
+                f"proposed a change of the shared rules ({proposed.proposal.id}); it applies "
+                "once an operator approves it"
+            ),
+        }
+    conflicts: list[dict[str, Any]] = []
+    rejected_all: list[dict[str, str]] = []
+    for _ in range(_RULES_ATTEMPTS):
+        current = await mem.rules.alatest(scope)
+        ruleset, records = await _rewrite_rules(model, current.render(), pending)
         calls += [c.to_dict() for c in records]
-        kept, rejected = screen_rules(
-            _clean_rules(ruleset.rules), shared=scope == GLOBAL_SCOPE, personal_values=personal
-        )
+        kept, rejected = screen_rules(_clean_rules(ruleset.rules), shared=False)
         for item in rejected:
             logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
-        result = {**done, "rules_rejected": [r.to_dict() for r in rejected], "model_calls": calls}
+        rejected_all = [r.to_dict() for r in rejected]
+        result = {
+            **done,
+            "rules_rejected": rejected_all,
+            "rules_conflicts": conflicts,
+            "model_calls": calls,
+        }
         if not kept:
             return {**result, "rules_note": "no rule of the rewrite could be stored"}
-        try:
-            # Based on the version the model rewrote: another conversation's new version
-            # is never replaced by a rewrite that did not see it.
-            created = await mem.rules.apropose(
-                scope,
-                kept,
-                base_version=current.version,
-                source_episodes=[str(r["id"]) for r in pending],
-                source_users=[user],
-                note=(
-                    f"rewritten after conversation {last.get('conversation')} "
-                    f"of thread {last.get('thread_id')}"
-                ),
-            )
-        except RuleConflictError:
-            if attempt == _RULES_ATTEMPTS:
-                raise
-            logger.info("rules of %r changed during the rewrite: rewriting from the latest", scope)
-            continue
-        return {**result, "rules_version_created": created.version if created else None}
-    raise AssertionError("unreachable: the last attempt returns or raises")
+        base, rules = current, list(kept)
+        for rebase in range(1, _REBASES + 1):
+            try:
+                # Based on the version the model rewrote (or the rewrite was rebased on):
+                # another conversation's new version is never replaced by one that did not
+                # see it.
+                created = await mem.rules.apropose(
+                    scope,
+                    rules,
+                    base_version=base.version,
+                    source_episodes=[str(r["id"]) for r in pending],
+                    source_users=[user],
+                    note=note,
+                )
+            except RuleConflictError as exc:
+                latest = await mem.rules.alatest(scope)
+                merged = rebase_rules(base.rules, rules, latest.rules)
+                conflicts.append(
+                    {
+                        "based_on": base.version,
+                        "found": max(exc.latest_version, latest.version),
+                        "resolution": "rebased" if merged is not None else "rewritten",
+                    }
+                )
+                if merged is None:
+                    break  # the merge would pass the cap: the model rewrites the latest
+                base, rules = latest, merged
+                await asyncio.sleep(rebase_backoff(rebase))
+                continue
+            return {**result, "rules_version_created": created.version if created else None}
+        else:
+            break  # every rebase met a newer version still: give up for this end
+    logger.warning("rules of %r kept changing: this end's rewrite was not stored", scope)
+    return {
+        **done,
+        "rules_rejected": rejected_all,
+        "rules_conflicts": conflicts,
+        "model_calls": calls,
+        # Learned from again by the next end of this conversation.
+        "pending_reflection": state.pending_reflection or state.reflection,
+        "rules_note": (
+            f"the rules kept changing while this conversation rewrote them "
+            f"({len(conflicts)} newer versions met): nothing was stored; the next end of "
+            "this conversation learns from it again"
+        ),
+    }

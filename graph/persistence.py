@@ -9,8 +9,11 @@ each step, so a conversation resumes where it stopped, also from a new process.
   the tables are created on first use.
 - :func:`open_checkpointer`: PostgreSQL when ``AMEM_POSTGRES_URI`` is set, else SQLite.
 
-``langgraph dev`` and LangGraph Platform bring their own checkpointer; these are for
-embedding the graph in an application or the CLI (``compile_graph(checkpointer=...)``).
+These are for embedding the graph in an application or the CLI
+(``compile_graph(checkpointer=...)``), and ``langgraph.json`` names :func:`open_checkpointer`
+as the server's checkpointer (``"checkpointer": {"backend": "custom", "path": …}``), so
+``langgraph dev`` keeps its threads in the same private file, where deleting a thread
+deletes all of it (``docs/persistence.md``, "Where the server's data lives").
 """
 
 from __future__ import annotations

@@ -15,7 +15,16 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["InputState", "State", "Summary", "merge_model_calls", "replace_calls"]
+__all__ = [
+    "RUN_FIELDS",
+    "InputState",
+    "State",
+    "Summary",
+    "merge_failures",
+    "merge_model_calls",
+    "replace_calls",
+    "reset_failures",
+]
 
 _REPLACE = "__replace__"
 
@@ -23,6 +32,25 @@ _REPLACE = "__replace__"
 def replace_calls(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Wrap a list of call records so that it *replaces* ``model_calls`` (a new turn)."""
     return {_REPLACE: list(calls)}
+
+
+def reset_failures() -> dict[str, Any]:
+    """Return the write that empties ``run_failures`` (a completed or rolled back run)."""
+    return {_REPLACE: []}
+
+
+def merge_failures(
+    left: list[dict[str, str]] | None, right: list[dict[str, str]] | dict[str, Any] | None
+) -> list[dict[str, str]]:
+    """Collect why a run failed: nodes failing in one step each add theirs.
+
+    A plain reducer (not a last value): two nodes that run in parallel can both fail.
+    """
+    if right is None:
+        return list(left or [])
+    if isinstance(right, dict):
+        return list(right.get(_REPLACE, []))
+    return [*(left or []), *right]
 
 
 def merge_model_calls(
@@ -64,8 +92,17 @@ class State(InputState):
     """Id of the newest message the graph admitted or wrote; what follows it is a run's new
     input, which ``admit`` checks (and removes again when it refuses it)."""
 
-    refusal: dict[str, str] | None = None
-    """Why ``admit`` refused this run's input (kind, message); the run then fails with it."""
+    settled_messages: list[AnyMessage] | None = None
+    """The thread's messages as the last completed run left them: what a refused or failed
+    run restores, and what tells a run's new input from the history it must not change.
+    ``None`` for a thread from before it was kept (written at the end of its next run)."""
+
+    run_before: dict[str, Any] | None = None
+    """While a run is under way: the values the thread had before it (set by ``admit``,
+    cleared when the run completes or is rolled back). Internal."""
+
+    run_failures: Annotated[list[dict[str, str]], merge_failures] = field(default_factory=list)
+    """While a refused or failed run is rolled back: why (kind, message). Internal."""
 
     pending_reflection: dict[str, Any] | None = None
     """An episode stored at a conversation end whose rules update has not completed yet;
@@ -73,6 +110,12 @@ class State(InputState):
 
     rules_rejected: list[dict[str, str]] = field(default_factory=list)
     """Rules of this run's rewrite that were not stored, with the reason (this run only)."""
+
+    rules_conflicts: list[dict[str, Any]] = field(default_factory=list)
+    """Newer rules versions this end met while it rewrote the rules (this run only): each
+    says the version the rewrite was based on (``based_on``), the one it found (``found``)
+    and how it went on: ``rebased`` (its changes replayed on the newer version, no model
+    call) or ``rewritten`` (the merge would pass ten rules: the model rewrote the newer)."""
 
     rules_note: str | None = None
     """Why the rules were not rewritten at this conversation end, if they could not be."""
@@ -86,8 +129,10 @@ class State(InputState):
     thread_id, turn, created_at, score."""
 
     chunks: list[dict[str, Any]] = field(default_factory=list)
-    """Knowledge-base passages recalled for this turn: chunk_id, kb, text, source, title,
-    page_start, page_end, label ("[source p.N]"), score."""
+    """Knowledge-base passages recalled for this turn: chunk_id, kb, own (from the user's own
+    knowledge base, else a shared one), text, source, title, page_start, page_end, label
+    ("[source p.N]"), score, similarity (cosine to the message; passages below the run's
+    relevance floor are not recalled)."""
 
     rules: list[dict[str, str]] = field(default_factory=list)
     """The procedural rules in force: instruction, rationale."""
@@ -121,6 +166,10 @@ class State(InputState):
     rules_version_created: int | None = None
     """The rules version created when the conversation ended, if any (this run only)."""
 
+    rules_proposal: dict[str, Any] | None = None
+    """With the shared rules: the proposal this conversation end made (id, rules, status),
+    which changes nothing until an operator approves it (this run only)."""
+
     conversation_ended: bool = False
     """True after a run that ended the conversation."""
 
@@ -133,6 +182,11 @@ class State(InputState):
     turn_answered: bool = False
     """Set by ``log_turn`` when this run goes on to end the conversation, so ``reflect``
     adds its model calls to the turn's instead of starting a new list."""
+
+
+RUN_FIELDS = frozenset({"messages", "settled_messages", "run_before", "run_failures"})
+"""Fields a rollback does not restore from ``run_before``: the messages (restored from
+``settled_messages``) and the bookkeeping of the run itself."""
 
 
 class Summary(BaseModel):

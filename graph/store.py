@@ -11,6 +11,14 @@ It opens the configured memory store and embeddings (``AMEM_STORE``, ``AMEM_HOME
 ``langgraph.json`` (LangGraph's ``TTLConfig``) applies to items of other namespaces; expired
 items are swept every ``sweep_interval_minutes`` (5 when not set). The server skips its own
 sweeper for custom stores, so this one sweeps itself.
+
+The store acts for operators (the shared rules and their proposals, see
+:mod:`agentic_memory.operators`) only when the server can tell them apart: with
+``AMEM_OPERATORS`` naming identities and an authentication configured (``langgraph.json``'s
+``auth``, which ``graph/auth.py`` implements and which lets only those identities reach the
+shared namespaces), or with ``AMEM_OPERATORS=*`` (every caller). Otherwise the shared rules
+are read-only through the server and operators use ``amem memories rules`` where the store
+lives.
 """
 
 from __future__ import annotations
@@ -25,8 +33,16 @@ from typing import Any
 from langgraph.store.base import TTLConfig
 
 from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.operators import EVERYONE, configured_operators
 
-__all__ = ["STORE_ENV", "SWEEP_MINUTES", "server_ttl_config", "store"]
+__all__ = [
+    "AUTH_ENV",
+    "STORE_ENV",
+    "SWEEP_MINUTES",
+    "server_operator",
+    "server_ttl_config",
+    "store",
+]
 
 SWEEP_MINUTES = 5.0
 """How often expired items are swept when the configuration does not say."""
@@ -34,12 +50,15 @@ SWEEP_MINUTES = 5.0
 STORE_ENV = "LANGGRAPH_STORE"
 """Where the server passes ``langgraph.json``'s ``store`` entry (as JSON)."""
 
+AUTH_ENV = "LANGGRAPH_AUTH"
+"""Where the server passes ``langgraph.json``'s ``auth`` entry (as JSON) when it has one."""
+
 
 @asynccontextmanager
 async def store() -> AsyncIterator[AgenticStore]:
     """Open the memory store as a LangGraph store, sweeping expired items until closed."""
     ttl = server_ttl_config()
-    opened = await asyncio.to_thread(AgenticStore.from_env, ttl=ttl)
+    opened = await asyncio.to_thread(AgenticStore.from_env, ttl=ttl, operator=server_operator())
     try:
         # Items put with an explicit ttl expire even without a TTLConfig: sweep them too.
         interval = (ttl or {}).get("sweep_interval_minutes") or SWEEP_MINUTES
@@ -47,6 +66,21 @@ async def store() -> AsyncIterator[AgenticStore]:
         yield opened
     finally:
         await opened.aclose()
+
+
+def server_operator() -> str | None:
+    """Return the name the server's store records for operators' decisions, or ``None``.
+
+    ``None`` (the store is no operator's) unless ``AMEM_OPERATORS`` is ``*``, or names
+    identities on a server with an authentication (``LANGGRAPH_AUTH``); each decision made
+    through the authentication example records the caller's identity instead of this name.
+    """
+    operators = configured_operators()
+    if EVERYONE in operators:
+        return f"any caller ({EVERYONE})"
+    if not operators or os.environ.get(AUTH_ENV, "").strip() in ("", "null"):
+        return None
+    return "an operator (AMEM_OPERATORS)"
 
 
 def server_ttl_config(settings: Mapping[str, Any] | None = None) -> TTLConfig | None:

@@ -1,11 +1,13 @@
 """Ingest PDF, text and Markdown files into knowledge bases that search with citations."""
 
+from ingest.inputs import Upload
 from ingest.pipeline import (
     DEFAULT_BATCH_SIZE,
     FileResult,
     IngestEvent,
     IngestReport,
     ingest_paths,
+    ingest_uploads,
 )
 from ingest.readers import SUPPORTED_SUFFIXES, IngestFileError
 from ingest.text import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
@@ -19,5 +21,7 @@ __all__ = [
     "IngestEvent",
     "IngestFileError",
     "IngestReport",
+    "Upload",
     "ingest_paths",
+    "ingest_uploads",
 ]

@@ -46,6 +46,7 @@ from agentic_memory.kinds.knowledge import (
     renew_generation,
     revision_of,
     source_key,
+    upload_source,
 )
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
 from agentic_memory.store import (
@@ -57,7 +58,7 @@ from agentic_memory.store import (
     check_text,
     open_store,
 )
-from ingest.inputs import InputError, expand_inputs
+from ingest.inputs import Expanded, InputError, Upload, expand_inputs
 from ingest.readers import IngestFileError, derive_title, parse, read_bytes, require_kind
 from ingest.text import (
     DEFAULT_CHUNK_OVERLAP,
@@ -208,6 +209,8 @@ def ingest_paths(
     progress: ProgressCallback | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     prune: bool = False,
+    owner: str | None = None,
+    roots: Sequence[Path] | None = None,
 ) -> IngestReport:
     """Ingest files, directories (recursively) and glob patterns into knowledge base ``kb``.
 
@@ -228,6 +231,9 @@ def ingest_paths(
         prune: Afterwards, remove the sources of ``kb`` whose files no longer exist, with
             their chunks and what killed runs left for them (see
             ``agentic_memory.kinds.knowledge.prune_knowledge_base``).
+        owner: Ingest into this user's own knowledge base ``kb`` instead of the shared one.
+        roots: The only folders files may come from (a server's ``AMEM_INGEST_DIRS``, see
+            ``ingest.inputs.expand_inputs``); ``None``: any path (the library, the CLI).
 
     Returns:
         The per-file results and totals.
@@ -236,20 +242,109 @@ def ingest_paths(
         >>> report = ingest_paths(["papers/", "notes/*.md"], kb="research")  # doctest: +SKIP
         >>> report.chunks_written, report.ok  # doctest: +SKIP
     """
-    started = time.perf_counter()
     inputs = _check_paths(paths)
-    knowledge_collection(kb)
+    if not isinstance(prune, bool):
+        raise InvalidInputError(f"prune must be True or False, got {prune!r}")
+    folders = None if roots is None else [Path(r) for r in roots]
+    return _ingest(
+        lambda: expand_inputs(inputs, roots=folders),
+        kb=kb,
+        store=store,
+        embeddings=embeddings,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        password=password,
+        progress=progress,
+        batch_size=batch_size,
+        prune=prune,
+        owner=owner,
+        roots=folders,
+    )
+
+
+def ingest_uploads(
+    documents: Sequence[Upload],
+    *,
+    kb: str = "default",
+    owner: str | None = None,
+    store: MemoryStore | None = None,
+    embeddings: Embeddings | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    password: str | None = None,
+    progress: ProgressCallback | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> IngestReport:
+    """Ingest documents sent as content (no path is read) into knowledge base ``kb``.
+
+    Each document's source is ``upload://<name>``: uploading a name again replaces that
+    document. Everything else is as in :func:`ingest_paths`.
+
+    Args:
+        documents: The uploads (file name and bytes), at least one.
+        kb: Knowledge base name.
+        owner: The user whose own knowledge base ``kb`` it goes to; ``None``: the shared one.
+        store: See :func:`ingest_paths`.
+        embeddings: See :func:`ingest_paths`.
+        chunk_size: See :func:`ingest_paths`.
+        chunk_overlap: See :func:`ingest_paths`.
+        password: See :func:`ingest_paths`.
+        progress: See :func:`ingest_paths`.
+        batch_size: See :func:`ingest_paths`.
+    """
+    if isinstance(documents, Upload) or not isinstance(documents, Sequence) or not documents:
+        raise InvalidInputError("documents must be a non-empty list of uploads")
+    if not all(isinstance(d, Upload) for d in documents):
+        raise InvalidInputError("every document must be an ingest.inputs.Upload")
+    names = [d.name for d in documents]
+    if len(set(names)) != len(names):
+        raise InvalidInputError("two uploaded documents have the same name")
+
+    def entries() -> Expanded:
+        return Expanded(entries=list(documents))
+
+    return _ingest(
+        entries,
+        kb=kb,
+        store=store,
+        embeddings=embeddings,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        password=password,
+        progress=progress,
+        batch_size=batch_size,
+        prune=False,
+        owner=owner,
+        roots=None,
+    )
+
+
+def _ingest(
+    expand: Callable[[], Expanded],
+    *,
+    kb: str,
+    store: MemoryStore | None,
+    embeddings: Embeddings | None,
+    chunk_size: int,
+    chunk_overlap: int,
+    password: str | None,
+    progress: ProgressCallback | None,
+    batch_size: int,
+    prune: bool,
+    owner: str | None,
+    roots: Sequence[Path] | None,
+) -> IngestReport:
+    started = time.perf_counter()
+    knowledge_collection(kb, owner)
     chunk_size, chunk_overlap = _check_settings(chunk_size, chunk_overlap)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise InvalidInputError(f"batch size must be a positive integer, got {batch_size!r}")
     if password is not None and not isinstance(password, str):
         raise InvalidInputError("password must be a string")
-    if not isinstance(prune, bool):
-        raise InvalidInputError(f"prune must be True or False, got {prune!r}")
     emit = progress or (lambda _event: None)
 
     report = IngestReport(kb=kb, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-    expanded = expand_inputs(inputs)
+    expanded = expand()
     report.skipped = [printable_path(s) for s in expanded.skipped]
     total = len(expanded.files)
     emit(IngestEvent("planned", files_total=total))
@@ -267,21 +362,35 @@ def ingest_paths(
                     f"the store holds {active_store.dims}-d vectors but the embeddings make "
                     f"{dims}-d ones"
                 )
-            kb = report.kb = ensure_knowledge_base(active_store, kb)
-            job = _Job(active_store, embedder, kb, chunk_size, chunk_overlap, password, batch_size)
+            kb = report.kb = ensure_knowledge_base(active_store, kb, owner)
+            job = _Job(
+                active_store,
+                embedder,
+                kb,
+                chunk_size,
+                chunk_overlap,
+                password,
+                batch_size,
+                owner=owner,
+                roots=roots,
+            )
             index = 0
             for entry in expanded.entries:
                 if isinstance(entry, InputError):
                     report.files.append(_input_failure(entry))
                     continue
-                shown = printable_path(entry)
+                shown = (
+                    upload_source(entry.name)
+                    if isinstance(entry, Upload)
+                    else printable_path(entry)
+                )
                 emit(IngestEvent("file_started", shown, index, total))
                 result = job.run(entry, _Reporter(emit, shown, index, total))
                 report.files.append(result)
                 emit(IngestEvent("file_finished", shown, index, total, result=result))
                 index += 1
             if prune:
-                report.pruned = prune_knowledge_base(active_store, kb)
+                report.pruned = prune_knowledge_base(active_store, kb, owner=owner)
         finally:
             if own_store:
                 active_store.close()
@@ -354,20 +463,26 @@ class _Job:
         chunk_overlap: int,
         password: str | None,
         batch_size: int,
+        *,
+        owner: str | None = None,
+        roots: Sequence[Path] | None = None,
     ) -> None:
         self.store = store
+        self.owner = owner
+        self.roots = roots
         self.embeddings = embeddings
         self.kb = kb
-        self.collection = knowledge_collection(kb).name
-        self.manifest = manifest_collection(kb).name
+        self.collection = knowledge_collection(kb, owner).name
+        self.manifest = manifest_collection(kb, owner).name
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.password = password
         self.batch_size = batch_size
 
-    def run(self, path: Path, step: _Reporter) -> FileResult:
+    def run(self, path: Path | Upload, step: _Reporter) -> FileResult:
         started = time.perf_counter()
-        result = FileResult(path=printable_path(path), status="failed")
+        shown = upload_source(path.name) if isinstance(path, Upload) else printable_path(path)
+        result = FileResult(path=shown, status="failed")
         try:
             self._run(path, result, step)
         except IngestFileError as exc:
@@ -377,10 +492,11 @@ class _Job:
         result.seconds = time.perf_counter() - started
         return result
 
-    def _run(self, path: Path, result: FileResult, step: _Reporter) -> None:
+    def _run(self, entry: Path | Upload, result: FileResult, step: _Reporter) -> None:
+        path = Path(entry.name) if isinstance(entry, Upload) else entry
         # Checked before reading so that a large unrelated file is not loaded for nothing.
         require_kind(path)
-        source = source_key(path)
+        source = upload_source(entry.name) if isinstance(entry, Upload) else source_key(entry)
         try:
             check_text(source, "the file name")
         except InvalidInputError:
@@ -391,19 +507,21 @@ class _Job:
                 "ingest it"
             ) from None
         result.source = source
-        data = read_bytes(path)
+        data = entry.data if isinstance(entry, Upload) else read_bytes(entry, within=self.roots)
         sha256 = hashlib.sha256(data).hexdigest()
         revision = revision_of(
             source, sha256, self.chunk_size, self.chunk_overlap, PIPELINE_VERSION
         )
-        current = get_source(self.store, self.kb, source)
+        current = get_source(self.store, self.kb, source, self.owner)
         if current is not None and current.revision == revision and self._complete(current):
             result.status, result.title, result.pages = "unchanged", current.title, current.pages
             result.chunks_unchanged = current.chunks
-            result.chunks_removed = remove_stale_chunks(self.store, self.kb, source, revision)
+            result.chunks_removed = remove_stale_chunks(
+                self.store, self.kb, source, revision, owner=self.owner
+            )
             # A read first: an up-to-date file costs no write unless a killed run left a mark.
-            if self.store.get(self.manifest, pending_entry_id(source)) is not None:
-                clear_pending(self.store, self.kb, source)
+            if self.store.get(self.manifest, pending_entry_id(source), user=self.owner):
+                clear_pending(self.store, self.kb, source, self.owner)
             return
 
         raw = parse(path, data, password=self.password)
@@ -419,7 +537,7 @@ class _Job:
         result.title, result.pages = title, document.page_count
 
         # Before the first chunk: a run killed from here on stays known (see prune).
-        mark_pending(self.store, self.kb, source, revision)
+        mark_pending(self.store, self.kb, source, revision, self.owner)
         for start in range(0, len(chunks), self.batch_size):
             batch = chunks[start : start + self.batch_size]
             self._write(batch, source=source, sha256=sha256, title=title, revision=revision)
@@ -438,19 +556,19 @@ class _Job:
             chunk_overlap=self.chunk_overlap,
             ingested_at=now_rfc3339(),
         )
-        commit_source(self.store, self.kb, info)
+        commit_source(self.store, self.kb, info, self.owner)
         step("committed")
-        renew_generation(self.store, self.kb)
+        renew_generation(self.store, self.kb, self.owner)
         result.chunks_removed = remove_stale_chunks(
-            self.store, self.kb, source, revision, renew=False
+            self.store, self.kb, source, revision, renew=False, owner=self.owner
         )
-        clear_pending(self.store, self.kb, source)
+        clear_pending(self.store, self.kb, source, self.owner)
         step("old_removed")
         result.status = "written"
 
     def _complete(self, current: SourceInfo) -> bool:
         where = [Where("source", "eq", current.source), Where("revision", "eq", current.revision)]
-        return self.store.count(self.collection, where=where) == current.chunks
+        return self.store.count(self.collection, user=self.owner, where=where) == current.chunks
 
     def _write(
         self, batch: list[TextChunk], *, source: str, sha256: str, title: str, revision: str
@@ -475,4 +593,4 @@ class _Job:
             )
             for chunk, vector in zip(batch, vectors, strict=True)
         ]
-        self.store.upsert(self.collection, objects).raise_for_failures()
+        self.store.upsert(self.collection, objects, user=self.owner).raise_for_failures()

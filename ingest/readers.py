@@ -10,10 +10,11 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import stat
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,9 @@ from pypdf.errors import (
     PdfStreamError,
     PyPdfError,
 )
+
+OUTSIDE_FOLDERS = "not inside the documents folders this server may read (AMEM_INGEST_DIRS)"
+"""Why a path given to a server is refused (the same words whatever lies outside)."""
 
 SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
 """File name endings ingestion accepts (case-insensitive)."""
@@ -116,20 +120,48 @@ def file_kind(path: Path) -> str | None:
     return None
 
 
-def read_bytes(path: Path) -> bytes:
+def is_within(path: str, folders: Sequence[Path]) -> bool:
+    """Whether a resolved path is one of ``folders`` (resolved) or lies inside one."""
+    return any(
+        path == str(folder) or path.startswith(str(folder).rstrip(os.sep) + os.sep)
+        for folder in folders
+    )
+
+
+def _opened_path(fd: int, path: Path) -> str:
+    """Return the real path of the file behind an open descriptor.
+
+    On Linux the kernel names it (``/proc/self/fd``), so a path whose folders were swapped
+    for symlinks after a check still shows where it really led; elsewhere the path is
+    resolved again.
+    """
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def read_bytes(path: Path, *, within: Sequence[Path] | None = None) -> bytes:
     """Read a whole regular file; raise ``IngestFileError`` with the reason when impossible.
 
     FIFOs, sockets and devices are refused before anything is read from them: opening a FIFO
     for reading waits for a writer, and a device such as ``/dev/zero`` never ends. The file
     is opened without blocking and checked on the open descriptor, so a file swapped for a
     FIFO between a check and the read is refused too.
+
+    With ``within`` (a server's documents folders), the file actually opened must lie inside
+    one of them; it is checked on the open descriptor, after every symlink.
     """
     try:
+        if within is not None and not is_within(os.path.realpath(path), within):
+            raise IngestFileError(OUTSIDE_FOLDERS)
         kind = _special_kind(os.stat(path).st_mode)
         if kind is not None:
             raise IngestFileError(f"not a regular file ({kind}); only regular files are read")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         try:
+            if within is not None and not is_within(_opened_path(fd, path), within):
+                raise IngestFileError(OUTSIDE_FOLDERS)
             kind = _special_kind(os.fstat(fd).st_mode)
             if kind is not None:
                 raise IngestFileError(f"not a regular file ({kind}); only regular files are read")
@@ -294,9 +326,19 @@ def _parse_text(data: bytes, kind: str) -> RawDocument:
 
 
 def derive_title(raw: RawDocument, cleaned_text: str, path: Path) -> str:
-    """Pick a title: the PDF's metadata title, else the first heading or line, else the file name."""
-    if raw.metadata_title:
+    """Pick a title: the PDF's metadata title, else the first heading or line, else the file name.
+
+    A PDF's first line is often its running header ("Published in Transactions on Machine
+    Learning Research (02/2024)"), so for PDFs the first line of the first page that is not
+    repeated on other pages (nor a page number or an arXiv stamp) is taken. A metadata title
+    that only repeats the file name or a word processor's placeholder counts as none.
+    """
+    if raw.metadata_title and not _placeholder_title(raw.metadata_title, path):
         return raw.metadata_title
+    if raw.kind == "pdf":
+        heading = _first_page_heading(raw.pages)
+        if heading:
+            return heading[:TITLE_MAX_CHARS]
     lines = [line.strip() for line in cleaned_text.split("\n") if line.strip()]
     if raw.kind == "markdown":
         for line in lines:
@@ -307,6 +349,53 @@ def derive_title(raw: RawDocument, cleaned_text: str, path: Path) -> str:
     if lines:
         return lines[0].lstrip("#").strip()[:TITLE_MAX_CHARS] or path.name
     return path.name
+
+
+_RUNNING_LINES = 4
+"""Lines at the top and at the bottom of a page where running headers and footers sit."""
+_DIGITS = re.compile(r"\d+")
+_STAMP = re.compile(r"^(arxiv:\S+.*|page \d+( of \d+)?|\d+( / \d+)?|doi:\S+|https?://\S+)$", re.I)
+
+
+def _placeholder_title(title: str, path: Path) -> bool:
+    folded = title.strip().lower()
+    return folded in {
+        "untitled",
+        "title",
+        "document",
+        path.name.lower(),
+        path.stem.lower(),
+    } or folded.startswith("microsoft word - ")
+
+
+def _margins(page: str) -> list[str]:
+    lines = [" ".join(line.split()) for line in page.splitlines() if line.strip()]
+    return lines[:_RUNNING_LINES] + lines[-_RUNNING_LINES:]
+
+
+def _first_page_heading(pages: Sequence[str]) -> str | None:
+    """Return the first line of the first page that is not a running header or a stamp.
+
+    A line is running when the same line, digits ignored (page numbers, dates), sits near the
+    top or bottom of another page too.
+    """
+    texts = [page for page in pages if page.strip()]
+    if not texts:
+        return None
+    elsewhere: set[str] = set()
+    for page in texts[1:]:
+        elsewhere.update(_DIGITS.sub("#", line).lower() for line in _margins(page))
+    candidates = [" ".join(line.split()) for line in texts[0].splitlines()]
+    candidates = [
+        line
+        for line in candidates
+        if len(re.findall(r"[^\W\d_]", line)) >= 3 and not _STAMP.match(line)
+    ]
+    for line in candidates:
+        if _DIGITS.sub("#", line).lower() not in elsewhere:
+            return line
+    # Every line repeats (a one-line document printed on every page): the first is it.
+    return candidates[0] if candidates else None
 
 
 def _describe_content(data: bytes) -> str:

@@ -109,6 +109,7 @@ class ChatSession:
         thread_id: str,
         stream: bool = True,
         kbs_chosen: bool = False,
+        resume: bool | None = None,
     ) -> None:
         self.graph = graph
         self.store = store
@@ -119,6 +120,9 @@ class ChatSession:
         self.stream = stream
         self.kbs_chosen = kbs_chosen
         """Whether the knowledge bases were named with --kb (else the default is searched)."""
+        self.resume = resume
+        """True: the thread must exist (--thread); False: it must not (--thread T --new);
+        None: a generated id, new by construction."""
         self.config: RunnableConfig = {
             "configurable": {"thread_id": thread_id},
             # Copied into every checkpoint: how a user's threads are found to forget them.
@@ -378,6 +382,17 @@ class ChatSession:
         if owner and owner != self.user:
             # Thread ids are not secret; the conversation they hold belongs to one user.
             raise CliError(f"thread {self.thread_id!r} belongs to another user")
+        # A checkpoint exists once a turn has started, even one that failed before answering.
+        exists = snapshot.created_at is not None
+        if self.resume and not exists:
+            # A typo in --thread would otherwise start a conversation the user did not mean.
+            raise CliError(
+                f"{self.user!r} has no thread {self.thread_id!r} to resume (`amem memories "
+                f"messages list --user {self.user}` shows the threads); to start a new "
+                f"conversation with this id, add --new"
+            )
+        if self.resume is False and exists:
+            raise CliError(f"thread {self.thread_id!r} already exists; resume it without --new")
         messages = (snapshot.values or {}).get("messages") or []
         if messages:
             render.say(
@@ -483,6 +498,8 @@ class ChatOptions:
 
     user: str
     thread: str | None = None
+    new: bool = False
+    """With ``thread``: start that thread instead of resuming it."""
     model: str = "auto"
     memory_model: str | None = None
     kbs: list[str] = field(default_factory=list)
@@ -539,6 +556,7 @@ async def open_session(options: ChatOptions) -> AsyncIterator[ChatSession]:
                 thread_id=options.thread or f"t-{uuid.uuid4().hex[:12]}",
                 stream=options.stream,
                 kbs_chosen=bool(options.kbs),
+                resume=None if options.thread is None else not options.new,
             )
     finally:
         store.close()
@@ -554,8 +572,16 @@ def chat(
     user: Annotated[str | None, typer.Option("--user", "-u", help="Who is talking.")] = None,
     thread: Annotated[
         str | None,
-        typer.Option("--thread", "-t", help="Resume this thread (default: a new one)."),
+        typer.Option(
+            "--thread",
+            "-t",
+            help="Resume this thread (default: a new one); it must exist, unless --new.",
+        ),
     ] = None,
+    new: Annotated[
+        bool,
+        typer.Option("--new", help="With --thread: start a new conversation with that id."),
+    ] = False,
     model: Annotated[
         str,
         typer.Option(help="Answer model: auto, openai:<model>, compatible:<model> or local."),
@@ -585,9 +611,12 @@ def chat(
     from graph.persistence import CheckpointerError  # noqa: PLC0415  (see open_session)
 
     try:
+        if new and thread is None:
+            raise CliError("--new goes with --thread T (without --thread, every chat is new)")
         options = ChatOptions(
             user=need_user(user),
             thread=thread,
+            new=new,
             model=model,
             memory_model=memory_model,
             kbs=list(kb or []),

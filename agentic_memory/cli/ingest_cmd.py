@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentic_memory.cli import render
+from agentic_memory.kinds._bound import check_user_id
 from agentic_memory.kinds.knowledge import (
     PruneReport,
     knowledge_collection,
@@ -84,6 +85,16 @@ def ingest(
             "interrupted runs left for them); with no PATHS, only prune.",
         ),
     ] = False,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            "-u",
+            help="Write (or list, or prune) this user's own knowledge base, which only they "
+            "recall, instead of the shared one.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Ingest PDF, .txt and .md files into a knowledge base the agent cites from.
 
@@ -94,15 +105,16 @@ def ingest(
     """
     kb = collection or "default"
     try:
-        knowledge_collection(kb)
+        owner = None if user is None else check_user_id(user)
+        knowledge_collection(kb, owner)
     except InvalidInputError as exc:
         render.error(str(exc))
         raise typer.Exit(2) from None
     if list_only:
-        _list(collection, as_json)
+        _list(collection, as_json, owner)
         return
     if not paths and prune:
-        _prune_only(kb, as_json)
+        _prune_only(kb, as_json, owner)
         return
     if not paths:
         render.error(
@@ -128,6 +140,7 @@ def ingest(
                 password=password,
                 progress=bar.update,
                 prune=prune,
+                owner=owner,
             )
     except InvalidInputError as exc:
         render.error(str(exc))
@@ -264,10 +277,10 @@ def _print_pruned(pruned: PruneReport) -> None:
     )
 
 
-def _prune_only(kb: str, as_json: bool) -> None:
+def _prune_only(kb: str, as_json: bool, owner: str | None) -> None:
     _, store = _open_store()
     try:
-        pruned = prune_knowledge_base(store, kb)
+        pruned = prune_knowledge_base(store, kb, owner=owner)
     except StoreError as exc:
         render.error(f"knowledge base {kb!r}: {exc}")
         raise typer.Exit(1) from None
@@ -296,13 +309,13 @@ def _open_store() -> tuple[Embeddings, MemoryStore]:
         raise typer.Exit(1) from None
 
 
-def _list(collection: str | None, as_json: bool) -> None:
+def _list(collection: str | None, as_json: bool, owner: str | None) -> None:
     embeddings, store = _open_store()
     try:
         if collection is None:
-            _list_bases(store, as_json)
+            _list_bases(store, as_json, owner)
         else:
-            _list_sources(store, collection, as_json)
+            _list_sources(store, collection, as_json, owner)
     except StoreError as exc:
         render.error(str(exc))
         raise typer.Exit(1) from None
@@ -310,8 +323,8 @@ def _list(collection: str | None, as_json: bool) -> None:
         store.close()
 
 
-def _list_bases(store: MemoryStore, as_json: bool) -> None:
-    bases = [(kb, list_sources(store, kb)) for kb in list_knowledge_bases(store)]
+def _list_bases(store: MemoryStore, as_json: bool, owner: str | None) -> None:
+    bases = [(kb, list_sources(store, kb, owner)) for kb in list_knowledge_bases(store, owner)]
     records = [
         {"kb": kb, "sources": len(sources), "chunks": sum(s.chunks for s in sources)}
         for kb, sources in bases
@@ -327,9 +340,9 @@ def _list_bases(store: MemoryStore, as_json: bool) -> None:
     )
 
 
-def _list_sources(store: MemoryStore, kb: str, as_json: bool) -> None:
-    kb = resolve_kb(store, kb)
-    sources = list_sources(store, kb)
+def _list_sources(store: MemoryStore, kb: str, as_json: bool, owner: str | None) -> None:
+    kb = resolve_kb(store, kb, owner)
+    sources = list_sources(store, kb, owner)
     records = [
         {
             "source": s.source,

@@ -10,6 +10,7 @@ one JSON document for scripts. Per-user data needs ``--user``.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from agentic_memory.api import Memory, RetentionStatus
 from agentic_memory.cli import render
 from agentic_memory.forget import (
     ForgetReport,
+    describe_server_error,
     forget_episode,
     forget_fact,
     forget_subject,
@@ -48,6 +50,7 @@ from agentic_memory.kinds.knowledge import (
 from agentic_memory.kinds.messages import MESSAGES, LoggedMessage, MessageLog
 from agentic_memory.kinds.retention import PurgeReport, RetentionPolicy
 from agentic_memory.kinds.rules import RULES, RuleBook, RuleVersion, rules_scope
+from agentic_memory.kinds.shared_rules import RuleProposal, SharedRules
 from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
 from agentic_memory.store import (
     GLOBAL_SCOPE,
@@ -92,6 +95,10 @@ AlphaOpt = Annotated[float, typer.Option(min=0.0, max=1.0, help="0 = keyword (BM
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many rows.")]
 GlobalOpt = Annotated[
     bool, typer.Option("--global", help="The rules shared by every user instead of one user's.")
+]
+OperatorOpt = Annotated[
+    str | None,
+    typer.Option("--operator", help="Who decides, recorded with the decision (default: login)."),
 ]
 
 
@@ -616,12 +623,17 @@ def rules_rollback(
     version: Annotated[int, typer.Argument(help="The version to restore.")],
     user: UserOpt = None,
     global_scope: GlobalOpt = False,
+    operator: OperatorOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Restore an old version: it is written again as the newest version."""
     with cli_errors(), opened() as o:
         scope = rule_scope(user, global_scope)
-        created = asyncio.run(RuleBook(o.store, o.embeddings).arollback(scope, version))
+        if scope == GLOBAL_SCOPE:
+            gate = SharedRules(o.store, o.embeddings)
+            created = asyncio.run(gate.arollback(version, operator=operator_name(operator)))
+        else:
+            created = asyncio.run(RuleBook(o.store, o.embeddings).arollback(scope, version))
         if json_out:
             render.emit_json(created.to_dict())
         else:
@@ -631,16 +643,129 @@ def rules_rollback(
             )
 
 
+def _proposal_changes(proposal: RuleProposal, base: RuleVersion | None) -> list[str]:
+    """Return diff-style lines: the proposal's rules against the version it was written from."""
+    before = list(base.rules) if base is not None else []
+    lines = [f"+ {r.render()}" for r in proposal.rules if r not in before]
+    lines += [f"- {r.render()}" for r in before if r not in proposal.rules]
+    return lines or ["  (same rules as its base version)"]
+
+
+@rules_app.command("review")
+def rules_review(
+    all_proposals: Annotated[
+        bool, typer.Option("--all", help="Also the approved and rejected proposals.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the proposed changes of the shared rules that wait for an operator.
+
+    Conversations never change the rules shared by every user: with AMEM_GLOBAL_RULES=learn
+    their rewrite becomes a proposal, screened, which takes effect only once approved.
+    """
+    with cli_errors(), opened() as o:
+        gate = SharedRules(o.store, o.embeddings)
+        proposals = asyncio.run(gate.alist() if all_proposals else gate.apending())
+        if json_out:
+            render.emit_json([p.to_dict() for p in proposals])
+            return
+        if not proposals:
+            render.say("No proposal waits for review." if not all_proposals else "No proposal.")
+            return
+        book = RuleBook(o.store, o.embeddings)
+        versions = {v.version: v for v in asyncio.run(book.aversions(GLOBAL_SCOPE))}
+        latest = max(versions)
+        for p in proposals:
+            who = p.proposer if p.origin == "conversation" else p.origin
+            stale = " (stale: the rules changed since)" if p.base_version != latest else ""
+            render.say(
+                f"Proposal {p.id} [{p.status}] by {who}, {p.created_at[:16]}, from version "
+                f"{p.base_version}{stale}"
+            )
+            if p.note:
+                render.say(f"  {p.note}")
+            render.out().print(render.diff_text(_proposal_changes(p, versions.get(p.base_version))))
+            for rejected in p.screened_out:
+                render.say(f"  screened out: {rejected.instruction[:80]!r} ({rejected.reason})")
+            if p.status != "pending":
+                render.say(
+                    f"  {p.status} by {p.decided_by} {p.decided_at[:16]} {p.reason}".rstrip()
+                )
+        render.note(
+            "Approve with `amem memories rules approve ID`, reject with "
+            "`amem memories rules reject ID --reason ...`."
+        )
+
+
+@rules_app.command("approve")
+def rules_approve(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal's id (from `review`).")],
+    note: Annotated[str, typer.Option("--note", help="Why it was approved.")] = "",
+    operator: OperatorOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Approve a proposal: it becomes the next version of the shared rules."""
+    with cli_errors(), opened() as o:
+        gate = SharedRules(o.store, o.embeddings)
+        created = asyncio.run(
+            gate.aapprove(proposal_id, operator=operator_name(operator), note=note)
+        )
+        if json_out:
+            render.emit_json(created.to_dict())
+        else:
+            render.say(f"Shared rules: version {created.version} is proposal {proposal_id}.")
+
+
+@rules_app.command("reject")
+def rules_reject(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal's id (from `review`).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why it was rejected.")] = "",
+    operator: OperatorOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Reject a proposal: the shared rules stay as they are; it stays listed with the reason."""
+    with cli_errors(), opened() as o:
+        gate = SharedRules(o.store, o.embeddings)
+        rejected = asyncio.run(
+            gate.areject(proposal_id, operator=operator_name(operator), reason=reason)
+        )
+        if json_out:
+            render.emit_json(rejected.to_dict())
+        else:
+            render.say(f"Proposal {proposal_id} rejected.")
+
+
+def operator_name(given: str | None) -> str:
+    """Return the operator recorded with a decision: ``--operator``, else the login name."""
+    if given is not None:
+        return given
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
+
+
 # -- knowledge bases ---------------------------------------------------------------------------
 
 
+KbUserOpt = Annotated[
+    str | None,
+    typer.Option("--user", "-u", help="This user's own knowledge bases (their uploads)."),
+]
+
+
+def _kb_owner(user: str | None) -> str | None:
+    return None if user is None else need_user(user)
+
+
 @kb_app.command("list")
-def kb_list(json_out: JsonOpt = False) -> None:
-    """List the knowledge bases with their number of sources and chunks."""
+def kb_list(user: KbUserOpt = None, json_out: JsonOpt = False) -> None:
+    """List the shared knowledge bases (or a user's own) with their sources and chunks."""
     with cli_errors(), opened() as o:
+        owner = _kb_owner(user)
         items = []
-        for name in list_knowledge_bases(o.store):
-            sources = list_sources(o.store, name)
+        for name in list_knowledge_bases(o.store, owner):
+            sources = list_sources(o.store, name, owner)
             items.append(
                 {
                     "name": name,
@@ -660,18 +785,21 @@ def kb_list(json_out: JsonOpt = False) -> None:
                     ("chunks", "chunks"),
                     ("pages", "pages"),
                 ],
-                title="Knowledge bases",
+                title="Knowledge bases" if owner is None else f"Knowledge bases of {owner}",
                 empty="no knowledge base yet: add documents with `amem ingest`",
             )
 
 
 @kb_app.command("sources")
 def kb_sources(
-    name: Annotated[str, typer.Argument(help="The knowledge base.")], json_out: JsonOpt = False
+    name: Annotated[str, typer.Argument(help="The knowledge base.")],
+    user: KbUserOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """List the documents of a knowledge base."""
     with cli_errors(), opened() as o:
-        found = find_knowledge_base(o.store, name)
+        owner = _kb_owner(user)
+        found = find_knowledge_base(o.store, name, owner)
         if found is None:
             raise CliError(f"no knowledge base {name!r}")
         name = found
@@ -684,7 +812,7 @@ def kb_sources(
                 "ingested_at": s.ingested_at,
                 "sha256": s.sha256,
             }
-            for s in list_sources(o.store, name)
+            for s in list_sources(o.store, name, owner)
         ]
         if json_out:
             render.emit_json(items)
@@ -706,12 +834,14 @@ def kb_sources(
 def kb_delete_source(
     name: Annotated[str, typer.Argument(help="The knowledge base.")],
     source: Annotated[str, typer.Argument(help="The source path, as listed by `kb sources`.")],
+    user: KbUserOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Remove one document and its chunks from a knowledge base."""
     with cli_errors(), opened() as o:
-        name = resolve_kb(o.store, name)
-        removed = delete_source(o.store, name, source)
+        owner = _kb_owner(user)
+        name = resolve_kb(o.store, name, owner)
+        removed = delete_source(o.store, name, source, owner)
         if json_out:
             render.emit_json({"kb": name, "source": source, "chunks_deleted": removed})
         else:
@@ -790,9 +920,9 @@ def retention_cmd(
             return
         statuses = [mem.retention_status(u, upcoming=1) for u in mem.users_with_history()]
         if json_out:
-            render.emit_json(
-                {"policy": retention.to_dict(), "users": [s.to_dict() for s in statuses]}
-            )
+            # The CLI applies one policy to every user: said once, at the top.
+            users = [{k: v for k, v in s.to_dict().items() if k != "policy"} for s in statuses]
+            render.emit_json({"policy": retention.to_dict(), "users": users})
             return
         for line in retention.describe():
             render.say(line)
@@ -948,9 +1078,20 @@ def import_cmd(
     reembed: Annotated[
         bool, typer.Option("--reembed", help="Recompute every vector from the text.")
     ] = False,
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared",
+            help="Also import the rules shared by every user and knowledge bases (operator).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Import an export file into the configured store (ids are kept: importing twice is safe)."""
+    """Import an export file into the configured store: all of it, or nothing.
+
+    The whole file is checked first; into a store with memories it merges (importing twice
+    changes nothing) or refuses what would overwrite a different memory.
+    """
     with cli_errors():
         header = read_header(file)
         with opened() as o:
@@ -961,6 +1102,7 @@ def import_cmd(
                     embeddings=o.embeddings,
                     embedding_model=o.embedding_model,
                     reembed=reembed,
+                    allow_shared=shared,
                 )
             else:
                 with Progress(console=render.err(), transient=True) as progress:
@@ -971,6 +1113,7 @@ def import_cmd(
                         embeddings=o.embeddings,
                         embedding_model=o.embedding_model,
                         reembed=reembed,
+                        allow_shared=shared,
                         progress=lambda n: progress.update(task, completed=n),
                     )
         if json_out:
@@ -1064,11 +1207,11 @@ async def _forget(
     except CheckpointerError as exc:
         raise CliError(f"{exc} (nothing was deleted)") from None
     except (LangGraphError, httpx.HTTPError) as exc:
-        # Past the reachability check: the store may already have been changed.
+        # Only forget_thread's look-up of a thread the store does not know gets here, before
+        # anything is deleted; a failure while deleting is in the report (server_error).
         raise CliError(
-            f"the LangGraph server at {server_url} failed while deleting threads: "
-            f"{str(exc) or type(exc).__name__}; "
-            "run the same command again to finish"
+            f"the LangGraph server at {server_url} failed: {describe_server_error(exc)} "
+            "(nothing was deleted)"
         ) from None
     finally:
         if server is not None:
@@ -1132,6 +1275,32 @@ def forget_cmd(
                 )
             )
         print_forget_report(report, json_out=json_out)
+        if report.server_error is not None:
+            raise CliError(_server_unfinished(report, server or "", thread=thread))
+
+
+def _server_unfinished(report: ForgetReport, url: str, *, thread: str | None) -> str:
+    """Say what the server left undone; the local part is always done by then."""
+    n = len(report.server_failed)
+    shown = ", ".join(sorted(report.server_failed)[:5]) + (", …" if n > 5 else "")
+    left = (
+        f"{n} thread{'s' if n != 1 else ''} of {report.user!r} {'are' if n != 1 else 'is'} "
+        f"still on the server ({shown})"
+        if n
+        else f"threads of {report.user!r} may still be on the server"
+    )
+    done = "The local memories are forgotten."
+    if not report.server_retry:
+        return (
+            f"the LangGraph server at {url} refused: {report.server_error}. {left}. {done} "
+            "Deleting those threads needs a token the server allows to, or its operator."
+        )
+    again = f"--thread {thread}" if thread else "--all --yes"
+    return (
+        f"the LangGraph server at {url} failed: {report.server_error}. {left}. {done} "
+        f"Once the server works, `amem memories forget --user {report.user} {again} "
+        f"--server {url}` deletes them (it finds them on the server by their owner)."
+    )
 
 
 __all__ = [

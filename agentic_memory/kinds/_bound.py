@@ -39,6 +39,21 @@ admission uses the same limit.
 """
 
 
+MAX_EMBEDDED_CHARS = 8_192
+"""The most characters of one text that are embedded (its beginning).
+
+A vector stands for what a text is about, which its beginning says; the whole text is
+still stored and searched by keywords. Embedding models read far less anyway (MiniLM 256
+tokens, OpenAI's about 32,000 characters), and WordLlama's memory grows with the text:
+a 900,000-character summary embedded whole took 293 MB.
+"""
+
+
+def embedded_part(text: str) -> str:
+    """Return the part of ``text`` that is embedded: its first ``MAX_EMBEDDED_CHARS``."""
+    return text[:MAX_EMBEDDED_CHARS]
+
+
 def check_search(query: object, k: object, alpha: object = 0.5, *, k_name: str = "k") -> str:
     """Validate a search's arguments before anything is embedded; return the query.
 
@@ -126,7 +141,7 @@ class CollectionBound:
         return await self.store.ahybrid(
             self.spec.name,
             query=query,
-            vector=await self.embeddings.aembed_query(query),
+            vector=await self.embeddings.aembed_query(embedded_part(query)),
             alpha=alpha,
             limit=limit,
             user=user,

@@ -33,7 +33,13 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_search, check_user_id
+from agentic_memory.kinds._bound import (
+    CollectionBound,
+    Forgotten,
+    check_search,
+    check_user_id,
+    embedded_part,
+)
 from agentic_memory.kinds.retention import EpisodePurge
 from agentic_memory.store import (
     CollectionSpec,
@@ -125,14 +131,19 @@ class Reflection(BaseModel):
 
 
 def embedding_text(properties: Mapping[str, Any]) -> str:
-    """Return the text an episode is embedded from: its tags and the three reflection texts."""
-    return "\n".join(
-        [
-            ", ".join(properties.get("context_tags") or []),
-            str(properties.get("conversation_summary") or ""),
-            str(properties.get("what_worked") or ""),
-            str(properties.get("what_to_avoid") or ""),
-        ]
+    """Return the text an episode is embedded from: its tags and the three reflection texts.
+
+    At most ``MAX_EMBEDDED_CHARS`` of it (a summary written through the store can be long).
+    """
+    return embedded_part(
+        "\n".join(
+            [
+                ", ".join(properties.get("context_tags") or []),
+                str(properties.get("conversation_summary") or ""),
+                str(properties.get("what_worked") or ""),
+                str(properties.get("what_to_avoid") or ""),
+            ]
+        )
     )
 
 
@@ -289,14 +300,19 @@ class EpisodicMemory(CollectionBound):
         }
         vector = (await self.embeddings.aembed_documents([embedding_text(props)]))[0]
         episode_id = self.episode_id(user, thread_id, conversation)
-        # Reflecting on the same conversation again replaces it, not the user's mark.
-        earlier = await self.store.aget(EPISODES.name, episode_id, user=user)
-        if earlier is not None and earlier.properties.get("important"):
-            props["important"] = True
-        result = await self.store.aupsert(
-            EPISODES.name, [MemoryObject(episode_id, props, vector)], user=user
-        )
-        result.raise_for_failures()
+
+        def again(current: StoredObject) -> MemoryObject:
+            # Reflecting on the same conversation again replaces it, not the user's mark
+            # (decided from the episode as stored now: a mark set meanwhile stays).
+            kept = {"important": True} if current.properties.get("important") else {}
+            return MemoryObject(episode_id, {**props, **kept}, vector)
+
+        replaced = await self.store.aupdate(EPISODES.name, [episode_id], again, user=user)
+        if not replaced.ids:
+            result = await self.store.aupsert(
+                EPISODES.name, [MemoryObject(episode_id, props, vector)], user=user
+            )
+            result.raise_for_failures()
         return episode_id
 
     async def arecall(
@@ -321,7 +337,7 @@ class EpisodicMemory(CollectionBound):
         moment = _moment(now)
         if not await self._aexists():
             return []
-        vector = await self.embeddings.aembed_query(query)
+        vector = await self.embeddings.aembed_query(embedded_part(query))
         hits = await self.store.ahybrid(
             EPISODES.name, query=query, vector=vector, alpha=alpha, limit=max(4 * k, 10), user=user
         )
@@ -406,19 +422,19 @@ class EpisodicMemory(CollectionBound):
             if obj is None or obj.vector is None:
                 raise InvalidInputError(f"user {user!r} has no episode {oid}; nothing was marked")
             found.append(obj)
-        changed = []
-        for obj in found:
-            props = {**obj.properties, "important": important}
-            if props != obj.properties:
-                assert obj.vector is not None
-                changed.append(MemoryObject(obj.id, props, obj.vector))
-        if changed:
-            written = await self.store.aupsert(EPISODES.name, changed, user=user)
-            written.raise_for_failures()
-        return [
-            Episode._from_stored(StoredObject(o.id, {**o.properties, "important": important}))
-            for o in found
-        ]
+        marked: dict[str, StoredObject] = {o.id: o for o in found}
+
+        def mark(current: StoredObject) -> MemoryObject | None:
+            # Decided from the episode as stored when the mark is written: a reflection
+            # stored again meanwhile keeps its new text.
+            props = {**current.properties, "important": important}
+            marked[current.id] = StoredObject(current.id, props)
+            if props == current.properties or current.vector is None:
+                return None
+            return MemoryObject(current.id, props, current.vector)
+
+        await self.store.aupdate(EPISODES.name, wanted, mark, user=user)
+        return [Episode._from_stored(marked[oid]) for oid in wanted]
 
     async def aprune(
         self, user: str, max_episodes: int | None, *, dry_run: bool = False

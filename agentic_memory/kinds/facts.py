@@ -48,6 +48,7 @@ __all__ = [
     "FactCategory",
     "FactChange",
     "FactStore",
+    "derive_current",
     "embedding_text",
     "normalise_subject",
     "render_constraints",
@@ -490,6 +491,11 @@ def successor_id(user: str, subject: str, fact_id: str) -> str:
     value collide on it, and the store's create-only ``insert`` lets only one of them win.
     """
     return make_id("fact", user, subject, "after", fact_id)
+
+
+def derive_current(user: str, subject: str, objs: Sequence[StoredObject]) -> StoredObject | None:
+    """Return the current value among a subject's stored values (see ``FactStore``)."""
+    return _derive(user, subject, list(objs)).current
 
 
 def _derive(user: str, subject: str, objs: list[StoredObject]) -> _SubjectState:

@@ -61,6 +61,7 @@ from agentic_memory.kinds._bound import (
     CollectionBound,
     check_search,
     check_user_id,
+    embedded_part,
 )
 from agentic_memory.kinds.recall_text import embedding_text, keyword_query, keywords, search_text
 from agentic_memory.kinds.retention import MessagePurge, RetentionPolicy
@@ -396,8 +397,7 @@ class MessageLog(CollectionBound):
                 vectors.update(zip(missing, embedded, strict=True))
             changed, new = _objects(plan, vectors)
             if changed:
-                result = await self.store.aupsert(MESSAGES.name, changed, user=user)
-                result.raise_for_failures()
+                new += await self._arelog(user, turns, plan, changed, meta_json, marked_by)
             try:
                 if new:
                     result = await self.store.ainsert(
@@ -409,6 +409,35 @@ class MessageLog(CollectionBound):
             await self.apurge_if_due(user, retention=retention)
             return [item.id for item in plan]
         raise _gave_up(user, thread_id)
+
+    async def _arelog(
+        self,
+        user: str,
+        turns: builtins.list[_Turn],
+        plan: builtins.list[_Planned],
+        changed: builtins.list[MemoryObject],
+        meta_json: str | None,
+        marked_by: str,
+    ) -> builtins.list[MemoryObject]:
+        """Rewrite logged messages whose text (or metadata, or mark) changed.
+
+        Their importance is decided from what is stored at the moment of the write, not
+        from the earlier read: a mark another writer set meanwhile survives a re-log with
+        edited text (and the edit survives the mark). Returns the messages a purge deleted
+        since they were read, to be created again with the new turns.
+        """
+        flags = {item.id: t.important for t, item in zip(turns, plan, strict=True)}
+        wanted = {o.id: o for o in changed}
+        seen: set[str] = set()
+
+        def relog(current: StoredObject) -> MemoryObject | None:
+            seen.add(current.id)
+            return _relogged(
+                wanted[current.id], current, flags[current.id], meta_json is None, marked_by
+            )
+
+        await self.store.aupdate(MESSAGES.name, builtins.list(wanted), relog, user=user)
+        return [obj for oid, obj in wanted.items() if oid not in seen]
 
     async def apurge_if_due(
         self, user: str, *, retention: RetentionPolicy | None = None
@@ -509,7 +538,7 @@ class MessageLog(CollectionBound):
         """
         where = _recall_filters(user, query, k, thread_id, exclude_thread)
         await self._aensure()
-        vector = await self.embeddings.aembed_query(query)
+        vector = await self.embeddings.aembed_query(embedded_part(query))
         hits = await self.store.ahybrid(
             MESSAGES.name,
             query=keyword_query(query),
@@ -641,29 +670,41 @@ class MessageLog(CollectionBound):
         if not await self._aexists():
             raise InvalidInputError(f"user {user!r} has no logged message {wanted[0]}")
         await self._aensure()
-        found: builtins.list[StoredObject] = []
+        found: dict[str, StoredObject] = {}
         for oid in wanted:
             obj = await self.store.aget(MESSAGES.name, oid, user=user, include_vector=True)
             if obj is None or obj.vector is None:
                 raise InvalidInputError(
                     f"user {user!r} has no logged message {oid}; nothing was marked"
                 )
-            found.append(obj)
-        changed: builtins.list[MemoryObject] = []
-        result: builtins.list[LoggedMessage] = []
-        for obj in found:
-            props = dict(obj.properties)
+            found[oid] = obj
+        marked: dict[str, StoredObject] = {}
+
+        def mark(current: StoredObject) -> MemoryObject | None:
+            # Decided from the turn as stored when the mark is written: an edit of its text
+            # made meanwhile stays. The user's word wins over the model's flag.
+            props = dict(current.properties)
             props.pop("important_by", None)
-            # The user's word wins: a turn the model flagged and the user marks is theirs.
-            props.update(_importance(important, obj, by))
-            if props != obj.properties:
-                assert obj.vector is not None
-                changed.append(MemoryObject(obj.id, props, obj.vector))
-            result.append(self._logged(StoredObject(obj.id, props)))
-        if changed:
-            written = await self.store.aupsert(MESSAGES.name, changed, user=user)
-            written.raise_for_failures()
-        return result
+            props.update(_importance(important, current, by))
+            marked[current.id] = StoredObject(current.id, props)
+            if props == current.properties or current.vector is None:
+                return None
+            return MemoryObject(current.id, props, current.vector)
+
+        for _ in range(_MAX_ATTEMPTS):
+            marked.clear()
+            await self.store.aupdate(MESSAGES.name, wanted, mark, user=user)
+            # A turn a purge deleted since it was read is stored again, marked.
+            gone = [found[oid] for oid in wanted if oid not in marked]
+            again = [o for o in (mark(obj) for obj in gone) if o is not None]
+            try:
+                if again:
+                    result = await self.store.ainsert(MESSAGES.name, again, user=user)
+                    result.raise_for_failures()
+            except ConflictError:
+                continue  # stored again by another writer meanwhile: mark that one
+            return [self._logged(marked[oid]) for oid in wanted]
+        raise ConflictError(f"the turns of {user!r} kept changing while they were marked")
 
     # -- retention ------------------------------------------------------------------------
 
@@ -1130,6 +1171,36 @@ def _plan(
         )
         plan.append(_Planned(oid, props, not unchanged, old is None))
     return plan
+
+
+_RELOG_COMPARED = (
+    "content",
+    "role",
+    "speaker",
+    "metadata_json",
+    "search_text",
+    "important",
+    "important_by",
+)
+
+
+def _relogged(
+    planned: MemoryObject,
+    current: StoredObject,
+    flag: bool | None,
+    keep_metadata: bool,
+    marked_by: str,
+) -> MemoryObject | None:
+    """Return a logged message rewritten, from what is stored now; ``None``: unchanged."""
+    props = {k: v for k, v in planned.properties.items() if k not in ("important", "important_by")}
+    props.update(_importance(flag, current, marked_by))
+    if keep_metadata:
+        props.pop("metadata_json", None)
+        if current.properties.get("metadata_json") is not None:
+            props["metadata_json"] = current.properties["metadata_json"]
+    if all(current.properties.get(n) == props.get(n) for n in _RELOG_COMPARED):
+        return None
+    return MemoryObject(current.id, props, planned.vector)
 
 
 def _importance(flag: bool | None, old: StoredObject | None, marked_by: str) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from datetime import datetime
 
 import snowballstemmer
 
+from agentic_memory.kinds._bound import embedded_part
+
 __all__ = [
     "STOPWORDS",
     "date_words",
@@ -105,5 +107,8 @@ def search_text(
 
 
 def embedding_text(content: str, *, speaker: str = "") -> str:
-    """Return the text a logged message is embedded from: ``"<speaker>: <content>"``."""
-    return f"{speaker}: {content}" if speaker else content
+    """Return the text a logged message is embedded from: ``"<speaker>: <content>"``.
+
+    At most ``MAX_EMBEDDED_CHARS`` of it: the beginning of a long message.
+    """
+    return embedded_part(f"{speaker}: {content}" if speaker else content)

@@ -59,8 +59,12 @@ __all__ = [
     "RuleItem",
     "RuleSet",
     "RuleVersion",
+    "SharedRulesGateError",
+    "check_rule_items",
     "embedding_text",
+    "parse_rule_list",
     "parse_rules",
+    "rebase_rules",
     "render_rules",
     "rules_scope",
     "starting_rules",
@@ -228,6 +232,15 @@ def parse_rules(text: str) -> list[RuleItem]:
     return _check_rules(rules)
 
 
+def parse_rule_list(raw: Sequence[Any]) -> list[RuleItem]:
+    """Check rules given as objects (``{"instruction", "rationale"}``), as stored versions hold.
+
+    Raises:
+        InvalidInputError: a rule is malformed, or there are none or more than 10.
+    """
+    return _check_rules([_coerce(r) for r in raw])
+
+
 def starting_rules() -> list[RuleItem]:
     """Return the starting rules in ``prompts/procedural_rules.md`` (every scope's version 1)."""
     return parse_rules(prompts.load("procedural_rules").format())
@@ -352,7 +365,52 @@ class RuleBook(CollectionBound):
         note: str = "",
         now: datetime | None = None,
     ) -> RuleVersion | None:
+        """Store ``rules`` as the next version of a user's rules; ``None`` when they equal the latest.
+
+        The rules shared by every user are refused here: they change only through an
+        operator's approval (:class:`agentic_memory.kinds.shared_rules.SharedRules`). A
+        user's rules are learned from that user only, so ``source_users`` may name no one
+        else. See :meth:`_apropose_version` for the arguments.
+
+        Raises:
+            SharedRulesGateError: ``scope`` is the shared scope; nothing is written.
+            InvalidInputError: the rules are malformed or more than 10, or ``source_users``
+                names another user; nothing is written.
+            RuleConflictError: ``base_version`` is no longer the latest version.
+        """
+        if scope == GLOBAL_SCOPE:
+            raise SharedRulesGateError(_GATE_MESSAGE)
+        if not isinstance(source_users, str) and any(
+            isinstance(u, str) and u != scope for u in source_users
+        ):
+            raise InvalidInputError(
+                f"the rules of {scope!r} are learned from {scope!r} only: source_users may "
+                "name no other user"
+            )
+        return await self._apropose_version(
+            scope,
+            rules,
+            base_version=base_version,
+            source_episodes=source_episodes,
+            source_users=source_users,
+            note=note,
+            now=now,
+        )
+
+    async def _apropose_version(
+        self,
+        scope: str,
+        rules: Sequence[Any],
+        *,
+        base_version: int | None = None,
+        source_episodes: Sequence[str] = (),
+        source_users: Sequence[str] = (),
+        note: str = "",
+        now: datetime | None = None,
+    ) -> RuleVersion | None:
         """Store ``rules`` as the scope's next version; ``None`` when they equal the latest.
+
+        The write behind :meth:`apropose` and the shared rules' gate, for any scope.
 
         Every call that returns a version created that version itself: a version number is
         created with the store's create-only ``insert``, so when several writers propose at
@@ -423,19 +481,29 @@ class RuleBook(CollectionBound):
         raise RuleConflictError(scope, base_version, (await self.alatest(scope)).version)
 
     async def arollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
-        """Write a new version equal to ``version``; return it.
+        """Write a new version of a user's rules equal to ``version``; return it.
+
+        The shared rules are rolled back by an operator
+        (:meth:`agentic_memory.kinds.shared_rules.SharedRules.arollback`).
 
         Raises:
+            SharedRulesGateError: ``scope`` is the shared scope; nothing is written.
             InvalidInputError: the version does not exist or is already the latest.
             RuleConflictError: another writer created a version while this one rolled back.
         """
+        if scope == GLOBAL_SCOPE:
+            raise SharedRulesGateError(_GATE_MESSAGE)
+        return await self._arollback(scope, version, note=note)
+
+    async def _arollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
+        """Write a new version equal to ``version`` in any scope (see :meth:`arollback`)."""
         target = await self.aget(scope, version)
         latest = await self.alatest(scope)
         if target.rules == latest.rules:
             raise InvalidInputError(
                 f"version {version} of {scope!r} already equals the latest ({latest.version})"
             )
-        created = await self.apropose(
+        created = await self._apropose_version(
             scope,
             target.rules,
             base_version=latest.version,
@@ -538,6 +606,17 @@ class RuleBook(CollectionBound):
         return Forgotten(deleted, rewritten)
 
 
+_GATE_MESSAGE = (
+    "the rules shared by every user change only through an operator's approval: propose "
+    "them with agentic_memory.kinds.shared_rules.SharedRules.apropose and approve the "
+    "proposal (amem memories rules review / approve); nothing was written"
+)
+
+
+class SharedRulesGateError(InvalidInputError):
+    """A write to the shared rules that did not go through the operator's gate."""
+
+
 class RuleConflictError(ConflictError):
     """Another writer created a rule version after the one a proposal was based on."""
 
@@ -556,6 +635,38 @@ class RuleConflictError(ConflictError):
                 "another writer changed them; rewrite from the latest version and propose again"
             )
         super().__init__(message)
+
+
+def rebase_rules(
+    base: Sequence[Any], mine: Sequence[Any], theirs: Sequence[Any]
+) -> list[RuleItem] | None:
+    """Replay a rewrite of ``base`` (giving ``mine``) on top of a newer version ``theirs``.
+
+    The rules the rewrite removed from ``base`` are removed from ``theirs`` and the ones it
+    added are appended, so neither the other writer's changes nor this one's are lost; the
+    same rule reworded by both is kept in both wordings, for the next rewrite to merge.
+    Over :data:`MAX_RULES`, the oldest rules that both versions only carried over from
+    ``base`` give way (the front of the list: rewrites append what they add). Returns
+    ``None`` when that is not enough: then only a new rewrite can choose what to keep.
+    """
+    old = [_coerce(r) for r in base]
+    new = [_coerce(r) for r in mine]
+    removed = [r for r in old if r not in new]
+    added = [r for r in new if r not in old]
+    result = [r for r in dict.fromkeys(_coerce(r) for r in theirs) if r not in removed]
+    result += [r for r in dict.fromkeys(added) if r not in result]
+    over = len(result) - MAX_RULES
+    if over > 0:
+        carried = [r for r in result if r in old][:over]
+        if len(carried) < over:
+            return None
+        result = [r for r in result if r not in carried]
+    return result or None
+
+
+def rebase_backoff(attempt: int) -> float:
+    """Return how long a writer waits before rebasing again (jittered, a few ms)."""
+    return _backoff(attempt)
 
 
 def _backoff(attempt: int) -> float:
@@ -585,6 +696,17 @@ def _coerce(raw: Any) -> RuleItem:
     if isinstance(raw, dict):
         return _item(raw.get("instruction"), raw.get("rationale"))
     return _item(getattr(raw, "instruction", None), getattr(raw, "rationale", None))
+
+
+def check_rule_items(rules: Sequence[Any]) -> list[RuleItem]:
+    """Return rules (objects or dicts with ``instruction`` and ``rationale``) as checked items.
+
+    Raises:
+        InvalidInputError: a rule is malformed, or there are none or more than 10.
+    """
+    if isinstance(rules, str | dict) or not isinstance(rules, Sequence):
+        raise InvalidInputError("rules must be a list of rules")
+    return _check_rules([_coerce(r) for r in rules])
 
 
 def _check_rules(rules: list[RuleItem]) -> list[RuleItem]:

@@ -9,8 +9,20 @@ See ``docs/langgraph-store.md``.
 """
 
 from agentic_memory.langgraph_store.filters import ALPHA_KEY
-from agentic_memory.langgraph_store.kinds import RuleVersionConflictError
+from agentic_memory.langgraph_store.kinds import (
+    PROPOSALS_NAMESPACE,
+    OperatorRequiredError,
+    RuleVersionConflictError,
+)
 from agentic_memory.langgraph_store.namespaces import KIND_ROOTS
 from agentic_memory.langgraph_store.store import DEFAULT_ALPHA, AgenticStore
 
-__all__ = ["ALPHA_KEY", "DEFAULT_ALPHA", "KIND_ROOTS", "AgenticStore", "RuleVersionConflictError"]
+__all__ = [
+    "ALPHA_KEY",
+    "DEFAULT_ALPHA",
+    "KIND_ROOTS",
+    "PROPOSALS_NAMESPACE",
+    "AgenticStore",
+    "OperatorRequiredError",
+    "RuleVersionConflictError",
+]

@@ -15,6 +15,7 @@ from agentic_memory.store import InvalidInputError, check_text
 
 __all__ = [
     "MAX_VALUE_CHARS",
+    "MAX_VALUE_DEPTH",
     "Clock",
     "Found",
     "Touch",
@@ -30,6 +31,11 @@ Clock = Callable[[], datetime]
 
 MAX_VALUE_CHARS = 1_000_000
 """The largest item value accepted, in characters of its JSON text."""
+
+MAX_VALUE_DEPTH = 100
+"""The deepest nesting of objects and lists accepted in a value (or a filter), the value
+itself counting as the first level. Deeper input would exhaust Python's recursion in the
+JSON encoder, in LangGraph's index paths and in the filters; it is refused instead."""
 
 
 @dataclass(frozen=True)
@@ -79,29 +85,38 @@ def check_json_value(value: object, what: str = "an item value") -> str:
 
 
 def check_plain(value: object, what: str) -> None:
-    """Raise ``InvalidInputError`` unless ``value`` is plain JSON (see ``check_json_value``)."""
-    if value is None or isinstance(value, bool | str | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidInputError(f"{what} holds {value!r}, which JSON cannot carry")
-        return
-    if isinstance(value, list):
-        for item in value:
-            check_plain(item, what)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
+    """Raise ``InvalidInputError`` unless ``value`` is plain JSON (see ``check_json_value``).
+
+    Walked without recursion, so a value nested deeper than ``MAX_VALUE_DEPTH`` is refused
+    with a clear error, never a ``RecursionError``.
+    """
+    pending: list[tuple[object, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if item is None or isinstance(item, bool | str | int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise InvalidInputError(f"{what} holds {item!r}, which JSON cannot carry")
+            continue
+        if not isinstance(item, list | dict):
+            raise InvalidInputError(
+                f"{what} holds a {type(item).__name__}, which is not JSON (use dicts, lists, "
+                "strings, numbers, booleans and None)"
+            )
+        if depth > MAX_VALUE_DEPTH - 1 and item:
+            raise InvalidInputError(
+                f"{what} is nested more than {MAX_VALUE_DEPTH} levels deep: flatten it"
+            )
+        if isinstance(item, list):
+            pending.extend((child, depth + 1) for child in item)
+            continue
+        for key, child in item.items():
             if not isinstance(key, str):
                 raise InvalidInputError(
                     f"{what} holds the key {key!r}: JSON object keys are strings"
                 )
-            check_plain(item, what)
-        return
-    raise InvalidInputError(
-        f"{what} holds a {type(value).__name__}, which is not JSON (use dicts, lists, "
-        "strings, numbers, booleans and None)"
-    )
+            pending.append((child, depth + 1))
 
 
 async def pooled(

@@ -29,6 +29,7 @@ __all__ = [
     "ALPHA_KEY",
     "AND_KEY",
     "COMPARISONS",
+    "MAX_FILTER_DEPTH",
     "ItemFilter",
     "check_alpha",
     "json_equal",
@@ -38,6 +39,8 @@ __all__ = [
 ALPHA_KEY = "$alpha"
 AND_KEY = "$and"
 COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+MAX_FILTER_DEPTH = 32
+"""The deepest nesting of ``$and`` accepted (the filter itself is the first level)."""
 
 _MISSING = object()
 
@@ -71,7 +74,7 @@ def parse_filter(raw: object) -> ItemFilter:
         return ItemFilter()
     conditions: list[tuple[str, Any]] = []
     alphas: list[float] = []
-    _collect(raw, conditions, alphas, "filter")
+    _collect(raw, conditions, alphas, "filter", 1)
     if len(alphas) > 1:
         raise InvalidInputError(f"{ALPHA_KEY} appears {len(alphas)} times in one filter")
     return ItemFilter(tuple(conditions), alphas[0] if alphas else None)
@@ -90,10 +93,14 @@ def check_alpha(alpha: object, where: str = ALPHA_KEY) -> float:
 
 
 def _collect(
-    raw: object, conditions: list[tuple[str, Any]], alphas: list[float], where: str
+    raw: object, conditions: list[tuple[str, Any]], alphas: list[float], where: str, depth: int
 ) -> None:
     if not isinstance(raw, Mapping):
         raise InvalidInputError(f"a {where} must be a mapping, got {type(raw).__name__}")
+    if depth > MAX_FILTER_DEPTH:
+        raise InvalidInputError(
+            f"the filter nests {AND_KEY} more than {MAX_FILTER_DEPTH} levels deep"
+        )
     for field, spec in raw.items():
         if not isinstance(field, str):
             raise InvalidInputError(f"filter field names must be strings, got {field!r}")
@@ -101,7 +108,7 @@ def _collect(
             if not isinstance(spec, list | tuple) or not spec:
                 raise InvalidInputError(f"{AND_KEY} takes a non-empty list of filters")
             for part in spec:
-                _collect(part, conditions, alphas, f"{AND_KEY} element")
+                _collect(part, conditions, alphas, f"{AND_KEY} element", depth + 1)
         elif field == ALPHA_KEY:
             alphas.append(check_alpha(spec))
         elif field.startswith("$"):

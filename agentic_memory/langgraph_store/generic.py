@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from langgraph.store.base import Item, SearchItem, get_text_at_path, tokenize_path
 
+from agentic_memory.kinds._bound import embedded_part
 from agentic_memory.langgraph_store.common import (
     Clock,
     Found,
@@ -115,7 +116,10 @@ class GenericPut:
     key: str
     value_json: str | None
     text: str
+    """What is embedded: the beginning of the indexed text (``MAX_EMBEDDED_CHARS``)."""
     ttl: float | None
+    search_text: str = ""
+    """The whole indexed text, searched by keywords."""
 
 
 class GenericSpace:
@@ -170,7 +174,14 @@ class GenericSpace:
                 f"the item indexes {len(text):,} characters, more than {MAX_INDEXED_CHARS:,}: "
                 "pass index=[...] with the fields to search, or index=False"
             )
-        return GenericPut(namespace, key, value_json, text, None if ttl is None else float(ttl))
+        return GenericPut(
+            namespace,
+            key,
+            value_json,
+            embedded_part(text),
+            None if ttl is None else float(ttl),
+            search_text=text,
+        )
 
     def _texts(self, value: dict[str, Any], index: Literal[False] | list[str] | None) -> list[str]:
         if index is False:
@@ -206,7 +217,7 @@ class GenericSpace:
             "prefixes": prefixes(put.namespace),
             "key": put.key,
             "value_json": put.value_json,
-            "search_text": put.text,
+            "search_text": put.search_text,
             "indexed": vector is not None,
             "created_at": created.isoformat(),
             "updated_at": now.isoformat(),
@@ -274,7 +285,7 @@ class GenericSpace:
         stamp = self._clock().timestamp()
         if not query:
             return await self._listing(where, flt, need, stamp)
-        vector = await self._embeddings.aembed_query(query)
+        vector = await self._embeddings.aembed_query(embedded_part(query))
         scored_where = [*where, Where("indexed", "eq", True)]
 
         async def fetch(k: int) -> list[Found | None]:

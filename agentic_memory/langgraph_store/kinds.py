@@ -31,6 +31,7 @@ from langgraph.store.base import Item, SearchItem
 from agentic_memory.kinds.episodes import Episode, EpisodicMemory
 from agentic_memory.kinds.facts import Fact, FactStore, normalise_subject
 from agentic_memory.kinds.knowledge import (
+    USER_MANIFEST_PREFIX,
     KnowledgeHit,
     afind_knowledge_base,
     aget_source,
@@ -42,9 +43,10 @@ from agentic_memory.kinds.knowledge import (
 )
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import MAX_RULES, RuleBook, RuleConflictError, RuleVersion
+from agentic_memory.kinds.shared_rules import RuleProposal, SharedRules, UnknownProposalError
 from agentic_memory.langgraph_store.common import Found, parse_time, pooled
 from agentic_memory.langgraph_store.filters import ItemFilter
-from agentic_memory.langgraph_store.namespaces import SEPARATOR
+from agentic_memory.langgraph_store.namespaces import SEPARATOR, thread_label, thread_of_label
 from agentic_memory.store import (
     GLOBAL_SCOPE,
     InvalidInputError,
@@ -61,8 +63,10 @@ __all__ = [
     "KindSpace",
     "KnowledgeSpace",
     "MessagesSpace",
+    "OperatorRequiredError",
     "RuleVersionConflictError",
     "RulesSpace",
+    "UserKnowledgeSpace",
 ]
 
 Write = Callable[[], Awaitable[None]]
@@ -92,6 +96,10 @@ class KindContext:
     messages: MessageLog
     now: Callable[[], datetime | None]
     """The time a kind should stamp, or ``None`` for the kind's own clock."""
+    shared_rules: SharedRules
+    operator: str | None = None
+    """Who decides for the shared rules through this store; ``None``: nobody (not an
+    operator's store)."""
 
 
 class KindSpace(ABC):
@@ -525,15 +533,29 @@ def _conversation_number(user: str, thread: str, key: str, upto: int) -> int | N
 # -- rules ------------------------------------------------------------------------------------
 
 
-_RULE_FIELDS = frozenset(
-    {"rules", "version", "note", "source_episodes", "source_users", "rollback_to"}
-)
-_RULE_ECHO = frozenset({"parent_version", "created_at"})
+_RULE_FIELDS = frozenset({"rules", "version", "note", "source_episodes", "rollback_to", "operator"})
+_RULE_ECHO = frozenset({"parent_version", "created_at", "source_users"})
+_DECISION_FIELDS = frozenset({"decision", "reason", "operator"})
 LATEST = "latest"
+PROPOSALS = "proposals"
+PROPOSALS_NAMESPACE = ("rules", GLOBAL_SCOPE, PROPOSALS)
+"""Where an operator reviews the proposals of the shared rules (``SharedRules``)."""
+
+
+class OperatorRequiredError(InvalidInputError):
+    """Changing the shared rules (or reviewing their proposals) is an operator's right."""
 
 
 class RulesSpace(KindSpace):
-    """``("rules", scope)``: key = a version number, or ``"latest"``; versions are immutable."""
+    """``("rules", scope)``: key = a version number, or ``"latest"``; versions are immutable.
+
+    The shared scope is written only by an operator store (``AgenticStore(operator=...)``),
+    through :class:`~agentic_memory.kinds.shared_rules.SharedRules`: a put is screened and
+    recorded as an approved proposal. ``("rules", "_global", "proposals")`` lists the
+    pending proposals (key = proposal id); a put ``{"decision": "approve"}`` or
+    ``{"decision": "reject", "reason": ...}`` decides one. ``source_users`` is set by the
+    store (the scope's user; none for an operator's rules), never by the caller.
+    """
 
     root = "rules"
 
@@ -548,9 +570,43 @@ class RulesSpace(KindSpace):
         """Check a scope: a user id or the global scope."""
         return check_user_id(owner)
 
+    def check_item_namespace(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        """Check a version's namespace, or the proposals' (operators only)."""
+        if namespace == PROPOSALS_NAMESPACE:
+            self._require_operator("review the proposals of the shared rules")
+            return namespace
+        return super().check_item_namespace(namespace)
+
+    async def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """Return a scope's versions; the proposals only when searched by their own namespace."""
+        if prefix == PROPOSALS_NAMESPACE:
+            self._require_operator("review the proposals of the shared rules")
+            return [PROPOSALS_NAMESPACE]
+        return await super().partitions(prefix)
+
+    async def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
+        """Return the scopes with versions, and for an operator the proposals if there are some."""
+        found = await super().namespaces(fixed, deep)
+        if (
+            deep
+            and self.ctx.operator is not None
+            and PROPOSALS_NAMESPACE[: len(fixed)] == fixed[:3]
+            and len(fixed) <= 3
+            and self.ctx.shared_rules.spec.name in await self.ctx.store.acollections()
+            and await self.ctx.store.ausers(self.ctx.shared_rules.spec.name)
+        ):
+            found.add(PROPOSALS_NAMESPACE)
+        return found
+
     async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One stored version; ``"latest"`` is the newest (none while nothing is stored)."""
         scope = self.check_item_namespace(namespace)[1]
+        if namespace == PROPOSALS_NAMESPACE:
+            try:
+                proposal = await self.ctx.shared_rules.aget(key)
+            except UnknownProposalError:
+                return None
+            return _plain(_proposal_item(proposal, None))
         if key == LATEST:
             latest = await self.ctx.rules.alatest(scope)
             return _plain(self._item(scope, latest, None, key=LATEST)) if latest.stored else None
@@ -567,6 +623,8 @@ class RulesSpace(KindSpace):
     ) -> Write:
         """Propose the next version (or roll back to one) with a put under ``"latest"``."""
         scope = self.check_item_namespace(namespace)[1]
+        if namespace == PROPOSALS_NAMESPACE:
+            return self._prepare_decision(key, value)
         if value is None:
             raise InvalidInputError(
                 "rule versions are immutable and cannot be deleted one by one: put a new "
@@ -578,6 +636,9 @@ class RulesSpace(KindSpace):
                 f"rule versions are immutable: put the new rule set under the key {LATEST!r}, "
                 f"not {key!r}"
             )
+        shared = scope == GLOBAL_SCOPE
+        if shared:
+            self._require_operator("change the rules shared by every user")
         fields = _check_fields(value, _RULE_FIELDS, _RULE_ECHO, "a rule set", required=())
         rollback = fields.get("rollback_to")
         if ("rules" in fields) == (rollback is not None):
@@ -593,13 +654,16 @@ class RulesSpace(KindSpace):
         note = fields.get("note", "")
         if not isinstance(note, str):
             raise InvalidInputError(f"note must be a string, got {note!r}")
-        sources = {}
-        for name in ("source_episodes", "source_users"):
-            given = fields.get(name, [])
-            if not isinstance(given, list) or not all(isinstance(v, str) for v in given):
-                raise InvalidInputError(f"{name} must be a list of strings")
-            sources[name] = given
-        book, now = self.ctx.rules, self.ctx.now
+        episodes = fields.get("source_episodes", [])
+        if not isinstance(episodes, list) or not all(isinstance(v, str) for v in episodes):
+            raise InvalidInputError("source_episodes must be a list of strings")
+        if shared and episodes:
+            raise InvalidInputError(
+                "an operator's rules for everyone are learned from no episode: leave "
+                "source_episodes out"
+            )
+        operator = self._operator(fields)
+        book, gate, now = self.ctx.rules, self.ctx.shared_rules, self.ctx.now
 
         async def write() -> None:
             latest = await book.alatest(scope)
@@ -607,21 +671,30 @@ class RulesSpace(KindSpace):
                 raise RuleVersionConflictError(scope, base, latest.version)
             for name in sorted(_RULE_ECHO & fields.keys()):
                 # A value read back and edited still holds these; they must be unchanged.
-                if not latest.stored or fields[name] != getattr(latest, name):
+                if not latest.stored or _echoed(fields[name]) != _echoed(getattr(latest, name)):
                     raise InvalidInputError(
                         f"{name} is set by the store when a version is created; leave it "
                         f"out (version {latest.version} has {getattr(latest, name)!r})"
                     )
             try:
-                if rollback is not None:
+                if shared and rollback is not None:
+                    await gate.arollback(rollback, operator=operator, note=note)
+                elif shared:
+                    await gate.aput(
+                        rules,
+                        operator=operator,
+                        base_version=latest.version,
+                        note=note or f"put through the LangGraph store by {operator}",
+                    )
+                elif rollback is not None:
                     await book.arollback(scope, rollback, note=note)
                 else:
                     await book.apropose(
                         scope,
                         rules,
                         base_version=base,
-                        source_episodes=sources["source_episodes"],
-                        source_users=sources["source_users"],
+                        source_episodes=episodes,
+                        source_users=[scope],
                         note=note or "put through the LangGraph store",
                         now=now(),
                     )
@@ -634,6 +707,37 @@ class RulesSpace(KindSpace):
 
         return write
 
+    def _prepare_decision(self, key: str, value: Mapping[str, Any] | None) -> Write:
+        if value is None:
+            raise InvalidInputError(
+                "proposals are not deleted: reject one with {'decision': 'reject', 'reason': ...}"
+            )
+        fields = _check_fields(value, _DECISION_FIELDS, frozenset(), "a decision", required=())
+        decision = fields.get("decision")
+        if decision not in ("approve", "reject"):
+            raise InvalidInputError(
+                f"a decision is {{'decision': 'approve' or 'reject', 'reason': ...}}, got "
+                f"{decision!r}"
+            )
+        reason = fields.get("reason", "")
+        if not isinstance(reason, str):
+            raise InvalidInputError(f"reason must be a string, got {reason!r}")
+        operator = self._operator(fields)
+        gate = self.ctx.shared_rules
+
+        async def write() -> None:
+            if decision == "approve":
+                try:
+                    await gate.aapprove(key, operator=operator, note=reason)
+                except RuleConflictError as exc:
+                    raise RuleVersionConflictError(
+                        GLOBAL_SCOPE, exc.base_version, exc.latest_version
+                    ) from exc
+            else:
+                await gate.areject(key, operator=operator, reason=reason)
+
+        return write
+
     async def search(
         self,
         partition: tuple[str, ...],
@@ -643,17 +747,34 @@ class RulesSpace(KindSpace):
         alpha: float,
     ) -> list[Found]:
         """List stored versions newest first, or rank them by hybrid search over their text."""
+        if partition == PROPOSALS_NAMESPACE:
+            listed = await self.ctx.shared_rules.alist()
+            found = [Found(_proposal_item(p, None)) for p in reversed(listed)]
+            return [f for f in found if flt.matches(f.item.value)][:need]
         scope = partition[1]
         stored = await self._stored(scope)
         ranked: list[tuple[RuleVersion, float | None]]
         if query and stored:
             limit = min(PAGE_LIMIT, len(stored))
-            found = await self.ctx.rules.asearch(scope, query, alpha=alpha, limit=limit)
-            ranked = [(version, score) for version, score in found]
+            hits = await self.ctx.rules.asearch(scope, query, alpha=alpha, limit=limit)
+            ranked = [(version, score) for version, score in hits]
         else:
             ranked = [(v, None) for v in reversed(stored)]
         out = [Found(self._item(scope, v, s)) for v, s in ranked]
         return [f for f in out if flt.matches(f.item.value)][:need]
+
+    def _require_operator(self, what: str) -> None:
+        if self.ctx.operator is None:
+            raise OperatorRequiredError(
+                f"only an operator may {what}: open the store with AgenticStore(..., "
+                "operator='name'), or use `amem memories rules review` where the store lives"
+            )
+
+    def _operator(self, fields: Mapping[str, Any]) -> str:
+        given = fields.get("operator")
+        if given is not None and (not isinstance(given, str) or not given.strip()):
+            raise InvalidInputError(f"operator names who decides (a string), got {given!r}")
+        return str(given or self.ctx.operator or "")
 
     async def _stored(self, scope: str) -> list[RuleVersion]:
         return [v for v in await self.ctx.rules.aversions(scope) if v.stored]
@@ -672,6 +793,24 @@ class RulesSpace(KindSpace):
             updated_at=stamp,
             score=score,
         )
+
+
+def _proposal_item(proposal: RuleProposal, score: float | None) -> SearchItem:
+    value = proposal.to_dict()
+    value.pop("id", None)
+    created = parse_time(proposal.created_at)
+    return SearchItem(
+        namespace=PROPOSALS_NAMESPACE,
+        key=proposal.id,
+        value=value,
+        created_at=created,
+        updated_at=parse_time(proposal.decided_at) if proposal.decided_at else created,
+        score=score,
+    )
+
+
+def _echoed(value: object) -> object:
+    return list(value) if isinstance(value, tuple | list) else value
 
 
 def _version_number(key: str) -> int | None:
@@ -723,15 +862,26 @@ class MessagesSpace(KindSpace):
         """The namespace form."""
         return "('messages', user, thread_id)"
 
+    def check_item_namespace(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        """Check a message namespace; its third label is an escaped thread id."""
+        checked = super().check_item_namespace(namespace)
+        thread_of_label(checked[2])
+        return checked
+
     async def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         """Return a user's whole log, or one thread of it."""
         if len(prefix) == 3:
             self.check_owner(prefix[1])
+            thread_of_label(prefix[2])
             return [prefix]
         return await super().partitions(prefix)
 
     async def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
-        """One namespace per thread (``deep``), or per user when the caller truncates anyway."""
+        """One namespace per thread (``deep``), or per user when the caller truncates anyway.
+
+        A thread's label is its id with ``%``, ``.`` and NUL escaped (``thread_label``), so
+        every thread is listed and addressable, whatever its id holds.
+        """
         users = [p[1] for p in await self._listed(fixed[:2])]
         found: set[tuple[str, ...]] = set()
         for user in users:
@@ -739,13 +889,13 @@ class MessagesSpace(KindSpace):
                 found.add((self.root, user))
                 continue
             for thread in await self.ctx.messages.athreads(user):
-                if _addressable(thread):
-                    found.add((self.root, user, thread))
+                found.add((self.root, user, thread_label(thread)))
         return {ns for ns in found if ns[: len(fixed)] == fixed}
 
     async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One logged message, by its stored id or by the message's own id."""
-        user, thread = self.check_item_namespace(namespace)[1:]
+        user, label = self.check_item_namespace(namespace)[1:]
+        thread = thread_of_label(label)
         obj = await self._resolve(user, thread, key)
         if obj is None:
             return None
@@ -767,7 +917,8 @@ class MessagesSpace(KindSpace):
         self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
     ) -> Write:
         """Log a message under its own id through ``MessageLog.aremember``; delete forgets it."""
-        user, thread = self.check_item_namespace(namespace)[1:]
+        user, label = self.check_item_namespace(namespace)[1:]
+        thread = thread_of_label(label)
         log, now = self.ctx.messages, self.ctx.now
         if value is None:
 
@@ -838,7 +989,7 @@ class MessagesSpace(KindSpace):
     ) -> list[Found]:
         """List turns by thread and turn number, or find them with ``MessageLog.arecall``."""
         user = partition[1]
-        thread = partition[2] if len(partition) == 3 else None
+        thread = thread_of_label(partition[2]) if len(partition) == 3 else None
         log = self.ctx.messages
         if query:
 
@@ -877,7 +1028,7 @@ class MessagesSpace(KindSpace):
         }
         stamp = parse_time(message.created_at)
         return SearchItem(
-            namespace=(self.root, user, message.thread_id),
+            namespace=(self.root, user, thread_label(message.thread_id)),
             key=message.id,
             value=value,
             created_at=stamp,
@@ -889,7 +1040,7 @@ class MessagesSpace(KindSpace):
         value = _message_value(obj, self.ctx.messages)
         stamp = parse_time(value["created_at"])
         return SearchItem(
-            namespace=(self.root, user, str(obj.properties.get("thread_id", ""))),
+            namespace=(self.root, user, thread_label(str(obj.properties.get("thread_id", "")))),
             key=key,
             value=value,
             created_at=stamp,
@@ -947,19 +1098,25 @@ class KnowledgeSpace(KindSpace):
             return [] if kept is None else [(self.root, kept)]
         return await super().partitions(prefix)
 
+    def base_of(self, namespace: tuple[str, ...]) -> tuple[str, str | None]:
+        """Return the knowledge base name and its owner (``None``: shared) of a namespace."""
+        return namespace[1], None
+
     async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One visible chunk by id."""
         self.check_item_namespace(namespace)
-        kb = await afind_knowledge_base(self.ctx.store, namespace[1])
+        name, owner = self.base_of(namespace)
+        kb = await afind_knowledge_base(self.ctx.store, name, owner)
         if kb is None or not _is_uuid(key):
             return None
-        obj = await self.ctx.store.aget(knowledge_collection(kb).name, key)
+        obj = await self.ctx.store.aget(knowledge_collection(kb, owner).name, key, user=owner)
         if obj is None:
             return None
-        info = await aget_source(self.ctx.store, kb, str(obj.properties.get("source") or ""))
+        info = await aget_source(self.ctx.store, kb, str(obj.properties.get("source") or ""), owner)
         if info is None or info.revision != obj.properties.get("revision"):
             return None  # a chunk of a replaced or unfinished ingestion: not visible
-        return _plain(self._chunk(kb, obj.id, obj.properties, info.ingested_at, None))
+        located = self._located(namespace, kb)
+        return _plain(self._chunk(located, obj.id, obj.properties, info.ingested_at, None))
 
     def prepare(
         self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
@@ -980,19 +1137,19 @@ class KnowledgeSpace(KindSpace):
         alpha: float,
     ) -> list[Found]:
         """Chunks by source and position, or by ``search_knowledge`` (hybrid, cited)."""
-        kb = partition[1]
+        kb, owner = self.base_of(partition)
         store = self.ctx.store
-        dates = {info.source: info.ingested_at for info in await alist_sources(store, kb)}
+        dates = {info.source: info.ingested_at for info in await alist_sources(store, kb, owner)}
         if query:
 
             async def fetch(k: int) -> list[Found | None]:
                 hits = await asearch_knowledge(
-                    store, self.ctx.embeddings, kb, query, k=k, alpha=alpha
+                    store, self.ctx.embeddings, kb, query, k=k, alpha=alpha, owner=owner
                 )
                 found: list[Found | None] = [
                     Found(
                         self._chunk(
-                            kb,
+                            partition,
                             h.chunk_id,
                             {
                                 "text": h.text,
@@ -1013,16 +1170,25 @@ class KnowledgeSpace(KindSpace):
             return await pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
         out: list[Found] = []
         for source, ingested in sorted(dates.items()):
-            for obj in await alist_chunks(store, kb, source):
-                found = Found(self._chunk(kb, obj.id, obj.properties, ingested, None))
+            for obj in await alist_chunks(store, kb, source, owner):
+                found = Found(self._chunk(partition, obj.id, obj.properties, ingested, None))
                 if flt.matches(found.item.value):
                     out.append(found)
                     if len(out) >= need:
                         return out
         return out
 
+    def _located(self, namespace: tuple[str, ...], kb: str) -> tuple[str, ...]:
+        """Return the namespace of an item, with the knowledge base's kept spelling."""
+        return (*namespace[:-1], kb)
+
     def _chunk(
-        self, kb: str, oid: str, props: Mapping[str, Any], ingested: str, score: float | None
+        self,
+        namespace: tuple[str, ...],
+        oid: str,
+        props: Mapping[str, Any],
+        ingested: str,
+        score: float | None,
     ) -> SearchItem:
         start = int(props.get("page_start") or 1)
         hit = KnowledgeHit(
@@ -1037,7 +1203,7 @@ class KnowledgeSpace(KindSpace):
         )
         stamp = parse_time(ingested)
         return SearchItem(
-            namespace=(self.root, kb),
+            namespace=namespace,
             key=oid,
             value={
                 "text": hit.text,
@@ -1052,6 +1218,73 @@ class KnowledgeSpace(KindSpace):
             updated_at=stamp,
             score=score,
         )
+
+
+class UserKnowledgeSpace(KnowledgeSpace):
+    """``("user_knowledge", user, kb)``: a user's own knowledge base (their uploads); read-only.
+
+    Only that user's calls name it (``graph/auth.py`` checks the second label), and only
+    their partition of the knowledge base's collections is read.
+    """
+
+    root = "user_knowledge"
+    depth = 3
+
+    @property
+    def shape(self) -> str:
+        """The namespace form."""
+        return "('user_knowledge', user, knowledge_base)"
+
+    def check_item_namespace(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        """Check ``(root, user, kb)``."""
+        if len(namespace) != self.depth:
+            raise InvalidInputError(
+                f"namespaces under {self.root!r} are a user's own knowledge bases, of the form "
+                f"{self.shape}; got {namespace}"
+            )
+        KindSpace.check_owner(self, namespace[1])
+        knowledge_collection(namespace[2], namespace[1])
+        return namespace
+
+    def check_owner(self, owner: str) -> str:
+        """Check the second label: a person's user id."""
+        return KindSpace.check_owner(self, owner)
+
+    def base_of(self, namespace: tuple[str, ...]) -> tuple[str, str | None]:
+        """Return the knowledge base name and its owner."""
+        return namespace[2], namespace[1]
+
+    async def owners(self) -> list[str]:
+        """Return the users who have a knowledge base of their own."""
+        store = self.ctx.store
+        users: set[str] = set()
+        for name in await store.acollections():
+            if name.startswith(USER_MANIFEST_PREFIX):
+                users.update(await store.ausers(name))
+        return sorted(u for u in users if _addressable(u))
+
+    async def partitions(self, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """Return the own knowledge bases of every user, of one user, or the one named."""
+        if len(prefix) >= 3:
+            self.check_item_namespace(prefix[:3])
+            kept = await afind_knowledge_base(self.ctx.store, prefix[2], prefix[1])
+            return [] if kept is None or len(prefix) > 3 else [(self.root, prefix[1], kept)]
+        users = [self.check_owner(prefix[1])] if len(prefix) == 2 else await self.owners()
+        return [
+            (self.root, user, kb)
+            for user in users
+            for kb in await alist_knowledge_bases(self.ctx.store, user)
+            if _addressable(kb)
+        ]
+
+    async def namespaces(self, fixed: tuple[str, ...], deep: bool) -> set[tuple[str, ...]]:
+        """Return every own knowledge base under the labels ``fixed``."""
+        del deep
+        try:
+            named = await self.partitions(fixed[:3])
+        except InvalidInputError:
+            return set()
+        return {ns for ns in named if ns[: len(fixed)] == fixed}
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
-from agentic_memory.langgraph_store.common import Clock, Found
+from agentic_memory.langgraph_store.common import Clock, Found, check_json_value
 from agentic_memory.langgraph_store.filters import ALPHA_KEY, check_alpha, parse_filter
 from agentic_memory.langgraph_store.generic import GenericPut, GenericSpace
 from agentic_memory.langgraph_store.kinds import (
@@ -46,10 +46,12 @@ from agentic_memory.langgraph_store.kinds import (
     KnowledgeSpace,
     MessagesSpace,
     RulesSpace,
+    UserKnowledgeSpace,
 )
 from agentic_memory.langgraph_store.namespaces import (
     KIND_ROOTS,
     NamespaceError,
+    check_key,
     check_labels,
     check_writable,
     fixed_prefix,
@@ -58,7 +60,7 @@ from agentic_memory.langgraph_store.namespaces import (
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_text
 from agentic_memory.twins import run_sync
 
-__all__ = ["DEFAULT_ALPHA", "AgenticStore", "DefaultTTL"]
+__all__ = ["DEFAULT_ALPHA", "MIN_SWEEP_MINUTES", "AgenticStore", "DefaultTTL"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,9 @@ DEFAULT_ALPHA = 0.5
 MAX_QUERY_CHARS = 100_000
 _TTL_KEYS = frozenset({"refresh_on_read", "default_ttl", "sweep_interval_minutes", "omit_expired"})
 _DEFAULT_SWEEP_MINUTES = 5.0
+MIN_SWEEP_MINUTES = 1 / 60
+"""The shortest sweep interval accepted (one second): a shorter one would spin, sweeping
+thousands of times a second."""
 
 
 class DefaultTTL(float):
@@ -89,7 +94,8 @@ class AgenticStore(BaseStore):
     """A LangGraph store whose items are the agent's memories, searched with hybrid search.
 
     Namespaces ``("facts", user)``, ``("episodes", user)``, ``("rules", scope)``,
-    ``("messages", user, thread)`` and ``("knowledge", kb)`` are the memory kinds, read and
+    ``("messages", user, thread)``, ``("knowledge", kb)`` (shared knowledge bases) and
+    ``("user_knowledge", user, kb)`` (a user's own) are the memory kinds, read and
     written through their classes (:class:`~agentic_memory.kinds.facts.FactStore`, ...);
     every other namespace holds plain LangGraph items with TTL support. Usable wherever
     LangGraph takes a store: ``builder.compile(store=...)``, ``langgraph.json``'s ``store``
@@ -109,6 +115,11 @@ class AgenticStore(BaseStore):
             cap; facts and rules are never purged); default
             ``RetentionPolicy.from_env()``. A message item's value shows ``important``
             and its ``expires_at`` under this policy.
+        operator: The name of the operator this store acts for (recorded with each
+            decision), or ``None`` (the default): then the rules shared by every user are
+            read-only here and their proposals hidden. Give it only to code that acts for
+            an operator; on a server, only callers the authentication lets through should
+            reach such a store's shared namespaces (``graph/auth.py``, ``AMEM_OPERATORS``).
     """
 
     supports_ttl: bool = True
@@ -124,6 +135,7 @@ class AgenticStore(BaseStore):
         clock: Clock | None = None,
         close_store: bool = False,
         retention: RetentionPolicy | None = None,
+        operator: str | None = None,
     ) -> None:
         if not isinstance(store, MemoryStore):
             raise InvalidInputError(f"store must be a MemoryStore, got {type(store).__name__}")
@@ -131,6 +143,12 @@ class AgenticStore(BaseStore):
             raise InvalidInputError(
                 f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}"
             )
+        if operator is not None and (not isinstance(operator, str) or not operator.strip()):
+            raise InvalidInputError(
+                f"operator names an operator (a non-empty string), got {operator!r}"
+            )
+        self.operator = operator
+        """Who decides for the shared rules through this store (``None``: nobody)."""
         self.ttl_config = _check_ttl_config(ttl)
         self.alpha = check_alpha(alpha, "alpha")
         fields = ["$"] if index_fields is None else list(index_fields)
@@ -157,6 +175,8 @@ class AgenticStore(BaseStore):
             rules=self.rules,
             messages=self.messages,
             now=self._kind_now,
+            shared_rules=self.memory.shared_rules,
+            operator=operator,
         )
         self._kinds: dict[str, KindSpace] = {
             space.root: space
@@ -166,6 +186,7 @@ class AgenticStore(BaseStore):
                 RulesSpace(ctx),
                 MessagesSpace(ctx),
                 KnowledgeSpace(ctx),
+                UserKnowledgeSpace(ctx),
             )
         }
         assert tuple(self._kinds) == KIND_ROOTS
@@ -182,6 +203,7 @@ class AgenticStore(BaseStore):
         alpha: float = DEFAULT_ALPHA,
         index_fields: Sequence[str] | None = None,
         retention: RetentionPolicy | None = None,
+        operator: str | None = None,
     ) -> AgenticStore:
         """Open the configured memory store and embeddings, as ``Memory.open`` does.
 
@@ -194,6 +216,7 @@ class AgenticStore(BaseStore):
             alpha: See the class.
             index_fields: See the class.
             retention: See the class.
+            operator: See the class.
 
         The store is closed with this one (``close()``, or leaving a ``with`` block).
         """
@@ -207,6 +230,7 @@ class AgenticStore(BaseStore):
                 index_fields=index_fields,
                 close_store=True,
                 retention=opened.retention,
+                operator=operator,
             )
         except BaseException:
             opened.close()
@@ -315,6 +339,9 @@ class AgenticStore(BaseStore):
                     f"each memory kind indexes its own text: index must be None on "
                     f"{namespace}, got {op.index!r}"
                 )
+            if op.value is not None:
+                # The same bounds as a generic item's value (size, depth, plain JSON).
+                check_json_value(op.value)
             write = kind.prepare(namespace, key, op.value)
 
             async def run_kind(_: dict[str, list[float]]) -> None:
@@ -539,7 +566,7 @@ class AgenticStore(BaseStore):
             done: asyncio.Task[None] = asyncio.create_task(asyncio.sleep(0))
             return done
         minutes = sweep_interval_minutes or configured or _DEFAULT_SWEEP_MINUTES
-        _check_minutes(minutes, "sweep_interval_minutes")
+        _check_sweep_minutes(minutes)
         self._sweeper = asyncio.create_task(self._sweep_every(float(minutes) * 60.0))
         return self._sweeper
 
@@ -626,9 +653,7 @@ def _utc_now() -> datetime:
 
 
 def _check_key(key: object) -> str:
-    if not isinstance(key, str):
-        raise InvalidInputError(f"an item key is a string, got {type(key).__name__}")
-    return check_text(key, "the item key")
+    return check_key(key)
 
 
 def _check_count(name: str, value: object) -> int:
@@ -648,6 +673,16 @@ def _check_minutes(value: object, name: str) -> float:
     return float(value)
 
 
+def _check_sweep_minutes(value: object) -> float:
+    minutes = _check_minutes(value, "sweep_interval_minutes")
+    if minutes < MIN_SWEEP_MINUTES:
+        raise InvalidInputError(
+            f"sweep_interval_minutes is at least {MIN_SWEEP_MINUTES:.4f} (one second), got "
+            f"{value!r}: a shorter interval would sweep without pause"
+        )
+    return minutes
+
+
 def _check_ttl_config(ttl: object) -> TTLConfig | None:
     if ttl is None:
         return None
@@ -656,9 +691,10 @@ def _check_ttl_config(ttl: object) -> TTLConfig | None:
     unknown = sorted(set(ttl) - _TTL_KEYS)
     if unknown:
         raise InvalidInputError(f"TTLConfig has no setting {', '.join(map(repr, unknown))}")
-    for name in ("default_ttl", "sweep_interval_minutes"):
-        if ttl.get(name) is not None:
-            _check_minutes(ttl[name], name)
+    if ttl.get("default_ttl") is not None:
+        _check_minutes(ttl["default_ttl"], "default_ttl")
+    if ttl.get("sweep_interval_minutes") is not None:
+        _check_sweep_minutes(ttl["sweep_interval_minutes"])
     for name in ("refresh_on_read", "omit_expired"):
         if name in ttl and not isinstance(ttl[name], bool):
             raise InvalidInputError(f"{name} is a bool, got {ttl[name]!r}")
@@ -679,7 +715,7 @@ def _ttl_refusal(root: str, namespace: tuple[str, ...]) -> str:
             f"a ttl on {namespace} is refused: the message log is governed by retention "
             "policies, not item TTLs"
         )
-    if root == "knowledge":
+    if root in ("knowledge", "user_knowledge"):
         return f"a ttl on {namespace} is refused: knowledge bases are read-only through the store"
     return (
         f"a ttl on {namespace} is refused: {root} never expire silently (delete them, or "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
@@ -226,6 +226,58 @@ class MemoryStore(ABC):
             self._check_vector_form(obj.vector)
             _check_properties(spec, obj.properties)
 
+    def update(
+        self,
+        collection: str,
+        ids: Sequence[str],
+        change: Callable[[StoredObject], MemoryObject | None],
+        *,
+        user: str | None = None,
+    ) -> UpsertResult:
+        """Rewrite stored objects from what they hold at the moment of the write.
+
+        ``change`` gets each of the objects as it is stored now (with its vector) and returns
+        what to store in its place, under the same id, or ``None`` to leave it as it is; an
+        id that is not stored is skipped. What ``change`` returns is checked like an upsert
+        before anything is written. Reading and writing are one step: on the embedded store
+        one SQLite transaction (across threads and processes); on Weaviate they run under
+        the partition's lock that every ``insert`` and ``update`` on this machine takes (see
+        ``docs/storage.md``, "Concurrent writers"). So writers that each change other
+        properties of one object all keep their change. ``change`` runs while the partition
+        is locked: it must be quick and must not use the store.
+
+        Returns:
+            The ids that were rewritten.
+
+        Raises:
+            InvalidInputError: an id is malformed, or ``change`` returned an object that
+                is (another id, a bad property or vector); nothing was written.
+        """
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        if isinstance(ids, str):
+            raise InvalidInputError("update takes a sequence of ids, not one string")
+        for i in ids:
+            _check_id(i)
+        if not callable(change):
+            raise InvalidInputError("update needs a change function")
+        wanted = list(dict.fromkeys(str(uuid.UUID(i)) for i in ids))
+        if not wanted:
+            return UpsertResult()
+
+        def checked(obj: StoredObject) -> MemoryObject | None:
+            out = change(obj)
+            if out is None:
+                return None
+            if not isinstance(out, MemoryObject) or str(uuid.UUID(out.id)) != obj.id:
+                raise InvalidInputError(
+                    f"update: the change of {obj.id} must return a MemoryObject of that id"
+                )
+            self._check_batch(spec, [out], "update")
+            return out
+
+        return self._update(spec, wanted, checked, user)
+
     def delete(self, collection: str, ids: Sequence[str], *, user: str | None = None) -> int:
         """Delete objects by id; return how many existed."""
         spec = self.spec(collection)
@@ -394,6 +446,7 @@ class MemoryStore(ABC):
     aextend_collection = in_thread(extend_collection)
     aupsert = in_thread(upsert)
     ainsert = in_thread(insert)
+    aupdate = in_thread(update)
     adelete = in_thread(delete)
     adelete_where = in_thread(delete_where)
     adelete_user = in_thread(delete_user)
@@ -491,6 +544,16 @@ class MemoryStore(ABC):
         unless: list[Where],
     ) -> UpsertResult:
         """Create a checked batch, or raise ``ConflictError`` and write nothing."""
+
+    @abstractmethod
+    def _update(
+        self,
+        spec: CollectionSpec,
+        ids: list[str],
+        change: Callable[[StoredObject], MemoryObject | None],
+        user: str | None,
+    ) -> UpsertResult:
+        """Apply a checked ``change`` to the stored objects of canonical ``ids`` in one step."""
 
     @abstractmethod
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int: ...
@@ -711,6 +774,11 @@ def _check_id(value: object) -> None:
         ) from None
 
 
+def check_finite(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
+    """Return the vectors as one float64 array, refusing NaN and infinity (see below)."""
+    return _check_finite(vectors)
+
+
 def _check_finite(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
     """Return the vectors as one float64 array, refusing NaN and infinity.
 
@@ -759,7 +827,7 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
     if ptype == "text":
         check_text(value, f"{spec.name}.{prop_name}")  # type: ignore[arg-type]
     if ptype == "date":
-        from datetime import datetime  # noqa: PLC0415
+        from datetime import UTC, datetime  # noqa: PLC0415
 
         try:
             parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -769,6 +837,13 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
             ) from None
         if parsed.tzinfo is None:
             raise InvalidInputError(f"{spec.name}.{prop_name} must carry a timezone: {value!r}")
+        try:
+            # Both backends store the moment in UTC: year 1 at +14:00 has none.
+            parsed.astimezone(UTC)
+        except OverflowError:
+            raise InvalidInputError(
+                f"{spec.name}.{prop_name} is out of range in UTC (years 1 to 9999): {value!r}"
+            ) from None
     if ptype == "int" and not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:  # type: ignore[operator]
         raise InvalidInputError(
             f"{spec.name}.{prop_name} must be within ±2^53 (Weaviate's client sends integers "
@@ -781,6 +856,11 @@ def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object
             finite = False
         if not finite:
             raise InvalidInputError(f"{spec.name}.{prop_name} must be a finite number")
+
+
+def check_properties(spec: CollectionSpec, properties: object) -> None:
+    """Check an object's properties as every write does (names, types, ranges, text)."""
+    _check_properties(spec, properties)
 
 
 def _check_properties(spec: CollectionSpec, properties: object) -> None:

@@ -1,10 +1,10 @@
-"""Weaviate v1.32.9's keyword and hybrid ranking rules, shared by both backends.
+"""Weaviate's keyword and hybrid ranking rules at the pinned server version, shared by both backends.
 
 The embedded store computes BM25 and ``relativeScoreFusion`` itself; the Weaviate backend
-fuses here only what the server cannot (a blank query) and sorts here only what the server
-cannot page (deep listings). Both follow the server's source, cited per function
-(``weaviate/weaviate`` at tag v1.32.9); ``docs/storage.md`` explains the rules and the
-remaining differences.
+fuses here only what the server cannot (a blank query or a collection without searchable
+text) and sorts here only what the server cannot page (deep listings). Both follow the
+server's source, cited per function (``weaviate/weaviate`` at tag ``v`` + ``WEAVIATE_VERSION``);
+``docs/storage.md`` explains the rules and the remaining differences.
 """
 
 from __future__ import annotations
@@ -18,6 +18,16 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+WEAVIATE_VERSION = "1.32.27"
+"""The Weaviate server version these rules follow and both compose files pin.
+
+1.32.26 is the first release that writes no NaN average length when a memtable holding only
+deletions is flushed (``lsmkv/memtable_flush_inverted.go``); 1.32.27 is the last 1.32 patch.
+weaviate-client 4.16 (pinned in pyproject.toml) was built and tested for 1.32 (its CI ran
+servers up to 1.32); later servers, including those that reclaim deleted documents' lengths
+at compaction (1.37.13, 1.38.5), were never tested with it and change the BM25 code paths
+this module follows. ``docs/weaviate.md`` says why in full."""
+
 HYBRID_CANDIDATES = 100
 """``QUERY_HYBRID_MAXIMUM_RESULTS`` (default 100, ``usecases/config/environment.go``): each side
 of a hybrid search takes ``max(limit, 100)`` candidates (``explorer_hybrid.go`` ``Hybrid``).
@@ -26,10 +36,13 @@ of a hybrid search takes ``max(limit, 100)`` candidates (``explorer_hybrid.go`` 
 QUERY_MAXIMUM_RESULTS = 10_000
 """``QUERY_MAXIMUM_RESULTS`` (default 10,000): the server refuses ``offset + limit`` above it."""
 
-BM25_K1 = 1.2
-BM25_B = 0.75
+BM25_K1 = float(np.float32(1.2))
+BM25_B = float(np.float32(0.75))
 """Weaviate's default BM25 parameters, which a collection created without an inverted-index
-config gets (``usecases/schema/class.go`` ``setInvertedConfigDefaults``)."""
+config gets (``usecases/schema/class.go`` ``setInvertedConfigDefaults``). They are float32 in
+the class config (``usecases/config/config_handler.go`` ``DefaultBM25k1 = float32(1.2)``) and
+widened to float64 for scoring (``entities/schema/inverted_index_config.go``), so k1 is
+1.2000000476837158; b (0.75) is exact either way."""
 
 NEAR_TIE_SQUARED = 1e-14
 """Fused scores closer than 1e-7 are ties for the server's sort (``hybrid_fusion.go``)."""
@@ -97,15 +110,15 @@ def vector_candidates(limit: int) -> int:
     return max(HYBRID_CANDIDATES, limit)
 
 
-def per_property_limit(limit: int, properties: int) -> int:
+def per_property_limit(limit: int) -> int:
     """Return the size of each property's top-k heap (``bm25_searcher_block.go`` wandBlock).
 
-    With several searchable properties each is ranked on its own and keeps
-    ``max(int(limit * 1.1), limit + 10)`` documents before the per-document sums are cut to
-    ``limit``; with one property, ``limit``.
+    Each searchable property is ranked on its own and keeps ``max(int(limit * 1.1), limit +
+    10)`` documents before the per-document sums are cut to ``limit``. Since 1.32.16 this
+    holds for one property too (before, one property kept ``limit``); with one property and
+    one segment the result is the same either way. The server keeps such a heap per segment
+    of the property's index; the embedded store has one (``docs/storage.md``, D4).
     """
-    if properties <= 1:
-        return limit
     return int(max(float(limit) * 1.1, float(limit + 10)))
 
 
@@ -230,13 +243,14 @@ def hybrid_before(
     """Return the server's ``less`` for fused results (``FusionRelativeScore``, descending).
 
     Scores within 1e-7 are ties; ties are ordered by the secondary value (descending, again
-    with a 1e-7 tolerance), then by UUID string, descending.
+    with a 1e-7 tolerance), then by UUID string, ascending (1.32.24 and later; 1.32.9 sorted
+    the UUIDs descending).
     """
 
     def before(i: int, j: int) -> bool:
         if _near(score[i], score[j]):
             if _near(secondary[i], secondary[j]):
-                return uuid[i] > uuid[j]
+                return uuid[i] < uuid[j]
             return secondary[i] > secondary[j]
         return score[i] > score[j]
 
@@ -252,8 +266,8 @@ def order_fused(
     """Order fused results as the server does, deterministically; return the first ``limit``.
 
     Returns positions into the arrays. The server sorts with ``sort.Slice`` (unstable, over Go
-    map order) using ``hybrid_before``. Pre-ordered by (score, secondary, uuid) descending, the
-    results fall into runs whose neighbouring scores are within 1e-7; any two results of
+    map order) using ``hybrid_before``. Pre-ordered by score and secondary descending, then
+    UUID ascending, the results fall into runs whose neighbouring scores are within 1e-7; any two results of
     different runs are ordered by score. Each run is then merge-sorted (Python's stable sort)
     with the server's comparison. Whenever that comparison is a strict weak order (it is
     unless near ties chain), this is the server's unique sorted order; otherwise the server's
@@ -263,7 +277,7 @@ def order_fused(
     if n == 0:
         return []
     rank = np.empty(n, dtype=np.int64)
-    rank[sorted(range(n), key=uuids.__getitem__, reverse=True)] = np.arange(n)
+    rank[sorted(range(n), key=uuids.__getitem__)] = np.arange(n)
     pre: list[int] = np.lexsort((rank, -secondary, -fused)).tolist()
     ordered = fused[pre]
     gaps = (ordered[1:] - ordered[:-1]).astype(np.float64)

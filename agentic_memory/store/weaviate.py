@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit
@@ -502,14 +503,48 @@ _EXPLAIN_RE = re.compile(
 )
 
 
+def parse_float32(text: str) -> float:
+    """Return the float32 nearest to a decimal number, as a Python float.
+
+    The server writes a float32 with Go's ``%v``: the shortest decimal that reads back as the
+    same float32. Reading it as a float64 gives a different number (``2.4123456`` is not the
+    float32 2.41234564781188...); this rounds the decimal to float32 exactly (via the
+    nearest float64 and a check of its float32 neighbours against the exact decimal, so a
+    double rounding cannot move it), ties to even.
+
+    Raises:
+        ValueError: ``text`` is not a number.
+    """
+    wide = float(text)
+    if not math.isfinite(wide):
+        return wide
+    exact = Fraction(text.strip())
+    with np.errstate(over="ignore"):
+        narrow = np.float32(wide)
+        if not np.isfinite(narrow):
+            return float(narrow)
+        candidates = [
+            np.nextafter(narrow, np.float32(-np.inf)),
+            narrow,
+            np.nextafter(narrow, np.float32(np.inf)),
+        ]
+
+    def distance(c: np.float32) -> tuple[Fraction, int]:
+        odd = int(np.array(c, dtype=np.float32).view(np.uint32)) & 1
+        return abs(Fraction(float(c)) - exact), odd
+
+    return float(min((c for c in candidates if np.isfinite(c)), key=distance))
+
+
 def parse_explain_score(text: str | None) -> tuple[float | None, float | None]:
     """Extract (keyword, vector) raw scores from Weaviate's hybrid ``explain_score``.
 
     Weaviate writes one line per result set that found the object, e.g.
     ``Hybrid (Result Set keyword,bm25) Document <id>: original score 2.41, normalized
     score: 0.5``; the keyword line carries the BM25 score, the vector line ``1 - cosine
-    distance``. A side that did not find the object, or text that does not parse, gives
-    ``None``.
+    distance``, both float32 values printed with Go's ``%v``, read back here as the same
+    float32 (``parse_float32``), so they equal the embedded store's bit for bit. A side that
+    did not find the object, or text that does not parse, gives ``None``.
     """
     keyword: float | None = None
     vector: float | None = None
@@ -518,7 +553,7 @@ def parse_explain_score(text: str | None) -> tuple[float | None, float | None]:
     for match in _EXPLAIN_RE.finditer(text):
         kind = match.group("set").lower()
         try:
-            score = float(match.group("score"))
+            score = parse_float32(match.group("score"))
         except ValueError:
             continue
         if not math.isfinite(score):
@@ -926,6 +961,36 @@ class WeaviateStore(MemoryStore):
                 raise
         return UpsertResult(ids=[o.id for o in objects])
 
+    @_guarded
+    def _update(
+        self,
+        spec: CollectionSpec,
+        ids: list[str],
+        change: Callable[[StoredObject], MemoryObject | None],
+        user: str | None,
+    ) -> UpsertResult:
+        # Weaviate has no transaction: the read and the write run under the partition's lock
+        # that every insert and update of this machine takes, as _insert does.
+        collection = self._for_read(spec, user)
+        if collection is None:
+            return UpsertResult()
+        key = (spec.name, tenant_name(user) if user is not None else "")
+        with self._inserts.hold(*key):
+            found = collection.query.fetch_objects(
+                filters=Filter.by_id().contains_any(ids),
+                limit=len(ids),
+                include_vector=[VECTOR_NAME],
+            )
+            changed = [
+                new
+                for obj in found.objects
+                if (new := change(self._stored(spec, obj, True))) is not None
+            ]
+            if not changed:
+                return UpsertResult()
+            vectors = np.asarray([o.vector for o in changed], dtype=np.float64)
+            return self._upsert(spec, changed, user, vectors)
+
     @staticmethod
     def _undo_inserts(collection: Any, ids: list[str]) -> None:
         """Delete what a failed insert created, so that it writes all or nothing."""
@@ -1119,7 +1184,11 @@ class WeaviateStore(MemoryStore):
         filters = build_filter(spec, where)
         # The server searches only the sides whose float32 weight is not zero.
         vector_weight, keyword_weight = fusion_weights(alpha)
-        if not query.strip():
+        if not query.strip() or not spec.searchable:
+            # No keyword candidates: a blank query finds none, and a collection without
+            # searchable text has none. Asked to search no property, the server refuses
+            # ("No properties provided, and no indexed properties found in class",
+            # db/index.go objectSearch); the embedded store finds nothing on that side.
             hits = self._vector_side_only(spec, collection, vector, alpha, limit, filters)
         else:
             result = collection.query.hybrid(
@@ -1128,7 +1197,7 @@ class WeaviateStore(MemoryStore):
                 alpha=alpha,
                 limit=limit,
                 fusion_type=HybridFusion.RELATIVE_SCORE,
-                query_properties=list(spec.searchable) or None,
+                query_properties=list(spec.searchable),
                 target_vector=VECTOR_NAME,
                 filters=filters,
                 return_metadata=MetadataQuery(score=True, explain_score=True),
@@ -1158,9 +1227,11 @@ class WeaviateStore(MemoryStore):
         limit: int,
         filters: _Filters | None,
     ) -> list[SearchHit]:
-        """Rank a blank query: relativeScoreFusion of the vector side alone, weighted by alpha.
+        """Rank without keyword candidates: relativeScoreFusion of the vector side alone.
 
-        A blank query has no keyword candidates on the server; the vector side is fetched with
+        A blank query has no keyword candidates on the server, nor has a collection without
+        searchable text (the embedded store's rule; the server would refuse to search no
+        property); the vector side is fetched with
         ``near_vector`` (``max(limit, 100)`` candidates, as a hybrid search takes) and fused
         and ordered here with the server's rules (``agentic_memory.store.ranking``), exactly as the
         embedded store does. Older servers answered ``hybrid(query="")`` as a plain

@@ -15,9 +15,9 @@ from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.models.embeddings import LocalEmbeddings
-from agentic_memory.store import GLOBAL_SCOPE
 from agentic_memory.store.embedded import EmbeddedStore
 from ingest.pipeline import ingest_paths
+from tests.legacy import write_shared_version
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
@@ -131,26 +131,24 @@ def seed_memories(store: EmbeddedStore, embeddings: LocalEmbeddings) -> Seeded:
                 now=T0,
             )
         )
-    asyncio.run(
-        rules.apropose(
-            GLOBAL_SCOPE,
-            [{"instruction": "Keep answers short", "rationale": "users liked short answers"}],
-            source_episodes=[seeded.episodes["alice"][0], seeded.episodes["bob"][0]],
-            source_users=["alice", "bob"],
-            now=T0,
-        )
+    write_shared_version(
+        store,
+        embeddings,
+        [{"instruction": "Keep answers short", "rationale": "users liked short answers"}],
+        source_episodes=[seeded.episodes["alice"][0], seeded.episodes["bob"][0]],
+        source_users=["alice", "bob"],
+        now=T0,
     )
-    asyncio.run(
-        rules.apropose(
-            GLOBAL_SCOPE,
-            [
-                {"instruction": "Keep answers short", "rationale": "users liked short answers"},
-                {"instruction": "Congratulate on news", "rationale": "alice liked it"},
-            ],
-            source_episodes=[seeded.episodes["alice"][1]],
-            source_users=["alice"],
-            now=T0 + timedelta(days=1),
-        )
+    write_shared_version(
+        store,
+        embeddings,
+        [
+            {"instruction": "Keep answers short", "rationale": "users liked short answers"},
+            {"instruction": "Congratulate on news", "rationale": "alice liked it"},
+        ],
+        source_episodes=[seeded.episodes["alice"][1]],
+        source_users=["alice"],
+        now=T0 + timedelta(days=1),
     )
     doc = store.path.parent / "pump.md"
     doc.write_text(

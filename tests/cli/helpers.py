@@ -7,7 +7,9 @@ from typing import Any, TypedDict
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
-from agentic_memory.store import MemoryStore
+from agentic_memory.kinds.rules import RULES
+from agentic_memory.kinds.shared_rules import PROPOSALS
+from agentic_memory.store import GLOBAL_SCOPE, MemoryStore
 
 Snapshot = dict[tuple[str, str, str], tuple[dict[str, Any], list[float] | None]]
 
@@ -28,6 +30,19 @@ def snapshot(
                 assert full is not None
                 out[(name, user or "", obj.id)] = (full.properties, full.vector)
     return out
+
+
+def without_shared_rules(snap: Snapshot) -> Snapshot:
+    """The snapshot without the shared rules' versions and proposals.
+
+    An import never writes a version of the shared rules: it proposes the file's latest one
+    (``SharedRules``), so a round trip restores everything else exactly.
+    """
+    return {
+        key: value
+        for key, value in snap.items()
+        if key[0] != PROPOSALS.name and not (key[0] == RULES.name and key[1] == GLOBAL_SCOPE)
+    }
 
 
 def assert_same(a: Snapshot, b: Snapshot, *, tol: float = 1e-5) -> None:

@@ -117,7 +117,7 @@ def test_a_conversation_ends_and_a_new_thread_remembers(
     manual: str,
     embeddings: LocalEmbeddings,
 ) -> None:
-    child = _spawn(env, "--user", "alice", "--thread", "t1", "--kb", "manuals")
+    child = _spawn(env, "--user", "alice", "--thread", "t1", "--new", "--kb", "manuals")
     child.expect_exact("New conversation on thread t1")
     _say(child, "Hi there")
     child.expect_exact("assistant> Hello! How can I help?")
@@ -175,7 +175,7 @@ def test_a_stdin_script_resumes_a_thread(env: dict[str, str], server: FakeOpenAI
             timeout=TIMEOUT,
         )
 
-    first = run("Hi there\nI am vegetarian\n", "--thread", "b1")  # EOF leaves like /quit
+    first = run("Hi there\nI am vegetarian\n", "--thread", "b1", "--new")  # EOF: like /quit
     assert first.returncode == 0, first.stderr
     assert "I'll remember: diet = vegetarian" in first.stdout
     assert "Traceback" not in first.stderr
@@ -207,6 +207,39 @@ def test_a_stdin_script_resumes_a_thread(env: dict[str, str], server: FakeOpenAI
     assert other.returncode == 1
     assert "thread 'b1' belongs to another user" in other.stderr
     assert "vegetarian" not in other.stdout
+
+
+def test_an_unknown_thread_is_an_error_not_a_new_conversation(
+    env: dict[str, str], server: FakeOpenAIServer, home: Path
+) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [AMEM, "chat", "--user", "dana", "--no-stream", *args],
+            input="Hello\n",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+
+    typo = run("--thread", "t-doesnotexist")
+    assert typo.returncode == 1, typo.stdout
+    assert typo.stderr.startswith("Error: 'dana' has no thread 't-doesnotexist' to resume")
+    assert "add --new" in typo.stderr and "Traceback" not in typo.stderr
+    assert server.requests == [], "no turn ran"
+    started = run("--thread", "trip", "--new")
+    assert started.returncode == 0, started.stderr
+    assert "New conversation on thread trip" in started.stdout
+    again = run("--thread", "trip", "--new")
+    assert again.returncode == 1
+    assert "thread 'trip' already exists; resume it without --new" in again.stderr
+    resumed = run("--thread", "trip")
+    assert resumed.returncode == 0 and "Resuming thread trip (2 messages)" in resumed.stdout
+    alone = run("--new")
+    assert alone.returncode == 1 and "--new goes with --thread" in alone.stderr
+    # The refused runs wrote nothing: only "trip" holds turns.
+    with EmbeddedStore(home / "store", dims=256) as store:
+        assert asyncio.run(MessageLog(store, LocalEmbeddings()).athreads("dana")) == ["trip"]
 
 
 def test_a_knowledge_base_named_with_kb_that_does_not_exist_is_warned_about(
@@ -299,7 +332,7 @@ def test_a_failed_turn_is_reported_and_the_session_goes_on(env: dict[str, str]) 
     with FakeOpenAIServer(tool_scripts={"Reflection": {"context_tags": "not a list"}}) as broken:
         env = {**env, "AMEM_BASE_URL": broken.base_url}
         done = subprocess.run(
-            [AMEM, "chat", "--user", "carol", "--thread", "c1", "--no-stream"],
+            [AMEM, "chat", "--user", "carol", "--thread", "c1", "--new", "--no-stream"],
             input="Hello\n/end\n/facts\n/quit\n",
             env=env,
             capture_output=True,
@@ -345,7 +378,7 @@ def test_knowledge_base_names_given_in_another_case_are_found(
 def test_important_marks_the_last_exchange_and_the_model_flags_what_to_keep(
     env: dict[str, str], server: FakeOpenAIServer, home: Path, embeddings: LocalEmbeddings
 ) -> None:
-    child = _spawn(env, "--user", "alice", "--thread", "t1")
+    child = _spawn(env, "--user", "alice", "--thread", "t1", "--new")
     _say(child, "/important")
     child.expect_exact("nothing to mark yet")
     _say(child, "Hi there")

@@ -25,7 +25,9 @@ def test_a_thread_resumes_and_is_forgotten_in_postgres(
             [AMEM, *args], input=script, env=env, capture_output=True, text=True, timeout=TIMEOUT
         )
 
-    first = amem("chat", "--user", "pat", "--thread", "pg1", "--no-stream", script="Hello\n")
+    first = amem(
+        "chat", "--user", "pat", "--thread", "pg1", "--new", "--no-stream", script="Hello\n"
+    )
     assert first.returncode == 0, first.stderr
     second = amem("chat", "--user", "pat", "--thread", "pg1", "--no-stream", script="/quit\n")
     assert "Resuming thread pg1 (2 messages)" in second.stdout
@@ -36,7 +38,9 @@ def test_a_thread_resumes_and_is_forgotten_in_postgres(
     assert {(r["store"], r["collection"]): r["deleted"] for r in report["deleted"]}[
         ("checkpointer", "checkpoints")
     ] > 0
-    third = amem("chat", "--user", "pat", "--thread", "pg1", "--no-stream", script="/quit\n")
+    third = amem(
+        "chat", "--user", "pat", "--thread", "pg1", "--new", "--no-stream", script="/quit\n"
+    )
     assert "New conversation on thread pg1" in third.stdout
     # SQLite was never used.
     assert not (Path(env["AMEM_HOME"]) / "checkpoints.sqlite").exists()

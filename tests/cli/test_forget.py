@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any, cast
 
 import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import InternalServerError, NotFoundError
+from langgraph_sdk.errors import (
+    APIStatusError,
+    InternalServerError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnprocessableEntityError,
+)
 
 from agentic_memory.forget import (
     CHECKPOINTER,
@@ -19,12 +26,14 @@ from agentic_memory.forget import (
     forget_subject,
     forget_thread,
     forget_user,
+    user_threads,
 )
 from agentic_memory.kinds import PER_USER_COLLECTIONS
 from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.kinds.rules import RULES, RuleBook
+from agentic_memory.kinds.shared_rules import SharedRules
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore
@@ -189,7 +198,7 @@ async def test_rule_rollback_still_works_after_forgetting(
     book = RuleBook(store, embeddings)
     # Version 3 lost the rule learned only from alice: it now equals version 2.
     assert (await book.aget(GLOBAL_SCOPE, 3)).rules == (await book.aget(GLOBAL_SCOPE, 2)).rules
-    rolled = await book.arollback(GLOBAL_SCOPE, 1)
+    rolled = await SharedRules(store, embeddings).arollback(1, operator="ops")
     assert rolled.version == 4
 
 
@@ -231,19 +240,41 @@ async def test_a_thread_id_another_user_owns_keeps_its_checkpoints(
         assert await checkpoint_count(cp, "shared") > 0
 
 
+def sid(name: str) -> str:
+    """A server thread id: a UUID, as ``langgraph dev`` requires (derived from a readable name)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
+def _status(status: int, method: str, path: str, message: str) -> APIStatusError:
+    request = httpx.Request(method, f"http://server{path}")
+    response = httpx.Response(status, request=request, json={"detail": message})
+    error = {404: NotFoundError, 422: UnprocessableEntityError, 403: PermissionDeniedError}.get(
+        status, InternalServerError
+    )
+    return error(message, response=response, body={"detail": message})
+
+
 class _FakeThreads:
     """The slice of the LangGraph SDK's threads API that forgetting uses, in memory.
 
-    Searches filter like the server (``langgraph_runtime_inmem``): every given key of
-    ``metadata`` and of ``values`` must equal the thread's.
+    It answers like ``langgraph dev`` (``langgraph_runtime_inmem`` 0.36): a thread id that is
+    not a UUID gets 422 "Invalid thread ID: must be a UUID" on every route; searches filter
+    like the server: every given key of ``metadata`` and of ``values`` must equal the
+    thread's. ``fail`` makes a thread's routes answer with an error status, and ``down``
+    makes every request fail to connect, as a stopped server does.
     """
 
     def __init__(
         self, threads: dict[str, dict[str, Any]], values: dict[str, dict[str, Any]]
     ) -> None:
+        for thread_id in threads:
+            uuid.UUID(thread_id)  # a fake holding ids the real server refuses would lie
         self.threads = threads
         self.values = values
         self.dropped = False
+        self.fail: dict[str, int] = {}
+        self.fail_search: int | None = None
+        self.down = False
 
     def _thread(self, thread_id: str) -> dict[str, Any]:
         return {
@@ -252,16 +283,25 @@ class _FakeThreads:
             "values": self.values.get(thread_id, {}),  # None: a thread that never ran
         }
 
-    async def get(self, thread_id: str) -> dict[str, Any]:
+    def _check(self, method: str, thread_id: str) -> None:
+        path = f"/threads/{thread_id}"
+        if self.down:
+            raise httpx.ConnectError("[Errno 111] Connection refused")
+        try:
+            uuid.UUID(thread_id)
+        except ValueError:
+            raise _status(422, method, path, "Invalid thread ID: must be a UUID") from None
+        if thread_id in self.fail:
+            raise _status(self.fail[thread_id], method, path, "the server failed")
         if thread_id not in self.threads:
-            request = httpx.Request("GET", f"http://server/threads/{thread_id}")
-            raise NotFoundError(
-                "not found", response=httpx.Response(404, request=request), body=None
-            )
+            raise _status(404, method, path, f"Thread with ID {thread_id} not found")
+
+    async def get(self, thread_id: str) -> dict[str, Any]:
+        self._check("GET", thread_id)
         return self._thread(thread_id)
 
     async def delete(self, thread_id: str) -> None:
-        await self.get(thread_id)
+        self._check("DELETE", thread_id)
         del self.threads[thread_id]
 
     async def search(
@@ -269,10 +309,14 @@ class _FakeThreads:
         *,
         metadata: dict[str, Any] | None = None,
         values: dict[str, Any] | None = None,
-        limit: int,
-        offset: int,
+        limit: int = 10,
+        offset: int = 0,
     ) -> list[dict[str, Any]]:
         request = httpx.Request("POST", "http://server/threads/search")
+        if self.down:
+            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+        if self.fail_search is not None:
+            raise _status(self.fail_search, "POST", "/threads/search", "the server failed")
         if self.dropped:
             # After its 500 the server closes the connection: the next request fails once.
             self.dropped = False
@@ -302,43 +346,117 @@ class _FakeServer:
     ) -> None:
         self.threads = _FakeThreads(threads, values or {})
 
+    async def aclose(self) -> None:
+        """Nothing to close (the SDK client closes its HTTP connections here)."""
+
 
 async def test_forgetting_a_user_deletes_their_threads_on_the_server(
     store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
 ) -> None:
-    await asyncio.to_thread(add_messages, store, embeddings, "alice", "shared", ["hello", "hi"])
+    # Threads held through the server: their memories name them by their UUID.
+    await asyncio.to_thread(
+        add_messages, store, embeddings, "alice", sid("alice-srv"), ["hello", "hi"]
+    )
+    await asyncio.to_thread(
+        add_messages, store, embeddings, "alice", sid("shared"), ["hello", "hi"]
+    )
     server = _FakeServer(
         {
-            "alice-t1": {},  # named in her memories, no metadata: hers
-            "alice-t2": {"user_id": "alice"},
-            "alice-untold": {"user_id": "alice"},  # no memory yet: found by its metadata
-            "shared": {"user_id": "bob"},  # the same id used by bob: kept
-            "bob-t1": {"user_id": "bob"},
-            "anonymous": {},
+            sid("alice-srv"): {},  # named in her memories, no metadata: hers
+            sid("alice-t2"): {"user_id": "alice"},
+            sid("alice-untold"): {"user_id": "alice"},  # no memory yet: found by its metadata
+            sid("shared"): {"user_id": "bob"},  # the same id used by bob: kept
+            sid("bob-t1"): {"user_id": "bob"},
+            sid("anonymous"): {},
         }
     )
     client = cast(LangGraphClient, server)
     report = await forget_user(store, "alice", server=client)
-    assert sorted(server.threads.threads) == ["anonymous", "bob-t1", "shared"]
-    assert report.server_threads == ["alice-t1", "alice-t2", "alice-untold"]
-    assert report.kept_threads == ["shared"]
+    assert sorted(server.threads.threads) == sorted(
+        [sid("anonymous"), sid("bob-t1"), sid("shared")]
+    )
+    assert sorted(report.server_threads) == sorted(
+        [sid("alice-srv"), sid("alice-t2"), sid("alice-untold")]
+    )
+    assert report.kept_threads == [sid("shared")]
     assert report.deleted[(SERVER, "threads")] == 3
     assert report.rows()[-1] == (SERVER, "threads", 3, 0)
+    assert report.server_error is None and report.server_failed == []
+    # The CLI's own thread ids (alice-t1, alice-t2 in her memories) were refused by the
+    # server as ids it cannot hold, and her local memories are gone all the same.
+    assert report.deleted[("embedded", MESSAGES.name)] == 10
+    assert await user_threads(store, "alice") == []
     # Twice: nothing more.
     again = await forget_user(store, "alice", server=client)
     assert again.deleted[(SERVER, "threads")] == 0
 
 
 async def test_forgetting_a_thread_deletes_it_on_the_server(
-    store: EmbeddedStore, seeded: Seeded
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings
 ) -> None:
-    server = _FakeServer({"alice-t2": {"user_id": "alice"}, "only-on-server": {}})
+    await asyncio.to_thread(
+        add_messages, store, embeddings, "alice", sid("alice-srv"), ["hello", "hi"]
+    )
+    server = _FakeServer({sid("alice-srv"): {"user_id": "alice"}, sid("only-on-server"): {}})
     client = cast(LangGraphClient, server)
-    report = await forget_thread(store, "alice", "alice-t2", server=client)
-    assert report.server_threads == ["alice-t2"]
+    report = await forget_thread(store, "alice", sid("alice-srv"), server=client)
+    assert report.server_threads == [sid("alice-srv")]
     # A thread the store does not know but the server does is still forgettable.
-    report = await forget_thread(store, "alice", "only-on-server", server=client)
-    assert report.server_threads == ["only-on-server"]
+    report = await forget_thread(store, "alice", sid("only-on-server"), server=client)
+    assert report.server_threads == [sid("only-on-server")]
     assert server.threads.threads == {}
     with pytest.raises(InvalidInputError, match="no thread"):
         await forget_thread(store, "alice", "nowhere", server=client)
+    # A CLI thread (an id the server refuses) is forgotten locally; the server is not asked
+    # to delete it and no error is reported.
+    report = await forget_thread(store, "alice", "alice-t1", server=client)
+    assert report.deleted[("embedded", MESSAGES.name)] == 4
+    assert report.server_threads == [] and report.server_error is None
+
+
+@pytest.mark.parametrize(
+    ("failure", "retry"),
+    [("search-500", True), ("delete-500", True), ("delete-403", False), ("down", True)],
+)
+async def test_a_failing_server_never_stops_the_local_forgetting(
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings, failure: str, retry: bool
+) -> None:
+    await asyncio.to_thread(
+        add_messages, store, embeddings, "alice", sid("alice-srv"), ["hello", "hi"]
+    )
+    server = _FakeServer(
+        {sid("alice-srv"): {"user_id": "alice"}, sid("alice-2"): {"user_id": "alice"}}
+    )
+    threads = server.threads
+    if failure == "search-500":
+        threads.fail_search = 500
+    elif failure == "down":
+        threads.down = True
+    else:
+        threads.fail[sid("alice-srv")] = int(failure.rpartition("-")[2])
+    bob_before = snapshot(store, users={"bob"}, vectors=False)
+    report = await forget_user(store, "alice", server=cast(LangGraphClient, server))
+    # The local part is complete whatever the server did.
+    assert await user_threads(store, "alice") == []
+    assert await FactStore(store, embeddings).acurrent("alice") == []
+    assert report.server_error is not None and report.server_retry is retry
+    if failure.startswith("delete"):
+        assert report.server_failed == [sid("alice-srv")]
+        assert report.server_threads == [sid("alice-2")]
+        assert "the server failed" in report.server_error
+    elif failure == "search-500":
+        # Her memories still named the thread: deleted; the one only the search knew stays.
+        assert report.server_threads == [sid("alice-srv")]
+        assert sorted(threads.threads) == [sid("alice-2")]
+    else:
+        assert report.server_threads == [] and "Connection refused" in report.server_error
+    assert report.to_dict()["server_error"] == report.server_error
+    # Bob's memories are untouched.
+    assert snapshot(store, users={"bob"}, vectors=False) == bob_before
+    # Once the server works, the same call finds and deletes what it kept (by metadata).
+    threads.fail.clear()
+    threads.fail_search = None
+    threads.down = False
+    again = await forget_user(store, "alice", server=cast(LangGraphClient, server))
+    assert again.server_error is None
+    assert threads.threads == {}

@@ -33,7 +33,8 @@ from graph.graph import compile_graph
 from graph.persistence import sqlite_checkpointer
 from tests.cli.conftest import T0, Reflection, Seeded, add_messages
 from tests.cli.helpers import checkpoint_count, write_checkpoints
-from tests.cli.test_forget import _FakeServer
+from tests.cli.test_forget import _FakeServer, sid
+from tests.legacy import write_shared_version
 
 SSN = "987-65-4329"
 # What only alice said or what only came from her: none of it may survive her forget.
@@ -102,21 +103,18 @@ def _add_global_rules_from_alice(store: EmbeddedStore, embeddings: LocalEmbeddin
     )
     book = RuleBook(store, embeddings)
     current = asyncio.run(book.alatest(GLOBAL_SCOPE)).rules
-    asyncio.run(
-        book.apropose(
-            GLOBAL_SCOPE,
-            [
-                *current,
-                {
-                    "instruction": f"Remind users that alice's ssn is {SSN}",
-                    "rationale": "she asked",
-                },
-                {"instruction": "Ask about the quokka", "rationale": "alice liked it"},
-            ],
-            source_episodes=[episode],
-            source_users=["alice"],
-            note="rewritten after conversation 1 of thread alice-t3",
-        )
+    # Written as before the operator's gate: the screen would refuse the ssn today.
+    write_shared_version(
+        store,
+        embeddings,
+        [
+            *current,
+            {"instruction": f"Remind users that alice's ssn is {SSN}", "rationale": "she asked"},
+            {"instruction": "Ask about the quokka", "rationale": "alice liked it"},
+        ],
+        source_episodes=[episode],
+        source_users=["alice"],
+        note="rewritten after conversation 1 of thread alice-t3",
     )
 
 
@@ -301,23 +299,25 @@ async def test_threads_are_found_by_the_owner_in_their_state(
 
 @pytest.mark.parametrize("stateless_thread", [False, True], ids=["search", "inmem-500"])
 async def test_server_threads_are_found_by_the_owner_in_their_values(
-    store: EmbeddedStore, seeded: Seeded, stateless_thread: bool
+    store: EmbeddedStore, seeded: Seeded, embeddings: LocalEmbeddings, stateless_thread: bool
 ) -> None:
+    # A server thread her memories name, whose state says bob owns it.
+    await asyncio.to_thread(add_messages, store, embeddings, "alice", sid("named"), ["hello", "hi"])
     values: dict[str, Any] = {
-        "untold": {"owner": "alice"},
-        "bobs": {"owner": "bob"},
-        "alice-t1": {"owner": "bob"},
+        sid("untold"): {"owner": "alice"},
+        sid("bobs"): {"owner": "bob"},
+        sid("named"): {"owner": "bob"},
     }
-    threads: dict[str, dict[str, Any]] = {"untold": {}, "bobs": {}, "alice-t1": {}}
+    threads: dict[str, dict[str, Any]] = {sid("untold"): {}, sid("bobs"): {}, sid("named"): {}}
     if stateless_thread:
         # A thread created but never run: langgraph dev's values search fails on it.
-        threads["never-ran"] = {}
-        values["never-ran"] = None
+        threads[sid("never-ran")] = {}
+        values[sid("never-ran")] = None
     server = _FakeServer(threads, values=values)
     report = await forget_user(store, "alice", server=cast(LangGraphClient, server))
-    assert report.server_threads == ["untold"]
-    assert report.kept_threads == ["alice-t1"]
-    assert sorted(server.threads.threads) == sorted(set(threads) - {"untold"})
+    assert report.server_threads == [sid("untold")]
+    assert report.kept_threads == [sid("named")]
+    assert sorted(server.threads.threads) == sorted(set(threads) - {sid("untold")})
 
 
 async def test_forget_removes_the_bookkeeping_rows_that_name_the_user(
@@ -419,8 +419,11 @@ async def test_a_real_graph_turn_that_failed_before_it_was_logged_is_forgotten(
                 context={"user_id": "alice"},
             )
         state = await app.aget_state({"configurable": {"thread_id": "t-failed"}})
-        assert state.values.get("owner") == "alice"
-        assert SSN in str(state.values.get("messages"))
+        # The failed run was rolled back: the thread reads as it was (empty, unowned)...
+        assert state.values.get("owner") is None
+        assert SSN not in str(state.values.get("messages"))
+        # ...but its earlier checkpoints still hold the input, and name the run's user.
+        assert _traces([cp_path, cp_path.with_name(cp_path.name + "-wal")], [SSN]) != []
         assert (
             MESSAGES.name not in store.collections()
             or store.count(MESSAGES.name, user="alice") == 0
@@ -432,3 +435,31 @@ async def test_a_real_graph_turn_that_failed_before_it_was_logged_is_forgotten(
         assert await checkpoint_count(cp, "t-failed") == 0
         files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
         assert _traces(files, [SSN, "alice"]) == []
+
+
+async def test_a_refused_first_run_is_forgotten_with_its_user(
+    store: EmbeddedStore, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    """A refused run leaves the thread as it was, but its input is in the thread's history."""
+    from graph.nodes import InputRefusedError
+
+    cp_path = tmp_path / "checkpoints.sqlite"
+    async with sqlite_checkpointer(cp_path) as cp:
+        app = compile_graph(
+            checkpointer=cp, store=store, embeddings=embeddings, chat_model=_UnreachableModel()
+        )
+        with pytest.raises(InputRefusedError):
+            await app.ainvoke(
+                {"messages": [HumanMessage(f"my ssn is {SSN} " + "word " * 5000)]},
+                {"configurable": {"thread_id": "t-refused"}},
+                context={"user_id": "alice"},
+            )
+        assert (await app.aget_state({"configurable": {"thread_id": "t-refused"}})).values.get(
+            "owner"
+        ) is None
+        assert await checkpoint_user_threads(cp, "alice") == ["t-refused"]
+        assert await checkpoint_user_threads(cp, "bob") == []
+        report = await forget_user(store, "alice", checkpointer=cp)
+        assert report.threads == ["t-refused"]
+        files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
+        assert _traces(files, [SSN]) == []

@@ -11,14 +11,23 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from agentic_memory.cli import memories_cmd
 from agentic_memory.cli.main import app
 from agentic_memory.kinds import PER_USER_COLLECTIONS
 from agentic_memory.kinds.rules import RULES
+from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE
 from agentic_memory.store.embedded import EmbeddedStore
 from graph.persistence import default_sqlite_path, sqlite_checkpointer
-from tests.cli.conftest import Seeded
-from tests.cli.helpers import assert_same, checkpoint_count, snapshot, write_checkpoints
+from tests.cli.conftest import Seeded, add_messages
+from tests.cli.helpers import (
+    assert_same,
+    checkpoint_count,
+    snapshot,
+    without_shared_rules,
+    write_checkpoints,
+)
+from tests.cli.test_forget import _FakeServer, sid
 
 runner = CliRunner()
 
@@ -187,12 +196,27 @@ def test_export_import_round_trip_through_the_cli(
                 store.delete_user(spec.name, user)
     for name in store.collections():
         store.drop_collection(name)
-    imported = ok_json("memories", "import", str(path))
-    assert imported["total"] == len(everything)
+    # Without --shared, the shared rules and the knowledge base are refused (nothing written).
+    fails("memories", "import", str(path), message="--shared")
+    assert store.collections() == []
+    imported = ok_json("memories", "import", "--shared", str(path))
+    rest = without_shared_rules(everything)
+    assert imported["total"] == len(rest)
     assert imported["reembedded"] is False
-    assert_same(snapshot(store), everything)
-    human = amem("memories", "import", str(path))
+    assert_same(without_shared_rules(snapshot(store)), rest)
+    # The shared rules are a proposal for an operator, approved with the CLI.
+    (pending,) = ok_json("memories", "rules", "review")
+    assert pending["id"] == imported["proposal"] and pending["origin"] == "import"
+    assert "starting" in ok_json("memories", "rules", "show", "--global")["note"]
+    ok_json("memories", "rules", "approve", pending["id"], "--operator", "olga")
+    shown = ok_json("memories", "rules", "show", "--global")
+    assert [r["instruction"] for r in shown["rules"]] == [
+        "Keep answers short",
+        "Congratulate on news",
+    ]
+    human = amem("memories", "import", "--shared", str(path))
     assert human.exit_code == 0 and "Imported from" in human.stdout
+    assert "equal the store's latest version" in " ".join(human.stderr.split())
 
 
 def test_export_needs_one_scope(seeded: Seeded, tmp_path: Path) -> None:
@@ -315,6 +339,42 @@ def test_forget_refuses_and_changes_nothing(
     before = snapshot(store, vectors=False)
     fails("memories", "forget", "--user", "alice", *args, message=message)
     assert snapshot(store, vectors=False) == before
+
+
+@pytest.mark.parametrize("status", [500, 403])
+def test_forget_all_finishes_locally_when_the_server_fails(
+    store: EmbeddedStore,
+    seeded: Seeded,
+    embeddings: LocalEmbeddings,
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+) -> None:
+    _checkpoints(seeded)  # her `amem chat` threads (t-…-like ids the server refuses)
+    add_messages(store, embeddings, "alice", sid("alice-srv"), ["hello", "hi"])
+    server = _FakeServer({sid("alice-srv"): {"user_id": "alice"}})
+    server.threads.fail[sid("alice-srv")] = status
+    monkeypatch.setattr(memories_cmd, "get_client", lambda url: server)
+    url = "http://127.0.0.1:9"
+    result = amem("memories", "forget", "--user", "alice", "--all", "--yes", "--server", url)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    # The report is printed, then one error naming what the server left.
+    assert "Forgotten for alice" in result.stdout
+    error = " ".join(result.stderr.split())
+    assert f"1 thread of 'alice' is still on the server ({sid('alice-srv')})" in error
+    assert "The local memories are forgotten." in error
+    if status == 500:
+        assert f"forget --user alice --all --yes --server {url}` deletes them" in error
+    else:
+        assert "refused" in error and "run" not in error.partition("refused")[2]
+    for spec in PER_USER_COLLECTIONS:
+        assert store.count(spec.name, user="alice") == 0
+    assert all(_count_checkpoints(t) == 0 for t in seeded.threads["alice"])
+    # Once the server works, the same command finishes (it is not a loop).
+    server.threads.fail.clear()
+    report = ok_json("memories", "forget", "--user", "alice", "--all", "--yes", "--server", url)
+    assert report["server_threads"] == [sid("alice-srv")] and report["server_error"] is None
+    assert server.threads.threads == {}
 
 
 def test_forget_needs_a_user(seeded: Seeded) -> None:

@@ -89,9 +89,14 @@ def test_retention_shows_what_expires_when(
     assert status["never_purged"] == ["UserFact", "ProceduralRules"]
     everyone = ok_json("memories", "retention")
     assert {u["user"] for u in everyone["users"]} >= {"alice", "bob"}
+    # The policy is said once: at the top, not again for every user.
+    assert everyone["policy"]["message_days"] == 60.0
+    assert json.dumps(everyone).count('"message_days"') == 1
     human = amem("memories", "retention", "--user", "alice")
     assert human.exit_code == 0, human.output
-    assert "expire 60 days after they were logged unless important" in human.stdout
+    assert human.stdout.count("expire 60 days after they were logged unless important") == 1
+    overview = amem("memories", "retention")
+    assert overview.stdout.count("expire 60 days after they were logged unless important") == 1
     assert "old-1 question" in human.stdout
     listed = amem("memories", "messages", "list", "--user", "alice", "--thread", "old-1")
     assert "expires" in listed.stdout and logged.strftime("%Y-") in listed.stdout

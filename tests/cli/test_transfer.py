@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +15,8 @@ import pytest
 from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.kinds.facts import FACTS
 from agentic_memory.kinds.messages import MESSAGES, MessageLog
-from agentic_memory.kinds.rules import RULES
+from agentic_memory.kinds.rules import RULES, RuleBook
+from agentic_memory.kinds.shared_rules import SharedRules
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE
 from agentic_memory.store.embedded import EmbeddedStore
@@ -26,7 +29,7 @@ from agentic_memory.transfer import (
     read_header,
 )
 from tests.cli.conftest import Seeded
-from tests.cli.helpers import assert_same, snapshot
+from tests.cli.helpers import assert_same, snapshot, without_shared_rules
 
 MODEL = "wordllama-l2-supercat-256"
 
@@ -37,6 +40,11 @@ def _export(store: EmbeddedStore, path: Path, **kwargs: object) -> None:
 
 def _lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _shared_versions(lines: list[dict[str, object]]) -> int:
+    """The lines holding versions of the shared rules (an import proposes, never writes them)."""
+    return sum(1 for ln in lines[1:] if ln["kind"] == "rule" and ln["user"] == GLOBAL_SCOPE)
 
 
 def test_export_writes_header_and_every_kind(
@@ -67,10 +75,26 @@ def test_round_trip_into_a_fresh_store_keeps_ids_properties_and_vectors(
     path = tmp_path / "mem.jsonl"
     _export(store, path)
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
-        summary = import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+        summary = import_memories(
+            target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
         assert not summary.reembedded
-        assert summary.total == len(before)
-        assert_same(before, snapshot(target))
+        rest = without_shared_rules(before)
+        assert len(rest) < len(before)  # the store has versions of the shared rules
+        assert summary.total == len(rest)
+        assert_same(rest, without_shared_rules(snapshot(target)))
+        # The shared rules come in through their gate: the file's latest version is a pending
+        # proposal, and the rules in force change only when an operator approves it.
+        gate = SharedRules(target, embeddings)
+        (pending,) = asyncio.run(gate.apending())
+        latest = asyncio.run(RuleBook(store, embeddings).alatest(GLOBAL_SCOPE))
+        assert summary.proposal == pending.id
+        # Proposed from the target's starting rules (version 1, not stored).
+        assert (pending.origin, pending.proposer, pending.base_version) == ("import", "_global", 1)
+        assert pending.rules == latest.rules and pending.source_users == ()
+        assert not asyncio.run(RuleBook(target, embeddings).alatest(GLOBAL_SCOPE)).stored
+        approved = asyncio.run(gate.aapprove(pending.id, operator="olga"))
+        assert approved.version == 2 and approved.rules == latest.rules
 
 
 def test_import_is_idempotent(
@@ -79,7 +103,7 @@ def test_import_is_idempotent(
     path = tmp_path / "mem.jsonl"
     _export(store, path)
     before = snapshot(store)
-    import_memories(store, path, embeddings=embeddings, embedding_model=MODEL)
+    import_memories(store, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True)
     assert_same(before, snapshot(store))
 
 
@@ -91,11 +115,13 @@ def test_export_without_vectors_reembeds_to_the_vectors_the_domain_modules_write
     assert all(line["vector"] is None for line in _lines(path)[1:])
     before = snapshot(store)
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
-        summary = import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+        summary = import_memories(
+            target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
         assert summary.reembedded
         assert any("no vector" in n for n in summary.notes)
         # Same text embedded as episodes/facts/rules/messages/chunks are when first written.
-        assert_same(before, snapshot(target), tol=1e-4)
+        assert_same(without_shared_rules(before), without_shared_rules(snapshot(target)), tol=1e-4)
 
 
 class _TinyEmbeddings(LocalEmbeddings):
@@ -117,14 +143,14 @@ def test_import_into_another_vector_size_reembeds_and_says_so(
 ) -> None:
     path = tmp_path / "mem.jsonl"
     _export(store, path)
-    before = snapshot(store, vectors=False)
+    before = without_shared_rules(snapshot(store, vectors=False))
     with EmbeddedStore(tmp_path / "small", dims=64) as target:
         summary = import_memories(
-            target, path, embeddings=_TinyEmbeddings(), embedding_model="tiny"
+            target, path, embeddings=_TinyEmbeddings(), embedding_model="tiny", allow_shared=True
         )
         assert summary.reembedded
         assert "256 dimensions" in summary.notes[0]
-        after = snapshot(target)
+        after = without_shared_rules(snapshot(target))
         assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in before.items()}
         assert all(v[1] is not None and len(v[1]) == 64 for v in after.values())
 
@@ -136,7 +162,7 @@ def test_import_with_another_model_name_reembeds(
     _export(store, path)
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
         summary = import_memories(
-            target, path, embeddings=embeddings, embedding_model="other-model"
+            target, path, embeddings=embeddings, embedding_model="other-model", allow_shared=True
         )
         assert summary.reembedded
         assert "'other-model'" in summary.notes[0]
@@ -205,7 +231,9 @@ def test_a_bad_file_writes_nothing(
     path.write_text("\n".join(lines) + "\n")
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
         with pytest.raises(TransferError, match=pattern):
-            import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+            import_memories(
+                target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+            )
         assert target.collections() == []
 
 
@@ -222,7 +250,9 @@ def test_a_wrong_property_type_is_reported_with_its_line(
         with pytest.raises(
             TransferError, match=rf"line {fact_at + 1}: UserFact.current must be bool"
         ):
-            import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+            import_memories(
+                target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+            )
         assert target.collections() == []
 
 
@@ -269,7 +299,9 @@ def test_a_changed_schema_in_the_header_is_refused(
     path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
         with pytest.raises(TransferError, match="different schema"):
-            import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+            import_memories(
+                target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+            )
         assert target.collections() == []
 
 
@@ -284,8 +316,12 @@ def test_text_with_a_lone_surrogate_is_reported_with_its_line(
     lines[at]["properties"]["content"] = "my ssn is \ud83d"  # type: ignore[index]
     path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
-        with pytest.raises(TransferError, match=rf"line {at + 1}: MessageLog.content must be text"):
-            import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
+        with pytest.raises(
+            TransferError, match=rf"line {at + 1}: MessageLog.content is not valid Unicode text"
+        ):
+            import_memories(
+                target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+            )
         assert target.collections() == []
 
 
@@ -301,8 +337,10 @@ def test_an_export_whose_schema_only_differs_in_descriptions_is_imported(
             prop["description"] = "described otherwise"
     path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
     with EmbeddedStore(tmp_path / "other", dims=256) as target:
-        summary = import_memories(target, path, embeddings=embeddings, embedding_model=MODEL)
-        assert summary.total == len(lines) - 1
+        summary = import_memories(
+            target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
+        assert summary.total == len(lines) - 1 - _shared_versions(lines)
 
 
 def _as_before_importance(path: Path) -> list[dict[str, object]]:
@@ -330,8 +368,10 @@ def test_an_export_from_before_importance_is_imported_anywhere(
     # Into a fresh store: its collections take the file's schema and gain the new properties
     # on first use, as a store written by that version does.
     with EmbeddedStore(tmp_path / "fresh", dims=256) as fresh:
-        summary = import_memories(fresh, path, embeddings=embeddings, embedding_model=MODEL)
-        assert summary.total == len(lines) - 1
+        summary = import_memories(
+            fresh, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
+        assert summary.total == len(lines) - 1 - _shared_versions(lines)
         log = MessageLog(fresh, embeddings)
         turns = asyncio.run(log.alist("alice"))
         assert turns and not any(m.important for m in turns)
@@ -344,9 +384,27 @@ def test_an_export_from_before_importance_is_imported_anywhere(
                 "carol", "t", [{"role": "user", "content": "hi"}]
             )
         )
-        summary = import_memories(current, path, embeddings=embeddings, embedding_model=MODEL)
-        assert summary.total == len(lines) - 1
+        summary = import_memories(
+            current, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
+        assert summary.total == len(lines) - 1 - _shared_versions(lines)
         assert current.spec(MESSAGES.name).properties == MESSAGES.properties
         assert not any(
             m.important for m in asyncio.run(MessageLog(current, embeddings).alist("alice"))
         )
+
+
+def test_an_export_is_private_whatever_the_umask(
+    store: EmbeddedStore, seeded: Seeded, tmp_path: Path
+) -> None:
+    target = tmp_path / "alice.jsonl"
+    target.write_text("an older, world-readable export")
+    os.chmod(target, 0o644)
+    old = os.umask(0o022)
+    try:
+        export_to_file(store, target, embedding_model=MODEL, users=["alice"])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert read_header(target).users == ["alice"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []

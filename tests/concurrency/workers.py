@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -179,3 +180,68 @@ async def async_writers(store: MemoryStore, tasks: int, n: int) -> dict[str, lis
         "rules": [x for r in results for x in r[1]],
         "messages": [x for r in results for x in r[2]],
     }
+
+
+# -- importance against re-logging ----------------------------------------------------------
+
+
+def turn_key(i: int) -> str:
+    return f"turn-{i}"
+
+
+class SlowHashEmbeddings(HashEmbeddings):
+    """``HashEmbeddings`` taking as long as a small real model: a write's read comes earlier."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        time.sleep(0.003)
+        return super().embed_documents(texts)
+
+
+def relog_turns(
+    store: MemoryStore, user: str, thread: str, turns: list[int], step: Any = None
+) -> int:
+    """Log each turn again under its own message id with edited text; return how many.
+
+    With ``step`` (a barrier shared with a marker), both start each turn together.
+    """
+    log = MessageLog(store, SlowHashEmbeddings())
+    for i in turns:
+        if step is not None:
+            step.wait()
+        asyncio.run(
+            log.aremember(
+                user, thread, [{"role": "user", "content": f"edited {i}", "id": turn_key(i)}]
+            )
+        )
+    return len(turns)
+
+
+def mark_turns(
+    store: MemoryStore, user: str, thread: str, turns: list[int], step: Any = None
+) -> int:
+    """Mark each turn important, one call each; return how many marks were acknowledged."""
+    log = MessageLog(store, HashEmbeddings())
+    marked = 0
+    for i in turns:
+        if step is not None:
+            step.wait()
+        # Just after the re-log of the same turn has read it.
+        time.sleep(0.001)
+        marked += len(
+            asyncio.run(
+                log.amark_important(user, [MessageLog.message_id(user, thread, turn_key(i))])
+            )
+        )
+    return marked
+
+
+RACERS: dict[str, Callable[..., int]] = {"relog": relog_turns, "mark": mark_turns}
+
+
+def race_main(step: Any, path: str, role: str, user: str, thread: str, turns: list[int]) -> int:
+    """Entry point of a spawned racer process: re-log or mark ``turns`` in step with the other."""
+    store = EmbeddedStore(Path(path), dims=DIMS)
+    try:
+        return RACERS[role](store, user, thread, turns, step)
+    finally:
+        store.close()

@@ -183,7 +183,8 @@ async def test_state_is_checkpointed_and_json_serialisable(app) -> None:
     snapshot = await app.aget_state(cfg("t1"))
     values = snapshot.values
     assert [m.content for m in values["messages"]] == ["Hello.", "Noted.", "Again.", "Noted."]
-    plain = {k: v for k, v in values.items() if k != "messages"}
+    assert values["settled_messages"] == values["messages"]  # the copy a rollback restores
+    plain = {k: v for k, v in values.items() if k not in ("messages", "settled_messages")}
     assert json.loads(json.dumps(plain)) == plain
     assert app.get_state(cfg("t1")).values["token_report"] == values["token_report"]
     assert (await app.aget_state(cfg("other"))).values == {}
@@ -214,13 +215,16 @@ async def test_state_is_checkpointed_and_json_serialisable(app) -> None:
 async def test_global_rules_are_shared_and_record_their_source_users(
     app, model, resources, monkeypatch
 ) -> None:
-    # Rewriting the shared rules is the operator's decision, made where the graph runs.
+    # Conversations only propose; an operator approves what becomes the shared rules.
     monkeypatch.setenv("AMEM_GLOBAL_RULES", "learn")
     res, _ = resources
     shared = {"user_id": "alice", "rules_scope": "global"}
     await app.ainvoke({"messages": [HumanMessage("Hello.")]}, cfg("t1"), context=shared)
     out = await app.ainvoke({"end_conversation": True}, cfg("t1"), context=shared)
-    assert out["rules_version_created"] == 2
+    assert out["rules_version_created"] is None
+    assert (await res.rules.alatest("_global")).version == 1
+    approved = await res.shared_rules.aapprove(out["rules_proposal"]["id"], operator="ops")
+    assert approved.version == 2
     latest = await res.rules.alatest("_global")
     assert latest.source_users == ("alice",) and latest.source_episodes == (
         out["reflection"]["id"],

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Syst
 
 from agentic_memory.kinds.episodes import Reflection
 from agentic_memory.models.calls import StructuredOutputError
-from agentic_memory.store import GLOBAL_SCOPE
+from graph.context import Context
 from graph.context_window import ContextOverflowError
 from graph.nodes import (
     FAN_OUT,
@@ -28,7 +28,8 @@ from graph.nodes import (
     update_procedural,
 )
 from graph.state import State
-from ingest.pipeline import ingest_paths
+from ingest.inputs import Upload
+from ingest.pipeline import ingest_paths, ingest_uploads
 from tests.graph.conftest import REFLECTION
 
 
@@ -47,8 +48,8 @@ def test_route_turn() -> None:
     assert route_turn(State(messages=[human("hi", "h1")])) == list(FAN_OUT)
     ended = State(messages=[human("hi", "h1"), ai("hello", "a1")], end_conversation=True)
     assert route_turn(ended) == "reflect"
-    refused = State(messages=[], refusal={"kind": "input", "message": "too long"})
-    assert route_turn(refused) == "refuse"
+    refused = State(messages=[], run_failures=[{"kind": "input", "message": "too long"}])
+    assert route_turn(refused) == "rollback"
 
 
 def test_route_after_turn() -> None:
@@ -125,7 +126,88 @@ async def test_recall_semantic_returns_labelled_chunks(run_node, resources, tmp_
     )
     (chunk,) = out["chunks"]
     assert chunk["label"] == "[physics.pdf p.2]" and chunk["kb"] == "science"
-    assert "boils" in chunk["text"]
+    assert "boils" in chunk["text"] and chunk["own"] is False
+
+
+async def test_recall_semantic_reads_the_users_own_knowledge_base_and_nobody_elses(
+    run_node, resources
+) -> None:
+    res, _ = resources
+    for user, text in (
+        ("alice", "Alice's boiler code is 4711."),
+        ("bob", "Bob's boiler is green."),
+    ):
+        upload = Upload("boiler.md", f"# Boiler\n\n{text}\n".encode())
+        report = await asyncio.to_thread(
+            ingest_uploads,
+            [upload],
+            kb="default",
+            owner=user,
+            store=res.store,
+            embeddings=res.embeddings,
+        )
+        assert report.ok
+    state = State(messages=[human("what about the boiler?", "h1")])
+    for user, mine, theirs in (("alice", "4711", "green"), ("bob", "green", "4711")):
+        out = await run_node(recall_semantic, state, user_id=user, semantic_k=4)
+        texts = " ".join(c["text"] for c in out["chunks"])
+        assert mine in texts and theirs not in texts
+        assert all(c["own"] and c["label"] == "[boiler.md p.1]" for c in out["chunks"])
+
+
+COALA_PAGES = [
+    "Cognitive architectures for language agents organise the agent's information into "
+    "modules. Working memory holds the active information for the current decision cycle: the "
+    "perceptual input, the goals, and intermediate results of reasoning.",
+    "Long-term memory has three kinds. Episodic memory stores experience from earlier decision "
+    "cycles, such as training input-output pairs or trajectories. Semantic memory stores "
+    "knowledge about the world and the agent itself. Procedural memory holds the agent's code "
+    "and the weights of the language model, which implement its procedures.",
+    "The decision procedure runs in a loop: planning proposes and evaluates actions through "
+    "reasoning and retrieval, then the selected action is executed as a grounding or learning "
+    "action.",
+]
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["I'm vegetarian and allergic to peanuts.", "I'm vegetarian.", "My dog is called Rex."],
+)
+async def test_a_message_the_documents_do_not_answer_recalls_no_passage(
+    run_node, resources, tmp_path, message: str
+) -> None:
+    # The first real session printed "Sources: CoALA p.13, p.28, …" under a diet statement:
+    # the fused hybrid score ranks *something* first whatever the query.
+    res, _ = resources
+    doc = await asyncio.to_thread(_pdf, tmp_path / "CoALA_Paper.pdf", COALA_PAGES)
+    report = await asyncio.to_thread(
+        ingest_paths,
+        [doc],
+        kb="default",
+        store=res.store,
+        embeddings=res.embeddings,
+        chunk_size=300,
+    )
+    assert report.ok
+    state = State(messages=[human(message, "h1")])
+    assert await run_node(recall_semantic, state, user_id="alice") == {"chunks": []}
+    # The floor is what leaves them out: without it, the same search returns passages.
+    unfloored = await run_node(recall_semantic, state, user_id="alice", semantic_min_similarity=-1)
+    assert unfloored["chunks"]
+    assert all(c["similarity"] < 0.25 for c in unfloored["chunks"])
+    # A question the paper answers keeps its passage, cited, above the floor.
+    question = State(messages=[human("What are the four kinds of memory in CoALA?", "h2")])
+    chunks = (await run_node(recall_semantic, question, user_id="alice"))["chunks"]
+    assert chunks and chunks[0]["label"] == "[CoALA_Paper.pdf p.2]"
+    assert all(c["similarity"] >= 0.25 for c in chunks)
+
+
+def test_the_relevance_floor_is_checked() -> None:
+    with pytest.raises(ValueError, match="semantic_min_similarity"):
+        Context(user_id="alice", semantic_min_similarity=1.5)
+    with pytest.raises(ValueError, match="semantic_min_similarity"):
+        Context(user_id="alice", semantic_min_similarity="high")  # type: ignore[arg-type]
+    assert Context(user_id="alice", semantic_min_similarity=0.0).semantic_min_similarity == 0.0
 
 
 async def test_load_procedural_user_and_global_scope(run_node, resources) -> None:
@@ -133,7 +215,7 @@ async def test_load_procedural_user_and_global_scope(run_node, resources) -> Non
     state = State(messages=[human("hi", "h1")])
     out = await run_node(load_procedural, state, user_id="alice")
     assert out["rules_version"] == 1 and len(out["rules"]) >= 1
-    await res.rules.apropose(GLOBAL_SCOPE, [{"instruction": "Be brief", "rationale": "focus"}])
+    await res.shared_rules.aput([{"instruction": "Be brief", "rationale": "focus"}], operator="ops")
     assert (await run_node(load_procedural, state, user_id="alice"))["rules_version"] == 1
     shared = await run_node(load_procedural, state, user_id="alice", rules_scope="global")
     assert shared == {

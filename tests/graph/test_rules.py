@@ -3,8 +3,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from langchain_core.messages import HumanMessage
 
-from agentic_memory.kinds.rules import MAX_RULES, RuleBook, RuleItem, parse_rules, starting_rules
+from agentic_memory.kinds.rules import (
+    MAX_RULES,
+    RuleBook,
+    RuleItem,
+    parse_rules,
+    rebase_rules,
+    starting_rules,
+)
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 
 
@@ -137,3 +145,53 @@ def test_search_refuses_bad_arguments(book: RuleBook) -> None:
         asyncio.run(book.asearch("alice", "bullet", alpha=-0.1))
     with pytest.raises(InvalidInputError, match="reserved|empty"):
         asyncio.run(book.asearch("", "bullet"))
+
+
+def _items(*names: str) -> list[RuleItem]:
+    return [RuleItem(n, "why") for n in names]
+
+
+def test_rebase_replays_a_rewrite_on_a_newer_version() -> None:
+    base = _items("A", "B", "C")
+    mine = _items("A", "C", "Mine")  # dropped B, added Mine
+    theirs = _items("A", "B", "C", "Theirs")  # added Theirs
+    assert rebase_rules(base, mine, theirs) == _items("A", "C", "Theirs", "Mine")
+    # Their removal stays removed, and a rule both added is kept once.
+    assert rebase_rules(base, _items("A", "B", "C", "X"), _items("A", "X")) == _items("A", "X")
+    # Nothing to replay: the newer version as it is.
+    assert rebase_rules(base, base, theirs) == theirs
+
+
+def test_rebase_over_ten_lets_the_oldest_carried_rules_give_way() -> None:
+    base = _items(*(f"R{i}" for i in range(10)))
+    mine = [*base[1:], *_items("Mine")]
+    theirs = [*base[1:], *_items("Theirs")]
+    # Both rewrites kept R1..R9 and added one rule each: R1 gives way to stay at ten.
+    assert rebase_rules(base, mine, theirs) == [*base[2:], *_items("Theirs", "Mine")]
+    # When only additions are left, a rewrite must choose.
+    full = _items(*(f"T{i}" for i in range(10)))
+    assert rebase_rules(base, [*base[:9], *_items("Mine")], full) is None
+
+
+async def test_an_end_that_keeps_meeting_newer_rules_fails_nothing_and_stays_pending(
+    app, model, resources, monkeypatch
+) -> None:
+    res, _ = resources
+    from agentic_memory.kinds.rules import RuleConflictError
+
+    async def always_newer(scope: str, *args: object, **kwargs: object) -> None:
+        raise RuleConflictError(scope, 1, 2)
+
+    config = {"configurable": {"thread_id": "t"}}
+    await app.ainvoke({"messages": [HumanMessage("Hello.")]}, config, context={"user_id": "a"})
+    with monkeypatch.context() as patched:
+        patched.setattr(res.rules, "apropose", always_newer)
+        ended = await app.ainvoke({"end_conversation": True}, config, context={"user_id": "a"})
+    assert ended["rules_version_created"] is None
+    assert "kept changing" in ended["rules_note"]
+    assert len(ended["rules_conflicts"]) == 64 and ended["pending_reflection"] is not None
+    # The next end learns from the same episode: nothing was lost.
+    again = await app.ainvoke({"end_conversation": True}, config, context={"user_id": "a"})
+    assert again["rules_version_created"] == 2 and again["rules_conflicts"] == []
+    episode = (await res.episodes.alist("a"))[0]
+    assert (await res.rules.alatest("a")).source_episodes == (episode.id,)

@@ -12,8 +12,9 @@ from agentic_memory.kinds.knowledge import list_sources, search_knowledge
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from ingest import ingest_paths
-from ingest.readers import IngestFileError, parse, read_bytes
+from ingest.readers import IngestFileError, derive_title, parse, read_bytes
 from tests.ingest.pdfs import (
+    filler,
     write_blank_pdf,
     write_decompression_bomb_pdf,
     write_image_only_pdf,
@@ -276,3 +277,48 @@ def test_glob_matching_only_other_types_is_an_error(
     report = ingest_paths([str(docs / "*.docx")], kb="misc", store=store, embeddings=embeddings)
     assert report.failed[0].error == "no .pdf, .txt, .md, .markdown files match this pattern"
     assert report.skipped == [str(docs / "a.docx")]
+
+
+HEADER = "Published in Transactions on Machine Learning Research (02/2024)"
+TITLE = "Cognitive Architectures for Language Agents"
+
+
+def _paper(first_page_top: list[str], pages: int = 3) -> list[str]:
+    """A paper's pages: a running header on each, a page number at the foot of each."""
+    out = []
+    for n in range(1, pages + 1):
+        top = first_page_top if n == 1 else [HEADER]
+        out.append("\n\n".join([*top, filler(n, 6), str(n)]))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("top", "metadata", "expected"),
+    [
+        ([HEADER, TITLE], None, TITLE),  # the running header is skipped
+        (["arXiv:2309.02427v3 [cs.AI] 15 Mar 2024", HEADER, TITLE], None, TITLE),
+        ([HEADER, TITLE], "Microsoft Word - draft3.docx", TITLE),  # a placeholder is no title
+        ([HEADER, TITLE], "The Metadata Title", "The Metadata Title"),  # metadata wins
+    ],
+    ids=["running-header", "arxiv-stamp", "placeholder-metadata", "metadata"],
+)
+def test_a_pdf_title_is_never_its_running_header(
+    tmp_path: Path,
+    store: EmbeddedStore,
+    embeddings: LocalEmbeddings,
+    top: list[str],
+    metadata: str | None,
+    expected: str,
+) -> None:
+    pdf = write_pdf(tmp_path / "paper.pdf", _paper(top), title=metadata)
+    report = ingest_paths([pdf], kb="papers", store=store, embeddings=embeddings)
+    assert report.ok, report.failed
+    assert [s.title for s in list_sources(store, "papers")] == [expected]
+    hits = search_knowledge(store, embeddings, "papers", filler(2, 6), k=1)
+    assert hits and hits[0].title == expected
+
+
+def test_a_one_page_pdf_without_metadata_is_titled_by_its_first_line(tmp_path: Path) -> None:
+    pdf = write_pdf(tmp_path / "memo.pdf", ["Quarterly pump memo\n\n" + filler(7, 3)])
+    raw = parse(pdf, pdf.read_bytes())
+    assert derive_title(raw, "", pdf) == "Quarterly pump memo"

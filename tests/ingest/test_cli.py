@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from agentic_memory.cli.main import app
-from agentic_memory.kinds.knowledge import list_sources, search_knowledge
+from agentic_memory.kinds.knowledge import list_knowledge_bases, list_sources, search_knowledge
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from tests.ingest.conftest import KNOWN
@@ -84,16 +85,36 @@ def test_bad_arguments_exit_two_and_write_nothing(report_pdf: Path, store_path: 
     assert not store_path.exists()
 
 
-async def test_ingest_graph_runs_and_returns_the_report(report_pdf: Path, store_path: Path) -> None:
+async def test_ingest_graph_runs_and_returns_the_report(
+    report_pdf: Path, store_path: Path, embeddings: LocalEmbeddings
+) -> None:
     from ingest.graph import graph
 
-    out = await graph.ainvoke({"paths": [str(report_pdf)], "kb": "studio", "chunk_size": 600})
+    upload = {
+        "name": "report.pdf",
+        "data_base64": base64.b64encode(await asyncio.to_thread(report_pdf.read_bytes)).decode(),
+    }
+    out = await graph.ainvoke(
+        {"documents": [upload], "kb": "studio", "chunk_size": 600},
+        context={"user_id": "alice"},
+    )
 
     assert set(out) == {"report"}
     report = out["report"]
     assert report["ok"] and report["kb"] == "studio" and report["chunk_size"] == 600
     assert report["totals"]["pages"] == 4 and report["totals"]["chunks_written"] > 0
-    assert await asyncio.to_thread(store_path.exists)  # the store the environment configures
+    assert report["files"][0]["source"] == "upload://report.pdf"
+
+    def stored() -> None:
+        assert store_path.exists()  # written to the store the environment configures
+        with EmbeddedStore(store_path, dims=embeddings.dims) as store:
+            # The caller's own knowledge base: nobody else's, and not a shared one.
+            assert list_knowledge_bases(store, "alice") == ["studio"]
+            assert list_knowledge_bases(store) == [] and list_knowledge_bases(store, "bob") == []
+            hit = search_knowledge(store, embeddings, "studio", KNOWN[4], k=1, owner="alice")[0]
+            assert hit.citation.startswith("[report.pdf p.")
+
+    await asyncio.to_thread(stored)
 
 
 def test_a_file_name_that_is_not_utf8_fails_alone_with_a_clear_message(docs: Path) -> None:

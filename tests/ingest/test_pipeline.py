@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agentic_memory.kinds.knowledge import (
@@ -26,6 +27,7 @@ from agentic_memory.kinds.knowledge import (
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore
+from graph import nodes
 from ingest import IngestEvent, ingest_paths
 from tests.ingest.conftest import KNOWN, report_pages
 from tests.ingest.pdfs import write_pdf
@@ -53,8 +55,8 @@ def test_search_finds_known_sentence_on_its_page(
     assert top.title == "Annual Field Report"
     assert top.source == str(report_pdf.resolve())
     assert top.citation in (
-        f"report.pdf p. {page}",
-        f"report.pdf pp. {top.page_start}–{top.page_end}",
+        f"[report.pdf p.{page}]",
+        f"[report.pdf p.{top.page_start}-{top.page_end}]",
     )
 
 
@@ -261,10 +263,13 @@ def test_citation_formats() -> None:
     def hit(source: str, a: int, b: int) -> KnowledgeHit:
         return KnowledgeHit("id", "t", source, "T", a, b, 1.0)
 
-    assert hit("/x/report.pdf", 3, 3).citation == "report.pdf p. 3"
-    assert hit("/x/report.pdf", 3, 4).citation == "report.pdf pp. 3–4"
-    assert hit("/x/notes.md", 1, 1).citation == "notes.md"
-    assert hit("/x/log.txt", 2, 2).citation == "log.txt p. 2"
+    assert hit("/x/report.pdf", 3, 3).citation == "[report.pdf p.3]"
+    assert hit("/x/report.pdf", 3, 4).citation == "[report.pdf p.3-4]"
+    assert hit("/x/notes.md", 1, 1).citation == "[notes.md p.1]"
+    assert hit("/x/log.txt", 2, 2).citation == "[log.txt p.2]"
+    # The graph labels its passages with the very same string (one format everywhere).
+    chunk = {"source": "/x/report.pdf", "page_start": 3, "page_end": 4}
+    assert nodes._label(chunk) == hit("/x/report.pdf", 3, 4).citation
 
 
 async def test_the_async_knowledge_functions(
@@ -389,3 +394,27 @@ def test_new_and_changed_files_update_the_cached_index_in_place(
     assert extended == [1, 1]
     assert "southern lagoon" in hits[0].text
     assert not any("northern marsh" in h.text for h in hits)
+
+
+def test_every_hit_carries_its_cosine_similarity_and_the_floor_drops_the_rest(
+    report_pdf: Path, store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
+    assert _ingest([report_pdf], store, embeddings, chunk_size=400, chunk_overlap=50).ok
+    query = KNOWN[2]
+    vector = np.asarray(embeddings.embed_query(query))
+    for alpha in (0.0, 0.5, 1.0):
+        # With alpha 0 the search has no vector side: the similarity is read back.
+        hits = search_knowledge(store, embeddings, "docs", query, k=4, alpha=alpha)
+        assert hits
+        for hit in hits:
+            stored = store.get(CHUNKS, hit.chunk_id, include_vector=True)
+            assert stored is not None and stored.vector is not None
+            expected = float(vector @ np.asarray(stored.vector))
+            assert hit.similarity == pytest.approx(expected, abs=1e-4)
+    everything = search_knowledge(store, embeddings, "docs", query, k=10)
+    floor = sorted(h.similarity for h in everything)[len(everything) // 2]
+    kept = search_knowledge(store, embeddings, "docs", query, k=10, min_similarity=floor)
+    assert kept == [h for h in everything if h.similarity >= floor] and len(kept) < len(everything)
+    for bad in (1.5, -2, "0.3", True):
+        with pytest.raises(InvalidInputError, match="min_similarity"):
+            search_knowledge(store, embeddings, "docs", query, min_similarity=bad)  # type: ignore[arg-type]

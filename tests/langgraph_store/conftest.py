@@ -2,7 +2,7 @@
 
 ``store`` runs a conformance test against ``AgenticStore`` on the embedded store, against
 ``AgenticStore`` on the Weaviate backend (the real weaviate-client over a scripted server
-that ranks hybrid searches like Weaviate 1.32.9, ``ranking_weaviate.py``), and against
+that ranks hybrid searches like the pinned Weaviate version, ``ranking_weaviate.py``), and against
 LangGraph's own ``InMemoryStore`` (semantic search with the same embeddings), so the tests
 are checked to encode LangGraph's expectations and not only ours.
 """

@@ -1,11 +1,12 @@
 """``FakeWeaviate`` that also answers hybrid searches, ranked by the reference model.
 
 ``tests/weaviate_unit/server.py`` keeps objects and answers filters, sorting, counts and
-deletes as Weaviate 1.32.9 does, but does not rank. Here a hybrid ``SearchRequest`` is
+deletes as the pinned Weaviate version does, but does not rank. Here a hybrid ``SearchRequest`` is
 answered by ``tests/storage/weaviate_reference.py`` (the model of the server's BM25, vector
 search and relativeScoreFusion the storage conformance tests check both backends against),
 over the objects of the request's collection and tenant, with the request's filter; the
-reply carries ``score`` and ``explain_score`` as the server writes them. So the LangGraph
+reply carries ``score`` and ``explain_score`` as the server writes them (float32 scores
+printed with Go's ``%v``). So the LangGraph
 store runs through the real weaviate-client and ``WeaviateStore`` end to end.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from weaviate.proto.v1 import search_get_pb2
 
 from tests.storage import weaviate_reference as ref
+from tests.weaviate_unit.gofmt import go_v_float32
 from tests.weaviate_unit.server import FakeWeaviate, _match, _result
 
 _ALLOWED = "__allowed_by_filter"
@@ -76,11 +78,11 @@ def _explain(hit: ref.Result) -> str:
     if hit.keyword is not None:
         lines.append(
             f"Hybrid (Result Set keyword,bm25) Document {hit.uuid}: original score "
-            f"{float(hit.keyword)}, normalized score: 0"
+            f"{go_v_float32(float(hit.keyword))}, normalized score: 0"
         )
     if hit.vector is not None:
         lines.append(
             f"Hybrid (Result Set vector,hybridVector) Document {hit.uuid}: original score "
-            f"{float(hit.vector)}, normalized score: 0"
+            f"{go_v_float32(float(hit.vector))}, normalized score: 0"
         )
     return "\n".join(lines)

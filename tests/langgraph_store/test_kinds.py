@@ -18,7 +18,11 @@ from langgraph.store.base import PutOp
 
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.messages import MessageLog
-from agentic_memory.langgraph_store import AgenticStore, RuleVersionConflictError
+from agentic_memory.langgraph_store import (
+    AgenticStore,
+    OperatorRequiredError,
+    RuleVersionConflictError,
+)
 from agentic_memory.store import InvalidInputError
 from ingest import ingest_paths
 from tests.langgraph_store.conftest import Clock
@@ -208,7 +212,8 @@ def test_rule_versions_are_immutable(amem: AgenticStore) -> None:
         ({"rules": [rule(1)], "rollback_to": 1}, "exactly one of"),
         ({}, "exactly one of"),
         ({"rules": [rule(1)], "version": "2"}, "version number"),
-        ({"rules": [rule(1)], "source_users": "bob"}, "list of strings"),
+        ({"rules": [rule(1)], "source_users": ["bob"]}, "source_users is set by the store"),
+        ({"rules": [rule(1)], "source_episodes": "e1"}, "list of strings"),
         ({"rules": [rule(1)], "priority": 1}, "no field 'priority'"),
     ],
 )
@@ -228,9 +233,17 @@ def test_rollback_and_the_global_scope(amem: AgenticStore) -> None:
     latest = asyncio.run(amem.rules.alatest("alice"))
     assert latest.version == 4 and latest.rules == asyncio.run(amem.rules.aget("alice", 2)).rules
     assert latest.note == "rollback to version 2"
-    amem.put(("rules", "_global"), "latest", {"rules": [rule(3)], "source_users": ["alice"]})
+    assert latest.source_users == ("alice",)  # set by the store: the scope's user
+    # The shared rules are an operator's: this store is none, another one is.
+    with pytest.raises(OperatorRequiredError, match="only an operator"):
+        amem.put(("rules", "_global"), "latest", {"rules": [rule(3)]})
+    ops = AgenticStore(amem.memory_store, amem.embeddings, operator="ops")
+    with pytest.raises(InvalidInputError, match="source_users is set by the store"):
+        ops.put(("rules", "_global"), "latest", {"rules": [rule(3)], "source_users": ["alice"]})
+    ops.put(("rules", "_global"), "latest", {"rules": [rule(3)]})
     shared = amem.get(("rules", "_global"), "latest")
-    assert shared is not None and shared.value["source_users"] == ["alice"]
+    assert shared is not None and shared.value["source_users"] == []
+    assert "ops" in shared.value["note"]
     assert amem.list_namespaces(prefix=("rules",)) == [("rules", "_global"), ("rules", "alice")]
     assert amem.search(("rules", "alice"), query="Rule number 2")[0].key in {"3", "4"}
 
@@ -377,7 +390,7 @@ def test_knowledge_is_read_only(amem: AgenticStore, tmp_path: Path) -> None:
     assert chunks and all(c.value["source"] == str(doc.resolve()) for c in chunks)
     hits = amem.search(("knowledge", "Manuals"), query="toner cartridge")
     assert "92298A" in hits[0].value["text"]
-    assert hits[0].value["citation"] == "printers.md"
+    assert hits[0].value["citation"] == "[printers.md p.1]"
     assert amem.get(("knowledge", "manuals"), hits[0].key) is not None
     assert ("knowledge", "manuals") in amem.list_namespaces(prefix=("knowledge",))
     with pytest.raises(InvalidInputError, match="read-only"):

@@ -199,7 +199,7 @@ async def test_the_background_sweeper(agentic: AgenticStore, clock: Clock) -> No
     await agentic.aput(NS, "k", {"v": 1}, ttl=1)
     await agentic.aput(NS, "keep", {"v": 2})
     clock.advance(minutes=2)
-    task = await agentic.start_ttl_sweeper(sweep_interval_minutes=0.001)
+    task = await agentic.start_ttl_sweeper(sweep_interval_minutes=1 / 60)
     assert await agentic.start_ttl_sweeper() is task  # already running
     for _ in range(500):
         if await asyncio.to_thread(stored, agentic) == 1:

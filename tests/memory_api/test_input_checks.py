@@ -141,9 +141,9 @@ def test_the_global_scope_is_not_a_user_of_messages_facts_or_episodes(mem: Memor
         with pytest.raises(InvalidInputError, match="reserved for the rules shared"):
             attempt()
         assert mem.store.collections() == [] or logged(mem, GLOBAL_SCOPE) == 0, what
-    # The global rules themselves are still written under that scope.
+    # The global rules themselves are still written under that scope, by an operator.
     created = asyncio.run(
-        mem.rules.apropose(GLOBAL_SCOPE, [{"instruction": "Be brief", "rationale": "r"}])
+        mem.shared_rules.aput([{"instruction": "Be brief", "rationale": "r"}], operator="ops")
     )
     assert created is not None and created.scope == GLOBAL_SCOPE
 

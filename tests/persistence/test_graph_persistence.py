@@ -17,8 +17,10 @@ from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from graph.context import Context
 from graph.graph import compile_graph
+from graph.nodes import ThreadOwnershipError
 from graph.persistence import adelete_thread, postgres_checkpointer, sqlite_checkpointer
 from tests.fakes import ScriptedChatModel
+from tests.graph.values import thread_values
 
 _EMBEDDINGS = LocalEmbeddings()
 
@@ -223,3 +225,40 @@ async def test_end_of_conversation_state_persists(
     )
     assert state.values["rules_version_created"] == 2
     assert isinstance(state.values["messages"][-1], AIMessage)
+
+
+async def test_refused_and_failed_runs_leave_the_stored_thread_as_it_was(
+    open_saver: OpenSaver, store: EmbeddedStore
+) -> None:
+    model = _model()
+    async with open_saver() as saver:
+        app = compile_graph(
+            checkpointer=saver, store=store, embeddings=_EMBEDDINGS, chat_model=model
+        )
+        await _say(app, "guarded", "I'm vegetarian.")
+        before = (await app.aget_state(_config("guarded"))).values
+        # Another user's end, and the owner's turn whose answer fails.
+        with pytest.raises(ThreadOwnershipError):
+            await app.ainvoke(
+                {"messages": [], "end_conversation": True},
+                _config("guarded"),
+                context=Context(user_id="bob"),
+            )
+
+        def down(_: list[BaseMessage]) -> str:
+            raise ConnectionError("the model server is down")
+
+        model.text_replies = [down]
+        with pytest.raises(ConnectionError):
+            await _say(app, "guarded", "Plan my week.")
+    # Read back over a new connection, as another process would.
+    async with open_saver() as reopened:
+        app = compile_graph(
+            checkpointer=reopened, store=store, embeddings=_EMBEDDINGS, chat_model=model
+        )
+        after = (await app.aget_state(_config("guarded"))).values
+        assert thread_values(after) == thread_values(before)
+        assert after["end_conversation"] is False
+        out = await _say(app, "guarded", "Plan my week.")
+    assert out["conversation_ended"] is False
+    assert _contents(out["messages"])[-1] == "echo: Plan my week."

@@ -226,7 +226,7 @@ async def test_the_background_sweeper_purges_too(
     memory = await asyncio.to_thread(EmbeddedStore, tmp_path / "store", dims=embeddings.dims)
     agentic = AgenticStore(memory, embeddings, close_store=True, retention=policy)
     await asyncio.to_thread(_idle_users, agentic, embeddings)
-    await agentic.start_ttl_sweeper(sweep_interval_minutes=0.001)
+    await agentic.start_ttl_sweeper(sweep_interval_minutes=1 / 60)
     try:
         for _ in range(200):
             if await agentic.messages.acount("bob", "t") == 4:

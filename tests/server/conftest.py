@@ -94,7 +94,7 @@ def run_dev_server(
     settings = json.loads((REPO / config).read_text())
     shutil.copy(REPO / config, workdir / "langgraph.json")
     paths = list(settings["graphs"].values())
-    for key in ("auth", "store"):
+    for key in ("auth", "store", "checkpointer"):
         if isinstance(settings.get(key), dict) and settings[key].get("path"):
             paths.append(settings[key]["path"])
     for package in {Path(path.partition(":")[0]).parts[0] for path in paths}:

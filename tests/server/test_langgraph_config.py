@@ -22,6 +22,15 @@ def test_langgraph_json_is_valid_and_points_at_the_graph() -> None:
         "agent": "./graph/graph.py:graph",
         "ingest": "./ingest/graph.py:graph",
     }
+    # The server keeps its checkpoints in this package's checkpointer: private, under
+    # AMEM_HOME, and a deleted thread is deleted whole (docs/persistence.md).
+    for name in ("langgraph.json", "langgraph.auth.json"):
+        served_config = validate_config_file(REPO / name)
+        assert served_config["checkpointer"] == {
+            "backend": "custom",
+            "path": "./graph/persistence.py:open_checkpointer",
+        }, name
+        assert served_config["store"] == {"path": "./graph/store.py:store"}, name
     # An "env" file is referenced only if it exists, or the CLI would fail on it.
     assert "env" not in raw or (REPO / raw["env"]).is_file()
 

@@ -139,18 +139,23 @@ async def test_full_conversation_through_langgraph_dev(dev_server: DevServer) ->
     assert ended["reflection"]["conversation_summary"].startswith("Planned a vegetarian dinner")
     assert ended["rules_version_created"] == 2
 
-    # Another user's run on her thread fails before reading or writing anything.
-    before = (await client.threads.get_state(thread_id))["values"]["messages"]
+    # Another user's run on her thread fails before reading or writing anything, and leaves
+    # her thread exactly as it was: his end of the conversation never ends hers later.
+    before = (await client.threads.get_state(thread_id))["values"]
     with pytest.raises(Exception, match="belongs to another user"):
         await client.runs.wait(
             thread_id,
             "agent",
-            input={"messages": [{"role": "user", "content": "What did she tell you?"}]},
+            input={
+                "messages": [{"role": "user", "content": "What did she tell you?"}],
+                "end_conversation": True,
+            },
             context={"user_id": "mallory"},
             raise_error=True,
         )
-    after = (await client.threads.get_state(thread_id))["values"]["messages"]
-    assert [m["content"] for m in after] == [m["content"] for m in before]
+    after = (await client.threads.get_state(thread_id))["values"]
+    assert after == before
+    assert after["end_conversation"] is False
 
     # A run without a user id fails clearly and writes nothing.
     other = await client.threads.create()

@@ -73,13 +73,23 @@ def _weaviate_unavailable() -> str | None:
         return f"Weaviate at {url} is unreachable ({exc}): Weaviate conformance skipped"
 
 
+def require_weaviate() -> None:
+    """Skip the calling test, saying why, when no live Weaviate answers; fail it instead when
+    ``AMEM_REQUIRE_WEAVIATE`` is set (``make test-weaviate`` sets it: a live run that skipped
+    its live cases would prove nothing)."""
+    reason = _weaviate_unavailable()
+    if reason is None:
+        return
+    if os.environ.get("AMEM_REQUIRE_WEAVIATE"):
+        pytest.fail(f"AMEM_REQUIRE_WEAVIATE is set but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(params=["embedded", pytest.param("weaviate", marks=pytest.mark.weaviate)])
 def backend(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name == "weaviate":
-        reason = _weaviate_unavailable()
-        if reason:
-            pytest.skip(reason)
+        require_weaviate()
     return name
 
 

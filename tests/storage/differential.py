@@ -3,7 +3,9 @@
 A corpus is the content of one partition (a user) of one of a few collection schemas with
 one to five searchable properties, written in order, with some objects deleted and some
 rewritten (properties only: an update that changes the vector gives the object a new docID on
-the server, which the embedded store does not model, see ``docs/storage.md``). Texts mix
+the server, which the embedded store does not model, see ``docs/storage.md``). A churn corpus
+(``churn_corpus``) is written in two phases with a flush after each (writes; deletes,
+rewrites and a few new objects), as a shard that lives longer than a memtable sees them. Texts mix
 plain and repeated words, stopwords, punctuation, ``_``, case variants and non-ASCII letters
 (accents, dotted capital I, final sigma, CJK, combining marks, numerals), have unequal lengths
 and sometimes lack a property. Vectors are dyadic (±1 on 1, 4 or 16 of 16 axes, scaled), so
@@ -18,6 +20,8 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import numpy as np
 
 from agentic_memory.store import (
     CollectionSpec,
@@ -323,3 +327,263 @@ def compare(
         shard, query.text, query.vector, query.alpha, query.limit, model_where(spec, query.where)
     )
     return as_rows(hits), model_rows(expected)
+
+
+# -- churn: two phases with a flush after each ---------------------------------------------------
+
+
+@dataclass
+class ChurnCorpus:
+    """What to write to one partition in two phases, and the queries to run after each step."""
+
+    searchable: list[str]
+    first: list[list[MemoryObject]]
+    """Phase 1: new objects, in batches."""
+    deletes: list[str]
+    rewrites: list[MemoryObject]
+    """Phase 2: new properties, same vector (the server keeps the docID)."""
+    moved: list[MemoryObject]
+    """Phase 2: new properties and a new vector (the server gives a new docID)."""
+    added: list[MemoryObject]
+    """Phase 2: new objects."""
+    queries: list[Query]
+
+
+def _ambiguous_rewrite(searchable: list[str], old: dict[str, Any], new: dict[str, Any]) -> bool:
+    # An unchanged property of several distinct terms is rewritten or not by Go map order
+    # (weaviate_reference.Shard.put): the generator avoids it, so the server's state is known.
+    for name in searchable:
+        before = ref.analyze_text(old[name]) if old.get(name) is not None else {}
+        after = ref.analyze_text(new[name]) if new.get(name) is not None else {}
+        if before == after and len(before) > 1:
+            return True
+    return False
+
+
+def churn_corpus(seed: int, queries: int, *, moved: bool = False) -> ChurnCorpus:
+    """Generate a churn corpus: 120 to 260 objects, then 6-15 % deleted, 6-15 % rewritten and
+    a few new ones; half of the corpora use few distinct words, so that more than 110 objects
+    match and the per-segment heaps (D4) decide. ``moved`` also gives some rewrites a new
+    vector."""
+    rng = random.Random(seed)
+    searchable = SPECS[rng.choice(list(SPECS))]
+    weights = [1.0 / (i + 1) for i in range(len(WORDS))]
+    rng.shuffle(weights)
+    if rng.random() < 0.5:
+        weights = [w if i < 8 else 0.0 for i, w in enumerate(weights)]
+    size = rng.randint(120, 260)
+    objects: list[MemoryObject] = []
+    for i in range(size):
+        oid = make_id("churn", str(seed), str(i))
+        if objects and rng.random() < 0.1:
+            twin = rng.choice(objects)
+            objects.append(MemoryObject(oid, dict(twin.properties), list(twin.vector)))
+            continue
+        objects.append(MemoryObject(oid, _properties(rng, searchable, weights, i), _vector(rng)))
+    first: list[list[MemoryObject]] = []
+    start = 0
+    while start < size:
+        step = rng.randint(20, 100)
+        first.append(objects[start : start + step])
+        start += step
+    delete_rate, rewrite_rate = rng.uniform(0.06, 0.15), rng.uniform(0.06, 0.15)
+    deletes = [o.id for o in objects if rng.random() < delete_rate]
+    gone = set(deletes)
+    rewrites: list[MemoryObject] = []
+    moves: list[MemoryObject] = []
+    for o in objects:
+        if o.id in gone or rng.random() >= rewrite_rate:
+            continue
+        props = _properties(rng, searchable, weights, 0)
+        for _ in range(20):
+            if not _ambiguous_rewrite(searchable, o.properties, props):
+                break
+            props = _properties(rng, searchable, weights, 0)
+        else:
+            continue
+        if moved and rng.random() < 0.3:
+            moves.append(MemoryObject(o.id, props, _vector(rng)))
+        else:
+            rewrites.append(MemoryObject(o.id, props, list(o.vector)))
+    added = [
+        MemoryObject(
+            make_id("churn", str(seed), "added", str(i)),
+            _properties(rng, searchable, weights, i),
+            _vector(rng),
+        )
+        for i in range(rng.randint(0, 12))
+    ]
+    corpus_words = [
+        w
+        for o in objects
+        for name in searchable
+        for w in ref.tokenize_word(" ".join(_as_list(o.properties.get(name))))
+    ]
+    return ChurnCorpus(
+        searchable=searchable,
+        first=first,
+        deletes=deletes,
+        rewrites=rewrites,
+        moved=moves,
+        added=added,
+        queries=[_query(rng, weights, corpus_words) for _ in range(queries)],
+    )
+
+
+def churn_first(
+    store: MemoryStore | None, spec: CollectionSpec, user: str, case: ChurnCorpus, shard: ref.Shard
+) -> None:
+    """Write phase 1 to the store (if any) and to the model shard, in the same order."""
+    for batch in case.first:
+        if store is not None:
+            store.upsert(spec.name, batch, user=user).raise_for_failures()
+        for obj in batch:
+            shard.put(obj.id, _stored(spec, dict(obj.properties)), list(obj.vector))
+
+
+def churn_second(
+    store: MemoryStore | None, spec: CollectionSpec, user: str, case: ChurnCorpus, shard: ref.Shard
+) -> None:
+    """Write phase 2 (deletes, rewrites, moved objects, new objects) to the store and model."""
+    if case.deletes:
+        if store is not None:
+            store.delete(spec.name, case.deletes, user=user)
+        for oid in case.deletes:
+            shard.delete(oid)
+    for batch in (case.rewrites, case.moved, case.added):
+        if not batch:
+            continue
+        if store is not None:
+            store.upsert(spec.name, batch, user=user).raise_for_failures()
+        for obj in batch:
+            shard.put(obj.id, _stored(spec, dict(obj.properties)), list(obj.vector))
+
+
+EXACT = {
+    "keep_versions": False,
+    "truncate_average": False,
+    "heap_per_segment": False,
+    "count_superseded": False,
+    "memtable_pruning": False,
+}
+"""The model's switches for exact statistics: what the embedded store computes."""
+SERVER = {key: True for key in EXACT}
+"""The model's switches for the server's statistics (and its memtable WAND bound)."""
+
+
+def model_rows_with(
+    shard: ref.Shard,
+    spec: CollectionSpec,
+    query: Query,
+    switches: dict[str, bool],
+    report: list[str] | None = None,
+) -> list[Row]:
+    """Run one query on the model with the given statistics switches."""
+    saved = {key: getattr(shard, key) for key in switches}
+    for key, value in switches.items():
+        setattr(shard, key, value)
+    try:
+        found = ref.hybrid(
+            shard,
+            query.text,
+            query.vector,
+            query.alpha,
+            query.limit,
+            model_where(spec, query.where),
+            report,
+        )
+    finally:
+        for key, value in saved.items():
+            setattr(shard, key, value)
+    return model_rows(found)
+
+
+def store_rows(store: MemoryStore, spec: CollectionSpec, user: str, query: Query) -> list[Row]:
+    """Run one query on the store."""
+    return as_rows(
+        store.hybrid(
+            spec.name,
+            query=query.text,
+            vector=query.vector,
+            alpha=query.alpha,
+            limit=query.limit,
+            user=user,
+            where=query.where,
+        )
+    )
+
+
+# -- comparisons with stated tolerances ---------------------------------------------------------
+
+FLOAT32_ULPS = 4
+"""D9: an arm64 build of the server fuses multiply-adds (Go may fuse ``x*y + z``, also across
+statements), which moves a float64 intermediate by an ulp and, rarely, a float32 score by one.
+Scores compared with a live server may differ by this many float32 ulps; results whose fused
+scores are that close may trade places."""
+TOP10_OVERLAP = 0.8
+"""D6: where the model finds a block bound that may let BlockMax WAND skip a document, at
+least this share of the model's top 10 must be in the server's top 10, and every common hit
+must have the model's raw scores (within ``FLOAT32_ULPS``)."""
+
+
+def _close(a: float | None, b: float | None, ulps: int) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if a == b:
+        return True
+    scale = float(np.spacing(np.float32(max(abs(a), abs(b)))))
+    return abs(a - b) <= ulps * scale
+
+
+def tolerant_difference(got: list[Row], want: list[Row], *, ulps: int = FLOAT32_ULPS) -> str | None:
+    """Why ``got`` differs from ``want`` beyond D9's tolerance, or ``None``.
+
+    Every score must be within ``ulps`` float32 ulps; the order must be the model's except
+    among results whose fused scores are that close (they may trade places, also across the
+    cut).
+    """
+    if len(got) != len(want):
+        return f"{len(got)} hits, the model has {len(want)}"
+    want_by_id = {row[0]: row for row in want}
+    position = {row[0]: i for i, row in enumerate(want)}
+    for i, row in enumerate(got):
+        expected = want_by_id.get(row[0])
+        if expected is None:
+            # Only a near tie at the cut may bring in another result.
+            if not _close(row[1], want[-1][1], ulps):
+                return f"hit {row[0]} at {i} is not in the model's list"
+            continue
+        for label, a, b in zip(("fused", "keyword", "vector"), row[1:], expected[1:], strict=True):
+            if not _close(a, b, ulps):
+                return f"{label} score of {row[0]}: {a!r} vs the model's {b!r}"
+        if position[row[0]] != i and not _close(row[1], want[i][1], ulps):
+            return f"{row[0]} is at {i}, the model has it at {position[row[0]]}"
+    return None
+
+
+def top10_difference(got: list[Row], want: list[Row], *, ulps: int = FLOAT32_ULPS) -> str | None:
+    """The D6 tolerance: top-10 overlap of at least ``TOP10_OVERLAP`` and the model's raw
+    scores for every common hit; ``None`` when met."""
+    top_got = {row[0]: row for row in got[:10]}
+    top_want = {row[0]: row for row in want[:10]}
+    if top_want:
+        overlap = len(top_got.keys() & top_want.keys()) / len(top_want)
+        if overlap < TOP10_OVERLAP:
+            return f"top-10 overlap {overlap:.2f} < {TOP10_OVERLAP}"
+    want_by_id = {row[0]: row for row in want}
+    for row in got:
+        expected = want_by_id.get(row[0])
+        if expected is None:
+            continue
+        for label, a, b in (("keyword", row[2], expected[2]), ("vector", row[3], expected[3])):
+            if a is not None and b is not None and not _close(a, b, ulps):
+                return f"{label} score of {row[0]}: {a!r} vs the model's {b!r}"
+    return None
+
+
+def top10_overlap(got: list[Row], want: list[Row]) -> float:
+    """The share of the top 10 of ``want`` that is in the top 10 of ``got`` (1.0 when empty)."""
+    top_want = {row[0] for row in want[:10]}
+    if not top_want:
+        return 1.0 if not got[:10] else 0.0
+    return len({row[0] for row in got[:10]} & top_want) / len(top_want)

@@ -2,7 +2,7 @@
 
 Ranking expectations are computed by hand from relativeScoreFusion: each side's candidate
 scores are min-max normalised (all equal: 1.0), fused as alpha * vector + (1 - alpha) * keyword.
-Both backends rank with Weaviate 1.32.9's BlockMax-WAND BM25, so raw keyword scores are
+Both backends rank with the pinned Weaviate version's BlockMax-WAND BM25, so raw keyword scores are
 compared too; generated cases are compared with the reference model
 (``weaviate_reference.py``) on every backend, a live server included.
 """
@@ -94,9 +94,10 @@ def test_alpha_one_is_pure_vector_with_min_max_normalised_cosine(
     assert by_name["B"].vector_score == pytest.approx(1.0, abs=1e-6)
     assert by_name["C"].vector_score == pytest.approx(COS_C, abs=1e-6)
     assert by_name["F3"].vector_score == pytest.approx(-1.0, abs=1e-6)
-    # Equal scores with equal raw scores are ordered by UUID, descending (hybrid_fusion.go).
+    # Equal scores with equal raw scores are ordered by UUID, ascending (hybrid_fusion.go,
+    # since 1.32.24; D8).
     fillers = [h.id for h in hits[3:]]
-    assert fillers == sorted(fillers, reverse=True)
+    assert fillers == sorted(fillers)
 
 
 def test_alpha_zero_is_pure_bm25_over_keyword_candidates_only(
@@ -157,7 +158,7 @@ def test_equal_scores_on_a_side_normalise_to_one(store: MemoryStore, coll: Colle
     )
     hits = store.hybrid(coll.name, query="heron", vector=vec(1, 1), alpha=1.0, user=ALICE)
     assert [h.score for h in hits] == pytest.approx([1.0, 1.0], abs=1e-6)
-    assert [h.id for h in hits] == sorted([make_id("e1"), make_id("e2")], reverse=True)
+    assert [h.id for h in hits] == sorted([make_id("e1"), make_id("e2")])  # UUID ascending
     hits = store.hybrid(coll.name, query="heron", vector=vec(1, 1), alpha=0.0, user=ALICE)
     assert [h.id for h in hits] == [make_id("e1")]
     assert hits[0].score == pytest.approx(1.0, abs=1e-6)
@@ -173,6 +174,31 @@ def test_blank_or_stopword_query_has_no_keyword_candidates(
         assert hits[0].score == pytest.approx(0.5, abs=1e-6)
         assert all(h.keyword_score is None for h in hits)
         assert store.hybrid(coll.name, query=query, vector=vec(1, 0), alpha=0.0, user=ALICE) == []
+
+
+def test_a_collection_without_searchable_text_ranks_by_vector_alone(
+    store: MemoryStore, new_name: Callable[[], str]
+) -> None:
+    # D11: no property to search, so no keyword candidates on either backend (the server
+    # would refuse a hybrid search over no property; the store does not ask it).
+    from agentic_memory.store import Property
+
+    spec = CollectionSpec(
+        name=new_name(),
+        per_user=True,
+        properties=(Property("kind", "text"), Property("rank", "int")),
+    )
+    store.ensure_collection(spec)
+    store.upsert(
+        spec.name,
+        [obj("ns1", vec(1, 0), kind="zebra"), obj("ns2", vec(0, 1), kind="lion")],
+        user=ALICE,
+    )
+    hits = store.hybrid(spec.name, query="zebra", vector=vec(1, 0), alpha=0.5, user=ALICE)
+    assert [h.id for h in hits] == [make_id("ns1"), make_id("ns2")]
+    assert [h.score for h in hits] == [0.5, 0.0]
+    assert [(h.keyword_score, h.vector_score) for h in hits] == [(None, 1.0), (None, 0.0)]
+    assert store.hybrid(spec.name, query="zebra", vector=vec(1, 0), alpha=0.0, user=ALICE) == []
 
 
 def test_query_syntax_in_user_text_is_plain_words(store: MemoryStore, coll: CollectionSpec) -> None:
@@ -708,11 +734,12 @@ async def test_async_twins(store: MemoryStore, coll: CollectionSpec) -> None:
 
 
 def test_generated_cases_rank_like_the_reference_model(
-    open_test_store: OpenStore, new_name: Callable[[], str]
+    open_test_store: OpenStore, new_name: Callable[[], str], backend: str
 ) -> None:
     store = open_test_store(diff.DIMS)
-    # Small corpora (at most 60 objects): on a live 1.32.9 server more than 100 matches per
-    # property that are still in the memtable hit its WAND pruning bug (docs/storage.md).
+    # Small corpora (at most 60 objects, written and searched within seconds): a live
+    # server holds them in its memtables, whose statistics are exact, and no property has the
+    # 110 matches that would bring in its 1.32 memtable WAND bound or a candidate cut.
     schemas = {
         n: CollectionSpec(new_name(), spec.properties, True) for n, spec in diff.specs("X").items()
     }
@@ -725,11 +752,20 @@ def test_generated_cases_rank_like_the_reference_model(
         spec = schemas[len(case.searchable)]
         user = f"g{seed}"
         shard = diff.load(store, spec, user, case)
+        # A 1.32 server's memtable WAND bound (no effect on 60 objects).
+        shard.memtable_pruning = backend == "weaviate"
         for n, query in enumerate(case.queries):
             got, want = diff.compare(store, spec, user, shard, query)
             ran += 1
-            if got != want:
-                differences.append(f"seed {seed} query {n} {query!r}:\n {got[:4]}\n {want[:4]}")
+            if backend == "embedded":
+                why = "differs" if got != want else None
+            else:
+                # A live server may be an arm64 build: last-bit differences (D9) are tolerated.
+                why = diff.tolerant_difference(got, want)
+            if why:
+                differences.append(
+                    f"seed {seed} query {n} {query!r}: {why}\n {got[:4]}\n {want[:4]}"
+                )
     assert ran == 360
     assert not differences, "\n".join(differences[:5])
 

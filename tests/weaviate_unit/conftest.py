@@ -23,6 +23,8 @@ from weaviate.connect import ConnectionParams
 from weaviate.proto.v1 import aggregate_pb2, search_get_pb2, tenants_pb2
 from weaviate.util import _ServerVersion
 
+from agentic_memory.store.ranking import WEAVIATE_VERSION
+
 _HNSW_DEFAULTS: dict[str, Any] = {
     "cleanupIntervalSeconds": 300,
     "distance": "cosine",
@@ -254,7 +256,7 @@ class Wire:
         return httpx.Response(405)
 
     def _add_property(self, name: str, body: dict[str, Any]) -> httpx.Response:
-        """``POST /v1/schema/{class}/properties`` as 1.32.9 answers it.
+        """``POST /v1/schema/{class}/properties`` as the pinned server version answers it.
 
         ``usecases/schema/property.go`` AddClassProperty (merge=false from the REST handler):
         a missing class or a name already in use in any case is a 422 with the error; else
@@ -333,7 +335,7 @@ def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def wire() -> Iterator[tuple[Wire, Any]]:
-    """A real, unconnected ``WeaviateClient`` (server 1.32.9) whose transport is a ``Wire``."""
+    """A real, unconnected ``WeaviateClient`` (server ``WEAVIATE_VERSION``) whose transport is a ``Wire``."""
     w = Wire()
     with client_over(w) as client:
         yield w, client
@@ -341,7 +343,7 @@ def wire() -> Iterator[tuple[Wire, Any]]:
 
 @contextmanager
 def client_over(w: Wire) -> Iterator[Any]:
-    """A real, unconnected ``WeaviateClient`` (server 1.32.9) whose transport is ``w``."""
+    """A real, unconnected ``WeaviateClient`` (server ``WEAVIATE_VERSION``) whose transport is ``w``."""
     client = scripted_client(w)
     try:
         yield client
@@ -350,7 +352,7 @@ def client_over(w: Wire) -> Iterator[Any]:
 
 
 def scripted_client(w: Wire) -> Any:
-    """Return a real ``WeaviateClient`` (believing it talks to 1.32.9) wired to ``w``."""
+    """Return a real ``WeaviateClient`` (believing it talks to the pinned server version) wired to ``w``."""
     params = ConnectionParams.from_params(
         http_host="weaviate.test",
         http_port=8080,
@@ -361,7 +363,7 @@ def scripted_client(w: Wire) -> Any:
     )
     client = weaviate.WeaviateClient(connection_params=params, skip_init_checks=True)
     conn = client._connection
-    conn._weaviate_version = _ServerVersion(1, 32, 9)
+    conn._weaviate_version = _ServerVersion(*map(int, WEAVIATE_VERSION.split(".")))
     conn._client = httpx.Client(transport=httpx.MockTransport(w.handle))
     conn._connected = True
     conn.grpc_search = w.search

@@ -1,4 +1,4 @@
-"""A stateful stand-in for a Weaviate 1.32.9 server behind the real client's transport.
+"""A stateful stand-in for a Weaviate server of the pinned version (``WEAVIATE_VERSION``) behind the real client's transport.
 
 ``Wire`` (conftest.py) answers gRPC calls from queues; ``FakeServer`` keeps the objects the
 client writes and answers reads the way the server's source does for what the store uses:

@@ -3,7 +3,7 @@
 ``FakeWeaviate`` extends the scripted ``Wire`` with object storage, so that the store and the
 memory classes above it run unchanged against it: gRPC batches (upserts), searches with
 filters, sorting and paging, counts and filtered deletes, and the REST create ``POST
-/v1/objects``, which behaves as Weaviate 1.32.9's ``AddObject`` does
+/v1/objects``, which behaves as the pinned Weaviate version's ``AddObject`` does
 (``usecases/objects/add.go``): it checks that the id is free, answers 422 "id '…' already
 exists" if not, and otherwise writes, holding nothing between the check and the write. A test
 can pause a create in that window (``pause_create``) to force the race.

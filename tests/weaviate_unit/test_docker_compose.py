@@ -1,5 +1,6 @@
-"""The compose files: parse, pin Weaviate, publish REST and gRPC on loopback, persist,
-health-check, and pin the settings the store's ranking and paging assume."""
+"""The compose files: parse, pin the Weaviate version the ranking rules follow, publish REST
+and gRPC on loopback, persist, health-check, and pin the settings the store's ranking and
+paging assume."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from typing import Any
 
 import yaml
 
-from agentic_memory.store.ranking import HYBRID_CANDIDATES, QUERY_MAXIMUM_RESULTS
+from agentic_memory.store.ranking import (
+    HYBRID_CANDIDATES,
+    QUERY_MAXIMUM_RESULTS,
+    WEAVIATE_VERSION,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -21,15 +26,43 @@ def _weaviate() -> tuple[dict[str, Any], dict[str, Any]]:
     return doc, doc["services"]["weaviate"]
 
 
-def test_image_is_pinned_to_a_1_32_release() -> None:
+IMAGE = f"cr.weaviate.io/semitechnologies/weaviate:{WEAVIATE_VERSION}"
+
+
+def test_image_is_the_version_the_ranking_rules_follow() -> None:
     _, svc = _weaviate()
-    assert re.fullmatch(r"cr\.weaviate\.io/semitechnologies/weaviate:1\.3\d\.\d+", svc["image"])
+    assert svc["image"] == IMAGE
+    _, nodes = _nodes()
+    assert {node["image"] for node in nodes} == {IMAGE}
+    # 1.32.26 is the first release without the NaN average (D1, docs/storage.md).
+    assert tuple(map(int, WEAVIATE_VERSION.split("."))) >= (1, 32, 26)
+
+
+def test_docs_name_the_pinned_version_and_no_other() -> None:
+    for doc in ("README.md", "docs/weaviate.md", "docs/storage.md"):
+        text = (ROOT / doc).read_text()
+        assert WEAVIATE_VERSION in text, doc
+        pinned = set(re.findall(r"weaviate:(1\.\d+\.\d+)", text))
+        assert pinned <= {WEAVIATE_VERSION}, (doc, pinned)
+
+
+def _published(port: str) -> str:
+    # "127.0.0.1:${VAR:-8080}:8080" as compose reads it with VAR unset.
+    return re.sub(r"\$\{[A-Z_]+:-(\d+)\}", r"\1", port)
 
 
 def test_rest_and_grpc_ports_are_published_on_loopback_only() -> None:
     _, svc = _weaviate()
     # Anonymous access is on: publishing on every interface would open the server to the LAN.
-    assert {str(p) for p in svc["ports"]} == {"127.0.0.1:8080:8080", "127.0.0.1:50051:50051"}
+    assert {_published(str(p)) for p in svc["ports"]} == {
+        "127.0.0.1:8080:8080",
+        "127.0.0.1:50051:50051",
+    }
+    # The host ports can be moved (make test-weaviate does), the interface cannot.
+    assert {str(p) for p in svc["ports"]} == {
+        "127.0.0.1:${WEAVIATE_HTTP_PORT:-8080}:8080",
+        "127.0.0.1:${WEAVIATE_GRPC_PORT:-50051}:50051",
+    }
 
 
 def test_ranking_and_paging_settings_are_pinned() -> None:

@@ -1,6 +1,6 @@
 """``add_properties`` on Weaviate, through the real client down to the REST calls it makes.
 
-Weaviate 1.32.9 adds a property with ``POST /v1/schema/{class}/properties``
+The pinned Weaviate version adds a property with ``POST /v1/schema/{class}/properties``
 (``usecases/schema/property.go`` AddClassProperty): appended to the class, with the server's
 index defaults; a name already in use (in any case) is a 422. The client asks for the schema
 first and refuses a name it sees, so two processes can both pass that check: the loser's

@@ -1,6 +1,6 @@
 """WeaviateStore through the real weaviate-client 4.16 down to the requests it sends.
 
-The client is real and believes it talks to Weaviate 1.32.9; only its transport is scripted
+The client is real and believes it talks to the pinned Weaviate version (``WEAVIATE_VERSION``); only its transport is scripted
 (``Wire`` in conftest.py), so these tests check the REST bodies and gRPC messages the store
 produces and that the client's own parsers accept the answers.
 """
@@ -11,6 +11,7 @@ import struct
 import uuid
 from typing import Any
 
+import numpy as np
 import pytest
 from weaviate.exceptions import WeaviateQueryError
 from weaviate.proto.v1 import (
@@ -24,7 +25,15 @@ from weaviate.proto.v1 import (
 import agentic_memory.store.weaviate as wv
 from agentic_memory.kinds.facts import FACTS
 from agentic_memory.kinds.messages import MESSAGES
-from agentic_memory.store import MemoryObject, SchemaConflictError, StoreError, Where, make_id
+from agentic_memory.store import (
+    CollectionSpec,
+    MemoryObject,
+    Property,
+    SchemaConflictError,
+    StoreError,
+    Where,
+    make_id,
+)
 from tests.weaviate_unit.conftest import Wire
 
 VEC = [0.5, -0.25, 0.0, 1.0]
@@ -226,10 +235,11 @@ def test_hybrid_request_and_parsed_hits(wire: tuple[Wire, Any], store: wv.Weavia
         "turn": 2,
         "created_at": "2026-01-01T00:00:00+00:00",
     }
+    # The explained scores are float32 values printed by Go's %v, read back exactly (D10).
     assert (hits[0].score, hits[0].keyword_score, hits[0].vector_score) == (
         1.0,
-        1.8,
-        pytest.approx(0.9),
+        float(np.float32(1.8)),
+        float(np.float32(0.9)),
     )
     assert (hits[1].keyword_score, hits[1].vector_score) == (None, None)
 
@@ -256,6 +266,29 @@ def test_blank_query_is_a_near_vector_search(
     assert request.filters.target.property == "turn"
     assert request.metadata.distance
     assert (hit.id, hit.score, hit.vector_score) == (a, pytest.approx(0.3), 0.75)
+
+
+def test_a_collection_without_searchable_text_is_searched_by_vector_only(
+    wire: tuple[Wire, Any], store: wv.WeaviateStore
+) -> None:
+    # D11: a hybrid search with no property to search is refused by the server; the store
+    # ranks the vector side alone, as the embedded store does.
+    w, _ = wire
+    spec = CollectionSpec(
+        name="Plain", per_user=True, properties=(Property("kind", "text"), Property("n", "int"))
+    )
+    store.ensure_collection(spec)
+    w.tenants["Plain"] = {TENANT}
+    a = make_id("a")
+    result = _result(a, {"kind": "x"})
+    result.metadata.distance = 0.5
+    result.metadata.distance_present = True
+    w.search_replies = [_reply(result)]
+    (hit,) = store.hybrid(spec.name, query="zebra", vector=VEC, alpha=0.5, user=ALICE)
+    (request,) = w.requests("search")
+    assert not request.HasField("hybrid_search") and request.HasField("near_vector")
+    assert request.limit == wv.HYBRID_MIN_CANDIDATES
+    assert (hit.id, hit.score, hit.keyword_score, hit.vector_score) == (a, 0.5, None, 0.5)
 
 
 def test_reads_sort_count_get_and_delete(wire: tuple[Wire, Any], store: wv.WeaviateStore) -> None:

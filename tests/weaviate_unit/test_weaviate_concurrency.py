@@ -1,13 +1,14 @@
 """``insert`` and concurrent writers on the Weaviate backend, through the real client.
 
 The server is ``FakeWeaviate``: objects in memory, and a create that checks and then writes
-with nothing held in between, as Weaviate 1.32.9 does. Several ``WeaviateStore`` handles with
+with nothing held in between, as the pinned Weaviate version does. Several ``WeaviateStore`` handles with
 one lock directory stand for processes of one machine (each handle has its own thread locks;
 they meet in the lock files); handles with different lock directories stand for machines.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -219,3 +220,63 @@ def test_threads_sharing_one_handle_lose_nothing(
     reported = run_threads(open_store, "messages", "s", WRITERS, 15, "alice", "t", shared=shared)
     check_messages(shared, reported, [f"st{t}" for t in range(WRITERS)], 15)
     assert shared.count(MESSAGES.name, user="alice") == WRITERS * 15
+
+
+# -- update: read and write under the partition lock -------------------------------------------
+
+
+def _bump(current: Any) -> MemoryObject:
+    props = {**current.properties, "turn": int(current.properties["turn"]) + 1}
+    return MemoryObject(current.id, props, current.vector)
+
+
+def test_updates_of_one_machine_lose_nothing(
+    open_store: Callable[..., wv.WeaviateStore],
+) -> None:
+    first = open_store()
+    first.ensure_collection(MESSAGES)
+    first.insert(MESSAGES.name, [msg("counter", 0)], user="alice")
+    handles = [open_store("m1") for _ in range(4)]
+    start = threading.Barrier(len(handles))
+
+    def run(handle: wv.WeaviateStore) -> None:
+        handle.ensure_collection(MESSAGES)
+        start.wait()
+        for _ in range(10):
+            assert handle.update(MESSAGES.name, [make_id("counter")], _bump, user="alice").ids
+
+    with ThreadPoolExecutor(len(handles)) as pool:
+        list(pool.map(run, handles))
+    got = first.get(MESSAGES.name, make_id("counter"), user="alice", include_vector=True)
+    assert got is not None and got.properties["turn"] == 40
+    assert got.vector == pytest.approx(VEC)
+    # An id that is not stored is skipped; a tenant never written reads as empty.
+    assert first.update(MESSAGES.name, [make_id("none")], _bump, user="alice").ids == []
+    assert first.update(MESSAGES.name, [make_id("counter")], _bump, user="nobody").ids == []
+
+
+def test_marks_and_edits_racing_on_weaviate_all_survive(
+    open_store: Callable[..., wv.WeaviateStore],
+) -> None:
+    from agentic_memory.kinds.messages import MessageLog
+    from tests.concurrency.workers import HashEmbeddings, mark_turns, relog_turns, turn_key
+
+    turns = 30
+    setup = open_store()
+    asyncio.run(
+        MessageLog(setup, HashEmbeddings()).aremember(
+            "alice",
+            "t",
+            [{"role": "user", "content": f"original {i}", "id": turn_key(i)} for i in range(turns)],
+        )
+    )
+    step = threading.Barrier(2, timeout=60)
+    racers = [(relog_turns, open_store("m1")), (mark_turns, open_store("m1"))]
+    with ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(lambda r: r[0](r[1], "alice", "t", list(range(turns)), step), racers))
+    assert done == [turns, turns]
+    logged = asyncio.run(
+        MessageLog(setup, HashEmbeddings()).alist("alice", thread_id="t", limit=100)
+    )
+    assert [m.important for m in logged] == [True] * turns
+    assert [m.content for m in logged] == [f"edited {i}" for i in range(turns)]

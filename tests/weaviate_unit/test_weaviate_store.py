@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 from weaviate.classes.config import VectorDistances
 from weaviate.classes.query import HybridFusion
@@ -169,7 +170,8 @@ def test_hybrid_query_arguments_and_scores(client: FakeClient) -> None:
     # internal properties never leak out.
     assert [h.id for h in hits] == [c, b, a]
     assert hits[2].properties == {"subject": "x"}
-    assert (hits[2].keyword_score, hits[2].vector_score) == (2.5, 0.8)
+    # Read back as the float32 values the server printed (D10).
+    assert (hits[2].keyword_score, hits[2].vector_score) == (2.5, float(np.float32(0.8)))
     assert (hits[1].keyword_score, hits[1].vector_score) == (None, None)
 
 
@@ -193,8 +195,8 @@ def test_blank_query_is_the_vector_side_weighted_by_alpha(client: FakeClient) ->
     assert kwargs["target_vector"] == wv.VECTOR_NAME and kwargs["near_vector"] == VEC
     assert kwargs["return_metadata"].distance
     assert not _calls(client, "hybrid")
-    # Equal fused scores and equal cosines: UUID descending, as the server orders them.
-    assert [h.id for h in hits] == [a, d, b]
+    # Equal fused scores and equal cosines: UUID ascending, as the server orders them.
+    assert [h.id for h in hits] == [a, b, d]
     assert [h.score for h in hits] == pytest.approx([0.4, 0.2, 0.2])
     assert [h.vector_score for h in hits] == pytest.approx([0.8, 0.2, 0.2])
     assert all(h.keyword_score is None for h in hits)
@@ -204,6 +206,33 @@ def test_blank_query_is_the_vector_side_weighted_by_alpha(client: FakeClient) ->
     assert [h.score for h in both] == [1.0, 1.0]
     assert store.hybrid(FACTS.name, query="", vector=VEC, alpha=0, user="alice") == []
     assert len(_calls(client, "near_vector")) == 2
+
+
+def test_a_collection_without_searchable_text_ranks_the_vector_side_alone(
+    client: FakeClient,
+) -> None:
+    # D11: with no property to search the server refuses a hybrid search ("No properties
+    # provided, and no indexed properties found in class"); the embedded store finds no
+    # keyword candidates. The store does what the embedded store does.
+    spec = CollectionSpec(
+        name="Plain",
+        per_user=True,
+        properties=(Property("kind", "text"), Property("rank", "int")),
+    )
+    store = _store(client)
+    store.ensure_collection(spec)
+    client.tenants[spec.name]["alice"] = []
+    a, b = sorted(make_id(x) for x in "ab")
+    client.near_objects = [
+        SimpleNamespace(uuid=a, properties={"kind": "x"}, metadata=SimpleNamespace(distance=0.5)),
+        SimpleNamespace(uuid=b, properties={"kind": "y"}, metadata=SimpleNamespace(distance=0.1)),
+    ]
+    hits = store.hybrid(spec.name, query="zebra", vector=VEC, alpha=0.5, limit=5, user="alice")
+    assert not _calls(client, "hybrid")
+    assert [h.id for h in hits] == [b, a]
+    assert [h.score for h in hits] == pytest.approx([0.5, 0.0])
+    assert all(h.keyword_score is None for h in hits)
+    assert store.hybrid(spec.name, query="zebra", vector=VEC, alpha=0.0, user="alice") == []
 
 
 def test_list_sorts_with_id_as_tie_breaker(client: FakeClient) -> None:

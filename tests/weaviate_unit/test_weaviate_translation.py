@@ -7,8 +7,10 @@ import subprocess
 import sys
 import textwrap
 from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pytest
 from weaviate.classes.config import DataType, Tokenization
 from weaviate.collections.classes.config_methods import _collection_config_from_json
@@ -30,6 +32,7 @@ from agentic_memory.store import (
     Where,
 )
 from tests.weaviate_unit.conftest import server_schema
+from tests.weaviate_unit.gofmt import go_v_float32
 
 TENANT_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -395,16 +398,16 @@ ID = "2d628e6a-565c-47b3-8e8a-6c0924358ec0"
             f"Hybrid (Result Set vector,hybridVector) Document {ID}: original score 0.3755169, "
             f"normalized score: 0.35678205 - \nHybrid (Result Set keyword,bm25) Document {ID}: "
             "original score 6.4637876, normalized score: 0.4792187",
-            (6.4637876, 0.3755169),
+            (float(np.float32(6.4637876)), float(np.float32(0.3755169))),
         ),
         (
             f"Hybrid (Result Set vector) Document {ID}: original score 0.34787154, normalized "
             "score: 0.23426087",
-            (None, 0.34787154),
+            (None, float(np.float32(0.34787154))),
         ),
         (
             f"Hybrid (Result Set keyword) Document {ID}: original score 1.5e-01, normalized score: 1",
-            (0.15, None),
+            (float(np.float32(0.15)), None),
         ),
         ("", (None, None)),
         (None, (None, None)),
@@ -416,6 +419,33 @@ def test_explain_score_parsing(
     text: str | None, expected: tuple[float | None, float | None]
 ) -> None:
     assert wv.parse_explain_score(text) == expected
+
+
+def test_explain_scores_read_back_as_the_servers_float32_values() -> None:
+    # D10: the server prints float32 scores with %v; read as float64 decimals they almost
+    # never equal the embedded store's float32 values.
+    rng = np.random.default_rng(7)
+    values = (rng.standard_normal(5000) * 10.0 ** rng.integers(-9, 9, 5000)).astype(np.float32)
+    mismatched_as_float64 = 0
+    for value in values:
+        text = go_v_float32(float(value))
+        assert wv.parse_float32(text) == float(value), text
+        line = f"Hybrid (Result Set keyword,bm25) Document {ID}: original score {text}, normalized"
+        assert wv.parse_explain_score(line) == (float(value), None)
+        mismatched_as_float64 += float(text) != float(value)
+    assert mismatched_as_float64 > 4500
+
+
+def test_float32_parsing_is_not_fooled_by_double_rounding() -> None:
+    # 1 + 2**-24 + 2**-60 lies just above the midpoint between the float32s 1 and 1 + 2**-23;
+    # the nearest float64 is the midpoint itself, which float32 rounds (to even) down to 1.
+    text = str(Decimal(1) + Decimal(2) ** -24 + Decimal(2) ** -60)
+    assert float(np.float32(float(text))) == 1.0
+    assert wv.parse_float32(text) == 1.0 + 2.0**-23
+    assert wv.parse_float32("3.4028235e+38") == float(np.finfo(np.float32).max)
+    assert wv.parse_float32("-0") == 0.0
+    with pytest.raises(ValueError):
+        wv.parse_float32("score")
 
 
 def test_deep_listings_sort_like_the_server() -> None:

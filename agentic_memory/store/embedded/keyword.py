@@ -438,7 +438,7 @@ def _bm25_top(
     ]
     if not any(idfs):
         return _NO_HITS
-    keep_each = per_property_limit(candidates, width)
+    keep_each = per_property_limit(candidates)
     norm = index.norm()
     total = np.zeros(n, dtype=np.float32)
     kept_rows: list[IntArray] = []

@@ -1,8 +1,8 @@
 """The embedded store: transactions, the catalogue, writes, reads and hybrid search.
 
 One SQLite file for durability (``sql``), numpy for ranking (``keyword``, ``vectors``) over an
-in-memory index per (collection, user) (``cache``). Ranking follows Weaviate v1.32.9: the
-rules live in ``agentic_memory.store.ranking``; ``docs/storage.md`` cites the server source.
+in-memory index per (collection, user) (``cache``). Ranking follows the pinned Weaviate
+version (``ranking.WEAVIATE_VERSION``): the rules live in ``agentic_memory.store.ranking``; ``docs/storage.md`` cites the server source.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.store.base import MemoryStore, absent_properties
+from agentic_memory.store.base import check_finite as _finite
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, IntArray
 from agentic_memory.store.embedded.cache import PartitionCache
@@ -108,6 +109,7 @@ class EmbeddedStore(MemoryStore):
         except OSError as exc:
             raise StoreError(f"cannot create the embedded store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._in_transaction = False
         self._cache = PartitionCache(dims)
         conn = sqlite3.connect(
             str(self.path / DB_FILENAME),
@@ -167,9 +169,14 @@ class EmbeddedStore(MemoryStore):
         raise AssertionError("unreachable")
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one IMMEDIATE transaction: all of it is written or none of it."""
+        """Run ``fn`` in one IMMEDIATE transaction: all of it is written or none of it.
+
+        Inside :meth:`transaction`, ``fn`` runs in a savepoint of that transaction instead.
+        """
         with self._lock:
             conn = self._db()
+            if self._in_transaction:
+                return self._in_savepoint(conn, fn)
 
             def attempt() -> T:
                 conn.execute("BEGIN IMMEDIATE")
@@ -186,11 +193,66 @@ class EmbeddedStore(MemoryStore):
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
 
+    @staticmethod
+    def _in_savepoint(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # One call stays all-or-nothing inside the caller's transaction.
+        conn.execute("SAVEPOINT amem_write")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK TO amem_write")
+            conn.execute("RELEASE amem_write")
+            raise
+        conn.execute("RELEASE amem_write")
+        return result
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make every read and write of this handle within the block one transaction.
+
+        All the block's writes are committed together when it ends, or none of them when it
+        raises. The block holds the store's write lock: other threads of this handle wait,
+        other handles and processes wait up to the busy timeout (30 s) per attempt, so keep
+        it short (no model or embedding calls inside).
+
+        Raises:
+            StoreError: a transaction is already open on this handle.
+        """
+        with self._lock:
+            if self._in_transaction:
+                raise StoreError("a transaction is already open on this store handle")
+            conn = self._db()
+            try:
+                self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+            self._in_transaction = True
+            try:
+                yield
+            except BaseException:
+                self._in_transaction = False
+                conn.execute("ROLLBACK")
+                # Caches may hold what was read or created inside the rolled-back block.
+                self._cache.clear()
+                self._specs.clear()
+                raise
+            self._in_transaction = False
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                self._cache.clear()
+                self._specs.clear()
+                raise _translate(exc) from exc
+
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """Give a connection for reads inside one snapshot (a deferred transaction)."""
         with self._lock:
             conn = self._db()
+            if self._in_transaction:
+                yield conn
+                return
             try:
                 conn.execute("BEGIN")
                 try:
@@ -372,6 +434,44 @@ class EmbeddedStore(MemoryStore):
 
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
+
+    def _update(
+        self,
+        spec: CollectionSpec,
+        ids: list[str],
+        change: Callable[[StoredObject], MemoryObject | None],
+        user: str | None,
+    ) -> UpsertResult:
+        obj_t = _table(spec.name)
+        updates = "".join(f", {_column(p.name)} = ?" for p in _columns(spec))
+
+        def write(conn: sqlite3.Connection) -> list[str]:
+            # Read, change and write in one IMMEDIATE transaction: no other writer, in this
+            # process or another, can come in between.
+            rows = conn.execute(
+                f"SELECT id, body, vector, rid FROM {obj_t} WHERE user IS ? "
+                "AND id IN (SELECT value FROM json_each(?))",
+                (user, json.dumps(ids)),
+            ).fetchall()
+            changed: list[MemoryObject] = []
+            rids: list[int] = []
+            for row in rows:
+                new = change(_stored(row[:3], True))
+                if new is not None:
+                    changed.append(new)
+                    rids.append(int(row[3]))
+            if not changed:
+                return []
+            prepared = self._prepare(spec, changed, _finite([o.vector for o in changed]))
+            conn.executemany(
+                f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
+                [(*rest, rid) for (_, *rest), rid in zip(prepared, rids, strict=True)],
+            )
+            # Rows changed in place (same rid): a cache cannot be extended past that.
+            _bump(conn, spec.name, user, keeps_lineage=False)
+            return [o.id for o in changed]
+
+        return UpsertResult(ids=self._write(write))
 
     def _prepare(
         self, spec: CollectionSpec, objects: list[MemoryObject], wide: FloatArray64
