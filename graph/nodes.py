@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -46,7 +47,8 @@ from agentic_memory.kinds.facts import (
 )
 from agentic_memory.kinds.knowledge import asearch_knowledge
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES
-from agentic_memory.kinds.rule_guard import screen_rules
+from agentic_memory.kinds.model_output import keep_protected, prompt_echo
+from agentic_memory.kinds.rule_guard import RejectedRule, screen_rules
 from agentic_memory.kinds.rules import (
     MAX_RULES,
     RuleConflictError,
@@ -54,7 +56,21 @@ from agentic_memory.kinds.rules import (
     render_rules,
     rules_scope,
 )
-from agentic_memory.models.calls import StructuredOutputError, ainvoke_structured, ainvoke_text
+from agentic_memory.kinds.self_statements import (
+    StatedFacts,
+    extract_self_statements,
+    looks_like_self_statement,
+    merge_facts,
+    plausible_fact,
+)
+from agentic_memory.models.calls import (
+    MODEL_ERRORS,
+    ModelCall,
+    ainvoke_structured,
+    ainvoke_text,
+    calls_of,
+)
+from agentic_memory.models.chat import describe_model, limit_answer_tokens
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, Where, check_user_id
 from graph.context import Context
 from graph.context_window import (
@@ -467,26 +483,15 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
     changes: list[dict[str, Any]] = []
     important = False
     if ctx.extract_facts and _text(message).strip():
-        prompt = (await prompts.aload("fact_extraction")).format(
-            known_facts="\n".join(f"- {f.subject}: {f.value}" for f in known) or _NONE,
-            message=_text(message),
-        )
         model = await background_model(ctx)
-        try:
-            extracted, records = await ainvoke_structured(
-                model, ExtractedFacts, [HumanMessage(prompt)], purpose="facts"
-            )
-        except StructuredOutputError as exc:
-            logger.warning("fact extraction skipped this turn: %s", exc)
-            calls = [c.to_dict() for c in exc.calls]
-        else:
-            calls = [c.to_dict() for c in records]
-            important = bool(extracted.important)
-            usable = _usable_facts(extracted.facts)
-            if usable:
-                stored = await mem.facts.aremember(user, usable, source_thread=_thread(_config()))
-                changes = [c.to_dict() for c in stored]
-                known = await mem.facts.acurrent(user)
+        known_text = [f"{f.subject}: {f.value}" for f in known]
+        found, important, records = await extract_facts(model, _text(message), known_text)
+        calls = [c.to_dict() for c in records]
+        usable = _usable_facts(found)
+        if usable:
+            stored = await mem.facts.aremember(user, usable, source_thread=_thread(_config()))
+            changes = [c.to_dict() for c in stored]
+            known = await mem.facts.acurrent(user)
     return {
         "facts": [f.to_dict() for f in known],
         "facts_remembered": changes,
@@ -496,6 +501,49 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
         "rules_version_created": None,
         "conversation_ended": False,
     }
+
+
+async def extract_facts(
+    model: BaseChatModel, message: str, known: Sequence[str] = ()
+) -> tuple[list[ExtractedFact], bool, list[ModelCall]]:
+    """Extract the durable facts of a user message with the memory model (and self-statements).
+
+    A model that fails (an invalid reply after the retry, an API error, a dead server) costs
+    the turn nothing: the facts are then read from the message's self-statements
+    (:func:`agentic_memory.kinds.self_statements.extract_self_statements`). The offline model
+    (a base model that answers an empty list to plain statements) is asked with a schema
+    that forbids the empty list when the message speaks of the user
+    (:class:`~agentic_memory.kinds.self_statements.StatedFacts`); the self-statements are
+    always read, and its own facts are kept only when they are plausible: a short key and a
+    value taken from the message (:func:`~agentic_memory.kinds.self_statements.plausible_fact`).
+
+    Args:
+        model: The memory model.
+        message: The user's message.
+        known: The user's current facts, "subject: value".
+
+    Returns:
+        The facts, whether the message is important, and the model calls made.
+    """
+    prompt = (await prompts.aload("fact_extraction")).format(
+        known_facts="\n".join(f"- {k}" for k in known) or _NONE, message=message
+    )
+    offline = describe_model(model).startswith("local:")
+    # The offline model answers an empty list to every plain statement unless the schema
+    # forbids it; it is forbidden only when the message speaks of the user.
+    schema = StatedFacts if offline and looks_like_self_statement(message) else ExtractedFacts
+    try:
+        extracted, records = await ainvoke_structured(
+            model, schema, [HumanMessage(prompt)], purpose="facts"
+        )
+    except MODEL_ERRORS as exc:
+        logger.warning("fact extraction fell back to self-statements this turn: %s", exc)
+        return extract_self_statements(message), False, calls_of(exc)
+    facts = list(extracted.facts)
+    if offline:
+        own = [f for f in facts if plausible_fact(f, message)]
+        facts = merge_facts(extract_self_statements(message), own)
+    return facts, bool(extracted.important), records
 
 
 def _usable_facts(facts: Sequence[ExtractedFact]) -> list[ExtractedFact]:
@@ -533,15 +581,52 @@ async def compact(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         previous_summary=state.summary or _NONE, messages=_transcript(plan.summarise)
     )
     model = await background_model(ctx)
-    summary, records = await ainvoke_structured(
-        model, Summary, [HumanMessage(prompt)], purpose="summary"
-    )
+    try:
+        summary, records = await ainvoke_structured(
+            model, Summary, [HumanMessage(prompt)], purpose="summary"
+        )
+        text = summary.text
+    except MODEL_ERRORS as exc:
+        # The turns must leave the window all the same, or every later turn would try (and
+        # fail) again: they are kept as an excerpt, the user's words and the answers cut short.
+        logger.warning("compaction kept an excerpt instead of a summary: %s", exc)
+        records = calls_of(exc)
+        text = _excerpt(state.summary, plan.summarise)
     removals: list[BaseMessage] = [RemoveMessage(id=m.id) for m in plan.summarise if m.id]
+    room = ctx.budget_summary - count_tokens(_SUMMARY_HEADING) - 2
     return {
-        "summary": summary.text,
+        "summary": _fit_tokens(text, room),
         "messages": removals,
         "model_calls": [c.to_dict() for c in records],
     }
+
+
+_SUMMARY_HEADING = "Summary of earlier turns of this conversation:\n"
+_EXCERPT_CHARS = 300
+
+
+def _excerpt(previous: str, messages: Sequence[BaseMessage]) -> str:
+    """Return the rolling summary without a model: the old summary, then each turn cut short."""
+    lines = [previous.strip()] if previous.strip() else []
+    for line in _transcript(messages).splitlines():
+        cut = line if len(line) <= _EXCERPT_CHARS else line[: _EXCERPT_CHARS - 1] + "…"
+        lines.append(cut)
+    return "\n".join(lines) or _NONE
+
+
+def _fit_tokens(text: str, budget: int) -> str:
+    """Keep the end of a rolling summary within ``budget`` tokens (the oldest part goes)."""
+    if count_tokens(text) <= budget:
+        return text
+    words = text.split(" ")
+    low, high = 1, len(words)
+    while low < high:  # the fewest leading words to drop
+        middle = (low + high) // 2
+        if count_tokens("… " + " ".join(words[middle:])) <= budget:
+            high = middle
+        else:
+            low = middle + 1
+    return "… " + " ".join(words[low:]) if low < len(words) else ""
 
 
 def _history(state: State) -> list[AnyMessage]:
@@ -566,9 +651,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         facts_text = (
             (await prompts.aload("user_facts")).format(facts=render_facts(state.facts)).strip()
         )
-    summary_text = (
-        f"Summary of earlier turns of this conversation:\n{state.summary}" if state.summary else ""
-    )
+    summary_text = f"{_SUMMARY_HEADING}{state.summary}" if state.summary else ""
     constraints = render_constraints(state.facts)
     now = datetime.now(UTC).isoformat(timespec="minutes")
     turn_prompt = await prompts.aload("turn_context")
@@ -619,7 +702,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         budgets=budgets,
         left_out={"episodic": left_episodic, "semantic": left_semantic},
     )
-    model = await answer_model(ctx)
+    model = limit_answer_tokens(await answer_model(ctx), ctx.answer_max_tokens)
     answer, call = await ainvoke_text(model, assembled.messages, purpose="answer")
     if not answer.id:
         answer.id = str(uuid.uuid4())
@@ -706,11 +789,27 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if fresh_run:
             update["model_calls"] = replace_calls([])
         return update
-    prompt = (await prompts.aload("reflection")).format(conversation=transcript)
+    template = await prompts.aload("reflection")
     model = await background_model(ctx)
-    reflection, records = await ainvoke_structured(
-        model, Reflection, [HumanMessage(prompt)], purpose="reflection"
-    )
+    fallback: str | None = None
+    try:
+        reflection, records = await ainvoke_structured(
+            model,
+            Reflection,
+            [HumanMessage(template.format(conversation=transcript))],
+            purpose="reflection",
+        )
+        reflection, echo = _without_echo(reflection, template.template, transcript)
+        if echo is not None:
+            fallback = f"the model's reflection copied the prompt ({echo!r})"
+    except MODEL_ERRORS as exc:
+        records = calls_of(exc)
+        fallback = f"the model's reflection failed ({type(exc).__name__}: {exc})"
+    if fallback is not None:
+        # The conversation still ends and is remembered: an episode holding what the user
+        # said, with no lesson in it (update_procedural learns nothing from it).
+        logger.warning("the episode holds no lesson: %s", fallback)
+        reflection = _plain_reflection(messages, state.summary if start == 0 else "")
     number = state.conversations + 1
     thread = _thread(_config())
     episode_id = await mem.episodes.astore(
@@ -722,6 +821,7 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "thread_id": thread,
         "conversation": number,
         **reflection.model_dump(),
+        **({"fallback": fallback} if fallback else {}),
     }
     earlier = state.pending_reflection
     update.update(
@@ -733,6 +833,45 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         model_calls=replace_calls(calls) if fresh_run else calls,
     )
     return update
+
+
+# What the reflection prompt asks for word for word: writing it is no echo.
+_INSTRUCTED = ("nothing notable",)
+_NO_LESSON = "No lesson recorded: the memory model wrote no usable reflection."
+
+
+def _without_echo(
+    reflection: Reflection, template: str, transcript: str
+) -> tuple[Reflection, str | None]:
+    """Drop tags copied from the prompt; name a text field that copies it, if one does."""
+    given = [transcript, *_INSTRUCTED]
+    for name in ("conversation_summary", "what_worked", "what_to_avoid"):
+        echo = prompt_echo(getattr(reflection, name), template, given)
+        if echo is not None:
+            return reflection, echo
+    tags = [t for t in reflection.context_tags if prompt_echo(t, template, given) is None]
+    return reflection.model_copy(update={"context_tags": tags}), None
+
+
+def _plain_reflection(messages: Sequence[BaseMessage], summary: str) -> Reflection:
+    """Write the episode of a conversation without a model: what the user said, cut short."""
+    said = [_text(m).strip() for m in messages if isinstance(m, HumanMessage)]
+    text = " / ".join(s for s in said if s) or summary.strip() or _NONE
+    limit = next(
+        int(m.max_length)
+        for m in Reflection.model_fields["conversation_summary"].metadata
+        if getattr(m, "max_length", None) is not None
+    )
+    summary_text = f"The user said: {text}"
+    if len(summary_text) > limit:
+        summary_text = summary_text[: limit - 1] + "…"
+    return Reflection(
+        context_tags=[],
+        conversation_summary=summary_text,
+        what_worked=_NO_LESSON,
+        what_to_avoid=_NO_LESSON,
+        importance=0.5,
+    )
 
 
 def _pending_chain(pending: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -749,6 +888,24 @@ def _lesson(reflection: dict[str, Any]) -> str:
         f"  what worked: {reflection['what_worked']}\n"
         f"  what to avoid: {reflection['what_to_avoid']}"
     )
+
+
+def _drop_echoes(
+    rules: Sequence[dict[str, str]], template: str, given: Sequence[str]
+) -> tuple[list[dict[str, str]], list[RejectedRule]]:
+    """Split rules into those the model wrote and those copying the prompt's own text."""
+    kept: list[dict[str, str]] = []
+    echoed: list[RejectedRule] = []
+    for rule in rules:
+        echo = prompt_echo(rule["instruction"], template, given) or prompt_echo(
+            rule["rationale"], template, given
+        )
+        if echo is None:
+            kept.append(rule)
+        else:
+            reason = f"copies the prompt's text ({echo!r})"
+            echoed.append(RejectedRule(rule["instruction"], rule["rationale"], reason))
+    return kept, echoed
 
 
 def _clean_rules(rules: Sequence[Any]) -> list[dict[str, str]]:
@@ -795,29 +952,62 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                 f"conversations rewrite them with {GLOBAL_RULES_ENV}=learn"
             ),
         }
+    # An episode written without the model holds no lesson: nothing to learn from it.
+    lessons = [r for r in pending if not r.get("fallback")]
+    if not lessons:
+        return {**done, "rules_note": "no lesson to learn from: the episode has no reflection"}
     model = await background_model(ctx)
     personal = [str(f.get("value", "")) for f in state.facts] + [user]
-    last = pending[-1]
+    last = lessons[-1]
     calls: list[dict[str, Any]] = []
+    template = await prompts.aload("procedural_update")
+    starting = [
+        {"instruction": r.instruction, "rationale": r.rationale}
+        for r in (await mem.rules.aversions(scope))[0].rules
+    ]
     for attempt in range(1, _RULES_ATTEMPTS + 1):
         current = await mem.rules.alatest(scope)
-        prompt = (await prompts.aload("procedural_update")).format(
-            current_rules=current.render(),
-            reflections="\n".join(_lesson(r) for r in pending),
-            max_rules=MAX_RULES,
+        lesson_text = "\n".join(_lesson(r) for r in lessons)
+        prompt = template.format(
+            current_rules=current.render(), reflections=lesson_text, max_rules=MAX_RULES
         )
-        ruleset, records = await ainvoke_structured(
-            model, RuleSet, [HumanMessage(prompt)], purpose="rules"
-        )
+        try:
+            ruleset, records = await ainvoke_structured(
+                model, RuleSet, [HumanMessage(prompt)], purpose="rules"
+            )
+        except MODEL_ERRORS as exc:
+            # The conversation has ended all the same; the episode stays pending, so the
+            # next conversation end learns from it too.
+            logger.warning("rules not rewritten this time: %s", exc)
+            return {
+                **done,
+                "pending_reflection": state.pending_reflection,
+                "model_calls": calls + [c.to_dict() for c in calls_of(exc)],
+                "rules_note": f"the rules were not rewritten: the model failed ({exc})",
+            }
         calls += [c.to_dict() for c in records]
         kept, rejected = screen_rules(
             _clean_rules(ruleset.rules), shared=scope == GLOBAL_SCOPE, personal_values=personal
         )
+        kept, echoed = _drop_echoes(kept, template.template, [current.render(), lesson_text])
+        rejected = [*rejected, *echoed]
         for item in rejected:
             logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
         result = {**done, "rules_rejected": [r.to_dict() for r in rejected], "model_calls": calls}
         if not kept:
             return {**result, "rules_note": "no rule of the rewrite could be stored"}
+        current_rules = [
+            {"instruction": r.instruction, "rationale": r.rationale} for r in current.rules
+        ]
+        checked = keep_protected(kept, current_rules, starting, max_rules=MAX_RULES)
+        if checked.refused is not None:
+            logger.warning("rules rewrite refused: %s", checked.refused)
+            return {**result, "rules_note": f"the rewrite was not stored: {checked.refused}"}
+        kept = checked.rules
+        if checked.restored:
+            result["rules_note"] = "kept rules the rewrite dropped: " + "; ".join(
+                r["instruction"] for r in checked.restored
+            )
         try:
             # Based on the version the model rewrote: another conversation's new version
             # is never replaced by a rewrite that did not see it.
@@ -825,7 +1015,7 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                 scope,
                 kept,
                 base_version=current.version,
-                source_episodes=[str(r["id"]) for r in pending],
+                source_episodes=[str(r["id"]) for r in lessons],
                 source_users=[user],
                 note=(
                     f"rewritten after conversation {last.get('conversation')} "

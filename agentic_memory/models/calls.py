@@ -25,15 +25,21 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any, TypeVar
 
+import httpx
+import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
 from agentic_memory.models.chat import describe_model
+from agentic_memory.models.local_server import LocalServerError
 
 T = TypeVar("T", bound=BaseModel)
 
 _CHARS_PER_TOKEN = 4
+# LangGraph's "messages" stream mode leaves out model calls tagged so: structured calls
+# (facts, summaries, reflections, rules) are memory work, never part of the answer.
+_NOSTREAM = "nostream"
 _MAX_REPAIR_ROUNDS = 8
 # How much of a bad reply is quoted back to the model in the retry prompt.
 _QUOTE_LIMIT = 1500
@@ -99,6 +105,24 @@ class StructuredOutputError(RuntimeError):
     def __init__(self, message: str, calls: Sequence[ModelCall] = ()) -> None:
         super().__init__(message)
         self.calls = list(calls)
+
+
+MODEL_ERRORS: tuple[type[Exception], ...] = (
+    StructuredOutputError,
+    openai.OpenAIError,
+    httpx.HTTPError,
+    LocalServerError,
+    ConnectionError,
+    TimeoutError,
+)
+"""What a failed model call raises: an invalid reply, an API or connection error, a timeout,
+a local server that died twice. Memory work catches these and falls back; it never lets one
+fail a turn or leave a thread unusable."""
+
+
+def calls_of(exc: BaseException) -> list[ModelCall]:
+    """Return the cost records a failed call still made (``StructuredOutputError.calls``)."""
+    return list(exc.calls) if isinstance(exc, StructuredOutputError) else []
 
 
 def summarize_calls(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, Any]:
@@ -510,10 +534,12 @@ async def _attempt(
     parsed: Any = None
     error: Any = None
     if runnable is None:
-        result: Any = await model.ainvoke([*prompt, _json_instruction(schema)])
+        result: Any = await model.ainvoke(
+            [*prompt, _json_instruction(schema)], config={"tags": [_NOSTREAM]}
+        )
         raw = result if isinstance(result, AIMessage) else None
     else:
-        result = await runnable.ainvoke(prompt)
+        result = await runnable.ainvoke(prompt, config={"tags": [_NOSTREAM]})
         if isinstance(result, Mapping) and "raw" in result:
             raw = result["raw"] if isinstance(result["raw"], AIMessage) else None
             parsed = result.get("parsed")
