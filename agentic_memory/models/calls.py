@@ -8,8 +8,9 @@ reply (the usual rule of thumb for English with BPE tokenizers) and the record s
 
 Structured output asks for a forced tool call (``method="function_calling"``, the one
 method every OpenAI-compatible server here handles). A reply that does not validate is
-repaired when that needs no invention: JSON is dug out of prose or tool arguments, and
-strings and lists longer than the schema allows are cut to their bounds. Otherwise the
+repaired when that needs no invention: JSON is dug out of prose or tool arguments,
+strings and lists longer than the schema allows are cut to their bounds, and numbers past
+an inclusive bound (``le``/``ge``) are set to it. Otherwise the
 model gets ONE retry with the validation errors; still invalid raises
 :class:`StructuredOutputError`.
 """
@@ -423,8 +424,11 @@ def _drop_truncated_tail(data: Any, exc: ValidationError) -> bool:
     return False
 
 
+_NUMBER_BOUNDS = {"less_than_equal": "le", "greater_than_equal": "ge"}
+
+
 def _coerce_to_bounds(schema: type[T], data: Any) -> T:
-    """Validate, cutting over-long strings and lists to their bounds; invent nothing.
+    """Validate, cutting over-long strings and lists, and numbers, to their bounds.
 
     Raises:
         ValidationError: Errors remain that cutting cannot fix.
@@ -438,10 +442,22 @@ def _coerce_to_bounds(schema: type[T], data: Any) -> T:
             for err in exc.errors():
                 if fixed:
                     break  # locations shift once an item is dropped: validate again first
+                loc = tuple(err["loc"])
+                bound = _NUMBER_BOUNDS.get(err["type"])
+                if bound is not None:
+                    # A grammar constrains a number's form, not its range (llama.cpp ignores
+                    # minimum/maximum): a number past an inclusive bound is set to the bound.
+                    limit_value = (err.get("ctx") or {}).get(bound)
+                    try:
+                        current = _get_at(data, loc)
+                    except (KeyError, IndexError, TypeError):
+                        continue
+                    if isinstance(limit_value, int | float) and isinstance(current, int | float):
+                        fixed = _set_at(data, loc, limit_value) or fixed
+                    continue
                 limit = (err.get("ctx") or {}).get("max_length")
                 if err["type"] not in ("string_too_long", "too_long") or limit is None:
                     continue
-                loc = tuple(err["loc"])
                 try:
                     current = _get_at(data, loc)
                 except (KeyError, IndexError, TypeError):

@@ -83,8 +83,9 @@ def run_dev_server(
     """Run ``langgraph dev`` with a repository config file until the block ends."""
     if not LANGGRAPH.exists():
         pytest.skip(f"langgraph CLI not found next to {sys.executable}")
+    # A second server on the same tmp_path is a restart: same folder, same threads, same data.
     workdir = tmp_path / "server"
-    workdir.mkdir()
+    workdir.mkdir(exist_ok=True)
     settings = json.loads((REPO / config).read_text())
     shutil.copy(REPO / config, workdir / "langgraph.json")
     paths = list(settings["graphs"].values())
@@ -92,7 +93,7 @@ def run_dev_server(
         if isinstance(settings.get(key), dict) and settings[key].get("path"):
             paths.append(settings[key]["path"])
     for package in {Path(path.partition(":")[0]).parts[0] for path in paths}:
-        if package != ".":
+        if package != "." and not (workdir / package).exists():
             (workdir / package).symlink_to(REPO / package, target_is_directory=True)
     home = tmp_path / "amem-home"
     log = tmp_path / "langgraph-dev.log"
@@ -110,7 +111,7 @@ def run_dev_server(
             PYTHONUNBUFFERED="1",
         )
         environment.update(env or {})
-        with log.open("wb") as sink:
+        with log.open("ab") as sink:
             process = subprocess.Popen(
                 [
                     str(LANGGRAPH),
