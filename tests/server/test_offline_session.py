@@ -15,6 +15,7 @@ slow is the model itself (2 shared cores).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from agentic_memory.api import Memory
 from agentic_memory.models.embeddings import LocalEmbeddings
 from ingest.pipeline import ingest_paths
 from tests.llm.conftest import local_model_file, requires_local
-from tests.server.conftest import DevServer, run_dev_server
+from tests.server.conftest import run_dev_server
 
 pytestmark = [pytest.mark.integration, requires_local, pytest.mark.timeout(1800)]
 
@@ -116,7 +117,65 @@ async def _run(client: Any, thread_id: str, payload: dict[str, Any]) -> dict[str
     return out
 
 
-async def test_an_offline_session_with_restart_compaction_and_recall(
+async def _seed(url: str) -> None:
+    client = get_client(url=url)
+    await client.store.put_item(
+        ["facts", USER],
+        "peanut allergy",
+        {"value": "allergic to peanuts", "category": "constraint"},
+    )
+    await client.store.put_item(["memories", USER], "tea", {"text": "likes green tea"})
+
+
+async def _session(url: str, prompts: Prompts) -> None:
+    client = get_client(url=url)
+    item = await client.store.get_item(["facts", USER], "peanut allergy")
+    assert item is not None and item["value"]["value"] == "allergic to peanuts"
+    thread = (await client.threads.create(metadata={"user_id": USER}))["thread_id"]
+    outs = []
+    for i, message in enumerate(TURNS):
+        payload = {"messages": [{"role": "user", "content": message}]}
+        out = await _run(client, thread, payload)
+        prompt = _check_turn(out, prompts.new(), message)
+        # The facts and the restated constraint reach the model every turn.
+        assert "- peanut allergy: allergic to peanuts (constraint)" in prompt["prompt"]
+        assert "Critical constraints (never violate): peanut allergy" in prompt["prompt"]
+        if i == 2:  # the CoALA question: the passage and its label reach the model
+            assert "[coala.pdf p.1]" in prompt["prompt"]
+            assert "episodic memory, semantic memory" in prompt["prompt"]
+        outs.append(out)
+    final = outs[-1]
+    remembered = {(f["subject"], f["value"]) for f in final["facts"]}
+    assert {("name", "Alice"), ("city", "Lisbon"), ("diet", "vegetarian")} <= remembered
+    assert ("job", "nurse") in remembered
+    # Compaction ran: older turns left the window for the rolling summary.
+    purposes = [c["purpose"] for o in outs for c in o["model_calls"]]
+    assert "summary" in purposes, purposes
+    state = (await client.threads.get_state(thread))["values"]
+    assert state["summary"] and len(state["messages"]) < 2 * len(TURNS)
+    assert "Summary of earlier turns of this conversation:" in prompts.path.read_text()
+
+    ended = await _run(client, thread, {"messages": [], "end_conversation": True})
+    assert ended["conversation_ended"] is True
+    episode = ended["reflection"]
+    assert episode is not None and episode["thread_id"] == thread
+    # Whether the model's reflection or the plain episode, it copies no prompt example.
+    assert "satay" not in json.dumps(episode)
+    prompts.new()
+
+    # A new thread recalls the episode and the facts.
+    second = (await client.threads.create(metadata={"user_id": USER}))["thread_id"]
+    message = "Do you remember what I told you about food?"
+    out = await _run(client, second, {"messages": [{"role": "user", "content": message}]})
+    prompt = _check_turn(out, prompts.new(), message)
+    assert [e["id"] for e in out["episodes"]][:1] == [episode["id"]]
+    assert episode["conversation_summary"][:40] in prompt["prompt"]
+    for line in ("- name: Alice", "- diet: vegetarian", "- city: Lisbon"):
+        assert line in prompt["prompt"]
+
+
+# A sync test: it starts, stops and restarts server processes between its async parts.
+def test_an_offline_session_with_restart_compaction_and_recall(
     tmp_path: Path, local_model_file: Path
 ) -> None:
     record = tmp_path / "prompts.jsonl"
@@ -127,70 +186,16 @@ async def test_an_offline_session_with_restart_compaction_and_recall(
         # No endpoint: the runs name the local model, and nothing else is configured.
         "AMEM_BASE_URL": "",
     }
-    prompts = Prompts(record)
-
-    # Seed memories of every kind a user adds by hand, then stop the server.
-    server: DevServer
+    # Seed memories (through the SDK, and a document through the Python API while the
+    # server is stopped), then restart on the same data and hold the session.
     with run_dev_server(tmp_path, env=env) as server:
-        client = get_client(url=server.url)
-        await client.store.put_item(
-            ["facts", USER],
-            "peanut allergy",
-            {"value": "allergic to peanuts", "category": "constraint"},
-        )
-        await client.store.put_item(["memories", USER], "tea", {"text": "likes green tea"})
+        asyncio.run(_seed(server.url))
         home = server.home
     with Memory.open(home=home, backend="embedded", embeddings=LocalEmbeddings()) as memory:
         report = ingest_paths(
             [_pdf(tmp_path / "coala.pdf")], store=memory.store, embeddings=memory.embeddings
         )
         assert report.ok
-
-    # Restart on the same data, and hold a conversation.
     with run_dev_server(tmp_path, env=env) as server:
-        client = get_client(url=server.url)
-        item = await client.store.get_item(["facts", USER], "peanut allergy")
-        assert item is not None and item["value"]["value"] == "allergic to peanuts"
-        thread = (await client.threads.create(metadata={"user_id": USER}))["thread_id"]
-        outs = []
-        for i, message in enumerate(TURNS):
-            payload = {"messages": [{"role": "user", "content": message}]}
-            out = await _run(client, thread, payload)
-            prompt = _check_turn(out, prompts.new(), message)
-            # The facts and the restated constraint reach the model every turn.
-            assert "- peanut allergy: allergic to peanuts (constraint)" in prompt["prompt"]
-            assert "Critical constraints (never violate): peanut allergy" in prompt["prompt"]
-            if i == 2:  # the CoALA question: the passage and its label reach the model
-                assert "[coala.pdf p.1]" in prompt["prompt"]
-                assert "episodic memory, semantic memory" in prompt["prompt"]
-            outs.append(out)
-        final = outs[-1]
-        remembered = {(f["subject"], f["value"]) for f in final["facts"]}
-        assert {("name", "Alice"), ("city", "Lisbon"), ("diet", "vegetarian")} <= remembered
-        assert ("job", "nurse") in remembered
-        # Compaction ran: older turns left the window for the rolling summary.
-        purposes = [c["purpose"] for o in outs for c in o["model_calls"]]
-        assert "summary" in purposes, purposes
-        state = (await client.threads.get_state(thread))["values"]
-        assert state["summary"] and len(state["messages"]) < 2 * len(TURNS)
-        assert "Summary of earlier turns of this conversation:" in prompts.path.read_text()
-
-        ended = await _run(client, thread, {"messages": [], "end_conversation": True})
-        assert ended["conversation_ended"] is True
-        episode = ended["reflection"]
-        assert episode is not None and episode["thread_id"] == thread
-        # Whether the model's reflection or the plain episode, it copies no prompt example.
-        assert "satay" not in json.dumps(episode)
-        prompts.new()
-
-        # A new thread recalls the episode and the facts.
-        second = (await client.threads.create(metadata={"user_id": USER}))["thread_id"]
-        message = "Do you remember what I told you about food?"
-        out = await _run(client, second, {"messages": [{"role": "user", "content": message}]})
-        prompt = _check_turn(out, prompts.new(), message)
-        assert [e["id"] for e in out["episodes"]][:1] == [episode["id"]]
-        assert episode["conversation_summary"][:40] in prompt["prompt"]
-        for line in ("- name: Alice", "- diet: vegetarian", "- city: Lisbon"):
-            assert line in prompt["prompt"]
-        assert "Related messages from earlier conversations:" in prompt["prompt"]
+        asyncio.run(_session(server.url, Prompts(record)))
     assert "Traceback" not in server.log_text()
