@@ -8,8 +8,11 @@ through the graph's own prompt; the rates are computed for:
 - ``model, plausible``: those with a short key and a value taken from the message;
 - ``patterns``: the self-statement patterns alone (no model);
 - ``graph``: what ``graph.nodes.extract_facts`` returns, i.e. what a turn stores: with the
-  offline model, the patterns plus the plausible facts of the model asked under
-  ``StatedFacts`` (no empty list) when the message speaks of the user.
+  offline model, the patterns plus the model's plausible facts.
+
+``--forced`` also asks the model a third time with a schema that forbids the empty list
+(``StatedFacts``) when the message speaks of the user (constrained decoding), and scores
+its plausible facts alone and added to the patterns.
 
 The last line counts the statements the graph remembers and the patterns alone do not:
 what the model adds.
@@ -32,16 +35,28 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from pydantic import Field
 
 import prompts
 from agentic_memory.kinds.facts import ExtractedFact, ExtractedFacts
-from agentic_memory.kinds.self_statements import extract_self_statements, plausible_fact
+from agentic_memory.kinds.self_statements import (
+    extract_self_statements,
+    looks_like_self_statement,
+    merge_facts,
+    plausible_fact,
+)
 from agentic_memory.models.calls import MODEL_ERRORS, ainvoke_structured
 from agentic_memory.models.chat import resolve_chat_model
 from agentic_memory.models.local_server import stop_local_server
 from graph.nodes import extract_facts
 
 DATA = Path(__file__).with_name("data") / "fact_statements.json"
+
+
+class StatedFacts(ExtractedFacts):
+    """Durable facts in a message where the user speaks of themself: at least one."""
+
+    facts: list[ExtractedFact] = Field(min_length=1, max_length=5)
 
 
 def remembered(facts: Sequence[ExtractedFact], item: dict[str, Any]) -> bool:
@@ -67,16 +82,18 @@ async def ask(model: Any, schema: type[ExtractedFacts], message: str) -> tuple[A
     return value, time.perf_counter() - started
 
 
-async def main(spec: str, verbose: bool) -> None:
+async def main(spec: str, verbose: bool, forced: bool) -> None:
     """Score every mode on every part of the data and print Markdown tables."""
     data = json.loads(DATA.read_text())
     model = resolve_chat_model(spec, max_tokens=1024)
     parts = {"dev": data["dev"], "held_out": data["held_out"]}
     modes = ["model", "model, plausible", "patterns", "graph"]
+    if forced:
+        modes += ["non-empty, plausible", "patterns + non-empty"]
     hits: dict[tuple[str, str], int] = {}
     false_positive = {m: 0 for m in modes}
     empty = important = added = 0
-    seconds: dict[str, list[float]] = {"ExtractedFacts": [], "graph": []}
+    seconds: dict[str, list[float]] = {"ExtractedFacts": [], "graph": [], "StatedFacts": []}
     try:
         for part, items in [*parts.items(), ("none", [{"text": t} for t in data["none"]])]:
             for item in items:
@@ -95,6 +112,13 @@ async def main(spec: str, verbose: bool) -> None:
                     "patterns": extract_self_statements(text),
                     "graph": stored,
                 }
+                if forced:
+                    schema = StatedFacts if looks_like_self_statement(text) else ExtractedFacts
+                    again, took = await ask(model, schema, text)
+                    seconds["StatedFacts"].append(took)
+                    more = [f for f in (again.facts if again else []) if plausible_fact(f, text)]
+                    results["non-empty, plausible"] = more
+                    results["patterns + non-empty"] = merge_facts(results["patterns"], more)
                 if verbose:
                     shown = {k: [(f.subject, f.value) for f in v] for k, v in results.items()}
                     print(f"[{part}] {text!r}: {shown}", flush=True)
@@ -113,6 +137,8 @@ async def main(spec: str, verbose: bool) -> None:
     messages = total + len(data["none"])
     print(f"\nmodel: {spec}; {messages} messages")
     for name, values in seconds.items():
+        if not values:
+            continue
         print(f"- {name} call: median {statistics.median(values):.1f} s, max {max(values):.1f} s")
     print(
         f"- empty replies under ExtractedFacts: {empty} of {messages}; important=true: {important}\n"
@@ -134,6 +160,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="local", help="model spec (default: local)")
     parser.add_argument("--verbose", action="store_true", help="print every model reply")
+    parser.add_argument("--forced", action="store_true", help="also try a non-empty schema")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(main(args.model, args.verbose))
+    asyncio.run(main(args.model, args.verbose, args.forced))

@@ -19,18 +19,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from pydantic import Field
-
-from agentic_memory.kinds.facts import (
-    MAX_SUBJECT,
-    MAX_VALUE,
-    ExtractedFact,
-    ExtractedFacts,
-    FactCategory,
-)
+from agentic_memory.kinds.facts import MAX_SUBJECT, MAX_VALUE, ExtractedFact, FactCategory
 
 __all__ = [
-    "StatedFacts",
     "extract_self_statements",
     "grounded",
     "looks_like_self_statement",
@@ -125,18 +116,6 @@ _CLAUSE_SPLIT = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"[\s.!,;:]+$")
-
-
-class StatedFacts(ExtractedFacts):
-    """Durable facts in a message where the user speaks of themself: at least one.
-
-    The offline model is asked with this schema when :func:`looks_like_self_statement` holds:
-    under ``ExtractedFacts`` it answered an empty list for every one of 68 plain statements,
-    and constrained decoding that forbids the empty list makes it write one (measured in
-    ``bench/results/fact_extraction.md``); its facts are then kept only when grounded.
-    """
-
-    facts: list[ExtractedFact] = Field(min_length=1, max_length=5)
 
 
 @dataclass(frozen=True)

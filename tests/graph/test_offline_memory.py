@@ -62,16 +62,8 @@ async def test_the_offline_model_answering_nothing_still_remembers_plain_stateme
 
     from graph.graph import compile_graph
 
-    # What the base model does (measured): an empty list under the facts schema, and under
-    # the schema that forbids it, the message copied into subject and value.
-    def copy_the_message(messages: list[BaseMessage]) -> dict[str, Any]:
-        said = str(messages[-1].content).rsplit("Newest user message:", 1)[-1].strip()
-        return {"facts": [{"subject": said[:60], "value": said, "category": "other"}]}
-
-    model = ScriptedChatModel(
-        metadata=LOCAL,
-        structured_defaults={"ExtractedFacts": {"facts": []}, "StatedFacts": copy_the_message},
-    )
+    # What the base model does (measured): an empty list, every time.
+    model = ScriptedChatModel(metadata=LOCAL, structured_defaults={"ExtractedFacts": {"facts": []}})
     app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
     out = await turn(app, "t", "I'm vegetarian and allergic to peanuts.")
     assert facts_of(out) == {("diet", "vegetarian"), ("peanuts allergy", "allergic to peanuts")}
@@ -80,15 +72,14 @@ async def test_the_offline_model_answering_nothing_still_remembers_plain_stateme
     # The allergy is restated next to the next answer, as every constraint is.
     await turn(app, "t", "What should I cook tonight?")
     assert "peanuts allergy: allergic to peanuts" in model.calls_for(None)[-1].text
-    # A statement is asked for with the schema that forbids an empty list; a question is not.
-    assert [c.name for c in model.calls if c.name] == ["StatedFacts", "ExtractedFacts"]
+    assert [c.name for c in model.calls if c.name] == ["ExtractedFacts", "ExtractedFacts"]
 
 
 async def test_the_offline_models_invented_or_copied_facts_are_not_stored() -> None:
     model = ScriptedChatModel(
         metadata=LOCAL,
         structured_defaults={
-            "StatedFacts": {
+            "ExtractedFacts": {
                 "facts": [
                     # The prompt's examples, copied: not in the message.
                     {"subject": "diet", "value": "vegetarian", "category": "preference"},
@@ -101,6 +92,12 @@ async def test_the_offline_models_invented_or_copied_facts_are_not_stored() -> N
                     {"subject": "hobby", "value": "sailing", "category": "preference"},
                     # The same as a self-statement's: not stored twice.
                     {"subject": "home", "value": "Lisbon", "category": "identity"},
+                    # The message copied into both fields, as the base model likes to.
+                    {
+                        "subject": "I live in Lisbon and I go",
+                        "value": "I live in Lisbon and I go sailing on Sundays.",
+                        "category": "other",
+                    },
                 ]
             }
         },

@@ -170,8 +170,8 @@ async def test_every_memory_schema_runs_on_the_real_server_without_killing_it(
     local_server: LocalModelServer,
 ) -> None:
     from agentic_memory.kinds.episodes import Reflection
+    from agentic_memory.kinds.facts import ExtractedFacts
     from agentic_memory.kinds.rules import RuleSet
-    from agentic_memory.kinds.self_statements import StatedFacts
     from graph.state import Summary
 
     # Summary.text allows 1500 characters: sent as such, its grammar killed the server
@@ -181,7 +181,7 @@ async def test_every_memory_schema_runs_on_the_real_server_without_killing_it(
     prompt = [
         HumanMessage("user: I'm Ana, I live in Lisbon and I like sailing.\nassistant: Hi Ana!")
     ]
-    for schema in (Summary, Reflection, StatedFacts, RuleSet):
+    for schema in (Summary, Reflection, ExtractedFacts, RuleSet):
         value, calls = await ainvoke_structured(model, schema, prompt, purpose="memory")
         assert isinstance(value, schema)
         assert all(c.input_tokens > 0 for c in calls)
