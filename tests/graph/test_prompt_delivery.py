@@ -11,6 +11,7 @@ format drops system messages), so there every layer must arrive inside the user 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,6 +54,15 @@ def _fresh_models(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def recorded(standin: Path) -> Path:
+    """The file the stand-in server appends each request body to."""
+    requests = standin.with_name("requests.jsonl")
+    data = json.loads(standin.read_text())
+    standin.write_text(json.dumps({**data, "requests_file": str(requests)}))
+    return requests
+
+
+@pytest.fixture
 def fake() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer(model="fake-model") as server:
         yield server
@@ -81,19 +91,23 @@ async def _seed(agentic: AgenticStore, tmp_path: Path) -> None:
         ),
         "user: kinds of memory in CoALA?",
     )
-    pdf = FPDF()
-    pdf.set_font("Helvetica", size=11)
-    pdf.add_page()
-    pdf.multi_cell(
-        0,
-        5,
-        "CoALA describes the four kinds of memory of a language agent: working, episodic, "
-        "semantic and procedural memory. " * 3,
-    )
-    path = tmp_path / "coala.pdf"
-    path.write_bytes(bytes(pdf.output()))
-    report = ingest_paths([path], store=memory.store, embeddings=memory.embeddings)
-    assert report.ok
+
+    def ingest() -> bool:
+        pdf = FPDF()
+        pdf.set_font("Helvetica", size=11)
+        pdf.add_page()
+        pdf.multi_cell(
+            0,
+            5,
+            "CoALA describes the four kinds of memory of a language agent: working, episodic, "
+            "semantic and procedural memory. " * 3,
+        )
+        path = tmp_path / "coala.pdf"
+        path.write_bytes(bytes(pdf.output()))
+        return ingest_paths([path], store=memory.store, embeddings=memory.embeddings).ok
+
+    # File writes and ingestion are blocking work: off the event loop, as a server does it.
+    assert await asyncio.to_thread(ingest)
 
 
 async def _turn(agentic: AgenticStore, spec: str) -> dict[str, Any]:
@@ -136,14 +150,12 @@ async def test_remote_models_receive_every_layer_with_the_system_role(
 
 
 async def test_the_offline_model_receives_every_layer_in_its_user_turn(
-    standin: Path, agentic: AgenticStore, tmp_path: Path
+    recorded: Path, agentic: AgenticStore, tmp_path: Path
 ) -> None:
-    requests = tmp_path / "requests.jsonl"
-    data = json.loads(standin.read_text())
-    standin.write_text(json.dumps({**data, "requests_file": str(requests)}))
     await _seed(agentic, tmp_path)
     out = await _turn(agentic, "local")
-    bodies = [json.loads(line) for line in requests.read_text().splitlines()]
+    lines = (await asyncio.to_thread(recorded.read_text)).splitlines()
+    bodies = [json.loads(line) for line in lines]
     [answer] = [b for b in bodies if not b.get("tools")]
     roles = [m["role"] for m in answer["messages"]]
     assert roles == ["user"], roles  # no system message: the format would drop it

@@ -9,6 +9,7 @@ server receives.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,15 @@ def local(monkeypatch: pytest.MonkeyPatch) -> LocalChatOpenAI:
     model = resolve_chat_model("local", max_tokens=1024)
     assert isinstance(model, LocalChatOpenAI)
     return model
+
+
+@pytest.fixture
+def recorded(standin: Path) -> Path:
+    """The file the stand-in server appends each request body to."""
+    requests = standin.with_name("requests.jsonl")
+    data = json.loads(standin.read_text())
+    standin.write_text(json.dumps({**data, "requests_file": str(requests)}))
+    return requests
 
 
 def test_system_layers_go_in_front_of_the_user_turn_they_precede() -> None:
@@ -202,16 +212,14 @@ def test_limit_answer_tokens_lowers_both_limits(local: LocalChatOpenAI) -> None:
 
 
 async def test_the_local_server_receives_the_system_layers_in_the_user_turn(
-    standin: Path, local: LocalChatOpenAI
+    recorded: Path, local: LocalChatOpenAI
 ) -> None:
-    requests = standin.with_name("requests.jsonl")
-    data = json.loads(standin.read_text())
-    standin.write_text(json.dumps({**data, "requests_file": str(requests)}))
     await ainvoke_text(
         local,
         [SystemMessage("SYSTEM PROMPT"), SystemMessage("FACTS"), HumanMessage("question")],
         purpose="answer",
     )
-    [body] = [json.loads(line) for line in requests.read_text().splitlines()]
+    lines = (await asyncio.to_thread(recorded.read_text)).splitlines()
+    [body] = [json.loads(line) for line in lines]
     assert body["messages"] == [{"role": "user", "content": "SYSTEM PROMPT\n\nFACTS\n\nquestion"}]
     assert body["max_tokens"] == 1024
