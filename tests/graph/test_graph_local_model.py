@@ -26,7 +26,8 @@ __all__ = ["local_model_file", "local_server"]  # fixtures, imported for this mo
 
 
 async def test_a_conversation_with_the_local_model(local_server, store, embeddings) -> None:
-    model = resolve_chat_model("local", max_tokens=128)
+    # Building a client reads certificates: off the event loop, as the graph does it.
+    model = await asyncio.to_thread(resolve_chat_model, "local", max_tokens=128)
     app = compile_graph(
         checkpointer=InMemorySaver(), store=store, embeddings=embeddings, chat_model=model
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import urllib.request
@@ -156,7 +157,7 @@ def test_llama_cpp_without_server_extra_is_a_configuration_error(
 async def test_system_layers_reach_the_real_model(local_server: LocalModelServer) -> None:
     # The gemma chat format drops system messages: before they were folded into the user
     # turn, this prompt counted as many tokens as the bare question (11).
-    model = resolve_chat_model("local", max_tokens=1)
+    model = await asyncio.to_thread(resolve_chat_model, "local", max_tokens=1)
     system = "You are a careful assistant. Known facts: the user is vegetarian. " * 10
     _, bare = await ainvoke_text(model, [HumanMessage("Hello there")], purpose="answer")
     _, full = await ainvoke_text(
@@ -176,7 +177,7 @@ async def test_every_memory_schema_runs_on_the_real_server_without_killing_it(
 
     # Summary.text allows 1500 characters: sent as such, its grammar killed the server
     # (SIGSEGV) on every compaction.
-    model = resolve_chat_model("local", max_tokens=1024)
+    model = await asyncio.to_thread(resolve_chat_model, "local", max_tokens=1024)
     pid = local_server.pid
     prompt = [
         HumanMessage("user: I'm Ana, I live in Lisbon and I like sailing.\nassistant: Hi Ana!")
