@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +113,15 @@ def _check_turn(out: dict[str, Any], fresh: list[dict[str, Any]], message: str) 
 
 
 async def _run(client: Any, thread_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    started = time.perf_counter()
     out = await client.runs.wait(thread_id, "agent", input=payload, context=CONTEXT)
     assert isinstance(out, dict), out
+    # What each run cost, shown with -s (numbers for bench/results, never asserted).
+    calls = ", ".join(
+        f"{c['purpose']} {c['input_tokens']}/{c['output_tokens']} {c['seconds']:.1f}s"
+        for c in out.get("model_calls", [])
+    )
+    print(f"run {time.perf_counter() - started:.1f}s: {calls}")
     return out
 
 
