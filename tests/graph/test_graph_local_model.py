@@ -26,10 +26,15 @@ __all__ = ["local_model_file", "local_server"]  # fixtures, imported for this mo
 
 
 async def test_a_conversation_with_the_local_model(local_server, store, embeddings) -> None:
-    # Building a client reads certificates: off the event loop, as the graph does it.
+    # Building the model reads CA certificates and prompt files: off the guarded loop, as
+    # the graph itself resolves its models (graph/resources.py).
     model = await asyncio.to_thread(resolve_chat_model, "local", max_tokens=128)
-    app = compile_graph(
-        checkpointer=InMemorySaver(), store=store, embeddings=embeddings, chat_model=model
+    app = await asyncio.to_thread(
+        compile_graph,
+        checkpointer=InMemorySaver(),
+        store=store,
+        embeddings=embeddings,
+        chat_model=model,
     )
     config = {"configurable": {"thread_id": "t1"}}
     context = {"user_id": "alice"}
