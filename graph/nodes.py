@@ -904,12 +904,18 @@ def _drop_echoes(
 
 
 def _clean_rules(rules: Sequence[Any]) -> list[dict[str, str]]:
-    """Normalise the model's rules; one whose instruction or rationale is blank is dropped."""
+    """Normalise the model's rules; a blank one, or a repeat of an earlier one, is dropped.
+
+    The offline model repeats one rule up to the limit (measured: ten copies of "I am sorry,
+    I don't know what to do").
+    """
     cleaned = []
+    seen: set[str] = set()
     for rule in rules:
         instruction = " ".join(str(getattr(rule, "instruction", "")).split())
         rationale = " ".join(str(getattr(rule, "rationale", "")).split())
-        if instruction and rationale:
+        if instruction and rationale and instruction.casefold() not in seen:
+            seen.add(instruction.casefold())
             cleaned.append({"instruction": instruction, "rationale": rationale})
     return cleaned
 

@@ -273,6 +273,19 @@ async def test_rules_copying_the_prompts_placeholders_are_rejected(app, model, r
     assert stored[:2] == [r["instruction"] for r in RULES["rules"]]
 
 
+async def test_a_rule_repeated_by_the_model_is_stored_once(app, model, resources) -> None:
+    res, _ = resources
+    junk = {"instruction": "I am sorry, I don't know what to do", "rationale": "You are busy."}
+    model.structured_defaults["RuleSet"] = {
+        "rules": [{**junk, "instruction": junk["instruction"].upper()}, *[junk] * 4]
+    }
+    await turn(app, "t", "Hello.")
+    done = await end(app, "t")
+    stored = [r.instruction for r in (await res.rules.alatest("alice")).rules]
+    assert stored.count(junk["instruction"].upper()) == 1 and junk["instruction"] not in stored
+    assert done["rules_version_created"] == 2
+
+
 async def test_only_copied_rules_keep_the_current_version(app, model, resources) -> None:
     res, _ = resources
     model.structured_defaults["RuleSet"] = {
