@@ -725,9 +725,14 @@ class WeaviateStore(MemoryStore):
         props = weaviate_properties(spec)
         existing = self._load_spec_and_dims(spec.name)
         if existing is None and self._client.collections.exists(spec.name):
-            raise SchemaConflictError(
-                f"Weaviate already has a collection {spec.name!r} that this store did not create"
-            )
+            # Another process (a replica starting at the same time) may have created it
+            # between the two reads: read it once more before calling it foreign.
+            existing = self._load_spec_and_dims(spec.name)
+            if existing is None:
+                raise SchemaConflictError(
+                    f"Weaviate already has a collection {spec.name!r} that this store did "
+                    "not create"
+                )
         if existing is None:
             try:
                 self._client.collections.create(
