@@ -148,8 +148,9 @@ def coordination_setting(value: str | None = None) -> Coordination:
         raise InvalidInputError(
             f"{source} must be a postgresql:// URI or {LOCAL!r}, got {redact(chosen)!r}"
         )
-    if not params:
-        raise InvalidInputError(f"{source} names no PostgreSQL database: {redact(chosen)!r}")
+    port = str(params.get("port") or "")
+    if port and not all(p.strip().isdigit() for p in port.split(",")):
+        raise InvalidInputError(f"{source} has an invalid port: {redact(chosen)!r}")
     return Coordination(chosen, source)
 
 
