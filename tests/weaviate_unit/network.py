@@ -67,8 +67,10 @@ def _rest_handler(server: FakeWeaviate) -> type[BaseHTTPRequestHandler]:
                 response = httpx.Response(
                     200, json={"version": WEAVIATE_VERSION, "hostname": "http://[::]:8080"}
                 )
-            elif path.startswith("/v1/.well-known/"):
+            elif path in ("/v1/.well-known/ready", "/v1/.well-known/live"):
                 response = httpx.Response(200, json={})
+            elif path == "/v1/.well-known/openid-configuration":
+                response = httpx.Response(404)  # no OIDC: the client then needs no login
             else:
                 request = httpx.Request(
                     self.command,

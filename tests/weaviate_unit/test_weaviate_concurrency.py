@@ -177,7 +177,8 @@ def test_writers_of_one_machine_exclude_each_other(
 def test_writers_on_two_machines_can_both_create_one_id(
     server: FakeWeaviate, open_store: Callable[..., wv.WeaviateStore]
 ) -> None:
-    """The documented limit: across machines only Weaviate's check-then-write stands guard."""
+    """Without PostgreSQL, across machines only Weaviate's check-then-write stands guard
+    (``tests/replicas/test_coordination.py`` wins the same race with it)."""
     both_checked = threading.Barrier(2, timeout=10)
     outcomes = _race_one_id(
         server, [open_store("m1"), open_store("m2")], lambda _: both_checked.wait()
