@@ -32,7 +32,7 @@ per write are what to compare. PostgreSQL runs on the same machine (loopback rou
 
 Run (from the repository root): ``PYTHONPATH=$PWD python bench/replicas_bench.py
 [--postgres URI] [--machines 3] [--writers 2] [--writes 15] [--ops 400] [--clients 6]
-[--window 2] [--out bench/results/replicas.md]``. Without ``--postgres`` a throw-away server
+[--window 2] [--rounds 3] [--out bench/results/replicas.md]``. Without ``--postgres`` a throw-away server
 is started with ``initdb`` (as user ``postgres`` when run as root).
 """
 
@@ -155,60 +155,73 @@ def _ddl(uri: str) -> None:
         conn.execute("TRUNCATE amem_ledger, amem_lease")
 
 
-class _PerThread:
-    """One autocommit connection per thread, all closed by ``close``."""
+class _Pooled:
+    """Autocommit connections taken from a pool for one statement at a time, as the store's."""
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
-        self._local = threading.local()
-        self._all: list[psycopg.Connection[Any]] = []
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
 
-    def _conn(self) -> psycopg.Connection[Any]:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
             conn = psycopg.connect(self.uri, autocommit=True)
-            self._local.conn = conn
-            self._all.append(conn)
-        return conn
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                self._idle.append(conn)
+
+    def prewarm(self, n: int) -> None:
+        """Open ``n`` connections now, so that no timed write opens one."""
+        opened = [psycopg.connect(self.uri, autocommit=True) for _ in range(n)]
+        with self._lock:
+            self._idle.extend(opened)
 
     def close(self) -> None:
-        """Close every connection this object opened."""
-        for conn in self._all:
+        """Close every idle connection."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
             conn.close()
 
 
-class Ledger(_PerThread):
+class Ledger(_Pooled):
     """An insert-only ledger of created ids: its primary key decides which writer creates."""
 
     def claim(self, partition: str, ids: Sequence[str]) -> bool:
         """Claim every id or none (one statement); return whether this writer won."""
-        try:
-            self._conn().execute(
-                "INSERT INTO amem_ledger (partition, oid) SELECT %s, unnest(%s::uuid[])",
-                (partition, list(ids)),
-            )
-        except psycopg.errors.UniqueViolation:
-            return False
+        with self._conn() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO amem_ledger (partition, oid) SELECT %s, unnest(%s::uuid[])",
+                    (partition, list(ids)),
+                )
+            except psycopg.errors.UniqueViolation:
+                return False
         return True
 
 
-class Lease(_PerThread):
+class Lease(_Pooled):
     """The ledger's table used as a lock: a row per held partition, deleted after the write."""
 
     @contextmanager
     def hold(self, partition: str) -> Iterator[None]:
         """Hold the partition's row for the block (retrying while another writer has it)."""
-        conn = self._conn()
-        while True:
+        with self._conn() as conn:
+            while True:
+                try:
+                    conn.execute("INSERT INTO amem_lease (partition) VALUES (%s)", (partition,))
+                    break
+                except psycopg.errors.UniqueViolation:
+                    time.sleep(0.001)
             try:
-                conn.execute("INSERT INTO amem_lease (partition) VALUES (%s)", (partition,))
-                break
-            except psycopg.errors.UniqueViolation:
-                time.sleep(0.001)
-        try:
-            yield
-        finally:
-            conn.execute("DELETE FROM amem_lease WHERE partition = %s", (partition,))
+                yield
+            finally:
+                conn.execute("DELETE FROM amem_lease WHERE partition = %s", (partition,))
 
 
 # -- A. the primitive --------------------------------------------------------------------------
@@ -275,8 +288,7 @@ def primitive_costs(uri: str, ops: int, clients: int) -> list[dict[str, Any]]:
         else:
             made = Lease(uri)
         op = _one_op(strategy, made)
-        for _ in range(20):  # connections opened, plans cached
-            op("warm")
+        _time_clients(op, clients, 10, False)  # connections opened, plans cached
         for label, n_clients, same_key in (
             ("1 writer", 1, False),
             (f"{clients} writers, distinct keys", clients, False),
@@ -367,6 +379,7 @@ class Run:
     latencies: list[float] = field(default_factory=list)
     coordination_s: float = 0.0
     lost: str = ""
+    round: int = 0
 
 
 def _open(mode: str, uri: str, http: int, grpc: int, home: str) -> WeaviateStore:
@@ -416,13 +429,19 @@ def machine(
         with lock:
             latencies.extend(mine)
 
+    # Connections are opened before the clock starts, as a running server has them.
+    remote = store._inserts.remote
+    if isinstance(remote, PostgresLocks):
+        for conn in [remote._connect() for _ in users]:
+            remote._give_back(conn)
+    if isinstance(store, LedgerStore):
+        store.ledger.prewarm(len(users))
     try:
         start.wait()  # every machine has opened its store: only the writes are timed
         began = time.monotonic()
         with ThreadPoolExecutor(len(users)) as pool:
             list(pool.map(write, range(len(users))))
         ended = time.monotonic()
-        remote = store._inserts.remote
         coordination = (
             remote.seconds if isinstance(remote, TimedLocks) else getattr(store, "seconds", 0.0)
         )
@@ -602,7 +621,7 @@ def render(
         "",
         f"Measured {stamp} by `python bench/replicas_bench.py --machines {args.machines} "
         f"--writers {args.writers} --writes {args.writes} --ops {args.ops} --clients "
-        f"{args.clients} --window {args.window:g}` ({platform.machine()}, {os.cpu_count()} cores "
+        f"{args.clients} --window {args.window:g} --rounds {args.rounds}` ({platform.machine()}, {os.cpu_count()} cores "
         f"shared with other jobs, load average {loads[0]} at the start and {loads[1]} at the "
         f"end; Python {platform.python_version()}; PostgreSQL {pg // 10000}.{pg % 100} on "
         "loopback).",
@@ -622,20 +641,30 @@ def render(
         f"## B. {args.machines} machines x {args.writers} writers x {args.writes} writes, "
         f"fake Weaviate with a {args.window:g} ms create window",
         "",
+        f"Medians of {args.rounds} rounds (modes interleaved, each round starting with another); "
+        "'x local' is each round's ratio to the same round's run without coordination; 'lost' "
+        "per round.",
+        "",
         "| kind | users | mode | writes/s | x local | p50 ms per write | PostgreSQL ms per write "
         "(wait included) | lost |",
         "|---|---|---|---:|---:|---:|---:|---|",
     ]
-    local = {(r.kind, r.shared): r.writes / r.wall_s for r in runs if r.mode == "local"}
+    local = {(r.kind, r.shared, r.round): r.writes / r.wall_s for r in runs if r.mode == "local"}
+    groups: dict[tuple[str, bool, str], list[Run]] = {}
     for r in runs:
-        rate = r.writes / r.wall_s
-        base = local.get((r.kind, r.shared))
+        groups.setdefault((r.kind, r.shared, r.mode), []).append(r)
+    for (kind, shared, mode), group in groups.items():
+        rates = [r.writes / r.wall_s for r in group]
+        # Each round's ratio to the same round's run without coordination, then the median.
+        ratios = [r.writes / r.wall_s / local[(r.kind, r.shared, r.round)] for r in group]
+        latencies = [x for r in group for x in r.latencies]
+        per_write = statistics.median(1000 * r.coordination_s / r.writes for r in group)
         lines.append(
-            f"| {r.kind} | {'one shared' if r.shared else 'one per writer'} | {r.mode} | "
-            f"{rate:.1f} | {('x%.2f' % (rate / base)) if base else '-'} | "
-            f"{1000 * statistics.median(r.latencies):.1f} | "
-            f"{(1000 * r.coordination_s / r.writes) if r.mode != 'local' else 0:.2f} | "
-            f"{r.lost} |"
+            f"| {kind} | {'one shared' if shared else 'one per writer'} | {mode} | "
+            f"{statistics.median(rates):.1f} | x{statistics.median(ratios):.2f} | "
+            f"{1000 * statistics.median(latencies):.1f} | "
+            f"{per_write if mode != 'local' else 0:.2f} | "
+            f"{'; '.join(r.lost for r in group)} |"
         )
     lines += [
         "",
@@ -661,6 +690,7 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=400)
     parser.add_argument("--clients", type=int, default=6)
     parser.add_argument("--window", type=float, default=2.0, help="create window, ms")
+    parser.add_argument("--rounds", type=int, default=3, help="repetitions of part B")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "replicas.md"))
     args = parser.parse_args()
     load_start = _load()
@@ -674,19 +704,20 @@ def main() -> None:
         primitives = primitive_costs(uri, args.ops, args.clients)
         _ddl(uri)
         runs: list[Run] = []
-        for kind in ("facts", "messages"):
-            for shared in (True, False):
-                for mode in MODES:
-                    if mode == "ledger" and kind == "messages":
-                        continue
-                    print(f"B. {kind} shared={shared} {mode}", flush=True)
-                    runs.append(
-                        run_machines(
+        for round_ in range(args.rounds):
+            for kind in ("facts", "messages"):
+                for shared in (True, False):
+                    modes = [m for m in MODES if not (m == "ledger" and kind == "messages")]
+                    # Each round starts with another mode, so a change of load hits all alike.
+                    for mode in modes[round_ % len(modes) :] + modes[: round_ % len(modes)]:
+                        print(f"B. round {round_ + 1}: {kind} shared={shared} {mode}", flush=True)
+                        run = run_machines(
                             net, uri, mode, kind, shared, args.machines, args.writers, args.writes
                         )
-                    )
-                    net.server.rest.clear()
-                    net.server.grpc.clear()
+                        run.round = round_
+                        runs.append(run)
+                        net.server.rest.clear()
+                        net.server.grpc.clear()
         print("C. recovery", flush=True)
         recovered = recovery(net, uri)
         report = render(args, primitives, runs, recovered, (load_start, _load()))

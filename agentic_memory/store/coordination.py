@@ -81,8 +81,9 @@ WAIT_SECONDS = 30.0
 HOLD_SECONDS = 60.0
 IDLE_SECONDS = 300.0
 CONNECT_SECONDS = 5
-IDLE_CONNECTIONS = 4
-"""Connections kept open between writes; more are opened while more threads write at once."""
+IDLE_CONNECTIONS = 10
+"""Connections kept open between writes: as many as LangGraph's server runs jobs at once per
+replica by default (``N_JOBS_PER_WORKER``); more are opened (and closed after) beyond that."""
 
 _PASSWORD_IN_URI = re.compile(r"(://[^:/@]+:)[^@]*@")
 _PASSWORD_IN_DSN = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
