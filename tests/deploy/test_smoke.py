@@ -47,7 +47,13 @@ def two_replicas(
     config = json.loads((REPO / "langgraph.auth.json").read_text())
     if shared_checkpointer:
         # The server's checkpointer: PostgreSQL at AMEM_POSTGRES_URI (graph/persistence.py).
-        config["checkpointer"] = {"path": "./graph/persistence.py:open_checkpointer"}
+        config["checkpointer"] = {
+            "backend": "custom",
+            "path": "./graph/persistence.py:open_checkpointer",
+        }
+    else:
+        # Each replica keeps its own checkpoints (the server's in-memory default).
+        config.pop("checkpointer", None)
     with (
         NetworkWeaviate(RankingWeaviate()) as weaviate,
         FakeOpenAIServer(tool_scripts={"ExtractedFacts": {"facts": []}}) as model,
