@@ -35,6 +35,7 @@ import pytest
 from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.langgraph_store.generic import ITEMS
+from agentic_memory.langgraph_store.store import MIN_SWEEP_MINUTES
 from agentic_memory.store import Where
 from agentic_memory.store.weaviate import WeaviateStore
 from tests.concurrency.workers import DIMS, HashEmbeddings
@@ -192,7 +193,10 @@ def test_machines_lose_nothing_with_the_sweeper_running_in_every_process(
     network: NetworkWeaviate, tmp_path: Path, postgres_uri: str, reader: WeaviateStore
 ) -> None:
     old_turns, expired_items = _seed_expired(reader)
-    outcome = run_machines(network, tmp_path, postgres_uri, victim=True, sweep_minutes=0.005)
+    # The shortest interval the store allows (one second): a shorter one is refused.
+    outcome = run_machines(
+        network, tmp_path, postgres_uri, victim=True, sweep_minutes=MIN_SWEEP_MINUTES
+    )
     check_everything(reader, outcome)
     # Every surviving machine's sweeper ran while the writers wrote, and together they
     # deleted exactly what had expired: the old thread, the generic items past their TTL.
