@@ -161,6 +161,32 @@ def _resolve_postgres_uri(uri: str | None) -> str:
     return chosen
 
 
+_SETUP_LOCK = "agentic-memory: checkpointer setup"
+
+
+async def _setup_once(saver: AsyncPostgresSaver, conn_string: str) -> None:
+    """Run the checkpointer's migrations while no other process runs them.
+
+    Replicas that start together on a new database would each create the same tables and
+    insert the same migration rows (a unique violation that stops all but one); a session
+    advisory lock on a connection of its own lets one migrate while the others wait, then
+    find nothing left to do. The waiters poll rather than block in ``pg_advisory_lock``: a
+    migration builds an index ``CONCURRENTLY``, which waits for every open transaction in
+    the database, a blocked lock request included, and so would wait for its own waiters.
+    """
+    async with await psycopg.AsyncConnection.connect(conn_string, autocommit=True) as guard:
+        while True:
+            cur = await guard.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (_SETUP_LOCK,))
+            row = await cur.fetchone()
+            if row is not None and row[0]:
+                break
+            await asyncio.sleep(0.05)
+        try:
+            await saver.setup()
+        finally:
+            await guard.execute("SELECT pg_advisory_unlock(hashtext(%s))", (_SETUP_LOCK,))
+
+
 @asynccontextmanager
 async def postgres_checkpointer(uri: str | None = None) -> AsyncIterator[AsyncPostgresSaver]:
     """Open the PostgreSQL checkpointer and create or migrate its tables (``setup()``).
@@ -184,7 +210,7 @@ async def postgres_checkpointer(uri: str | None = None) -> AsyncIterator[AsyncPo
             saver = await stack.enter_async_context(
                 AsyncPostgresSaver.from_conn_string(conn_string)
             )
-            await saver.setup()
+            await _setup_once(saver, conn_string)
         except psycopg.OperationalError as exc:
             raise CheckpointerError(
                 f"cannot use PostgreSQL at {_redact(conn_string)!r}: {str(exc).strip()}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -213,3 +214,30 @@ async def test_postgres_threads_are_found_by_their_owner(postgres_uri: str) -> N
         for thread in ("a1", "a2", "b1"):
             await saver.adelete_thread(thread)
         await _owner_lookup(saver)
+
+
+async def test_replicas_starting_together_migrate_the_checkpointer_once(postgres_uri: str) -> None:
+    """Replicas start together on a new database: each runs the checkpointer's migrations,
+    which insert numbered rows, so unserialised they collide on the same row."""
+    import psycopg
+
+    base, _, _ = postgres_uri.rpartition("/")
+    for attempt in range(3):
+        name = f"amem_fresh_{attempt}"
+        async with await psycopg.AsyncConnection.connect(postgres_uri, autocommit=True) as admin:
+            await admin.execute(f"DROP DATABASE IF EXISTS {name}")
+            await admin.execute(f"CREATE DATABASE {name}")
+        fresh = f"{base}/{name}"
+
+        async def start(uri: str) -> None:
+            async with postgres_checkpointer(uri):
+                pass
+
+        await asyncio.gather(*(start(fresh) for _ in range(6)))
+        async with postgres_checkpointer(fresh) as saver:
+            await _exercise(saver)
+        async with await psycopg.AsyncConnection.connect(fresh) as conn:
+            cur = await conn.execute(
+                "SELECT count(*), count(DISTINCT v) FROM checkpoint_migrations"
+            )
+            assert await cur.fetchone() == (len(AsyncPostgresSaver.MIGRATIONS),) * 2
