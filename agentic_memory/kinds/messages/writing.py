@@ -32,6 +32,17 @@ from agentic_memory.store import (
     Where,
 )
 
+_COMPARED = (
+    "content",
+    "role",
+    "speaker",
+    "metadata_json",
+    "search_text",
+    "important",
+    "important_by",
+)
+"""The properties whose change makes a logged message worth writing again."""
+
 MAX_ATTEMPTS = 200
 """Rounds a write (or a mark) starts again because other writers changed the thread."""
 
@@ -130,30 +141,10 @@ def _plan(
         )
         props.update(_importance(t.important, old, marked_by))
         unchanged = old is not None and all(
-            old.properties.get(name) == props.get(name)
-            for name in (
-                "content",
-                "role",
-                "speaker",
-                "metadata_json",
-                "search_text",
-                "important",
-                "important_by",
-            )
+            old.properties.get(name) == props.get(name) for name in _COMPARED
         )
         plan.append(_Planned(oid, props, not unchanged, old is None))
     return plan
-
-
-_RELOG_COMPARED = (
-    "content",
-    "role",
-    "speaker",
-    "metadata_json",
-    "search_text",
-    "important",
-    "important_by",
-)
 
 
 def _relogged(
@@ -170,7 +161,7 @@ def _relogged(
         props.pop("metadata_json", None)
         if current.properties.get("metadata_json") is not None:
             props["metadata_json"] = current.properties["metadata_json"]
-    if all(current.properties.get(n) == props.get(n) for n in _RELOG_COMPARED):
+    if all(current.properties.get(n) == props.get(n) for n in _COMPARED):
         return None
     return MemoryObject(current.id, props, planned.vector)
 
