@@ -66,6 +66,8 @@ ALLOWED = frozenset(
         "contains_any",
         "fetch_objects",
         "isoformat",
+        # PostgreSQL's functions (the cross-machine write locks in docs/storage.md).
+        "pg_advisory_xact_lock",
     }
 )
 """Names the docs may mention that this repository does not define."""
