@@ -9,7 +9,7 @@ namespaces (``("facts", user)``, ``("episodes", user)``, ...) are searchable as 
     from agentic_memory.langgraph_store import AgenticStore
     from agentic_memory.tools import memory_tools
 
-    store = AgenticStore.open()
+    store = AgenticStore.from_env()
     agent = create_react_agent(model, memory_tools(), store=store)
     agent.invoke({"messages": [...]}, {"configurable": {"user_id": "alice"}})
 

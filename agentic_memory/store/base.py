@@ -441,6 +441,7 @@ class MemoryStore(ABC):
     # -- async twins: each runs the method above in a worker thread ------------------------
 
     aensure_collection = in_thread(ensure_collection)
+    aspec = in_thread(spec)
     acollections = in_thread(collections)
     adrop_collection = in_thread(drop_collection)
     aadd_properties = in_thread(add_properties)

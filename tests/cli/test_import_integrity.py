@@ -22,6 +22,7 @@ from langchain_core.embeddings import Embeddings
 from typer.testing import CliRunner
 
 import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
 from agentic_memory.cli.main import app as cli
 from agentic_memory.kinds._bound import MAX_EMBEDDED_CHARS
 from agentic_memory.kinds.episodes import EpisodicMemory
@@ -741,7 +742,7 @@ def test_on_weaviate_a_failed_import_is_undone(
     embeddings: LocalEmbeddings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(wv, "BATCH_SIZE", 1)
+    monkeypatch.setattr(wv_store, "BATCH_SIZE", 1)
     lines = export_all(store, tmp_path / "mem.jsonl")
     users = [lines[0]] + [ln for ln in lines[1:] if json.loads(ln)["user"] == "alice"]
     path = write(tmp_path / "alice.jsonl", users)

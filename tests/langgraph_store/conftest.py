@@ -18,6 +18,7 @@ from langgraph.store.base import BaseStore, TTLConfig
 from langgraph.store.memory import InMemoryStore
 
 import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
 from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
@@ -56,7 +57,7 @@ def _prompt_weaviate_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     # weaviate-client's fixed-size batch waits up to a second for the batch to fill before it
     # sends fewer objects than its size: every small upsert would take a second. A size of
     # one sends at once; the objects and requests are otherwise the same.
-    monkeypatch.setattr(wv, "BATCH_SIZE", 1)
+    monkeypatch.setattr(wv_store, "BATCH_SIZE", 1)
 
 
 def open_agentic(

@@ -337,9 +337,10 @@ def test_a_sub_api_is_one_line_and_built_once(mem: Memory) -> None:
 
 
 def test_long_threads_are_read_page_by_page(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    import agentic_memory.kinds.messages as messages_module
+    import agentic_memory.kinds._bound as bound_module
 
-    monkeypatch.setattr(messages_module, "_PAGE", 3)
+    # The page size of the reads behind threads() and the listing of every thread.
+    monkeypatch.setattr(bound_module, "_PAGE", 3)
     first = [HumanMessage(f"message {i}", id=str(i)) for i in range(7)]
     ids = mem.remember("alice", "long", first)
     for t in range(4):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,8 +11,13 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agentic_memory.api import Memory
-from agentic_memory.kinds import messages as messages_module
-from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V1, MessageLog, upgrade_message_log
+from agentic_memory.kinds.messages import (
+    MESSAGES,
+    MESSAGES_V1,
+    MessageLog,
+    aupgrade_message_log,
+)
+from agentic_memory.kinds.messages import recall as recall_module
 from agentic_memory.kinds.recall_text import (
     STOPWORDS,
     date_words,
@@ -255,7 +261,7 @@ def test_an_old_message_log_is_upgraded_on_first_use(
     ]
     reply = store.get(MESSAGES.name, listed[1].id, user="bob")
     assert reply is not None and "swim" in reply.properties["search_text"].split()
-    assert upgrade_message_log(store, embeddings) is False  # nothing left to do
+    assert asyncio.run(aupgrade_message_log(store, embeddings)) is False  # nothing left to do
     store.close()
 
 
@@ -278,7 +284,7 @@ def test_an_upgrade_killed_after_the_old_log_was_dropped_is_finished(
 
     store.drop_collection = drop_then_die  # type: ignore[method-assign]
     with pytest.raises(Killed):
-        upgrade_message_log(store, embeddings)
+        asyncio.run(aupgrade_message_log(store, embeddings))
     store.drop_collection = real_drop  # type: ignore[method-assign]
     assert "MessageLog" not in store.collections()  # only the staging copy holds them now
     store.close()
@@ -291,6 +297,28 @@ def test_an_upgrade_killed_after_the_old_log_was_dropped_is_finished(
     assert sorted(reopened.collections()) == ["MessageLog"]
     assert reopened.count(MESSAGES.name, user="alice") == 3
     reopened.close()
+
+
+@pytest.fixture
+def cold_old_log(tmp_path: Path, embeddings: LocalEmbeddings) -> Iterator[EmbeddedStore]:
+    _old_store(tmp_path / "s", embeddings).close()
+    # Reopened off the loop: its first calls find empty caches, as after a server restart.
+    reopened = EmbeddedStore(tmp_path / "s", dims=embeddings.dims)
+    yield reopened
+    reopened.close()
+
+
+async def test_an_old_log_is_upgraded_without_blocking_the_loop(
+    cold_old_log: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
+    # Under blockbuster (tests/conftest.py): the upgrade is async like the rest of the log,
+    # so it reaches the cold store only through its async methods, never on the loop.
+    log = MessageLog(cold_old_log, embeddings)
+    listed = await log.alist("alice", thread_id="t2")
+    assert [m.content for m in listed] == ["My printer is broken"]
+    assert await cold_old_log.acollections() == ["MessageLog"]
+    assert await cold_old_log.acount(MESSAGES.name, user="alice") == 3
+    assert await aupgrade_message_log(cold_old_log, embeddings) is False
 
 
 def test_the_turn_that_says_the_words_outranks_the_reply_that_only_follows_them(
@@ -310,7 +338,7 @@ def test_the_turn_that_says_the_words_outranks_the_reply_that_only_follows_them(
     mem.remember("alice", "t1", messages)
     hits = mem.recall("alice", "pottery studio", k=2, alpha=0.0)
     assert [h.content for h in hits] == ["I visited the pottery studio", "Nice!"]
-    monkeypatch.setattr(messages_module, "OWN_WORDS_WEIGHT", 0.0)
+    monkeypatch.setattr(recall_module, "OWN_WORDS_WEIGHT", 0.0)
     without = mem.recall("alice", "pottery studio", k=2, alpha=0.0)
     assert [h.content for h in without] == ["Nice!", "I visited the pottery studio"]
 

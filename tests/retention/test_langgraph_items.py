@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.langgraph_store import AgenticStore
@@ -37,7 +38,7 @@ def agentic(
         )
     else:
         # One object per batch: the client sends at once instead of waiting to fill one.
-        monkeypatch.setattr(wv, "BATCH_SIZE", 1)
+        monkeypatch.setattr(wv_store, "BATCH_SIZE", 1)
         memory = wv.WeaviateStore(
             scripted_client(RankingWeaviate()), dims=embeddings.dims, lock_dir=tmp_path / "locks"
         )

@@ -63,6 +63,7 @@ CALLS: dict[str, Callable[[EmbeddedStore], Awaitable[Any]]] = {
     "ahybrid": lambda s: s.ahybrid(SPEC.name, query="note", vector=vec(1, 1), user=ALICE),
     "ausers": lambda s: s.ausers(SPEC.name),
     "acollections": lambda s: s.acollections(),
+    "aspec": lambda s: s.aspec(SPEC.name),
     "aupsert": lambda s: s.aupsert(
         SPEC.name, [MemoryObject(make_id("new"), {"body": "new"}, vec(1))], user=ALICE
     ),

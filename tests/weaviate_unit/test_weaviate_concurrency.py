@@ -21,7 +21,14 @@ import pytest
 
 import agentic_memory.store.weaviate as wv
 from agentic_memory.kinds.messages import MESSAGES
-from agentic_memory.store import ConflictError, MemoryObject, StoreError, Where, make_id
+from agentic_memory.store import (
+    ConflictError,
+    MemoryObject,
+    SchemaConflictError,
+    StoreError,
+    Where,
+    make_id,
+)
 from tests.concurrency.checks import check_facts, check_messages, check_rules
 from tests.concurrency.workers import DIMS, run_threads
 from tests.weaviate_unit.conftest import scripted_client
@@ -316,5 +323,5 @@ def test_a_collection_this_store_did_not_create_is_still_refused(
     store = open_store()
     store._client.collections.create("Foreign")
     foreign = dataclasses.replace(MESSAGES, name="Foreign")
-    with pytest.raises(wv.SchemaConflictError, match="did not create"):
+    with pytest.raises(SchemaConflictError, match="did not create"):
         store.ensure_collection(foreign)

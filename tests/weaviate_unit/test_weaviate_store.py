@@ -12,6 +12,7 @@ from weaviate.classes.query import HybridFusion
 from weaviate.exceptions import WeaviateQueryError
 
 import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
 from agentic_memory.kinds.facts import FACTS
 from agentic_memory.kinds.knowledge import knowledge_collection
 from agentic_memory.kinds.messages import MESSAGES
@@ -58,7 +59,7 @@ def test_collections_are_created_with_explicit_schema(client: FakeClient) -> Non
     assert vector.name == wv.VECTOR_NAME
     assert vector.vectorizer.vectorizer.value == "none"
     assert vector.vectorIndexConfig.distance == VectorDistances.COSINE
-    # No inverted-index config, so the server uses BlockMax WAND (see agentic_memory/store/weaviate.py).
+    # No inverted-index config, so the server uses BlockMax WAND (agentic_memory/store/weaviate/store.py).
     assert "inverted_index_config" not in kwargs
     mt = kwargs["multi_tenancy_config"]
     assert (mt.enabled, mt.autoTenantCreation, mt.autoTenantActivation) == (True, True, True)
@@ -126,6 +127,21 @@ def test_upsert_creates_the_tenant_once_and_reports_failures(client: FakeClient)
     assert client.added[0]["properties"][wv.USER_PROPERTY] == "alice@example.com"
     store.upsert(MESSAGES.name, [MemoryObject(ok, props, VEC)], user="alice@example.com")
     assert len(_calls(client, "tenants.create")) == 1
+
+
+def test_the_batch_size_is_read_where_the_store_writes(
+    client: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tests shrink batches by patching the module that reads the size; the package re-exports
+    # no copy of it, so a patch aimed at the package fails instead of silently doing nothing.
+    assert not hasattr(wv, "BATCH_SIZE")
+    monkeypatch.setattr(wv_store, "BATCH_SIZE", 2)
+    store = _store(client)
+    store.ensure_collection(MESSAGES)
+    props = {"content": "hi", "role": "human", "thread_id": "t", "turn": 0}
+    objects = [MemoryObject(make_id(str(i)), props, VEC) for i in range(5)]
+    assert len(store.upsert(MESSAGES.name, objects, user="alice").ids) == 5
+    assert [call[3] for call in _calls(client, "insert_many")] == [2, 2, 1]
 
 
 def test_reads_of_a_user_without_a_tenant_touch_nothing(client: FakeClient) -> None:

@@ -17,6 +17,7 @@ from weaviate.collections.classes.config_methods import _collection_config_from_
 from weaviate.collections.classes.filters import _FilterAnd, _FilterValue, _Operator
 
 import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
 from agentic_memory.kinds import PER_USER_COLLECTIONS
 from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.kinds.facts import FACTS
@@ -73,7 +74,7 @@ def test_connect_without_url_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     def boom(**_: Any) -> None:
         raise AssertionError("must not try to connect")
 
-    monkeypatch.setattr(wv.weaviate, "connect_to_custom", boom)
+    monkeypatch.setattr(wv_store.weaviate, "connect_to_custom", boom)
     with pytest.raises(InvalidInputError, match="WEAVIATE_URL"):
         wv.WeaviateStore.connect(256)
 
@@ -89,7 +90,7 @@ def test_connect_passes_resolved_settings(monkeypatch: pytest.MonkeyPatch) -> No
         seen.update(kwargs)
         return Client()
 
-    monkeypatch.setattr(wv.weaviate, "connect_to_custom", fake_connect)
+    monkeypatch.setattr(wv_store.weaviate, "connect_to_custom", fake_connect)
     monkeypatch.setenv("WEAVIATE_URL", "https://weaviate.example.com")
     monkeypatch.setenv("WEAVIATE_API_KEY", "from-env")
     store = wv.WeaviateStore.connect(384, api_key="from-arg", headers={"X-A": "b"})
@@ -105,9 +106,9 @@ def test_connect_passes_resolved_settings(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_an_unreachable_server_is_a_store_error(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(**_: Any) -> None:
-        raise wv.weaviate.exceptions.WeaviateStartUpError("Connection refused")
+        raise wv_store.weaviate.exceptions.WeaviateStartUpError("Connection refused")
 
-    monkeypatch.setattr(wv.weaviate, "connect_to_custom", refuse)
+    monkeypatch.setattr(wv_store.weaviate, "connect_to_custom", refuse)
     with pytest.raises(
         StoreError, match=r"cannot reach Weaviate at http://localhost:8080.*docker compose"
     ):

@@ -1,54 +1,24 @@
-"""The Weaviate backend: explicit schemas, one tenant per user, relativeScoreFusion hybrid search.
+"""``WeaviateStore``: the ``MemoryStore`` contract on a Weaviate server (v4 client, gRPC).
 
-Importing this module opens no connection; ``WeaviateStore.connect`` does. The translation
-between the store's types and Weaviate's (tenant names, filters, property configs, score
-explanations) lives in pure functions so it can be tested without a server.
-
-Layout inside Weaviate:
-
-- every ``CollectionSpec`` becomes a collection with exactly its properties (auto-schema is
-  never relied on), one self-provided named vector ``default`` (HNSW, cosine) and no
-  inverted-index config, so the server gives it its current BM25 (BlockMax WAND, k1 1.2,
-  b 0.75, ``en`` stopwords), the ranking the embedded store reproduces; the collection
-  description carries the vector size and a marker, so the spec can be rebuilt from the
-  server's config;
-- a text property that is both searchable and filterable is stored twice: word-tokenized
-  for BM25 and, as ``<name>__exact``, field-tokenized for filters, because Weaviate filters
-  on a word-tokenized property match tokens, not the whole value;
-- per-user collections are multi-tenant; each object also stores the raw user id in
-  ``amem_user`` so ``users()`` can report ids whose tenant name had to be hashed.
+Constructing the class opens nothing; ``WeaviateStore.connect`` does. The translations it
+relies on live beside it: ``schema`` (specs, tenants, values), ``filters`` (conditions and
+sorting), ``scores`` (explain-score parsing) and ``settings`` (connection and scale).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
-import math
-import os
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from fractions import Fraction
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
-from urllib.parse import urlsplit
 
 import numpy as np
 import numpy.typing as npt
 import weaviate
-from weaviate.classes.config import (
-    Configure,
-    ConsistencyLevel,
-    DataType,
-    Tokenization,
-    VectorDistances,
-)
-from weaviate.classes.config import (
-    Property as WeaviateProperty,
-)
+from weaviate.classes.config import Configure, VectorDistances
 from weaviate.classes.data import DataObject
 from weaviate.classes.init import Auth
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
@@ -56,7 +26,7 @@ from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
-from agentic_memory.store.base import GLOBAL_SCOPE, PAGE_LIMIT, MemoryStore, absent_properties
+from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, absent_properties
 from agentic_memory.store.coordination import (
     Coordination,
     PostgresLocks,
@@ -66,14 +36,9 @@ from agentic_memory.store.coordination import (
 from agentic_memory.store.locks import KeyLocks
 from agentic_memory.store.open import amem_home
 from agentic_memory.store.ranking import (
-    BM25_B,
-    BM25_K1,
-    HYBRID_CANDIDATES,
-    QUERY_MAXIMUM_RESULTS,
     fuse_relative_score,
     fusion_weights,
     order_hybrid,
-    text_sort_key,
     vector_candidates,
 )
 from agentic_memory.store.types import (
@@ -82,7 +47,6 @@ from agentic_memory.store.types import (
     InvalidInputError,
     MemoryObject,
     Property,
-    PropertyType,
     SchemaConflictError,
     SearchHit,
     StoredObject,
@@ -91,490 +55,38 @@ from agentic_memory.store.types import (
     UpsertResult,
     Where,
 )
-
-VECTOR_NAME = "default"
-"""The one named vector every collection has; vectors are always supplied by the caller."""
-
-USER_PROPERTY = "amem_user"
-"""Internal property holding the raw user id in per-user collections."""
-
-EXACT_SUFFIX = "__exact"
-"""Suffix of the field-tokenized copy of a searchable *and* filterable text property."""
-
-ID_PROPERTY = "_id"
-"""The server's name for the object id in filters and sorting."""
+from agentic_memory.store.weaviate.filters import build_filter, sort_like_weaviate
+from agentic_memory.store.weaviate.schema import (
+    EXACT_SUFFIX,
+    ID_PROPERTY,
+    USER_PROPERTY,
+    VECTOR_NAME,
+    collection_description,
+    describe_spec,
+    from_weaviate_properties,
+    has_exact_copy,
+    is_hashed_tenant,
+    parse_description,
+    schema_signature,
+    spec_from_config,
+    tenant_name,
+    to_weaviate_properties,
+    weaviate_properties,
+)
+from agentic_memory.store.weaviate.scores import parse_explain_score
+from agentic_memory.store.weaviate.settings import (
+    CONSISTENCY_LEVELS,
+    ScaleSettings,
+    connection_settings,
+    scale_settings,
+)
 
 BATCH_SIZE = 100
-HYBRID_MIN_CANDIDATES = HYBRID_CANDIDATES
-"""``QUERY_HYBRID_MAXIMUM_RESULTS``: each side of a hybrid search takes ``max(limit, 100)``."""
-DEFAULT_GRPC_PORT = 50051
+"""Objects per insert or delete request."""
 DEEP_PAGE = 5000
 """Page size of the id-ordered reads behind a listing that goes past the result window."""
 
-__all__ = ["BM25_B", "BM25_K1", "ScaleSettings", "WeaviateStore", "scale_settings"]
-
 logger = logging.getLogger(__name__)
-
-_MARKER_RE = re.compile(r"\n*\[amem schema=1 dims=(\d+)\]\s*$")
-_TENANT_RE = re.compile(r"^[A-Za-z0-9-][A-Za-z0-9_-]{0,63}$")
-_HASHED_TENANT_PREFIX = "_u"
-
-_TO_WEAVIATE: dict[str, DataType] = {
-    "text": DataType.TEXT,
-    "text[]": DataType.TEXT_ARRAY,
-    "int": DataType.INT,
-    "number": DataType.NUMBER,
-    "bool": DataType.BOOL,
-    "date": DataType.DATE,
-}
-_FROM_WEAVIATE: dict[str, PropertyType] = {
-    "text": "text",
-    "text[]": "text[]",
-    "int": "int",
-    "number": "number",
-    "boolean": "bool",
-    "date": "date",
-}
-
-
-# -- tenants -------------------------------------------------------------------------------
-
-
-def tenant_name(user: str) -> str:
-    """Map a user id to a valid, stable Weaviate tenant name.
-
-    Ids that already match ``[A-Za-z0-9-][A-Za-z0-9_-]{0,63}`` are used as they are; the
-    global scope keeps its own name (``_global``); anything else becomes ``_u`` plus 48 hex
-    digits of its SHA-256. User ids never start with ``_`` (the store reserves it), so a
-    hashed name can collide neither with a real user's id nor with the global scope.
-    """
-    if user == GLOBAL_SCOPE:
-        return GLOBAL_SCOPE
-    if _TENANT_RE.match(user):
-        return user
-    return _HASHED_TENANT_PREFIX + hashlib.sha256(user.encode("utf-8")).hexdigest()[:48]
-
-
-# -- connection settings -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConnectionSettings:
-    """Where and how to reach Weaviate, resolved from arguments and the environment."""
-
-    http_host: str
-    http_port: int
-    http_secure: bool
-    grpc_host: str
-    grpc_port: int
-    grpc_secure: bool
-    api_key: str | None = None
-
-
-def connection_settings(
-    url: str | None = None,
-    api_key: str | None = None,
-    grpc_port: int | None = None,
-    grpc_host: str | None = None,
-) -> ConnectionSettings:
-    """Resolve the connection settings; an argument always wins over the environment.
-
-    Reads ``WEAVIATE_URL`` (required), ``WEAVIATE_API_KEY``, ``WEAVIATE_GRPC_PORT``
-    (default 50051) and ``WEAVIATE_GRPC_HOST`` (default: the URL's host). A URL without a
-    port uses the scheme's default (80 or 443); gRPC is secure when the URL is https.
-    """
-    url = url or os.environ.get("WEAVIATE_URL") or None
-    if not url:
-        raise InvalidInputError(
-            "Weaviate needs a URL: pass url= or set WEAVIATE_URL (for example "
-            "http://localhost:8080 after `docker compose up -d`)"
-        )
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInputError(f"Weaviate URL {url!r} must look like http(s)://host[:port]")
-    secure = parts.scheme == "https"
-    try:
-        http_port = parts.port or (443 if secure else 80)
-    except ValueError:
-        raise InvalidInputError(f"Weaviate URL {url!r} has an invalid port") from None
-    if grpc_port is None:
-        raw = os.environ.get("WEAVIATE_GRPC_PORT") or str(DEFAULT_GRPC_PORT)
-        try:
-            grpc_port = int(raw)
-        except ValueError:
-            raise InvalidInputError(f"WEAVIATE_GRPC_PORT={raw!r} is not a port number") from None
-    if isinstance(grpc_port, bool) or not isinstance(grpc_port, int) or not 0 < grpc_port < 65536:
-        raise InvalidInputError(f"gRPC port must be in 1..65535, got {grpc_port!r}")
-    return ConnectionSettings(
-        http_host=parts.hostname,
-        http_port=http_port,
-        http_secure=secure,
-        grpc_host=grpc_host or os.environ.get("WEAVIATE_GRPC_HOST") or parts.hostname,
-        grpc_port=grpc_port,
-        grpc_secure=secure,
-        api_key=api_key or os.environ.get("WEAVIATE_API_KEY") or None,
-    )
-
-
-_CONSISTENCY = {
-    "ONE": ConsistencyLevel.ONE,
-    "QUORUM": ConsistencyLevel.QUORUM,
-    "ALL": ConsistencyLevel.ALL,
-}
-
-
-@dataclass(frozen=True)
-class ScaleSettings:
-    """How collections are spread over a cluster, and how many replicas must answer.
-
-    ``replication_factor`` ``None`` leaves it to the server (its ``REPLICATION_MINIMUM_FACTOR``,
-    1 unless set). ``shards`` applies to shared (not per-user) collections; per-user ones have
-    one shard per tenant. One shard keeps BM25 statistics global, so rankings do not depend on
-    the cluster size (``docs/weaviate.md``). ``consistency`` ``None`` is the server's default
-    (QUORUM). ``query_maximum_results`` must equal the server's ``QUERY_MAXIMUM_RESULTS``:
-    listings that page beyond it are served from id-ordered reads instead.
-    """
-
-    replication_factor: int | None = None
-    shards: int = 1
-    consistency: str | None = None
-    query_maximum_results: int = QUERY_MAXIMUM_RESULTS
-
-
-def _positive_setting(name: str, value: int | str | None, default: int | None) -> int | None:
-    raw: int | str | None = value if value is not None else (os.environ.get(name) or None)
-    if raw is None:
-        return default
-    try:
-        number = int(raw)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name}={raw!r} is not a positive integer") from None
-    if isinstance(raw, bool) or number < 1:
-        raise InvalidInputError(f"{name}={raw!r} is not a positive integer")
-    return number
-
-
-def scale_settings(
-    replication_factor: int | None = None,
-    shards: int | None = None,
-    consistency: str | None = None,
-    query_maximum_results: int | None = None,
-) -> ScaleSettings:
-    """Resolve the scale-out settings; an argument always wins over the environment.
-
-    Reads ``WEAVIATE_REPLICATION_FACTOR`` (default: the server's), ``WEAVIATE_SHARDS``
-    (default 1), ``WEAVIATE_CONSISTENCY_LEVEL`` (``ONE``, ``QUORUM`` or ``ALL``; default: the
-    server's, QUORUM) and ``WEAVIATE_QUERY_MAXIMUM_RESULTS`` (default 10,000).
-    """
-    level = consistency if consistency is not None else os.environ.get("WEAVIATE_CONSISTENCY_LEVEL")
-    level = (level or "").strip().upper() or None
-    if level is not None and level not in _CONSISTENCY:
-        raise InvalidInputError(
-            f"WEAVIATE_CONSISTENCY_LEVEL={level!r} must be one of {', '.join(_CONSISTENCY)}"
-        )
-    shard_count = _positive_setting("WEAVIATE_SHARDS", shards, 1)
-    window = _positive_setting("WEAVIATE_QUERY_MAXIMUM_RESULTS", query_maximum_results, None)
-    return ScaleSettings(
-        replication_factor=_positive_setting(
-            "WEAVIATE_REPLICATION_FACTOR", replication_factor, None
-        ),
-        shards=shard_count if shard_count is not None else 1,
-        consistency=level,
-        query_maximum_results=window if window is not None else QUERY_MAXIMUM_RESULTS,
-    )
-
-
-# -- schema translation --------------------------------------------------------------------
-
-
-def _has_exact_copy(prop: Property) -> bool:
-    return prop.type in ("text", "text[]") and prop.searchable and prop.filterable
-
-
-def weaviate_properties(spec: CollectionSpec) -> list[WeaviateProperty]:
-    """Translate a spec's properties into Weaviate property configs (plus internal ones)."""
-    out: list[WeaviateProperty] = []
-    for prop in spec.properties:
-        if prop.name == USER_PROPERTY or prop.name.endswith(EXACT_SUFFIX):
-            raise InvalidInputError(
-                f"property name {prop.name!r} is reserved by the Weaviate backend"
-            )
-        is_text = prop.type in ("text", "text[]")
-        exact = _has_exact_copy(prop)
-        out.append(
-            WeaviateProperty(
-                name=prop.name,
-                data_type=_TO_WEAVIATE[prop.type],
-                description=prop.description or None,
-                index_searchable=prop.searchable if is_text else None,
-                index_filterable=prop.filterable and not exact,
-                tokenization=(
-                    (Tokenization.WORD if prop.searchable else Tokenization.FIELD)
-                    if is_text
-                    else None
-                ),
-            )
-        )
-        if exact:
-            out.append(
-                WeaviateProperty(
-                    name=prop.name + EXACT_SUFFIX,
-                    data_type=_TO_WEAVIATE[prop.type],
-                    description=f"exact-match copy of {prop.name} for filters",
-                    index_searchable=False,
-                    index_filterable=True,
-                    tokenization=Tokenization.FIELD,
-                )
-            )
-    if spec.per_user:
-        out.append(
-            WeaviateProperty(
-                name=USER_PROPERTY,
-                data_type=DataType.TEXT,
-                description="raw user id (the tenant name may be a hash of it)",
-                index_searchable=False,
-                index_filterable=False,
-                tokenization=Tokenization.FIELD,
-            )
-        )
-    return out
-
-
-def collection_description(spec: CollectionSpec, dims: int) -> str:
-    """Return the collection description: the spec's text plus the schema marker and dims."""
-    text = spec.description.rstrip()
-    marker = f"[amem schema=1 dims={dims}]"
-    return f"{text}\n\n{marker}" if text else marker
-
-
-def parse_description(description: str | None) -> tuple[str, int] | None:
-    """Split a collection description into (spec description, dims); ``None`` if not ours."""
-    if not description:
-        return None
-    match = _MARKER_RE.search(description)
-    if match is None:
-        return None
-    return description[: match.start()].rstrip(), int(match.group(1))
-
-
-def spec_from_config(
-    name: str, description: str | None, multi_tenant: bool, properties: Sequence[Any]
-) -> tuple[CollectionSpec, int] | None:
-    """Rebuild (spec, dims) from a collection's config; ``None`` if it is not one of ours.
-
-    ``properties`` are Weaviate property configs (``name``, ``data_type``,
-    ``index_searchable``, ``index_filterable``, ``description``).
-    """
-    parsed = parse_description(description)
-    if parsed is None:
-        return None
-    text, dims = parsed
-    by_name = {p.name: p for p in properties}
-    props: list[Property] = []
-    for p in properties:
-        if p.name == USER_PROPERTY or p.name.endswith(EXACT_SUFFIX):
-            continue
-        dtype = p.data_type.value if hasattr(p.data_type, "value") else str(p.data_type)
-        if dtype not in _FROM_WEAVIATE:
-            return None
-        ptype = _FROM_WEAVIATE[dtype]
-        searchable = bool(p.index_searchable) and ptype in ("text", "text[]")
-        filterable = bool(p.index_filterable) or (p.name + EXACT_SUFFIX) in by_name
-        props.append(
-            Property(
-                name=p.name,
-                type=ptype,
-                searchable=searchable,
-                filterable=filterable,
-                description=p.description or "",
-            )
-        )
-    spec = CollectionSpec(
-        name=name, properties=tuple(props), per_user=multi_tenant, description=text
-    )
-    return spec, dims
-
-
-def schema_signature(spec: CollectionSpec) -> tuple[bool, frozenset[tuple[str, str, bool, bool]]]:
-    """Return what must match for two specs to share one collection (not descriptions)."""
-    return spec.per_user, frozenset(
-        (p.name, p.type, p.searchable, p.filterable) for p in spec.properties
-    )
-
-
-# -- values ---------------------------------------------------------------------------------
-
-
-def _parse_date(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def rfc3339(value: str | datetime) -> str:
-    """Normalise a date (ISO 8601 text with a timezone, or a datetime) to UTC RFC 3339.
-
-    The text is ``datetime.isoformat()`` in UTC, exactly what the embedded store returns.
-    """
-    parsed = value if isinstance(value, datetime) else _parse_date(value)
-    return parsed.astimezone(UTC).isoformat()
-
-
-def to_weaviate_properties(
-    spec: CollectionSpec, properties: Mapping[str, Any], user: str | None
-) -> dict[str, Any]:
-    """Translate validated properties into what is written to Weaviate."""
-    out: dict[str, Any] = {}
-    for prop in spec.properties:
-        value = properties.get(prop.name)
-        if value is None:
-            continue
-        if prop.type == "date":
-            value = rfc3339(value)
-        elif prop.type == "number":
-            value = float(value)
-        elif prop.type == "text[]":
-            value = list(value)
-        out[prop.name] = value
-        if _has_exact_copy(prop):
-            out[prop.name + EXACT_SUFFIX] = value
-    if spec.per_user and user is not None:
-        out[USER_PROPERTY] = user
-    return out
-
-
-def from_weaviate_properties(spec: CollectionSpec, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Translate properties read from Weaviate back to the store's types (no internal ones)."""
-    out: dict[str, Any] = {}
-    for prop in spec.properties:
-        value = raw.get(prop.name)
-        if value is None:
-            continue
-        if prop.type == "date":
-            value = rfc3339(value if isinstance(value, datetime) else str(value))
-        elif prop.type == "number":
-            value = float(value)
-        elif prop.type == "int":
-            value = int(value)
-        elif prop.type == "text[]":
-            value = [str(v) for v in value]
-        out[prop.name] = value
-    return out
-
-
-# -- filters --------------------------------------------------------------------------------
-
-
-def _filter_value(prop: Property, value: Any) -> Any:
-    if prop.type == "date":
-        return _parse_date(value)
-    if prop.type == "number":
-        return float(value)
-    return value
-
-
-def build_filter(spec: CollectionSpec, where: Sequence[Where]) -> _Filters | None:
-    """Translate validated conditions into one Weaviate filter (AND), or ``None`` if empty.
-
-    ``in`` becomes ``contains_any`` on a scalar property; ``contains`` becomes
-    ``contains_any([value])`` on a ``text[]`` property. Text conditions use the
-    field-tokenized copy when the property is also searchable, so they match whole values.
-    """
-    parts: list[_Filters] = []
-    for cond in where:
-        prop = spec.prop(cond.prop)
-        target = prop.name + EXACT_SUFFIX if _has_exact_copy(prop) else prop.name
-        field = Filter.by_property(target)
-        if cond.op == "in":
-            parts.append(field.contains_any([_filter_value(prop, v) for v in cond.value]))
-        elif cond.op == "contains":
-            parts.append(field.contains_any([cond.value]))
-        else:
-            value = _filter_value(prop, cond.value)
-            ops = {
-                "eq": field.equal,
-                "ne": field.not_equal,
-                "gt": field.greater_than,
-                "gte": field.greater_or_equal,
-                "lt": field.less_than,
-                "lte": field.less_or_equal,
-            }
-            parts.append(ops[cond.op](value))
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return parts[0]
-    return Filter.all_of(parts)
-
-
-# -- scores ---------------------------------------------------------------------------------
-
-_EXPLAIN_RE = re.compile(
-    r"Result Set (?P<set>[^)]*)\)[^:]*:\s*original score:?\s*(?P<score>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)"
-)
-
-
-def parse_float32(text: str) -> float:
-    """Return the float32 nearest to a decimal number, as a Python float.
-
-    The server writes a float32 with Go's ``%v``: the shortest decimal that reads back as the
-    same float32. Reading it as a float64 gives a different number (``2.4123456`` is not the
-    float32 2.41234564781188...); this rounds the decimal to float32 exactly (via the
-    nearest float64 and a check of its float32 neighbours against the exact decimal, so a
-    double rounding cannot move it), ties to even.
-
-    Raises:
-        ValueError: ``text`` is not a number.
-    """
-    wide = float(text)
-    if not math.isfinite(wide):
-        return wide
-    exact = Fraction(text.strip())
-    with np.errstate(over="ignore"):
-        narrow = np.float32(wide)
-        if not np.isfinite(narrow):
-            return float(narrow)
-        candidates = [
-            np.nextafter(narrow, np.float32(-np.inf)),
-            narrow,
-            np.nextafter(narrow, np.float32(np.inf)),
-        ]
-
-    def distance(c: np.float32) -> tuple[Fraction, int]:
-        odd = int(np.array(c, dtype=np.float32).view(np.uint32)) & 1
-        return abs(Fraction(float(c)) - exact), odd
-
-    return float(min((c for c in candidates if np.isfinite(c)), key=distance))
-
-
-def parse_explain_score(text: str | None) -> tuple[float | None, float | None]:
-    """Extract (keyword, vector) raw scores from Weaviate's hybrid ``explain_score``.
-
-    Weaviate writes one line per result set that found the object, e.g.
-    ``Hybrid (Result Set keyword,bm25) Document <id>: original score 2.41, normalized
-    score: 0.5``; the keyword line carries the BM25 score, the vector line ``1 - cosine
-    distance``, both float32 values printed with Go's ``%v``, read back here as the same
-    float32 (``parse_float32``), so they equal the embedded store's bit for bit. A side that
-    did not find the object, or text that does not parse, gives ``None``.
-    """
-    keyword: float | None = None
-    vector: float | None = None
-    if not text:
-        return None, None
-    for match in _EXPLAIN_RE.finditer(text):
-        kind = match.group("set").lower()
-        try:
-            score = parse_float32(match.group("score"))
-        except ValueError:
-            continue
-        if not math.isfinite(score):
-            continue
-        if "keyword" in kind or "bm25" in kind:
-            keyword = score
-        elif "vector" in kind:
-            vector = score
-    return keyword, vector
-
-
-# -- the store ------------------------------------------------------------------------------
 
 _TENANT_GONE_RE = re.compile(
     r"tenant.{0,120}(not found|does not exist)|(not found|no such).{0,40}tenant", re.I | re.S
@@ -785,7 +297,7 @@ class WeaviateStore(MemoryStore):
         if schema_signature(current) != schema_signature(spec):
             raise SchemaConflictError(
                 f"collection {spec.name!r} exists with a different schema: "
-                f"{_describe(current)} != {_describe(spec)}"
+                f"{describe_spec(current)} != {describe_spec(spec)}"
             )
 
     @_guarded
@@ -873,7 +385,9 @@ class WeaviateStore(MemoryStore):
     def _collection(self, name: str) -> Any:
         collection = self._client.collections.get(name)
         if self.scale.consistency is not None:
-            collection = collection.with_consistency_level(_CONSISTENCY[self.scale.consistency])
+            collection = collection.with_consistency_level(
+                CONSISTENCY_LEVELS[self.scale.consistency]
+            )
         return collection
 
     def _for_write(self, spec: CollectionSpec, user: str | None) -> Any:
@@ -1131,7 +645,7 @@ class WeaviateStore(MemoryStore):
         if sort_by:
             # The exact copy holds the same value and is indexed for filtering.
             prop = spec.prop(sort_by)
-            target = sort_by + EXACT_SUFFIX if _has_exact_copy(prop) else sort_by
+            target = sort_by + EXACT_SUFFIX if has_exact_copy(prop) else sort_by
             sort = Sort.by_property(target, ascending=not descending).by_id(ascending=True)
         result = collection.query.fetch_objects(
             limit=limit, offset=offset, filters=build_filter(spec, where), sort=sort
@@ -1316,7 +830,7 @@ class WeaviateStore(MemoryStore):
         for name, tenant in collection.tenants.get().items():
             status = getattr(tenant, "activity_status", None)
             active = status is None or str(getattr(status, "value", status)) in _ACTIVE
-            if not active and not _is_hashed_tenant(str(name)):
+            if not active and not is_hashed_tenant(str(name)):
                 # A plain tenant name is the user id itself: reported without reading the
                 # tenant, which would wake a cold one (auto tenant activation is on).
                 users.append(str(name))
@@ -1336,38 +850,6 @@ class WeaviateStore(MemoryStore):
 _ACTIVE = frozenset({"ACTIVE", "HOT"})
 
 
-def _is_hashed_tenant(name: str) -> bool:
-    return name.startswith(_HASHED_TENANT_PREFIX) and name != GLOBAL_SCOPE
-
-
-def sort_like_weaviate(
-    spec: CollectionSpec, objects: list[StoredObject], sort_by: str | None, descending: bool
-) -> list[StoredObject]:
-    """Sort objects as the server's objects-bucket sorter does (``sorter/basic_comparators.go``).
-
-    The id (ascending) breaks ties. Missing values come first ascending and last descending;
-    text compares case-insensitively, numbers and ints as float64, dates as instants.
-    """
-    ordered = sorted(objects, key=lambda o: o.id)
-    if sort_by is None:
-        return ordered
-    ptype = spec.prop(sort_by).type
-
-    def key(obj: StoredObject) -> tuple[Any, ...]:
-        value = obj.properties.get(sort_by)
-        if value is None:
-            return (0,)
-        if ptype == "text":
-            return (1, text_sort_key(str(value)))
-        if ptype == "date":
-            return (1, _parse_date(str(value)))
-        if ptype in ("int", "number"):
-            return (1, float(value))
-        return (1, value)
-
-    return sorted(ordered, key=key, reverse=descending)
-
-
 def _check_deleted(result: Any) -> None:
     if int(result.failed):
         raise StoreError(
@@ -1378,11 +860,3 @@ def _check_deleted(result: Any) -> None:
 
 def _canonical_id(value: str) -> str:
     return value.strip().lower()
-
-
-def _describe(spec: CollectionSpec) -> str:
-    props = ", ".join(
-        f"{p.name}:{p.type}{'/s' if p.searchable else ''}{'/f' if p.filterable else ''}"
-        for p in sorted(spec.properties, key=lambda p: p.name)
-    )
-    return f"{'per-user' if spec.per_user else 'shared'}({props})"
