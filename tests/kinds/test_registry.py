@@ -75,7 +75,6 @@ def test_two_kinds_cannot_claim_the_same_name_root_or_collection(
         info = BookmarksKind.info.__class__(
             name="shadow", title="", roots=("facts",), line_kinds=("shadow",)
         )
-        specs = ()
 
     with pytest.raises(InvalidInputError, match="namespace root 'facts'"):
         BUILTIN_KINDS.with_kind(Shadow())

@@ -35,7 +35,7 @@ class BookmarksSpace(RecordSpace):
 
     root = "bookmarks"
     spec = BOOKMARKS
-    fields: Mapping[str, type] = {"url": str, "title": str}
+    fields = {"url": str, "title": str}
     required = ("url",)
 
     @classmethod
