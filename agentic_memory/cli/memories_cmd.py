@@ -37,6 +37,7 @@ from agentic_memory.forget import (
     forget_thread,
     forget_user,
 )
+from agentic_memory.kinds.builtin import EpisodesKind
 from agentic_memory.kinds.contract import current_kinds
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, Fact, normalise_subject
@@ -254,14 +255,7 @@ def kinds_cmd(json_out: JsonOpt = False) -> None:
 
 # -- episodes ----------------------------------------------------------------------------------
 
-_EPISODE_COLUMNS = [
-    ("id", "id"),
-    ("created", "created_at"),
-    ("thread", "thread_id"),
-    ("tags", "context_tags"),
-    ("summary", "conversation_summary"),
-    ("importance", "importance"),
-]
+_EPISODE_COLUMNS = list(EpisodesKind.cli_columns)
 
 
 @episodes_app.command("list")

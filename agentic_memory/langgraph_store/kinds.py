@@ -1005,18 +1005,12 @@ class MessagesSpace(KindSpace):
                 return found
 
             return await pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
-        out: list[Found] = []
-        offset = 0
-        while len(out) < need:
-            page = await log.alist(user, thread_id=thread, limit=_PAGE, offset=offset)
-            for message in page:
-                found = Found(self._logged(user, message, None))
-                if flt.matches(found.item.value):
-                    out.append(found)
-            if len(page) < _PAGE:
-                break
-            offset += _PAGE
-        return out[:need]
+
+        async def page(offset: int) -> list[SearchItem]:
+            listed = await log.alist(user, thread_id=thread, limit=_PAGE, offset=offset)
+            return [self._logged(user, message, None) for message in listed]
+
+        return await _filtered_pages(page, flt, need)
 
     def _logged(self, user: str, message: Any, score: float | None) -> SearchItem:
         value = {
@@ -1411,20 +1405,14 @@ class RecordSpace(KindSpace):
                 return found
 
             return await pooled(fetch, lambda f: flt.matches(f.item.value), need, PAGE_LIMIT)
-        out: list[Found] = []
-        offset = 0
-        while len(out) < need:
-            page = await store.alist_objects(
+
+        async def page(offset: int) -> list[SearchItem]:
+            listed = await store.alist_objects(
                 name, user=user, limit=_PAGE, offset=offset, sort_by="key"
             )
-            for obj in page:
-                found = Found(self._item(user, obj, None))
-                if flt.matches(found.item.value):
-                    out.append(found)
-            if len(page) < _PAGE:
-                break
-            offset += _PAGE
-        return out[:need]
+            return [self._item(user, obj, None) for obj in listed]
+
+        return await _filtered_pages(page, flt, need)
 
     def _item(self, user: str, obj: StoredObject, score: float | None) -> SearchItem:
         props = obj.properties
@@ -1439,6 +1427,21 @@ class RecordSpace(KindSpace):
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+async def _filtered_pages(
+    page: Callable[[int], Awaitable[list[SearchItem]]], flt: ItemFilter, need: int
+) -> list[Found]:
+    """List items ``_PAGE`` at a time (``page(offset)``) until ``need`` of them pass ``flt``."""
+    out: list[Found] = []
+    offset = 0
+    while len(out) < need:
+        items = await page(offset)
+        out += [Found(item) for item in items if flt.matches(item.value)]
+        if len(items) < _PAGE:
+            break
+        offset += _PAGE
+    return out[:need]
 
 
 def _check_fields(
