@@ -45,6 +45,13 @@ class Context:
             "Model for facts, summaries, reflections and rules (same forms as 'model')."
         ),
     )
+    answer_max_tokens: int | None = field(
+        default=None,
+        metadata=_describe(
+            "Most tokens in one answer. Unset: the model's own limit (1024; 256 for the "
+            "offline model, a base model that rarely ends its turn by itself)."
+        ),
+    )
     episodic_k: int = field(
         default=3, metadata=_describe("How many past conversations (episodes) to recall (0: off).")
     )
@@ -158,6 +165,9 @@ class Context:
             elif f.name.endswith("_alpha"):
                 if not _number(value) or not 0.0 <= value <= 1.0:
                     raise ValueError(f"context {f.name} must be a number in [0, 1]: {value!r}")
+        cap = self.answer_max_tokens
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ValueError(f"context answer_max_tokens must be a positive integer: {cap!r}")
         if not isinstance(self.user_id, str):
             raise ValueError(f"context user_id must be a string: {self.user_id!r}")
         for name in ("model", "memory_model"):

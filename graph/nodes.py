@@ -56,7 +56,8 @@ from agentic_memory.kinds.knowledge import (
     default_relevance_floor,
 )
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES, MessageLog
-from agentic_memory.kinds.rule_guard import screen_rules
+from agentic_memory.kinds.model_output import is_protected, keep_protected, prompt_echo
+from agentic_memory.kinds.rule_guard import RejectedRule, screen_rules
 from agentic_memory.kinds.rules import (
     MAX_RULES,
     RuleConflictError,
@@ -66,12 +67,19 @@ from agentic_memory.kinds.rules import (
     render_rules,
     rules_scope,
 )
+from agentic_memory.kinds.self_statements import (
+    extract_self_statements,
+    merge_facts,
+    plausible_fact,
+)
 from agentic_memory.models.calls import (
+    MODEL_ERRORS,
     ModelCall,
-    StructuredOutputError,
     ainvoke_structured,
     ainvoke_text,
+    calls_of,
 )
+from agentic_memory.models.chat import describe_model, limit_answer_tokens
 from agentic_memory.store import (
     GLOBAL_SCOPE,
     InvalidInputError,
@@ -679,26 +687,15 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
     changes: list[dict[str, Any]] = []
     important = False
     if ctx.extract_facts and _text(message).strip():
-        prompt = (await prompts.aload("fact_extraction")).format(
-            known_facts="\n".join(f"- {f.subject}: {f.value}" for f in known) or _NONE,
-            message=_text(message),
-        )
         model = await background_model(ctx)
-        try:
-            extracted, records = await ainvoke_structured(
-                model, ExtractedFacts, [HumanMessage(prompt)], purpose="facts"
-            )
-        except StructuredOutputError as exc:
-            logger.warning("fact extraction skipped this turn: %s", exc)
-            calls = [c.to_dict() for c in exc.calls]
-        else:
-            calls = [c.to_dict() for c in records]
-            important = bool(extracted.important)
-            usable = _usable_facts(extracted.facts)
-            if usable:
-                stored = await mem.facts.aremember(user, usable, source_thread=_thread(_config()))
-                changes = [c.to_dict() for c in stored]
-                known = await mem.facts.acurrent(user)
+        known_text = [f"{f.subject}: {f.value}" for f in known]
+        found, important, records = await extract_facts(model, _text(message), known_text)
+        calls = [c.to_dict() for c in records]
+        usable = _usable_facts(found)
+        if usable:
+            stored = await mem.facts.aremember(user, usable, source_thread=_thread(_config()))
+            changes = [c.to_dict() for c in stored]
+            known = await mem.facts.acurrent(user)
     return {
         "facts": [f.to_dict() for f in known],
         "facts_remembered": changes,
@@ -709,6 +706,46 @@ async def remember_facts(state: State, runtime: Runtime[Context]) -> dict[str, A
         "rules_proposal": None,
         "conversation_ended": False,
     }
+
+
+async def extract_facts(
+    model: BaseChatModel, message: str, known: Sequence[str] = ()
+) -> tuple[list[ExtractedFact], bool, list[ModelCall]]:
+    """Extract the durable facts of a user message with the memory model (and self-statements).
+
+    A model that fails (an invalid reply after the retry, an API error, a dead server) costs
+    the turn nothing: the facts are then read from the message's self-statements
+    (:func:`agentic_memory.kinds.self_statements.extract_self_statements`). With the offline
+    model (a base model that answered an empty list to every plain statement measured) the
+    self-statements are always read, and its own facts are kept only when they are
+    plausible: a short key and a value taken from the message
+    (:func:`~agentic_memory.kinds.self_statements.plausible_fact`). Forbidding it the empty
+    list was measured too: one more statement of 68, at nine times the time of the call.
+
+    Args:
+        model: The memory model.
+        message: The user's message.
+        known: The user's current facts, "subject: value".
+
+    Returns:
+        The facts, whether the message is important, and the model calls made.
+    """
+    prompt = (await prompts.aload("fact_extraction")).format(
+        known_facts="\n".join(f"- {k}" for k in known) or _NONE, message=message
+    )
+    offline = describe_model(model).startswith("local:")
+    try:
+        extracted, records = await ainvoke_structured(
+            model, ExtractedFacts, [HumanMessage(prompt)], purpose="facts"
+        )
+    except MODEL_ERRORS as exc:
+        logger.warning("fact extraction fell back to self-statements this turn: %s", exc)
+        return extract_self_statements(message), False, calls_of(exc)
+    facts = list(extracted.facts)
+    if offline:
+        own = [f for f in facts if plausible_fact(f, message)]
+        facts = merge_facts(extract_self_statements(message), own)
+    return facts, bool(extracted.important), records
 
 
 def _usable_facts(facts: Sequence[ExtractedFact]) -> list[ExtractedFact]:
@@ -746,15 +783,52 @@ async def compact(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         previous_summary=state.summary or _NONE, messages=_transcript(plan.summarise)
     )
     model = await background_model(ctx)
-    summary, records = await ainvoke_structured(
-        model, Summary, [HumanMessage(prompt)], purpose="summary"
-    )
+    try:
+        summary, records = await ainvoke_structured(
+            model, Summary, [HumanMessage(prompt)], purpose="summary"
+        )
+        text = summary.text
+    except MODEL_ERRORS as exc:
+        # The turns must leave the window all the same, or every later turn would try (and
+        # fail) again: they are kept as an excerpt, the user's words and the answers cut short.
+        logger.warning("compaction kept an excerpt instead of a summary: %s", exc)
+        records = calls_of(exc)
+        text = _excerpt(state.summary, plan.summarise)
     removals: list[BaseMessage] = [RemoveMessage(id=m.id) for m in plan.summarise if m.id]
+    room = ctx.budget_summary - count_tokens(_SUMMARY_HEADING) - 2
     return {
-        "summary": summary.text,
+        "summary": _fit_tokens(text, room),
         "messages": removals,
         "model_calls": [c.to_dict() for c in records],
     }
+
+
+_SUMMARY_HEADING = "Summary of earlier turns of this conversation:\n"
+_EXCERPT_CHARS = 300
+
+
+def _excerpt(previous: str, messages: Sequence[BaseMessage]) -> str:
+    """Return the rolling summary without a model: the old summary, then each turn cut short."""
+    lines = [previous.strip()] if previous.strip() else []
+    for line in _transcript(messages).splitlines():
+        cut = line if len(line) <= _EXCERPT_CHARS else line[: _EXCERPT_CHARS - 1] + "…"
+        lines.append(cut)
+    return "\n".join(lines) or _NONE
+
+
+def _fit_tokens(text: str, budget: int) -> str:
+    """Keep the end of a rolling summary within ``budget`` tokens (the oldest part goes)."""
+    if count_tokens(text) <= budget:
+        return text
+    words = text.split(" ")
+    low, high = 1, len(words)
+    while low < high:  # the fewest leading words to drop
+        middle = (low + high) // 2
+        if count_tokens("… " + " ".join(words[middle:])) <= budget:
+            high = middle
+        else:
+            low = middle + 1
+    return "… " + " ".join(words[low:]) if low < len(words) else ""
 
 
 def _history(state: State) -> list[AnyMessage]:
@@ -779,9 +853,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         facts_text = (
             (await prompts.aload("user_facts")).format(facts=render_facts(state.facts)).strip()
         )
-    summary_text = (
-        f"Summary of earlier turns of this conversation:\n{state.summary}" if state.summary else ""
-    )
+    summary_text = f"{_SUMMARY_HEADING}{state.summary}" if state.summary else ""
     constraints = render_constraints(state.facts)
     now = datetime.now(UTC).isoformat(timespec="minutes")
     turn_prompt = await prompts.aload("turn_context")
@@ -832,7 +904,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         budgets=budgets,
         left_out={"episodic": left_episodic, "semantic": left_semantic},
     )
-    model = await answer_model(ctx)
+    model = limit_answer_tokens(await answer_model(ctx), ctx.answer_max_tokens)
     answer, call = await ainvoke_text(model, assembled.messages, purpose="answer")
     if not answer.id:
         answer.id = str(uuid.uuid4())
@@ -925,11 +997,27 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if fresh_run:
             update["model_calls"] = replace_calls([])
         return update
-    prompt = (await prompts.aload("reflection")).format(conversation=transcript)
+    template = await prompts.aload("reflection")
     model = await background_model(ctx)
-    reflection, records = await ainvoke_structured(
-        model, Reflection, [HumanMessage(prompt)], purpose="reflection"
-    )
+    fallback: str | None = None
+    try:
+        reflection, records = await ainvoke_structured(
+            model,
+            Reflection,
+            [HumanMessage(template.format(conversation=transcript))],
+            purpose="reflection",
+        )
+        reflection, echo = _without_echo(reflection, template.template, transcript)
+        if echo is not None:
+            fallback = f"the model's reflection copied the prompt ({echo!r})"
+    except MODEL_ERRORS as exc:
+        records = calls_of(exc)
+        fallback = f"the model's reflection failed ({type(exc).__name__}: {exc})"
+    if fallback is not None:
+        # The conversation still ends and is remembered: an episode holding what the user
+        # said, with no lesson in it (update_procedural learns nothing from it).
+        logger.warning("the episode holds no lesson: %s", fallback)
+        reflection = _plain_reflection(messages, state.summary if start == 0 else "")
     number = state.conversations + 1
     thread = _thread(_config())
     episode_id = await mem.episodes.astore(
@@ -941,6 +1029,7 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "thread_id": thread,
         "conversation": number,
         **reflection.model_dump(),
+        **({"fallback": fallback} if fallback else {}),
     }
     earlier = state.pending_reflection
     update.update(
@@ -952,6 +1041,45 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         model_calls=replace_calls(calls) if fresh_run else calls,
     )
     return update
+
+
+# What the reflection prompt asks for word for word: writing it is no echo.
+_INSTRUCTED = ("nothing notable",)
+_NO_LESSON = "No lesson recorded: the memory model wrote no usable reflection."
+
+
+def _without_echo(
+    reflection: Reflection, template: str, transcript: str
+) -> tuple[Reflection, str | None]:
+    """Drop tags copied from the prompt; name a text field that copies it, if one does."""
+    given = [transcript, *_INSTRUCTED]
+    for name in ("conversation_summary", "what_worked", "what_to_avoid"):
+        echo = prompt_echo(getattr(reflection, name), template, given)
+        if echo is not None:
+            return reflection, echo
+    tags = [t for t in reflection.context_tags if prompt_echo(t, template, given) is None]
+    return reflection.model_copy(update={"context_tags": tags}), None
+
+
+def _plain_reflection(messages: Sequence[BaseMessage], summary: str) -> Reflection:
+    """Write the episode of a conversation without a model: what the user said, cut short."""
+    said = [_text(m).strip() for m in messages if isinstance(m, HumanMessage)]
+    text = " / ".join(s for s in said if s) or summary.strip() or _NONE
+    limit = next(
+        int(m.max_length)
+        for m in Reflection.model_fields["conversation_summary"].metadata
+        if getattr(m, "max_length", None) is not None
+    )
+    summary_text = f"The user said: {text}"
+    if len(summary_text) > limit:
+        summary_text = summary_text[: limit - 1] + "…"
+    return Reflection(
+        context_tags=[],
+        conversation_summary=summary_text,
+        what_worked=_NO_LESSON,
+        what_to_avoid=_NO_LESSON,
+        importance=0.5,
+    )
 
 
 def _pending_chain(pending: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -971,24 +1099,48 @@ def _lesson(reflection: dict[str, Any]) -> str:
 
 
 async def _rewrite_rules(
-    model: BaseChatModel, current: str, pending: Sequence[dict[str, Any]]
+    model: BaseChatModel, template: prompts.Prompt, current: str, lessons: str
 ) -> tuple[RuleSet, list[ModelCall]]:
-    """Ask the memory model to rewrite ``current`` rules from the pending reflections."""
-    prompt = (await prompts.aload("procedural_update")).format(
-        current_rules=current,
-        reflections="\n".join(_lesson(r) for r in pending),
-        max_rules=MAX_RULES,
-    )
+    """Ask the memory model to rewrite ``current`` rules from the pending lessons."""
+    prompt = template.format(current_rules=current, reflections=lessons, max_rules=MAX_RULES)
     return await ainvoke_structured(model, RuleSet, [HumanMessage(prompt)], purpose="rules")
 
 
+def _drop_echoes(
+    rules: Sequence[dict[str, str]], template: str, given: Sequence[str]
+) -> tuple[list[dict[str, str]], list[RejectedRule]]:
+    """Split rules into those the model wrote and those copying the prompt's own text."""
+    kept: list[dict[str, str]] = []
+    echoed: list[RejectedRule] = []
+    for rule in rules:
+        echo = prompt_echo(rule["instruction"], template, given) or prompt_echo(
+            rule["rationale"], template, given
+        )
+        if echo is None:
+            kept.append(rule)
+        else:
+            reason = f"copies the prompt's text ({echo!r})"
+            echoed.append(RejectedRule(rule["instruction"], rule["rationale"], reason))
+    return kept, echoed
+
+
+def _rule_dicts(rules: Sequence[Any]) -> list[dict[str, str]]:
+    return [{"instruction": r.instruction, "rationale": r.rationale} for r in rules]
+
+
 def _clean_rules(rules: Sequence[Any]) -> list[dict[str, str]]:
-    """Normalise the model's rules; one whose instruction or rationale is blank is dropped."""
+    """Normalise the model's rules; a blank one, or a repeat of an earlier one, is dropped.
+
+    The offline model repeats one rule up to the limit (measured: ten copies of "I am sorry,
+    I don't know what to do").
+    """
     cleaned = []
+    seen: set[str] = set()
     for rule in rules:
         instruction = " ".join(str(getattr(rule, "instruction", "")).split())
         rationale = " ".join(str(getattr(rule, "rationale", "")).split())
-        if instruction and rationale:
+        if instruction and rationale and instruction.casefold() not in seen:
+            seen.add(instruction.casefold())
             cleaned.append({"instruction": instruction, "rationale": rationale})
     return cleaned
 
@@ -1036,33 +1188,68 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                 f"conversations propose changes to them with {GLOBAL_RULES_ENV}=learn"
             ),
         }
+    # An episode written without the model holds no lesson: nothing to learn from it.
+    lessons = [r for r in pending if not r.get("fallback")]
+    if not lessons:
+        return {**done, "rules_note": "no lesson to learn from: the episode has no reflection"}
     model = await background_model(ctx)
     personal = [str(f.get("value", "")) for f in state.facts] + [user]
-    last = pending[-1]
+    last = lessons[-1]
     note = (
         f"rewritten after conversation {last.get('conversation')} of thread {last.get('thread_id')}"
     )
+    episodes = [str(r["id"]) for r in lessons]
+    template = await prompts.aload("procedural_update")
+    lesson_text = "\n".join(_lesson(r) for r in lessons)
+    # The starting rules (version 1) and rules protecting a stated constraint are never
+    # dropped by a rewrite (keep_protected).
+    starting = _rule_dicts((await mem.rules.aversions(scope))[0].rules)
     calls: list[dict[str, Any]] = []
+    conflicts: list[dict[str, Any]] = []
+
+    def model_failed(exc: BaseException) -> dict[str, Any]:
+        # The conversation has ended all the same; the episode stays pending, so the next
+        # conversation end learns from it too.
+        logger.warning("rules not rewritten this time: %s", exc)
+        return {
+            **done,
+            "pending_reflection": state.pending_reflection or state.reflection,
+            "rules_conflicts": conflicts,
+            "model_calls": calls + [c.to_dict() for c in calls_of(exc)],
+            "rules_note": f"the rules were not rewritten: the model failed ({exc})",
+        }
+
     if scope == GLOBAL_SCOPE:
         # Proposals are created, never based on each other: concurrent ends in the shared
         # scope do not conflict (an operator's approval refuses a stale one instead).
         current = await mem.rules.alatest(scope)
-        ruleset, records = await _rewrite_rules(model, current.render(), pending)
+        try:
+            ruleset, records = await _rewrite_rules(model, template, current.render(), lesson_text)
+        except MODEL_ERRORS as exc:
+            return model_failed(exc)
+        calls += [c.to_dict() for c in records]
+        kept, echoed = _drop_echoes(
+            _clean_rules(ruleset.rules), template.template, [current.render(), lesson_text]
+        )
+        result = {**done, "rules_rejected": [r.to_dict() for r in echoed], "model_calls": calls}
+        if not kept:
+            return {**result, "rules_note": "no change of the shared rules to propose"}
+        checked = keep_protected(kept, _rule_dicts(current.rules), starting, max_rules=MAX_RULES)
+        if checked.refused is not None:
+            logger.warning("shared rules rewrite refused: %s", checked.refused)
+            return {**result, "rules_note": f"the rewrite was not proposed: {checked.refused}"}
         proposed = await mem.shared_rules.apropose(
-            _clean_rules(ruleset.rules),
+            checked.rules,
             proposer=user,
             base_version=current.version,
-            source_episodes=[str(r["id"]) for r in pending],
+            source_episodes=episodes,
             personal_values=personal,
             note=note,
         )
-        for item in proposed.rejected:
+        rejected = [*echoed, *proposed.rejected]
+        for item in rejected:
             logger.warning("rule not proposed (%s): %r", item.reason, item.instruction)
-        result = {
-            **done,
-            "rules_rejected": [r.to_dict() for r in proposed.rejected],
-            "model_calls": [c.to_dict() for c in records],
-        }
+        result["rules_rejected"] = [r.to_dict() for r in rejected]
         if proposed.proposal is None:
             return {**result, "rules_note": "no change of the shared rules to propose"}
         return {
@@ -1073,13 +1260,17 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                 "once an operator approves it"
             ),
         }
-    conflicts: list[dict[str, Any]] = []
     rejected_all: list[dict[str, str]] = []
     for _ in range(_RULES_ATTEMPTS):
         current = await mem.rules.alatest(scope)
-        ruleset, records = await _rewrite_rules(model, current.render(), pending)
+        try:
+            ruleset, records = await _rewrite_rules(model, template, current.render(), lesson_text)
+        except MODEL_ERRORS as exc:
+            return model_failed(exc)
         calls += [c.to_dict() for c in records]
         kept, rejected = screen_rules(_clean_rules(ruleset.rules), shared=False)
+        kept, echoed = _drop_echoes(kept, template.template, [current.render(), lesson_text])
+        rejected = [*rejected, *echoed]
         for item in rejected:
             logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
         rejected_all = [r.to_dict() for r in rejected]
@@ -1091,7 +1282,15 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
         }
         if not kept:
             return {**result, "rules_note": "no rule of the rewrite could be stored"}
-        base, rules = current, list(kept)
+        checked = keep_protected(kept, _rule_dicts(current.rules), starting, max_rules=MAX_RULES)
+        if checked.refused is not None:
+            logger.warning("rules rewrite refused: %s", checked.refused)
+            return {**result, "rules_note": f"the rewrite was not stored: {checked.refused}"}
+        if checked.restored:
+            result["rules_note"] = "kept rules the rewrite dropped: " + "; ".join(
+                r["instruction"] for r in checked.restored
+            )
+        base, rules = current, checked.rules
         for rebase in range(1, _REBASES + 1):
             try:
                 # Based on the version the model rewrote (or the rewrite was rebased on):
@@ -1101,13 +1300,13 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                     scope,
                     rules,
                     base_version=base.version,
-                    source_episodes=[str(r["id"]) for r in pending],
+                    source_episodes=episodes,
                     source_users=[user],
                     note=note,
                 )
             except RuleConflictError as exc:
                 latest = await mem.rules.alatest(scope)
-                merged = rebase_rules(base.rules, rules, latest.rules)
+                merged = _rebased(base.rules, rules, latest.rules, starting)
                 conflicts.append(
                     {
                         "based_on": base.version,
@@ -1137,3 +1336,26 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
             "this conversation learns from it again"
         ),
     }
+
+
+def _rebased(
+    base: Sequence[Any],
+    mine: Sequence[dict[str, str]],
+    theirs: Sequence[Any],
+    starting: Sequence[dict[str, str]],
+) -> list[dict[str, str]] | None:
+    """Replay a rewrite on a newer version (``rebase_rules``), never losing a protected rule.
+
+    Over ten rules the oldest carried-over rules give way, but never a starting rule or
+    one protecting a constraint (``is_protected``); when that leaves too many, only a new
+    rewrite may choose.
+    """
+    merged = rebase_rules(
+        base,
+        mine,
+        theirs,
+        protected=lambda r: is_protected(
+            {"instruction": r.instruction, "rationale": r.rationale}, starting
+        ),
+    )
+    return None if merged is None else _rule_dicts(merged)

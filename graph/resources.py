@@ -24,7 +24,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.config import get_config
 
 from agentic_memory.api import Memory
-from agentic_memory.models.chat import resolve_chat_model
+from agentic_memory.models.chat import LocalChatOpenAI, limit_answer_tokens, resolve_chat_model
 from graph.context import Context
 
 __all__ = [
@@ -43,6 +43,9 @@ prefix keeps it out of checkpoint metadata)."""
 # One limit for both roles: the largest bounded memory schema (10 rules of two
 # 200-character fields) serialises to ~1000 tokens, and a smaller limit cuts such replies.
 _MAX_TOKENS = 1024
+# The offline model is a base model: it rarely emits its end-of-turn token, so its answers
+# would run to the limit (about 40 s at 25 tokens/s). Its memory calls keep the full limit.
+_LOCAL_ANSWER_TOKENS = 256
 
 _RESOLVED: dict[tuple[str, str], BaseChatModel] = {}
 _LOCK = threading.Lock()
@@ -109,5 +112,7 @@ def _resolve(role: str, spec: str) -> BaseChatModel:
         model = _RESOLVED.get((role, spec))
         if model is None:
             model = resolve_chat_model(spec, max_tokens=_MAX_TOKENS)
+            if role == "answer" and isinstance(model, LocalChatOpenAI):
+                model = limit_answer_tokens(model, _LOCAL_ANSWER_TOKENS)
             _RESOLVED[(role, spec)] = model
         return model

@@ -161,7 +161,9 @@ class State(InputState):
     """Every model call of this turn (purpose, model, tokens, seconds)."""
 
     reflection: dict[str, Any] | None = None
-    """The episode stored when the conversation ended (this run only)."""
+    """The episode stored when the conversation ended (this run only). ``fallback`` (a reason)
+    is set when the memory model's reflection failed or copied its prompt: the episode then
+    holds what the user said and no lesson."""
 
     rules_version_created: int | None = None
     """The rules version created when the conversation ended, if any (this run only)."""

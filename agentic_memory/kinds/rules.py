@@ -24,7 +24,7 @@ import difflib
 import json
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -638,7 +638,11 @@ class RuleConflictError(ConflictError):
 
 
 def rebase_rules(
-    base: Sequence[Any], mine: Sequence[Any], theirs: Sequence[Any]
+    base: Sequence[Any],
+    mine: Sequence[Any],
+    theirs: Sequence[Any],
+    *,
+    protected: Callable[[RuleItem], bool] | None = None,
 ) -> list[RuleItem] | None:
     """Replay a rewrite of ``base`` (giving ``mine``) on top of a newer version ``theirs``.
 
@@ -646,8 +650,9 @@ def rebase_rules(
     added are appended, so neither the other writer's changes nor this one's are lost; the
     same rule reworded by both is kept in both wordings, for the next rewrite to merge.
     Over :data:`MAX_RULES`, the oldest rules that both versions only carried over from
-    ``base`` give way (the front of the list: rewrites append what they add). Returns
-    ``None`` when that is not enough: then only a new rewrite can choose what to keep.
+    ``base`` give way (the front of the list: rewrites append what they add), except those
+    ``protected`` says must stay. Returns ``None`` when that is not enough: then only a new
+    rewrite can choose what to keep.
     """
     old = [_coerce(r) for r in base]
     new = [_coerce(r) for r in mine]
@@ -657,7 +662,7 @@ def rebase_rules(
     result += [r for r in dict.fromkeys(added) if r not in result]
     over = len(result) - MAX_RULES
     if over > 0:
-        carried = [r for r in result if r in old][:over]
+        carried = [r for r in result if r in old and not (protected and protected(r))][:over]
         if len(carried) < over:
             return None
         result = [r for r in result if r not in carried]

@@ -8,8 +8,9 @@ reply (the usual rule of thumb for English with BPE tokenizers) and the record s
 
 Structured output asks for a forced tool call (``method="function_calling"``, the one
 method every OpenAI-compatible server here handles). A reply that does not validate is
-repaired when that needs no invention: JSON is dug out of prose or tool arguments, and
-strings and lists longer than the schema allows are cut to their bounds. Otherwise the
+repaired when that needs no invention: JSON is dug out of prose or tool arguments,
+strings and lists longer than the schema allows are cut to their bounds, and numbers past
+an inclusive bound (``le``/``ge``) are set to it. Otherwise the
 model gets ONE retry with the validation errors; still invalid raises
 :class:`StructuredOutputError`.
 """
@@ -25,15 +26,21 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any, TypeVar
 
+import httpx
+import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
 from agentic_memory.models.chat import describe_model
+from agentic_memory.models.local_server import LocalServerError
 
 T = TypeVar("T", bound=BaseModel)
 
 _CHARS_PER_TOKEN = 4
+# LangGraph's "messages" stream mode leaves out model calls tagged so: structured calls
+# (facts, summaries, reflections, rules) are memory work, never part of the answer.
+_NOSTREAM = "nostream"
 _MAX_REPAIR_ROUNDS = 8
 # How much of a bad reply is quoted back to the model in the retry prompt.
 _QUOTE_LIMIT = 1500
@@ -99,6 +106,24 @@ class StructuredOutputError(RuntimeError):
     def __init__(self, message: str, calls: Sequence[ModelCall] = ()) -> None:
         super().__init__(message)
         self.calls = list(calls)
+
+
+MODEL_ERRORS: tuple[type[Exception], ...] = (
+    StructuredOutputError,
+    openai.OpenAIError,
+    httpx.HTTPError,
+    LocalServerError,
+    ConnectionError,
+    TimeoutError,
+)
+"""What a failed model call raises: an invalid reply, an API or connection error, a timeout,
+a local server that died twice. Memory work catches these and falls back; it never lets one
+fail a turn or leave a thread unusable."""
+
+
+def calls_of(exc: BaseException) -> list[ModelCall]:
+    """Return the cost records a failed call still made (``StructuredOutputError.calls``)."""
+    return list(exc.calls) if isinstance(exc, StructuredOutputError) else []
 
 
 def summarize_calls(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, Any]:
@@ -399,8 +424,11 @@ def _drop_truncated_tail(data: Any, exc: ValidationError) -> bool:
     return False
 
 
+_NUMBER_BOUNDS = {"less_than_equal": "le", "greater_than_equal": "ge"}
+
+
 def _coerce_to_bounds(schema: type[T], data: Any) -> T:
-    """Validate, cutting over-long strings and lists to their bounds; invent nothing.
+    """Validate, cutting over-long strings and lists, and numbers, to their bounds.
 
     Raises:
         ValidationError: Errors remain that cutting cannot fix.
@@ -414,10 +442,22 @@ def _coerce_to_bounds(schema: type[T], data: Any) -> T:
             for err in exc.errors():
                 if fixed:
                     break  # locations shift once an item is dropped: validate again first
+                loc = tuple(err["loc"])
+                bound = _NUMBER_BOUNDS.get(err["type"])
+                if bound is not None:
+                    # A grammar constrains a number's form, not its range (llama.cpp ignores
+                    # minimum/maximum): a number past an inclusive bound is set to the bound.
+                    limit_value = (err.get("ctx") or {}).get(bound)
+                    try:
+                        current = _get_at(data, loc)
+                    except (KeyError, IndexError, TypeError):
+                        continue
+                    if isinstance(limit_value, int | float) and isinstance(current, int | float):
+                        fixed = _set_at(data, loc, limit_value) or fixed
+                    continue
                 limit = (err.get("ctx") or {}).get("max_length")
                 if err["type"] not in ("string_too_long", "too_long") or limit is None:
                     continue
-                loc = tuple(err["loc"])
                 try:
                     current = _get_at(data, loc)
                 except (KeyError, IndexError, TypeError):
@@ -510,10 +550,12 @@ async def _attempt(
     parsed: Any = None
     error: Any = None
     if runnable is None:
-        result: Any = await model.ainvoke([*prompt, _json_instruction(schema)])
+        result: Any = await model.ainvoke(
+            [*prompt, _json_instruction(schema)], config={"tags": [_NOSTREAM]}
+        )
         raw = result if isinstance(result, AIMessage) else None
     else:
-        result = await runnable.ainvoke(prompt)
+        result = await runnable.ainvoke(prompt, config={"tags": [_NOSTREAM]})
         if isinstance(result, Mapping) and "raw" in result:
             raw = result["raw"] if isinstance(result["raw"], AIMessage) else None
             parsed = result.get("parsed")

@@ -18,10 +18,12 @@ Specs:
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.util
+import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,13 +31,15 @@ from langchain_core.callbacks import (
     AsyncCallbackManagerForLLMRun,
     CallbackManagerForLLMRun,
 )
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import RunnableBinding
 from langchain_openai import ChatOpenAI
 from openai import APIConnectionError
 from pydantic import PrivateAttr
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 LOCAL_MODEL_NAME = "gemma3-270m"
@@ -50,6 +54,19 @@ _LOCAL_TIMEOUT_S = 600.0
 # How long a failed request waits for the server's exit to show: the kernel closes the
 # server's sockets as it dies, so the connection error can arrive just before the exit.
 _DEATH_GRACE_S = 1.0
+LOCAL_GRAMMAR_MAX_LENGTH = 500
+"""The longest string the local server is asked to constrain (JSON schema ``maxLength``).
+
+llama-cpp-python turns ``maxLength: n`` into n nested grammar rules, and llama.cpp refuses
+a grammar past about a thousand of them ("number of rules ... exceeds sane defaults"),
+after which the server dies with SIGSEGV (measured here: 1000 compiles, 1100 crashes). A
+longer bound is sent as this one; the reply is still validated against the real bound."""
+LOCAL_STOP = ("<end_of_turn>", "<start_of_turn>")
+"""Stop sequences of every local request: Gemma's turn markers, should they show as text.
+
+The server stops by itself when the model emits ``<end_of_turn>`` (an end-of-generation
+token of the GGUF); the base model rarely does, so answers are also bounded by
+``max_tokens``."""
 
 _NOT_CONFIGURED = (
     "No chat model is configured. Choose one of:\n"
@@ -130,6 +147,28 @@ class LocalChatOpenAI(ChatOpenAI):
         lost = exc is None or isinstance(exc, APIConnectionError)
         return get_local_server().died(wait=_DEATH_GRACE_S if lost else 0.0)
 
+    def _get_request_payload(
+        self,
+        input_: LanguageModelInput,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Shape the request for llama.cpp's server and the Gemma chat format.
+
+        The system messages are merged into the user turns (the ``gemma`` format drops
+        them), string bounds are capped to what llama.cpp's grammar compiles, and Gemma's
+        turn markers are stop sequences.
+        """
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        payload["messages"] = merge_system_messages(payload.get("messages", []))
+        if payload.get("tools"):
+            payload["tools"] = [_grammar_safe_tool(t) for t in payload["tools"]]
+        stops = payload.get("stop") or []
+        stops = [stops] if isinstance(stops, str) else list(stops)
+        payload["stop"] = stops + [s for s in LOCAL_STOP if s not in stops]
+        return payload
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -137,14 +176,18 @@ class LocalChatOpenAI(ChatOpenAI):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self._ensure_server()
-        try:
-            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-        except Exception as exc:
-            died = self._server_death(exc)
-            if died is None:
-                raise
-            raise died from exc
+        for attempt in (1, 2):
+            self._ensure_server()
+            try:
+                return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+            except Exception as exc:
+                died = self._server_death(exc)
+                if died is None:
+                    raise
+                if attempt == 2:
+                    raise died from exc
+                logger.warning("%s; retrying the request once on a new server", died)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _agenerate(
         self,
@@ -153,15 +196,21 @@ class LocalChatOpenAI(ChatOpenAI):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        # Starting the server blocks for up to its readiness timeout: keep the loop free.
-        await asyncio.to_thread(self._ensure_server)
-        try:
-            return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
-        except Exception as exc:
-            died = await asyncio.to_thread(self._server_death, exc)
-            if died is None:
-                raise
-            raise died from exc
+        for attempt in (1, 2):
+            # Starting the server blocks for up to its readiness timeout: keep the loop free.
+            await asyncio.to_thread(self._ensure_server)
+            try:
+                return await super()._agenerate(
+                    messages, stop=stop, run_manager=run_manager, **kwargs
+                )
+            except Exception as exc:
+                died = await asyncio.to_thread(self._server_death, exc)
+                if died is None:
+                    raise
+                if attempt == 2:
+                    raise died from exc
+                logger.warning("%s; retrying the request once on a new server", died)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _stream(
         self,
@@ -170,19 +219,31 @@ class LocalChatOpenAI(ChatOpenAI):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        self._ensure_server()
-        finished = False
-        try:
-            for chunk in super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs):
-                finished = finished or _finished(chunk)
-                yield chunk
-        except Exception as exc:
-            died = self._server_death(exc)
-            if died is None:
-                raise
-            raise died from exc
-        if not finished and (died := self._server_death(None)) is not None:
-            raise died
+        for attempt in (1, 2):
+            self._ensure_server()
+            finished = False
+            sent = False
+            died: Exception | None = None
+            try:
+                for chunk in super()._stream(
+                    messages, stop=stop, run_manager=run_manager, **kwargs
+                ):
+                    finished = finished or _finished(chunk)
+                    sent = True
+                    yield chunk
+            except Exception as exc:
+                died = self._server_death(exc)
+                if died is None:
+                    raise
+                if sent or attempt == 2:
+                    raise died from exc
+            else:
+                if finished or (died := self._server_death(None)) is None:
+                    return
+                if sent or attempt == 2:
+                    raise died
+            # Nothing reached the caller yet: the request can be sent again.
+            logger.warning("%s; retrying the request once on a new server", died)
 
     async def _astream(
         self,
@@ -191,21 +252,160 @@ class LocalChatOpenAI(ChatOpenAI):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        await asyncio.to_thread(self._ensure_server)
-        finished = False
-        try:
-            async for chunk in super()._astream(
-                messages, stop=stop, run_manager=run_manager, **kwargs
-            ):
-                finished = finished or _finished(chunk)
-                yield chunk
-        except Exception as exc:
-            died = await asyncio.to_thread(self._server_death, exc)
-            if died is None:
-                raise
-            raise died from exc
-        if not finished and (died := await asyncio.to_thread(self._server_death, None)):
-            raise died
+        for attempt in (1, 2):
+            await asyncio.to_thread(self._ensure_server)
+            finished = False
+            sent = False
+            died: Exception | None = None
+            try:
+                async for chunk in super()._astream(
+                    messages, stop=stop, run_manager=run_manager, **kwargs
+                ):
+                    finished = finished or _finished(chunk)
+                    sent = True
+                    yield chunk
+            except Exception as exc:
+                died = await asyncio.to_thread(self._server_death, exc)
+                if died is None:
+                    raise
+                if sent or attempt == 2:
+                    raise died from exc
+            else:
+                if finished:
+                    return
+                died = await asyncio.to_thread(self._server_death, None)
+                if died is None:
+                    return
+                if sent or attempt == 2:
+                    raise died
+            # Nothing reached the caller yet: the request can be sent again.
+            logger.warning("%s; retrying the request once on a new server", died)
+
+
+def merge_system_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Fold system messages into user turns, for chat formats without a system role.
+
+    Gemma's own chat template puts a leading system message in front of the first user
+    turn, separated by a blank line; llama-cpp-python's ``gemma`` format instead drops every
+    system message. This does what the template does, for every system message: each run of
+    system messages is put in front of the next user message (a blank line between), or
+    becomes a user message of its own when no user message follows it. Consecutive user
+    messages are then joined, because the format expects user and model turns to alternate.
+
+    Args:
+        messages: OpenAI chat messages (``role``, ``content``, ...).
+
+    Returns:
+        New messages without a ``system`` or ``developer`` role; the input is not changed.
+    """
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        if role in ("system", "developer"):
+            text = _content_text(message.get("content"))
+            if text.strip():
+                pending.append(text)
+            continue
+        item = dict(message)
+        if role == "user":
+            if pending:
+                item["content"] = _prepend(pending, item.get("content"))
+                pending = []
+            if out and out[-1].get("role") == "user":
+                previous = out.pop()
+                item["content"] = _prepend(
+                    [_content_text(previous.get("content"))], item["content"]
+                )
+        elif pending:
+            out.append({"role": "user", "content": "\n\n".join(pending)})
+            pending = []
+        out.append(item)
+    if pending:
+        out.append({"role": "user", "content": "\n\n".join(pending)})
+    return out
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return ""
+
+
+def _prepend(texts: list[str], content: Any) -> Any:
+    prefix = "\n\n".join(texts)
+    if isinstance(content, list):
+        return [{"type": "text", "text": prefix + "\n\n"}, *content]
+    body = content if isinstance(content, str) else ""
+    return f"{prefix}\n\n{body}" if body else prefix
+
+
+def grammar_safe_schema(schema: Any, max_length: int = LOCAL_GRAMMAR_MAX_LENGTH) -> Any:
+    """Return a copy of a JSON schema whose string bounds llama.cpp's grammar can compile.
+
+    Args:
+        schema: A JSON schema (dicts and lists).
+        max_length: The largest ``maxLength`` kept; larger ones are lowered to it.
+
+    Returns:
+        The copy; the input is not changed.
+    """
+    copied = copy.deepcopy(schema)
+
+    def cap(node: Any) -> None:
+        if isinstance(node, dict):
+            bound = node.get("maxLength")
+            if isinstance(bound, int) and bound > max_length:
+                node["maxLength"] = max_length
+                low = node.get("minLength")
+                if isinstance(low, int) and low > max_length:
+                    node["minLength"] = max_length
+            for value in node.values():
+                cap(value)
+        elif isinstance(node, list):
+            for value in node:
+                cap(value)
+
+    cap(copied)
+    return copied
+
+
+def _grammar_safe_tool(tool: Any) -> Any:
+    if not isinstance(tool, Mapping) or not isinstance(tool.get("function"), Mapping):
+        return tool
+    function = dict(tool["function"])
+    if "parameters" in function:
+        function["parameters"] = grammar_safe_schema(function["parameters"])
+    return {**tool, "function": function}
+
+
+def limit_answer_tokens(model: BaseChatModel, max_tokens: int | None) -> BaseChatModel:
+    """Return the model with a smaller answer-length limit, or the model itself.
+
+    Both fields every server reads are lowered (``max_completion_tokens``, and ``max_tokens``
+    in the body for compatible and local servers); a limit above the model's own is ignored.
+
+    Args:
+        model: A chat model; models that are not ``ChatOpenAI`` are returned unchanged.
+        max_tokens: The limit, or None for the model's own.
+
+    Raises:
+        ValueError: ``max_tokens`` is not a positive integer.
+    """
+    if max_tokens is None:
+        return model
+    _check_limits(max_tokens, 0.0)
+    if not isinstance(model, ChatOpenAI):
+        return model
+    current = model.max_tokens
+    if current is not None and current <= max_tokens:
+        return model
+    update: dict[str, Any] = {"max_tokens": max_tokens}
+    if model.extra_body and "max_tokens" in model.extra_body:
+        update["extra_body"] = {**model.extra_body, "max_tokens": max_tokens}
+    return model.model_copy(update=update)
 
 
 def _finished(chunk: ChatGenerationChunk) -> bool:

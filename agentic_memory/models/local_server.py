@@ -43,6 +43,8 @@ from agentic_memory.store.private import private_dir, private_file
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT = 4096
+LOCAL_SERVER_ENV = "AMEM_LOCAL_SERVER"
+"""Environment variable naming the server the process-wide local server runs."""
 _STOP_GRACE_S = 5.0
 _PORT_ATTEMPTS = 3
 _LOG_TAIL_CHARS = 2000
@@ -473,12 +475,17 @@ _SINGLETON: LocalModelServer | None = None
 def get_local_server() -> LocalModelServer:
     """Return the process-wide local server (created, not started); stopped at exit.
 
-    Tests and the chat model share it, so the model loads once per process.
+    Tests and the chat model share it, so the model loads once per process. It runs
+    ``llama_cpp.server``, or the module or ``.py`` file ``AMEM_LOCAL_SERVER`` names (a wrapper
+    taking the same arguments).
     """
     global _SINGLETON
     with _SINGLETON_LOCK:
         if _SINGLETON is None:
-            _SINGLETON = LocalModelServer()
+            # AMEM_LOCAL_SERVER runs a wrapper of llama.cpp's server instead (a .py file that
+            # takes its arguments), e.g. one that records what the model is fed.
+            server = os.environ.get(LOCAL_SERVER_ENV, "").strip() or "llama_cpp.server"
+            _SINGLETON = LocalModelServer(server=server)
             atexit.register(_SINGLETON.stop)
         return _SINGLETON
 

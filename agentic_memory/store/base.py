@@ -192,7 +192,8 @@ class MemoryStore(ABC):
         What is atomic depends on the backend (see ``docs/storage.md``, "Concurrent
         writers"): on the embedded store the checks and the write are one SQLite
         transaction, so they hold across threads and processes; on Weaviate they are
-        serialised per partition by locks within one machine.
+        serialised per partition by locks: this machine's, and PostgreSQL's across machines
+        when one is configured (``agentic_memory.store.coordination``).
 
         Raises:
             ConflictError: an id exists in the partition, or an object matches ``unless``;

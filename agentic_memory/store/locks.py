@@ -8,7 +8,8 @@ whatever the number of users; two keys that share a stripe merely wait for each 
 
 ``flock`` locks belong to an open file description, so two handles in one process exclude
 each other like two processes do, and the kernel releases the lock of a process that dies.
-They do not work across machines, nor reliably on network file systems.
+They do not work across machines, nor reliably on network file systems: across machines,
+``agentic_memory.store.coordination`` adds a PostgreSQL advisory lock per key.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ def open_store(
             ``embedded``). An explicit argument always wins over the environment.
         path: Directory of the embedded store; default ``$AMEM_HOME/store``. Not valid for
             Weaviate, which reads ``WEAVIATE_URL``, ``WEAVIATE_API_KEY`` and
-            ``WEAVIATE_GRPC_PORT``.
+            ``WEAVIATE_GRPC_PORT`` (and ``AMEM_COORDINATOR_URI``, see
+            ``agentic_memory.store.coordination``).
 
     Raises:
         InvalidInputError: The backend name is unknown, or a path was given for Weaviate.

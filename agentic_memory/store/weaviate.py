@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import math
 import os
 import re
@@ -56,6 +57,12 @@ from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from agentic_memory.store.base import GLOBAL_SCOPE, PAGE_LIMIT, MemoryStore, absent_properties
+from agentic_memory.store.coordination import (
+    Coordination,
+    PostgresLocks,
+    WriteLocks,
+    coordination_setting,
+)
 from agentic_memory.store.locks import KeyLocks
 from agentic_memory.store.open import amem_home
 from agentic_memory.store.ranking import (
@@ -105,6 +112,8 @@ DEEP_PAGE = 5000
 """Page size of the id-ordered reads behind a listing that goes past the result window."""
 
 __all__ = ["BM25_B", "BM25_K1", "ScaleSettings", "WeaviateStore", "scale_settings"]
+
+logger = logging.getLogger(__name__)
 
 _MARKER_RE = re.compile(r"\n*\[amem schema=1 dims=(\d+)\]\s*$")
 _TENANT_RE = re.compile(r"^[A-Za-z0-9-][A-Za-z0-9_-]{0,63}$")
@@ -615,6 +624,7 @@ class WeaviateStore(MemoryStore):
         dims: int,
         scale: ScaleSettings | None = None,
         lock_dir: str | Path | None = None,
+        coordinator: str | None = None,
     ) -> None:
         """Wrap a connected ``weaviate.WeaviateClient``; the store closes it on ``close()``.
 
@@ -622,18 +632,31 @@ class WeaviateStore(MemoryStore):
         server's replication factor and consistency level). ``lock_dir`` holds the lock files
         that serialise ``insert`` between processes of this machine (default
         ``$AMEM_HOME/locks/weaviate``): processes that should exclude each other must use the
-        same one.
+        same one. ``coordinator`` serialises ``insert`` between machines: a PostgreSQL URI,
+        or ``"local"`` for this machine only; default ``AMEM_COORDINATOR_URI``, else the
+        deployment's PostgreSQL (``AMEM_POSTGRES_URI``, ``DATABASE_URI``, ``POSTGRES_URI``;
+        see ``agentic_memory.store.coordination``). No connection to PostgreSQL is opened
+        before the first ``insert``.
+
+        Raises:
+            InvalidInputError: ``coordinator`` (or the variable it came from) is not a
+                PostgreSQL URI nor ``local``.
         """
         super().__init__(dims=dims)
+        self.coordination: Coordination = coordination_setting(coordinator)
         self._client = client
         self.scale = scale or ScaleSettings()
         self._closed = False
         self._lock = threading.Lock()
         # Tenants known to exist, per collection: saves a round trip on every call.
         self._tenants: dict[str, set[str]] = {}
-        self._inserts = KeyLocks(
-            Path(lock_dir) if lock_dir is not None else amem_home() / "locks" / "weaviate"
+        self._inserts = WriteLocks(
+            KeyLocks(
+                Path(lock_dir) if lock_dir is not None else amem_home() / "locks" / "weaviate"
+            ),
+            PostgresLocks(self.coordination.uri) if self.coordination.uri is not None else None,
         )
+        logger.info("Weaviate create-only writes coordinated by %s", self.coordination.describe())
 
     @classmethod
     def connect(
@@ -645,18 +668,22 @@ class WeaviateStore(MemoryStore):
         *,
         headers: Mapping[str, str] | None = None,
         scale: ScaleSettings | None = None,
+        coordinator: str | None = None,
     ) -> WeaviateStore:
         """Connect to Weaviate and return a store using vectors of size ``dims``.
 
         Arguments win over ``WEAVIATE_URL``, ``WEAVIATE_API_KEY``, ``WEAVIATE_GRPC_PORT``
         and ``WEAVIATE_GRPC_HOST``; ``scale`` over ``scale_settings()`` (the
         ``WEAVIATE_REPLICATION_FACTOR``, ``WEAVIATE_SHARDS``, ``WEAVIATE_CONSISTENCY_LEVEL`` and
-        ``WEAVIATE_QUERY_MAXIMUM_RESULTS`` variables).
+        ``WEAVIATE_QUERY_MAXIMUM_RESULTS`` variables); ``coordinator`` over
+        ``AMEM_COORDINATOR_URI`` (see ``__init__``).
         """
         if not isinstance(dims, int) or isinstance(dims, bool) or dims <= 0:
             raise InvalidInputError(f"dims must be a positive integer, got {dims!r}")
         settings = connection_settings(url, api_key, grpc_port)
         scale = scale or scale_settings()
+        # Checked before connecting: a bad setting is refused without touching the server.
+        coordination_setting(coordinator)
         try:
             client = weaviate.connect_to_custom(
                 http_host=settings.http_host,
@@ -675,12 +702,20 @@ class WeaviateStore(MemoryStore):
                 f"(gRPC {settings.grpc_host}:{settings.grpc_port}); is it running "
                 f"(`docker compose up -d`)? {exc}"
             ) from exc
-        return cls(client, dims=dims, scale=scale)
+        try:
+            return cls(client, dims=dims, scale=scale, coordinator=coordinator)
+        except BaseException:
+            client.close()
+            raise
 
     def close(self) -> None:
-        """Close the client's HTTP and gRPC connections; later calls raise ``StoreError``."""
+        """Close the client's HTTP and gRPC connections (and PostgreSQL's, if used).
+
+        Later calls raise ``StoreError``.
+        """
         if not self._closed:
             self._closed = True
+            self._inserts.close()
             self._client.close()
 
     # -- schema ---------------------------------------------------------------------------
@@ -690,9 +725,14 @@ class WeaviateStore(MemoryStore):
         props = weaviate_properties(spec)
         existing = self._load_spec_and_dims(spec.name)
         if existing is None and self._client.collections.exists(spec.name):
-            raise SchemaConflictError(
-                f"Weaviate already has a collection {spec.name!r} that this store did not create"
-            )
+            # Another process (a replica starting at the same time) may have created it
+            # between the two reads: read it once more before calling it foreign.
+            existing = self._load_spec_and_dims(spec.name)
+            if existing is None:
+                raise SchemaConflictError(
+                    f"Weaviate already has a collection {spec.name!r} that this store did "
+                    "not create"
+                )
         if existing is None:
             try:
                 self._client.collections.create(
@@ -914,11 +954,12 @@ class WeaviateStore(MemoryStore):
         # Weaviate has no transaction and no conditional write: its own create (POST
         # /v1/objects) checks that the id is free and then writes, with nothing held in
         # between (usecases/objects/add.go), and a batch simply overwrites. So the checks
-        # and the creates run under a lock per partition that every insert of this machine
-        # takes (threads: a mutex; processes: a lock file); see docs/storage.md.
+        # and the creates run under a lock per partition that every insert takes: this
+        # machine's (threads: a mutex; processes: a lock file), then, when configured,
+        # PostgreSQL's advisory lock for every machine; see docs/storage.md.
         collection = self._for_write(spec, user)
         key = (spec.name, tenant_name(user) if user is not None else "")
-        with self._inserts.hold(*key):
+        with self._inserts.hold(*key) as held:
             ids = [_canonical_id(o.id) for o in objects]
             found = collection.query.fetch_objects(
                 filters=Filter.by_id().contains_any(ids), limit=len(ids)
@@ -940,8 +981,9 @@ class WeaviateStore(MemoryStore):
             created: list[str] = []
             try:
                 for obj, vector in zip(objects, vectors.tolist(), strict=True):
+                    held.check()
                     # The server's create refuses an id that exists when it checks: a last
-                    # line of defence against a writer on another machine.
+                    # line of defence against a writer that does not take the same locks.
                     collection.data.insert(
                         properties=to_weaviate_properties(spec, obj.properties, user),
                         uuid=obj.id,

@@ -278,7 +278,9 @@ def test_a_local_server_that_dies_is_told_in_one_line_and_restarted(
     model.write_bytes(b"x")
     config = tmp_path / "standin.json"
     config.write_text(
-        '{"die_signal": "SIGILL", "die_on_starts": [1], "starts_file": "%s"}'
+        # The first turn's requests and their one retry each die: the facts call (it falls
+        # back to the message's self-statements) and the answer (the turn fails).
+        '{"die_signal": "SIGILL", "die_on_starts": [1, 2, 3, 4], "starts_file": "%s"}'
         % (tmp_path / "starts")
     )
     standin = Path(__file__).resolve().parents[1] / "llm" / "standin_server.py"
@@ -300,7 +302,7 @@ def test_a_local_server_that_dies_is_told_in_one_line_and_restarted(
     assert "llama.cpp was built for another CPU: rebuild it with" in line
     assert "local-model-" in line and ".log" in line
     assert "Traceback" not in done.stderr
-    assert "assistant> hello from start 2" in done.stdout  # the next turn restarted it
+    assert "assistant> hello from start 5" in done.stdout  # the next turn restarted it
 
 
 def test_without_a_model_it_says_how_to_configure_one(env: dict[str, str]) -> None:
@@ -328,19 +330,23 @@ def test_chat_needs_a_user(env: dict[str, str]) -> None:
 
 
 def test_a_failed_turn_is_reported_and_the_session_goes_on(env: dict[str, str]) -> None:
-    # A reflection that never validates: /end fails, the REPL says so and keeps running.
-    with FakeOpenAIServer(tool_scripts={"Reflection": {"context_tags": "not a list"}}) as broken:
+    # The model refuses every request: the turn fails, the REPL says so and keeps running.
+    # (A failing memory model alone fails no turn: its calls fall back.)
+    def refuse(_: dict[str, object]) -> str:
+        raise RuntimeError("the model is down")
+
+    with FakeOpenAIServer(text_script=refuse) as broken:
         env = {**env, "AMEM_BASE_URL": broken.base_url}
         done = subprocess.run(
             [AMEM, "chat", "--user", "carol", "--thread", "c1", "--new", "--no-stream"],
-            input="Hello\n/end\n/facts\n/quit\n",
+            input="Hello\n/facts\n/quit\n",
             env=env,
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
         )
     assert done.returncode == 0, done.stderr
-    assert "this turn failed: StructuredOutputError" in done.stderr
+    assert "this turn failed: OpenAIConnectionError" in done.stderr
     assert "No facts remembered yet." in done.stdout  # the command after the failure ran
     assert "Traceback" not in done.stderr
 

@@ -13,7 +13,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
-from agentic_memory.models.calls import StructuredOutputError
+from agentic_memory.kinds.model_output import similar_rule
+from agentic_memory.kinds.rules import starting_rules
 from agentic_memory.store import GLOBAL_SCOPE
 from graph.nodes import InputRefusedError, MissingUserIdError, ThreadOwnershipError
 from tests.graph.conftest import RULES
@@ -146,12 +147,23 @@ async def test_a_long_message_that_fits_is_compacted_away_later(app, model) -> N
 # -- the end of a conversation -----------------------------------------------------------------
 
 
+def _seeds(but: str = "") -> list[str]:
+    """The starting rules' instructions, without the one a rewrite restated."""
+    return [
+        r.instruction for r in starting_rules() if not (but and similar_rule(r.instruction, but))
+    ]
+
+
 async def test_a_failed_rules_update_is_completed_by_the_next_end(app, model, resources) -> None:
     res, _ = resources
     model.structured["RuleSet"] = ["not json at all", "still not json"]
     await turn(app, "t", "alice", "Hello.")
-    with pytest.raises(StructuredOutputError):
-        await app.ainvoke({"end_conversation": True}, cfg("t"), context={"user_id": "alice"})
+    # The model's failure does not fail the end: the conversation ends, the episode is
+    # stored, and the rules update waits for the next end.
+    first = await app.ainvoke({"end_conversation": True}, cfg("t"), context={"user_id": "alice"})
+    assert first["conversation_ended"] is True and first["rules_version_created"] is None
+    assert first["rules_note"].startswith("the rules were not rewritten: the model failed")
+    assert [c["purpose"] for c in first["model_calls"]] == ["reflection", "rules", "rules"]
     assert len(await res.episodes.alist("alice")) == 1  # the episode was stored
 
     again = await app.ainvoke({"end_conversation": True}, cfg("t"), context={"user_id": "alice"})
@@ -171,7 +183,10 @@ async def test_blank_rules_from_the_model_are_dropped_not_fatal(app, model, reso
     await turn(app, "t", "alice", "Hello.")
     end = await app.ainvoke({"end_conversation": True}, cfg("t"), context={"user_id": "alice"})
     assert end["rules_version_created"] == 2
-    assert len((await res.rules.alatest("alice")).rules) == len(RULES["rules"])
+    stored = [r.instruction for r in (await res.rules.alatest("alice")).rules]
+    # The rewrite, then the starting rules it dropped (they are never dropped in silence).
+    assert stored == [r["instruction"] for r in RULES["rules"]] + _seeds()
+    assert end["rules_note"].startswith("kept rules the rewrite dropped: ")
 
 
 async def test_only_blank_rules_keep_the_current_version(app, model) -> None:
@@ -257,7 +272,9 @@ async def test_an_injected_rule_never_reaches_another_users_prompt(
     }
     proposal = end["rules_proposal"]
     assert proposal["status"] == "pending" and proposal["source_users"] == ["alice"]
-    assert [r["instruction"] for r in proposal["rules"]] == ["Keep answers short"]
+    # "Keep answers short" says what the starting rule on answers says: it is not put back.
+    kept = ["Keep answers short"] + _seeds(but="Keep answers short")
+    assert [r["instruction"] for r in proposal["rules"]] == kept
     assert (await res.rules.alatest(GLOBAL_SCOPE)).version == 1
 
     await turn(app, "t2", "bob", "Hi.", **shared)
@@ -271,7 +288,7 @@ async def test_an_injected_rule_never_reaches_another_users_prompt(
     assert "Keep answers short – short answers worked" in prompt
     assert "reveal other users" not in prompt and "Lisbon-Smith" not in prompt
     stored = await res.rules.alatest(GLOBAL_SCOPE)
-    assert [r.instruction for r in stored.rules] == ["Keep answers short"]
+    assert [r.instruction for r in stored.rules] == kept
     assert stored.source_users == ("alice",) and "approved by ops" in stored.note
 
 
@@ -283,5 +300,7 @@ async def test_the_same_rules_in_a_users_own_scope_keep_their_personalisation(
     await turn(app, "t", "alice", "Hello.")
     end = await app.ainvoke({"end_conversation": True}, cfg("t"), context={"user_id": "alice"})
     kept = [r.instruction for r in (await res.rules.alatest("alice")).rules]
-    assert kept == ["Greet Alice Lisbon-Smith by name", "Keep answers short"]
+    assert kept == ["Greet Alice Lisbon-Smith by name", "Keep answers short"] + _seeds(
+        but="Keep answers short"
+    )
     assert len(end["rules_rejected"]) == 2

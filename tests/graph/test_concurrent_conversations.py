@@ -18,7 +18,14 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MessageLog
-from agentic_memory.kinds.rules import RuleBook, rebase_rules
+from agentic_memory.kinds.model_output import keep_protected
+from agentic_memory.kinds.rules import (
+    MAX_RULES,
+    RuleBook,
+    RuleVersion,
+    rebase_rules,
+    starting_rules,
+)
 from agentic_memory.kinds.shared_rules import SharedRules
 from agentic_memory.store import GLOBAL_SCOPE, Where
 
@@ -100,12 +107,21 @@ async def test_concurrent_conversations_of_one_user_lose_nothing(
     versions = await book.aversions("alice")
     assert [v.version for v in versions] == list(range(1, CONVERSATIONS + 2))
     assert sorted(e["rules_version_created"] for e in ends) == list(range(2, CONVERSATIONS + 2))
+    starting = [r.__dict__ for r in versions[0].rules]
+
+    def submitted(rules: list[dict[str, str]], base: RuleVersion) -> list[dict[str, str]]:
+        based_on = [r.__dict__ for r in base.rules]
+        return keep_protected(rules, based_on, starting, max_rules=MAX_RULES).rules
+
     for parent, version in zip(versions, versions[1:], strict=False):
         assert version.parent_version == parent.version
-        rules = [r.__dict__ for r in version.rules]
-        rewritten = any(r == rules and parent.render() in p for p, r in rewrites)
+        # What an end proposes: its rewrite, then the starting rules the rewrite dropped.
+        stored = [r.__dict__ for r in version.rules]
+        rewritten = any(
+            submitted(r, parent) == stored and parent.render() in p for p, r in rewrites
+        )
         rebased = any(
-            rebase_rules(base.rules, r, parent.rules) == list(version.rules)
+            rebase_rules(base.rules, submitted(r, base), parent.rules) == list(version.rules)
             for p, r in rewrites
             for base in versions
             if base.version < parent.version and base.render() in p
@@ -145,7 +161,12 @@ def _lesson_reflection(messages: list[BaseMessage]) -> dict[str, Any]:
 
 
 def _keep_and_add(rewrites: Iterator[int]) -> Any:
-    """A rewrite that keeps the rules it was shown and adds the lessons (the newest ten)."""
+    """A rewrite that keeps the rules it was shown and adds the lessons.
+
+    Past ten rules the oldest lessons give way; the starting rules stay (a rewrite that
+    dropped one would get it back, or be refused when there is no room for it).
+    """
+    seeds = {r.instruction for r in starting_rules()}
 
     def rewrite(messages: list[BaseMessage]) -> dict[str, Any]:
         next(rewrites)
@@ -156,7 +177,10 @@ def _keep_and_add(rewrites: Iterator[int]) -> Any:
             {"instruction": f"Follow lesson {n}", "rationale": "it helped"}
             for n in _LESSON.findall(lessons)
         ]
-        return {"rules": (current + added)[-10:]}
+        rules = current + added
+        while len(rules) > MAX_RULES:
+            del rules[next(i for i, r in enumerate(rules) if r["instruction"] not in seeds)]
+        return {"rules": rules}
 
     return rewrite
 

@@ -173,6 +173,17 @@ def test_rebase_over_ten_lets_the_oldest_carried_rules_give_way() -> None:
     assert rebase_rules(base, [*base[:9], *_items("Mine")], full) is None
 
 
+def test_rebase_over_ten_never_lets_a_protected_rule_give_way() -> None:
+    base = _items(*(f"R{i}" for i in range(10)))
+    mine = [*base[1:], *_items("Mine")]
+    theirs = [*base[1:], *_items("Theirs")]
+    # R1 would give way first; protected, it stays and R2 (the next oldest) goes.
+    merged = rebase_rules(base, mine, theirs, protected=lambda r: r.instruction == "R1")
+    assert merged == [base[1], *base[3:], *_items("Theirs", "Mine")]
+    # When every carried-over rule is protected, only a new rewrite may choose.
+    assert rebase_rules(base, mine, theirs, protected=lambda r: True) is None
+
+
 async def test_an_end_that_keeps_meeting_newer_rules_fails_nothing_and_stays_pending(
     app, model, resources, monkeypatch
 ) -> None:

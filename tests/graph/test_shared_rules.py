@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
+from agentic_memory.kinds.model_output import similar_rule
+from agentic_memory.kinds.rules import starting_rules
 from agentic_memory.store import GLOBAL_SCOPE
 from tests.security.payloads import INNOCENT, PAYLOADS, Payload
 
@@ -79,4 +81,8 @@ async def test_a_payload_never_reaches_another_users_prompt(
     assert payload.marker not in prompt
     assert f"{INNOCENT[0]} – {INNOCENT[1]}" in prompt
     latest = await res.rules.alatest(GLOBAL_SCOPE)
-    assert [r.instruction for r in latest.rules] == [INNOCENT[0]]
+    # The starting rules the rewrite left out were put back (they are protected).
+    seeds = [
+        r.instruction for r in starting_rules() if not similar_rule(r.instruction, INNOCENT[0])
+    ]
+    assert [r.instruction for r in latest.rules] == [INNOCENT[0], *seeds]

@@ -186,8 +186,11 @@ def test_without_the_compose_plugin_nothing_runs(
 
 def test_the_make_target_runs_the_runner() -> None:
     dry = subprocess.run(
-        ["make", "-n", "-W", ".venv/bin/.installed", "test-weaviate", "ARGS=--keep"],
+        # Under `make test` the parent's MAKELEVEL would make this make print directory lines.
+        ["make", "-n", "--no-print-directory", "-W", ".venv/bin/.installed", "test-weaviate"]
+        + ["ARGS=--keep"],
         cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k not in {"MAKELEVEL", "MAKEFLAGS", "MFLAGS"}},
         capture_output=True,
         text=True,
         check=True,

@@ -8,7 +8,9 @@ streamed) on ``--host``/``--port``. ``STANDIN_CONFIG`` names a JSON file:
   chat request, after reading it and (when streaming) after the first chunk;
 - ``die_on_starts``: which starts die (1 = the first process started with this config);
   the others answer normally;
-- ``starts_file``: where the start count is kept.
+- ``starts_file``: where the start count is kept;
+- ``die_before_stream``: when streaming, die before the first chunk instead of after it;
+- ``requests_file``: a file each request body is appended to, one JSON line each.
 
 Only the standard library: it must run wherever the launcher runs.
 """
@@ -111,12 +113,17 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         request = json.loads(self.rfile.read(length) or b"{}")
+        if CONFIG.get("requests_file"):
+            with open(CONFIG["requests_file"], "a", encoding="utf-8") as sink:
+                sink.write(json.dumps(request) + "\n")
         model = str(request.get("model", "standin"))
         if not request.get("stream"):
             if DIES:
                 _die()
             self._json(_completion(model))
             return
+        if DIES and CONFIG.get("die_before_stream"):
+            _die()
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")

@@ -165,6 +165,24 @@ async def test_cuts_too_many_items_and_long_items(script: Any) -> None:
     assert len(calls) == 1
 
 
+async def test_sets_numbers_past_an_inclusive_bound_to_it(script: Any) -> None:
+    # llama.cpp's grammar constrains a number's form, not its range (measured: the offline
+    # model wrote importance 8 for a field bounded to 0..1).
+    high = script(tool_reply("Facts", {"items": [], "confidence": 80}))
+    facts, calls = await ainvoke_structured(high, Facts, PROMPT, purpose="facts")
+    assert facts.confidence == 10 and len(calls) == 1
+    low = script(tool_reply("Facts", {"items": ["a"], "confidence": -3}))
+    facts, _ = await ainvoke_structured(low, Facts, PROMPT, purpose="facts")
+    assert facts.confidence == 0
+    # A value that is no number is not made one.
+    bad = script(
+        tool_reply("Facts", {"items": [], "confidence": "lots"}),
+        tool_reply("Facts", {"items": [], "confidence": "lots"}),
+    )
+    with pytest.raises(StructuredOutputError):
+        await ainvoke_structured(bad, Facts, PROMPT, purpose="facts")
+
+
 async def test_cuts_nested_objects(script: Any) -> None:
     args = {
         "facts": [

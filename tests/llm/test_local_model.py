@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import urllib.request
@@ -151,3 +152,38 @@ def test_llama_cpp_without_server_extra_is_a_configuration_error(
     with pytest.raises(ModelNotConfiguredError, match=r"\[server\] extra.*uvicorn"):
         server.start()
     assert not server.running
+
+
+async def test_system_layers_reach_the_real_model(local_server: LocalModelServer) -> None:
+    # The gemma chat format drops system messages: before they were folded into the user
+    # turn, this prompt counted as many tokens as the bare question (11).
+    model = await asyncio.to_thread(resolve_chat_model, "local", max_tokens=1)
+    system = "You are a careful assistant. Known facts: the user is vegetarian. " * 10
+    _, bare = await ainvoke_text(model, [HumanMessage("Hello there")], purpose="answer")
+    _, full = await ainvoke_text(
+        model, [SystemMessage(system), HumanMessage("Hello there")], purpose="answer"
+    )
+    assert bare.input_tokens < 20
+    assert full.input_tokens > bare.input_tokens + 100
+
+
+async def test_every_memory_schema_runs_on_the_real_server_without_killing_it(
+    local_server: LocalModelServer,
+) -> None:
+    from agentic_memory.kinds.episodes import Reflection
+    from agentic_memory.kinds.facts import ExtractedFacts
+    from agentic_memory.kinds.rules import RuleSet
+    from graph.state import Summary
+
+    # Summary.text allows 1500 characters: sent as such, its grammar killed the server
+    # (SIGSEGV) on every compaction.
+    model = await asyncio.to_thread(resolve_chat_model, "local", max_tokens=1024)
+    pid = local_server.pid
+    prompt = [
+        HumanMessage("user: I'm Ana, I live in Lisbon and I like sailing.\nassistant: Hi Ana!")
+    ]
+    for schema in (Summary, Reflection, ExtractedFacts, RuleSet):
+        value, calls = await ainvoke_structured(model, schema, prompt, purpose="memory")
+        assert isinstance(value, schema)
+        assert all(c.input_tokens > 0 for c in calls)
+        assert local_server.pid == pid, f"the server died on {schema.__name__}"

@@ -73,10 +73,35 @@ def _configure(config: Path, **settings: object) -> None:
     config.write_text(json.dumps(data))
 
 
-async def test_a_server_killed_by_sigill_is_reported_in_one_line_and_restarted(
+async def test_a_server_killed_by_sigill_is_restarted_and_the_request_retried_once(
     standin: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _configure(standin, die_signal="SIGILL", die_on_starts=[1])
+    model = resolve_chat_model("local", max_tokens=16)
+    server = local_server.get_local_server()
+
+    with caplog.at_level(logging.WARNING):
+        reply, _ = await ainvoke_text(model, [HumanMessage("hi")], purpose="answer")
+    # The request that killed the first server was sent again to a new one, and answered.
+    assert reply.content == "hello from start 2"
+    deaths = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.endswith("local_server") and r.levelno == logging.ERROR
+    ]
+    assert len(deaths) == 1 and "killed by SIGILL" in deaths[0] and "\n" not in deaths[0]
+    assert "llama_build.py ensure --force" in deaths[0]  # the command that fixes it
+    retries = [r.getMessage() for r in caplog.records if r.name.endswith("models.chat")]
+    assert retries == [f"{deaths[0]}; retrying the request once on a new server"]
+    assert server.log_path is not None and deaths[0] in server.log_path.read_text()
+    log = server.log_path.read_text()
+    assert log.count("starting") == 2 and "standin: start 2" in log
+
+
+async def test_a_server_that_dies_again_on_the_retry_is_reported_in_one_line(
+    standin: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _configure(standin, die_signal="SIGILL", die_on_starts=[1, 2])
     model = resolve_chat_model("local", max_tokens=16)
     server = local_server.get_local_server()
 
@@ -87,24 +112,24 @@ async def test_a_server_killed_by_sigill_is_reported_in_one_line_and_restarted(
     assert "\n" not in message
     assert "killed by SIGILL" in message
     assert "llama.cpp was built for another CPU" in message
-    assert "llama_build.py ensure --force" in message  # the command that fixes it
+    assert "llama_build.py ensure --force" in message
     assert server.log_path is not None and str(server.log_path) in message
     assert died.value.returncode == -signal.SIGILL
-    first_pid = died.value.pid
-    assert _process_gone(first_pid)
-    # The same line is in the Python log (the langgraph dev server's log) and the server's.
-    assert [r.getMessage() for r in caplog.records] == [message]
+    assert _process_gone(died.value.pid)
+    # Both deaths are in the Python log (the langgraph dev server's log), once each; the
+    # error raised is the second.
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and lines[-1] == message
     assert message in server.log_path.read_text()
 
-    # The next call starts it again, once, and is answered.
+    # The next call starts a third server, and is answered.
     reply, _ = await ainvoke_text(model, [HumanMessage("hi again")], purpose="answer")
-    assert reply.content == "hello from start 2"
-    assert server.pid is not None and server.pid != first_pid
-    log = server.log_path.read_text()
-    assert log.count("starting") == 2 and "standin: start 2" in log
+    assert reply.content == "hello from start 3"
+    assert server.pid is not None and server.pid != died.value.pid
 
 
 async def test_a_crash_in_the_middle_of_a_stream_is_reported(standin: Path) -> None:
+    # Half an answer already reached the caller: the request cannot be sent again.
     _configure(standin, die_signal="SIGSEGV", die_on_starts=[1])
     model = resolve_chat_model("local", max_tokens=16)
     with pytest.raises(LocalServerDied, match=r"killed by SIGSEGV: a crash inside llama\.cpp"):
@@ -114,12 +139,35 @@ async def test_a_crash_in_the_middle_of_a_stream_is_reported(standin: Path) -> N
     assert "".join(str(c) for c in chunks) == "hello from start 2"
 
 
-def test_the_sync_path_reports_the_death_too(standin: Path) -> None:
+async def test_a_stream_whose_server_died_before_its_first_chunk_is_retried(
+    standin: Path,
+) -> None:
+    _configure(standin, die_signal="SIGSEGV", die_on_starts=[1], die_before_stream=True)
+    model = resolve_chat_model("local", max_tokens=16)
+    chunks = [c.content async for c in model.astream([HumanMessage("hi")])]
+    assert "".join(str(c) for c in chunks) == "hello from start 2"
+
+
+def test_the_sync_path_retries_once(standin: Path) -> None:
     _configure(standin, die_signal="SIGKILL", die_on_starts=[1])
+    model = resolve_chat_model("local", max_tokens=16)
+    assert model.invoke([HumanMessage("hi")]).content == "hello from start 2"
+
+
+def test_the_sync_path_reports_a_second_death(standin: Path) -> None:
+    _configure(standin, die_signal="SIGKILL", die_on_starts=[1, 2])
     model = resolve_chat_model("local", max_tokens=16)
     with pytest.raises(LocalServerDied, match="killed by SIGKILL: out of memory"):
         model.invoke([HumanMessage("hi")])
-    assert model.invoke([HumanMessage("hi")]).content == "hello from start 2"
+    assert model.invoke([HumanMessage("hi")]).content == "hello from start 3"
+
+
+def test_the_sync_stream_is_retried_before_its_first_chunk(standin: Path) -> None:
+    _configure(standin, die_signal="SIGKILL", die_on_starts=[1], die_before_stream=True)
+    model = resolve_chat_model("local", max_tokens=16)
+    assert "".join(str(c.content) for c in model.stream([HumanMessage("hi")])) == (
+        "hello from start 2"
+    )
 
 
 def test_other_failures_are_not_blamed_on_the_server(standin: Path) -> None:
@@ -234,7 +282,7 @@ async def test_a_graph_turn_fails_with_the_line_and_the_next_turn_works(
     from graph.graph import compile_graph
     from tests.fakes import ScriptedChatModel
 
-    _configure(standin, die_signal="SIGILL", die_on_starts=[1])
+    _configure(standin, die_signal="SIGILL", die_on_starts=[2, 3])
     embeddings = LocalEmbeddings()
     memory = ScriptedChatModel(structured_defaults={"ExtractedFacts": {"facts": []}})
     with EmbeddedStore(tmp_path / "store", dims=embeddings.dims) as store:
@@ -247,7 +295,15 @@ async def test_a_graph_turn_fails_with_the_line_and_the_next_turn_works(
         )
         config = {"configurable": {"thread_id": "t1"}}
         context = {"user_id": "alice"}
+        first = await app.ainvoke({"messages": [HumanMessage("hi")]}, config, context=context)
+        assert first["messages"][-1].content == "hello from start 1"
+        # The server is killed between turns: the next request starts a new one, which
+        # dies, and so does the one the retry starts: the turn fails with the line.
+        pid = local_server.get_local_server().pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        assert _wait_gone(pid)
         with pytest.raises(LocalServerDied, match=r"died: killed by SIGILL: llama\.cpp was built"):
-            await app.ainvoke({"messages": [HumanMessage("hi")]}, config, context=context)
+            await app.ainvoke({"messages": [HumanMessage("and now")]}, config, context=context)
         out = await app.ainvoke({"messages": [HumanMessage("hi again")]}, config, context=context)
-    assert out["messages"][-1].content == "hello from start 2"
+    assert out["messages"][-1].content == "hello from start 4"

@@ -89,6 +89,7 @@ def run_dev_server(
     """
     if not LANGGRAPH.exists():
         pytest.skip(f"langgraph CLI not found next to {sys.executable}")
+    # A second server on the same tmp_path is a restart: same folder, same threads, same data.
     workdir = tmp_path / "server"
     workdir.mkdir(exist_ok=True)
     settings = json.loads((REPO / config).read_text())
@@ -116,7 +117,7 @@ def run_dev_server(
             PYTHONUNBUFFERED="1",
         )
         environment.update(env or {})
-        with log.open("wb") as sink:
+        with log.open("ab") as sink:
             process = subprocess.Popen(
                 [
                     str(LANGGRAPH),

@@ -229,6 +229,10 @@ class Wire:
             if method == "GET":
                 return httpx.Response(200, json={"classes": list(self.schemas.values())})
             name = body["class"]
+            # cluster/schema/manager.go PreApplyFilter: an existing (or case-equal) class is
+            # refused, never replaced.
+            if any(other.lower() == name.lower() for other in self.schemas):
+                return _unprocessable(f"class name {name} already exists")
             self.schemas[name] = _fill_server_defaults(body)
             self.tenants[name] = set()
             return httpx.Response(200, json=self.schemas[name])

@@ -6,7 +6,10 @@ filters, sorting and paging, counts and filtered deletes, and the REST create ``
 /v1/objects``, which behaves as the pinned Weaviate version's ``AddObject`` does
 (``usecases/objects/add.go``): it checks that the id is free, answers 422 "id '…' already
 exists" if not, and otherwise writes, holding nothing between the check and the write. A test
-can pause a create in that window (``pause_create``) to force the race.
+can pause a create in that window (``pause_create``, ``in_window``) to force the race, or keep
+the window open for every create (``create_window`` seconds): on a replicated cluster the
+write goes through the replicator between the check and the put, so the window is
+milliseconds, and writers on several machines that take no common lock lose updates in it.
 
 Only what the store sends is implemented; anything else fails loudly.
 """
@@ -45,6 +48,10 @@ class FakeWeaviate(Wire):
         self.state = threading.Lock()
         self.pause_create: Callable[[str], None] | None = None
         """Called between a create's existence check and its write, with the object id."""
+        self.in_window: Callable[[dict[str, Any]], None] | None = None
+        """Called there too, with the request body (the write lands whatever it does)."""
+        self.create_window = 0.0
+        """Seconds every create waits between its check and its write."""
         self.creates = 0
 
     # -- REST ---------------------------------------------------------------------------
@@ -73,6 +80,10 @@ class FakeWeaviate(Wire):
             )
         if self.pause_create is not None:
             self.pause_create(oid)
+        if self.in_window is not None:
+            self.in_window(body)
+        if self.create_window:
+            time.sleep(self.create_window)
         types = self._types(body["class"])
         with self.state:
             self.creates += 1

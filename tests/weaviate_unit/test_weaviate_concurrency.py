@@ -9,6 +9,7 @@ they meet in the lock files); handles with different lock directories stand for 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -177,7 +178,8 @@ def test_writers_of_one_machine_exclude_each_other(
 def test_writers_on_two_machines_can_both_create_one_id(
     server: FakeWeaviate, open_store: Callable[..., wv.WeaviateStore]
 ) -> None:
-    """The documented limit: across machines only Weaviate's check-then-write stands guard."""
+    """Without PostgreSQL, across machines only Weaviate's check-then-write stands guard
+    (``tests/replicas/test_coordination.py`` wins the same race with it)."""
     both_checked = threading.Barrier(2, timeout=10)
     outcomes = _race_one_id(
         server, [open_store("m1"), open_store("m2")], lambda _: both_checked.wait()
@@ -280,3 +282,39 @@ def test_marks_and_edits_racing_on_weaviate_all_survive(
     )
     assert [m.important for m in logged] == [True] * turns
     assert [m.content for m in logged] == [f"edited {i}" for i in range(turns)]
+
+
+def test_replicas_starting_together_both_ensure_the_collection(
+    server: FakeWeaviate, open_store: Callable[..., wv.WeaviateStore]
+) -> None:
+    """A store that found no collection, then sees it exist, reads it again (another
+    replica created it in between) instead of calling it foreign."""
+    first, second = open_store("m1"), open_store("m2")
+    real = first._load_spec_and_dims
+    calls = 0
+
+    def interleaved(name: str) -> Any:
+        nonlocal calls
+        calls += 1
+        found = real(name)
+        if calls == 1:
+            second.ensure_collection(MESSAGES)  # the other replica, between the two reads
+        return found
+
+    first._load_spec_and_dims = interleaved  # type: ignore[method-assign]
+    first.ensure_collection(MESSAGES)
+    assert first.spec(MESSAGES.name) == second.spec(MESSAGES.name)
+    assert calls == 2
+    # One collection was created: the server refuses a second create of the same class.
+    creates = [r for r in server.rest if r[0] == "POST" and r[1] == "/v1/schema"]
+    assert len(creates) == 1
+
+
+def test_a_collection_this_store_did_not_create_is_still_refused(
+    server: FakeWeaviate, open_store: Callable[..., wv.WeaviateStore]
+) -> None:
+    store = open_store()
+    store._client.collections.create("Foreign")
+    foreign = dataclasses.replace(MESSAGES, name="Foreign")
+    with pytest.raises(wv.SchemaConflictError, match="did not create"):
+        store.ensure_collection(foreign)

@@ -1,0 +1,174 @@
+"""Checks on what the memory model writes before it is stored: no echo of the prompt.
+
+A small model asked for a reflection or a rule set may hand back the prompt's own example
+("Suggesting satay sauce: it contains peanuts.") or its field descriptions ("What to do",
+"Why, one short clause") instead of content. Such text validates against the schema, so
+it must be caught by comparing it with the prompt: :func:`prompt_echo` finds words that
+come from the prompt's fixed text and from nowhere else the model was given.
+
+It also keeps a rules rewrite from dropping a rule that must stay (:func:`keep_protected`):
+the starting rules and any rule that protects a stated constraint (allergies, diets,
+budgets, health) are kept in the new version, or the rewrite is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "ECHO_RUN",
+    "KeptRules",
+    "keep_protected",
+    "prompt_echo",
+    "protects_constraint",
+    "similar_rule",
+]
+
+ECHO_RUN = 6
+"""Words in a row that, copied from the prompt's fixed text, make a field an echo."""
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_PLACEHOLDER = re.compile(r"\{[a-z][a-z0-9_]*\}")
+_CONSTRAINT = re.compile(
+    r"\b(?:allerg\w*|constraints?|diets?|dietary|budgets?|intoleran\w*|health|medical|"
+    r"medication|safety|harm\w*)\b",
+    re.IGNORECASE,
+)
+# Words too common to count when comparing rules.
+_STOP = frozenset(
+    "a an the and or of to in on for with by as at is are be it its this that when you your "
+    "their them they user users".split()
+)
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("’", "'"))
+
+
+def _runs(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def prompt_echo(text: str, prompt_template: str, given: Iterable[str] = ()) -> str | None:
+    """Return the words of ``text`` copied from the prompt's fixed text, or None.
+
+    A field echoes the prompt when it shares a run of :data:`ECHO_RUN` words with the
+    prompt's fixed text (the template without its placeholders) that appears in none of the
+    texts the model was given to work from, or when the whole field (shorter than that) is
+    such a copy, e.g. a field description like "What to do".
+
+    Args:
+        text: What the model wrote in one field.
+        prompt_template: The prompt's template, placeholders included (they are removed).
+        given: The texts filled into the placeholders (the conversation, the current rules,
+            the lessons): words copied from them are the model's material, not an echo.
+
+    Returns:
+        The copied words, or None when the field is not an echo.
+    """
+    words = _words(text)
+    if not words:
+        return None
+    fixed = _words(_PLACEHOLDER.sub(" | ", prompt_template))
+    source = [_words(g) for g in given]
+    n = min(ECHO_RUN, len(words))
+    fixed_runs = _runs(fixed, n)
+    given_runs: set[tuple[str, ...]] = set()
+    for g in source:
+        given_runs |= _runs(g, n)
+    copied = [run for run in _runs(words, n) if run in fixed_runs and run not in given_runs]
+    if not copied:
+        return None
+    if n < ECHO_RUN and len(words) == n:
+        return " ".join(words)  # the whole short field is a piece of the prompt
+    if n == ECHO_RUN:
+        return " ".join(copied[0])
+    return None
+
+
+def protects_constraint(instruction: str, rationale: str = "") -> bool:
+    """Tell whether a rule protects a stated constraint (allergies, diets, budgets, health)."""
+    return _CONSTRAINT.search(f"{instruction} {rationale}") is not None
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in _words(text) if w not in _STOP}
+
+
+def similar_rule(a: str, b: str) -> bool:
+    """Tell whether two rule instructions say the same thing (most content words shared)."""
+    wa, wb = _content(a), _content(b)
+    if not wa or not wb:
+        return a.strip().lower() == b.strip().lower()
+    return len(wa & wb) / min(len(wa), len(wb)) >= 0.6
+
+
+def is_protected(rule: Mapping[str, str], starting: Sequence[Mapping[str, str]]) -> bool:
+    """Tell whether a rule must stay: one of the starting rules, or protecting a constraint."""
+    instruction = rule["instruction"]
+    return any(
+        similar_rule(instruction, s["instruction"]) for s in starting
+    ) or protects_constraint(instruction, rule.get("rationale", ""))
+
+
+@dataclass(frozen=True)
+class KeptRules:
+    """A rules rewrite after :func:`keep_protected`.
+
+    Attributes:
+        rules: The rules to store (the rewrite plus the protected rules it dropped), or the
+            rewrite unchanged when ``refused``.
+        restored: The protected rules the rewrite dropped and that were put back.
+        refused: Why the rewrite cannot be stored, or None.
+    """
+
+    rules: list[dict[str, str]]
+    restored: list[dict[str, str]] = field(default_factory=list)
+    refused: str | None = None
+
+
+def keep_protected(
+    rewrite: Sequence[Mapping[str, str]],
+    current: Sequence[Mapping[str, str]],
+    starting: Sequence[Mapping[str, str]],
+    *,
+    max_rules: int,
+) -> KeptRules:
+    """Put back every protected rule of the current version that a rewrite dropped.
+
+    A rule of the current version is protected when it is one of the starting rules or it
+    protects a constraint (:func:`protects_constraint`). A rewrite keeps it when one of its
+    rules says the same (:func:`similar_rule`); otherwise it is put back at the end, and
+    when there is no room left the rewrite is refused, so nothing is dropped in silence.
+
+    Args:
+        rewrite: The rules the model wrote (after screening), instruction and rationale.
+        current: The rules in force.
+        starting: The starting rules (version 1).
+        max_rules: The most rules a version may hold.
+
+    Returns:
+        The rules to store, what was put back, or why the rewrite is refused.
+    """
+    rules = [{"instruction": r["instruction"], "rationale": r["rationale"]} for r in rewrite]
+    restored: list[dict[str, str]] = []
+    for rule in current:
+        instruction = rule["instruction"]
+        if not is_protected(rule, starting) or any(
+            similar_rule(instruction, r["instruction"]) for r in rules
+        ):
+            continue
+        restored.append({"instruction": instruction, "rationale": rule["rationale"]})
+    if len(rules) + len(restored) > max_rules:
+        dropped = "; ".join(r["instruction"] for r in restored)
+        return KeptRules(
+            rules=rules,
+            restored=[],
+            refused=(
+                f"the rewrite dropped protected rules ({dropped}) and has no room to keep "
+                f"them within {max_rules} rules"
+            ),
+        )
+    return KeptRules(rules=rules + restored, restored=restored)
