@@ -54,7 +54,7 @@ from langgraph_sdk.errors import (
     UnprocessableEntityError,
 )
 
-from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.kinds.contract import current_kinds
 from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MESSAGES, MessageLog
@@ -680,8 +680,10 @@ async def forget_user(
         report=report,
         embeddings=embeddings,
     )
-    for kind in (kinds.episodes, kinds.facts, kinds.rules, kinds.messages):
-        report.add_deleted(kind.spec.name, await kind.aforget_user(user))
+    # Every memory kind forgets its part (a user's own knowledge bases too).
+    for kind in current_kinds():
+        for name, n in (await kind.aforget_user(store, kinds.rules.embeddings, user)).items():
+            report.add_deleted(name, n)
     for spec in await _other_per_user_collections(store):
         report.add_deleted(spec.name, await store.adelete_user(spec.name, user))
     await _forget_store_items(store, user, embeddings, report)
@@ -715,9 +717,10 @@ async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:
 
 async def _other_per_user_collections(store: MemoryStore) -> list[CollectionSpec]:
     """Return the store's per-user collections that are not a memory kind's (kept by others)."""
-    kinds = {spec.name for spec in PER_USER_COLLECTIONS}
+    registry = current_kinds()
     specs = []
-    for name in sorted(set(await store.acollections()) - kinds):
+    names = await store.acollections()
+    for name in sorted(n for n in names if registry.of_collection(n) is None):
         spec = await asyncio.to_thread(store.spec, name)
         if spec.per_user:
             specs.append(spec)

@@ -37,26 +37,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from agentic_memory.kinds import episodes, facts, messages, rules
-from agentic_memory.kinds._bound import embedded_part
-from agentic_memory.kinds.episodes import EPISODES
-from agentic_memory.kinds.facts import FACTS
-from agentic_memory.kinds.knowledge import (
-    CHUNKS_PREFIX,
-    KNOWLEDGE_PROPERTIES,
-    MANIFEST_PREFIX,
-    MANIFEST_PROPERTIES,
-    USER_CHUNKS_PREFIX,
-    USER_MANIFEST_PREFIX,
-)
-from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V1
-from agentic_memory.kinds.rule_guard import screen_rules
-from agentic_memory.kinds.rules import RULES
+from agentic_memory.kinds import facts, rules
+from agentic_memory.kinds.builtin import MAX_EPISODE_CHARS
+from agentic_memory.kinds.contract import ImportLine, MemoryKind, current_kinds
+from agentic_memory.kinds.registry import BUILTIN_KINDS
 from agentic_memory.kinds.shared_rules import PROPOSALS, Proposed, SharedRules
 from agentic_memory.store.base import (
     GLOBAL_SCOPE,
@@ -80,15 +69,11 @@ from agentic_memory.twins import run_sync
 FORMAT_NAME = "agentic-memory-export"
 FORMAT_VERSION = 1
 
-Kind = Literal["episode", "fact", "message", "rule", "chunk", "source"]
-KINDS: tuple[Kind, ...] = ("episode", "fact", "message", "rule", "chunk", "source")
-
-_KIND_BY_COLLECTION: dict[str, Kind] = {
-    EPISODES.name: "episode",
-    FACTS.name: "fact",
-    MESSAGES.name: "message",
-    RULES.name: "rule",
-}
+Kind = str
+"""The ``kind`` of an export line: one of a memory kind's ``KindInfo.line_kinds``."""
+KINDS: tuple[Kind, ...] = BUILTIN_KINDS.line_kinds
+"""The line kinds of the built-in memory kinds (``fact``, ``episode``, ``rule``,
+``message``, ``chunk``, ``source``); a registry set by ``use_kinds`` may add others."""
 
 
 class TransferError(InvalidInputError):
@@ -138,31 +123,24 @@ class TransferSummary:
 
 
 def kind_of(collection: str) -> Kind | None:
-    """Return the memory kind stored in ``collection``, or ``None`` for a foreign collection."""
-    if collection in _KIND_BY_COLLECTION:
-        return _KIND_BY_COLLECTION[collection]
-    if collection.startswith((MANIFEST_PREFIX, USER_MANIFEST_PREFIX)):
-        return "source"
-    if collection.startswith((CHUNKS_PREFIX, USER_CHUNKS_PREFIX)):
-        return "chunk"
-    return None
+    """Return the line kind stored in ``collection``, or ``None`` for a foreign collection."""
+    found = current_kinds().of_collection(collection)
+    return None if found is None else found[1]
+
+
+def _memory_kind(kind: Kind) -> MemoryKind:
+    found = current_kinds().of_line_kind(kind)
+    if found is None:
+        raise TransferError(f"no memory kind stores {kind!r} objects")
+    return found
 
 
 # -- the text each kind is embedded from (each kind's own, so imports rank alike) ------------
 
-_TEXT_BY_KIND: dict[Kind, Callable[[Mapping[str, Any]], str]] = {
-    "episode": episodes.embedding_text,
-    "fact": facts.embedding_text,
-    "message": messages.embedding_text_of,
-    "rule": rules.embedding_text,
-    "chunk": lambda p: embedded_part(str(p.get("text") or "")),
-    "source": lambda p: str(p.get("title") or p.get("source") or ""),
-}
-
 
 def embedding_text(kind: Kind, properties: Mapping[str, Any]) -> str:
     """Return the text an object of ``kind`` is embedded from, for re-embedding on import."""
-    return _TEXT_BY_KIND[kind](properties) or " "
+    return _memory_kind(kind).embedding_text(kind, properties) or " "
 
 
 # -- schemas in the header ---------------------------------------------------------------------
@@ -389,22 +367,12 @@ def _structure(properties: Sequence[Property]) -> list[tuple[str, str, bool, boo
 
 def _check_known_schema(spec: CollectionSpec) -> None:
     """Refuse a file whose schema differs from this build's schema for that collection."""
-    known = {c.name: (c.properties, c.per_user) for c in (EPISODES, FACTS, RULES, MESSAGES)}
-    shared = {"chunk": KNOWLEDGE_PROPERTIES, "source": MANIFEST_PROPERTIES}
-    kind = kind_of(spec.name)
-    if spec.name in known:
-        expected = known[spec.name]
-    elif kind in shared:
-        # A user's own knowledge bases are partitioned by user; the shared ones are not.
-        own = spec.name.startswith((USER_CHUNKS_PREFIX, USER_MANIFEST_PREFIX))
-        expected = (shared[str(kind)], own)
-    else:
+    found = current_kinds().of_collection(spec.name)
+    expected = None if found is None else found[0].expected_schema(spec.name)
+    if found is None or expected is None:
         raise TransferError(f"collection {spec.name!r} is not an agent memory collection")
-    if spec.name == MESSAGES.name and (
-        _structure(spec.properties),
-        spec.per_user,
-    ) == (_structure(MESSAGES_V1.properties), MESSAGES_V1.per_user):
-        return  # an earlier version's log: agentic_memory.kinds.messages upgrades it on first use
+    if found[0].accepts_earlier_schema(spec):
+        return  # an earlier version's schema: the kind upgrades it on first use
     # Descriptions may change between versions; names, types and indexing may not. An
     # earlier version's schema may lack properties added at the end since (the import adds
     # them: MemoryStore.extend_collection).
@@ -428,30 +396,11 @@ MAX_LINE_CHARS = 8_000_000
 ``MAX_MESSAGE_CHARS``, an episode at most ``MAX_EPISODE_CHARS``) with its vector, escaped.
 A longer line is refused before it is held in memory whole."""
 
-MAX_EPISODE_CHARS = 1_000_000
-"""The longest text of one episode property accepted (``AgenticStore``'s value limit)."""
-
 _BATCH = 200
 _EMBED_BATCH = 64
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _MAX_DIMS = 65_536
-_ORDER: tuple[Kind, ...] = ("episode", "fact", "message", "rule", "chunk", "source")
-"""The order kinds are written in: a knowledge base's chunks before the manifest that makes
-them visible."""
-
-
-@dataclass
-class _Line:
-    lineno: int
-    kind: Kind
-    collection: str
-    user: str
-    """The owner; "" for a shared collection."""
-    id: str
-    properties: dict[str, Any]
-    vector: list[float] | None
-    keys: dict[str, Any] = field(default_factory=dict)
-    """What the kind's invariants are checked on across lines (subject, turn, version)."""
+_Line = ImportLine
 
 
 def _loads(lineno: int, text: str) -> Any:
@@ -531,8 +480,10 @@ def _parse_line(lineno: int, text: str, header: ExportHeader, allow_shared: bool
     if not isinstance(data, dict):
         raise _fail(lineno, "expected a JSON object")
     kind = data.get("kind")
-    if kind not in KINDS:
-        raise _fail(lineno, f"unknown kind {kind!r:.60} (expected one of {', '.join(KINDS)})")
+    known = current_kinds().line_kinds
+    if not isinstance(kind, str) or kind not in known:
+        raise _fail(lineno, f"unknown kind {kind!r:.60} (expected one of {', '.join(known)})")
+    memory_kind = _memory_kind(kind)
     collection = data.get("collection")
     if not isinstance(collection, str) or collection not in header.collections:
         raise _fail(lineno, f"collection {collection!r:.80} is not declared in the header")
@@ -546,7 +497,7 @@ def _parse_line(lineno: int, text: str, header: ExportHeader, allow_shared: bool
         except InvalidInputError as exc:
             raise _fail(lineno, f"{collection} is per-user: {exc}") from None
         assert isinstance(user, str)
-        if user == GLOBAL_SCOPE and kind != "rule":
+        if user == GLOBAL_SCOPE and not memory_kind.allows_global_scope:
             raise _fail(
                 lineno,
                 f"a {kind} cannot belong to {GLOBAL_SCOPE!r}: that scope holds only the rules "
@@ -554,24 +505,21 @@ def _parse_line(lineno: int, text: str, header: ExportHeader, allow_shared: bool
             )
     elif user is not None:
         raise _fail(lineno, f"{collection} is shared: user must be null")
-    # A user's own knowledge base (per-user collections) is their data, like their facts.
-    shared = (kind in ("chunk", "source") and not spec.per_user) or user == GLOBAL_SCOPE
-    if shared and not allow_shared:
-        what = (
-            "the shared rules (imported as a proposal an operator approves)"
-            if kind == "rule"
-            else "a shared knowledge base"
-        )
-        raise _fail(
-            lineno,
-            f"the file holds {what}, which every user's conversations read: only an operator "
-            "imports those, with --shared (Python: allow_shared=True); nothing was written",
-        )
     obj_id = data.get("id")
     try:
         canonical = str(uuid.UUID(obj_id)) if isinstance(obj_id, str) else None
     except ValueError:
         canonical = None
+    # A user's own knowledge base (per-user collections) is their data, like their facts.
+    what = memory_kind.shared_what(
+        _Line(lineno, kind, collection, user or "", canonical or "", {}, None), spec
+    )
+    if what is not None and not allow_shared:
+        raise _fail(
+            lineno,
+            f"the file holds {what}, which every user's conversations read: only an operator "
+            "imports those, with --shared (Python: allow_shared=True); nothing was written",
+        )
     if canonical is None:
         raise _fail(lineno, f"id {obj_id!r:.60} is not a UUID")
     props = data.get("properties")
@@ -591,117 +539,10 @@ def _parse_line(lineno: int, text: str, header: ExportHeader, allow_shared: bool
         _check_vector(lineno, data.get("vector"), header.dims),
     )
     try:
-        _KIND_CHECKS[kind](line)
+        memory_kind.check_line(line)
     except InvalidInputError as exc:
         raise _fail(lineno, f"{kind}: {exc}") from None
     return line
-
-
-def _text(props: Mapping[str, Any], name: str, *, required: bool = True) -> str:
-    value = props.get(name)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise InvalidInputError(f"{name} must be a non-empty string")
-    return value
-
-
-def _check_fact(line: _Line) -> None:
-    props = line.properties
-    subject = _text(props, "subject")
-    if facts.normalise_subject(subject) != subject:
-        raise InvalidInputError(f"subject {subject!r:.60} is not in its stored (normalised) form")
-    value = _text(props, "value")
-    if len(value) > facts.MAX_VALUE:
-        raise InvalidInputError(f"value is longer than {facts.MAX_VALUE} characters")
-    if props.get("category", "other") not in facts.CATEGORIES:
-        raise InvalidInputError(f"category must be one of {', '.join(facts.CATEGORIES)}")
-    if not isinstance(props.get("current"), bool):
-        raise InvalidInputError("current must be true or false")
-    _text(props, "valid_from")
-    line.keys = {"subject": subject, "current": props["current"]}
-
-
-def _check_episode(line: _Line) -> None:
-    props = line.properties
-    importance = props.get("importance")
-    if (
-        isinstance(importance, bool)
-        or not isinstance(importance, int | float)
-        or not 0 <= importance <= 1
-    ):
-        raise InvalidInputError(f"importance must be a number in [0, 1], got {importance!r:.40}")
-    _text(props, "thread_id")
-    for name in ("conversation", "conversation_summary", "what_worked", "what_to_avoid"):
-        if len(_text(props, name, required=False)) > MAX_EPISODE_CHARS:
-            raise InvalidInputError(f"{name} is longer than {MAX_EPISODE_CHARS:,} characters")
-    if len(props.get("context_tags") or []) > 100:
-        raise InvalidInputError("an episode has at most 100 context tags")
-
-
-def _check_message(line: _Line) -> None:
-    props = line.properties
-    if props.get("role") not in ("human", "ai"):
-        raise InvalidInputError(f"role must be 'human' or 'ai', got {props.get('role')!r:.40}")
-    messages.check_message_text(_text(props, "content", required=False), "content")
-    thread = _text(props, "thread_id")
-    turn = props.get("turn")
-    if not isinstance(turn, int) or isinstance(turn, bool) or turn < 0:
-        raise InvalidInputError(f"turn must be a non-negative integer, got {turn!r:.40}")
-    _text(props, "created_at")
-    line.keys = {"thread": thread, "turn": turn}
-
-
-def _check_rule(line: _Line) -> None:
-    props = line.properties
-    version = props.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise InvalidInputError(f"version must be a positive integer, got {version!r:.40}")
-    if line.id != str(uuid.UUID(make_id("rules", line.user, str(version)))):
-        raise InvalidInputError(f"the id of version {version} of {line.user!r} is not its own")
-    try:
-        raw = json.loads(_text(props, "rules_json"))
-    except (ValueError, RecursionError):
-        raise InvalidInputError("rules_json is not JSON") from None
-    if not isinstance(raw, list):
-        raise InvalidInputError("rules_json must be a list of rules")
-    items = rules.parse_rule_list(raw)
-    rendered = "\n".join(f"{i}. {r.render()}" for i, r in enumerate(items, 1))
-    if props.get("rules_text") != rendered:
-        raise InvalidInputError("rules_text does not match rules_json")
-    parent = props.get("parent_version")
-    if parent is not None and (not isinstance(parent, int) or not 1 <= parent < version):
-        raise InvalidInputError(f"parent_version must be below version {version}")
-    others = sorted({str(u) for u in props.get("source_users") or []} - {line.user})
-    if line.user != GLOBAL_SCOPE and others:
-        # RuleBook.propose: a user's rules are learned from that user only.
-        raise InvalidInputError(
-            f"version {version} of {line.user!r} names other users as its source "
-            f"({', '.join(map(repr, others))[:100]}): a user's rules are learned from that "
-            "user only"
-        )
-    _kept, rejected = screen_rules(items, shared=line.user == GLOBAL_SCOPE)
-    if rejected:
-        raise InvalidInputError(
-            f"version {version} of {line.user!r} holds a rule no conversation may store "
-            f"({rejected[0].reason}): {rejected[0].instruction!r:.100}"
-        )
-    line.keys = {"version": version}
-
-
-def _check_knowledge(line: _Line) -> None:
-    if len(str(line.properties.get("text") or "")) > MAX_EPISODE_CHARS:
-        raise InvalidInputError(f"text is longer than {MAX_EPISODE_CHARS:,} characters")
-
-
-_KIND_CHECKS: dict[Kind, Callable[[_Line], None]] = {
-    "fact": _check_fact,
-    "episode": _check_episode,
-    "message": _check_message,
-    "rule": _check_rule,
-    "chunk": _check_knowledge,
-    "source": _check_knowledge,
-}
 
 
 # -- the staging copy: the validated file, on disk ------------------------------------------------
@@ -735,11 +576,7 @@ class _Staging:
         vector = (
             None if line.vector is None else np.asarray(line.vector, dtype=np.float32).tobytes()
         )
-        unique: list[tuple[str, str, str, str]] = []
-        if line.kind == "fact" and line.keys["current"]:
-            unique.append(("one current value of", line.keys["subject"], "", "subject"))
-        elif line.kind == "message":
-            unique.append(("turn", line.keys["thread"], str(line.keys["turn"]), "turn"))
+        unique = _memory_kind(line.kind).unique_keys(line)
         try:
             self.db.execute(
                 "INSERT INTO objects (lineno, kind, collection, user, id, props, vector) "
@@ -762,24 +599,19 @@ class _Staging:
             raise _fail(
                 line.lineno, f"id {line.id} appears twice (first on line {first})"
             ) from None
-        for name, a, b, what in unique:
+        for key in unique:
             try:
                 self.db.execute(
                     "INSERT INTO keys VALUES (?, ?, ?, ?, ?, ?)",
-                    (name, line.collection, line.user, a, b, line.lineno),
+                    (key.name, line.collection, line.user, key.a, key.b, line.lineno),
                 )
             except sqlite3.IntegrityError:
                 first = self._first(
                     "SELECT lineno FROM keys WHERE name = ? AND collection = ? AND user = ? "
                     "AND a = ? AND b = ?",
-                    (name, line.collection, line.user, a, b),
+                    (key.name, line.collection, line.user, key.a, key.b),
                 )
-                clash = (
-                    f"a second current value of {a!r} for {line.user!r}"
-                    if what == "subject"
-                    else f"a second message for turn {b} of thread {a!r} of {line.user!r}"
-                )
-                raise _fail(line.lineno, f"{clash} (the first is on line {first})") from None
+                raise _fail(line.lineno, f"{key.clash} (the first is on line {first})") from None
 
     def _first(self, sql: str, args: tuple[Any, ...]) -> int:
         row = self.db.execute(sql, args).fetchone()
@@ -846,13 +678,17 @@ class _Staging:
             texts = [
                 (int(seq), embedding_text(kind, json.loads(props)))
                 for seq, kind, props in rows
-                if kind != "source"
+                if _memory_kind(kind).embeds(kind)
             ]
-            # Manifest entries are never searched by vector: they keep the unit marker vector
-            # agentic_memory.kinds.knowledge gives them, whatever the model.
+            # Objects never searched by vector (a knowledge base's manifest entries) keep the
+            # unit marker vector their kind gives them, whatever the model.
             self.db.executemany(
                 "UPDATE objects SET vector = ? WHERE seq = ?",
-                [(marker, int(seq)) for seq, kind, _ in rows if kind == "source"],
+                [
+                    (marker, int(seq))
+                    for seq, kind, _ in rows
+                    if not _memory_kind(kind).embeds(kind)
+                ],
             )
             if texts:
                 vectors = embeddings.embed_documents([t for _, t in texts])
@@ -1055,7 +891,7 @@ class _Import:
         self.skipped = 0
 
     def run(self) -> None:
-        for kind in _ORDER:
+        for kind in current_kinds().line_kinds:
             for collection, user in self.staging.groups(kind):
                 if kind == "rule" and user == GLOBAL_SCOPE:
                     continue  # through the shared rules' gate: _propose_shared_rules

@@ -1,6 +1,7 @@
 """Ingest files into a knowledge base: read, clean, split, embed in batches, write, commit.
 
-Each file goes through the replace protocol described in ``agentic_memory.kinds.knowledge``:
+Each file goes through the replace protocol of its knowledge base
+(``agentic_memory.kinds.knowledge.KnowledgeBase``, described in that module):
 
 1. Hash the file. If the manifest's active revision for this path is the same (same content,
    same splitter settings) and all its chunks are there, nothing is written.
@@ -29,21 +30,13 @@ from typing import Any, Literal
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory.kinds.knowledge import (
+    KnowledgeBase,
     PruneReport,
     SourceInfo,
     chunk_id,
-    clear_pending,
-    commit_source,
-    ensure_knowledge_base,
-    get_source,
     knowledge_collection,
-    manifest_collection,
-    mark_pending,
     now_rfc3339,
-    pending_entry_id,
     prune_knowledge_base,
-    remove_stale_chunks,
-    renew_generation,
     revision_of,
     source_key,
     upload_source,
@@ -54,7 +47,6 @@ from agentic_memory.store import (
     MemoryObject,
     MemoryStore,
     StoreError,
-    Where,
     check_text,
     open_store,
 )
@@ -362,16 +354,15 @@ def _ingest(
                     f"the store holds {active_store.dims}-d vectors but the embeddings make "
                     f"{dims}-d ones"
                 )
-            kb = report.kb = ensure_knowledge_base(active_store, kb, owner)
+            base = KnowledgeBase(active_store, kb, owner)
+            kb = report.kb = base.name
             job = _Job(
-                active_store,
+                base,
                 embedder,
-                kb,
                 chunk_size,
                 chunk_overlap,
                 password,
                 batch_size,
-                owner=owner,
                 roots=roots,
             )
             index = 0
@@ -456,24 +447,18 @@ class _Job:
 
     def __init__(
         self,
-        store: MemoryStore,
+        base: KnowledgeBase,
         embeddings: Embeddings,
-        kb: str,
         chunk_size: int,
         chunk_overlap: int,
         password: str | None,
         batch_size: int,
         *,
-        owner: str | None = None,
         roots: Sequence[Path] | None = None,
     ) -> None:
-        self.store = store
-        self.owner = owner
+        self.base = base
         self.roots = roots
         self.embeddings = embeddings
-        self.kb = kb
-        self.collection = knowledge_collection(kb, owner).name
-        self.manifest = manifest_collection(kb, owner).name
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.password = password
@@ -512,16 +497,11 @@ class _Job:
         revision = revision_of(
             source, sha256, self.chunk_size, self.chunk_overlap, PIPELINE_VERSION
         )
-        current = get_source(self.store, self.kb, source, self.owner)
-        if current is not None and current.revision == revision and self._complete(current):
+        current = self.base.unchanged(source, revision)
+        if current is not None:
             result.status, result.title, result.pages = "unchanged", current.title, current.pages
             result.chunks_unchanged = current.chunks
-            result.chunks_removed = remove_stale_chunks(
-                self.store, self.kb, source, revision, owner=self.owner
-            )
-            # A read first: an up-to-date file costs no write unless a killed run left a mark.
-            if self.store.get(self.manifest, pending_entry_id(source), user=self.owner):
-                clear_pending(self.store, self.kb, source, self.owner)
+            result.chunks_removed = self.base.keep(source, revision)
             return
 
         raw = parse(path, data, password=self.password)
@@ -537,7 +517,7 @@ class _Job:
         result.title, result.pages = title, document.page_count
 
         # Before the first chunk: a run killed from here on stays known (see prune).
-        mark_pending(self.store, self.kb, source, revision, self.owner)
+        self.base.begin(source, revision)
         for start in range(0, len(chunks), self.batch_size):
             batch = chunks[start : start + self.batch_size]
             self._write(batch, source=source, sha256=sha256, title=title, revision=revision)
@@ -556,19 +536,11 @@ class _Job:
             chunk_overlap=self.chunk_overlap,
             ingested_at=now_rfc3339(),
         )
-        commit_source(self.store, self.kb, info, self.owner)
+        self.base.commit(info)
         step("committed")
-        renew_generation(self.store, self.kb, self.owner)
-        result.chunks_removed = remove_stale_chunks(
-            self.store, self.kb, source, revision, renew=False, owner=self.owner
-        )
-        clear_pending(self.store, self.kb, source, self.owner)
+        result.chunks_removed = self.base.finish(info)
         step("old_removed")
         result.status = "written"
-
-    def _complete(self, current: SourceInfo) -> bool:
-        where = [Where("source", "eq", current.source), Where("revision", "eq", current.revision)]
-        return self.store.count(self.collection, user=self.owner, where=where) == current.chunks
 
     def _write(
         self, batch: list[TextChunk], *, source: str, sha256: str, title: str, revision: str
@@ -593,4 +565,4 @@ class _Job:
             )
             for chunk, vector in zip(batch, vectors, strict=True)
         ]
-        self.store.upsert(self.collection, objects, user=self.owner).raise_for_failures()
+        self.base.write_chunks(objects)

@@ -37,8 +37,9 @@ from agentic_memory.forget import (
     forget_thread,
     forget_user,
 )
-from agentic_memory.kinds import PER_USER_COLLECTIONS
-from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
+from agentic_memory.kinds.builtin import EpisodesKind
+from agentic_memory.kinds.contract import current_kinds
+from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, Fact, normalise_subject
 from agentic_memory.kinds.knowledge import (
     delete_source,
@@ -47,9 +48,9 @@ from agentic_memory.kinds.knowledge import (
     list_sources,
     resolve_kb,
 )
-from agentic_memory.kinds.messages import MESSAGES, LoggedMessage, MessageLog
+from agentic_memory.kinds.messages import LoggedMessage, MessageLog
 from agentic_memory.kinds.retention import PurgeReport, RetentionPolicy
-from agentic_memory.kinds.rules import RULES, RuleBook, RuleVersion, rules_scope
+from agentic_memory.kinds.rules import RuleBook, RuleVersion, rules_scope
 from agentic_memory.kinds.shared_rules import RuleProposal, SharedRules
 from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
 from agentic_memory.store import (
@@ -165,28 +166,77 @@ def policy() -> RetentionPolicy:
 # -- users -------------------------------------------------------------------------------------
 
 
+async def _user_counts(store: MemoryStore) -> list[dict[str, Any]]:
+    """Return a row per user with memories: their count per memory kind (the registry's)."""
+    counted = [k for k in current_kinds() if k.info.users_column is not None]
+    users: set[str] = set()
+    for kind in counted:
+        users |= await kind.ausers(store)
+    rows = []
+    for uid in sorted(users):
+        row: dict[str, Any] = {"user": uid}
+        for kind in counted:
+            row[str(kind.info.users_column)] = await kind.acount(store, uid)
+        rows.append(row)
+    return rows
+
+
 @app.command("users")
 def users_cmd(json_out: JsonOpt = False) -> None:
     """List the users the store holds memories for, with counts per kind of memory."""
     with cli_errors(), opened() as o:
-        existing = set(o.store.collections())
-        counts: dict[str, dict[str, int]] = {}
-        for spec in PER_USER_COLLECTIONS:
-            if spec.name not in existing:
-                continue
-            for uid in o.store.users(spec.name):
-                if uid != GLOBAL_SCOPE:
-                    row = counts.setdefault(uid, {})
-                    row[spec.name] = o.store.count(spec.name, user=uid)
+        items = asyncio.run(_user_counts(o.store))
+        if json_out:
+            render.emit_json(items)
+        else:
+            columns = [
+                (str(k.info.users_column).replace("_", " "), str(k.info.users_column))
+                for k in current_kinds()
+                if k.info.users_column is not None
+            ]
+            render.print_records(
+                items,
+                [("user", "user"), *columns],
+                title="Users",
+                empty="no user has memories yet",
+            )
+
+
+@app.command("list")
+def list_cmd(
+    kind: Annotated[str, typer.Argument(help="The memory kind (amem memories kinds).")],
+    user: UserOpt = None,
+    limit: LimitOpt = 50,
+    json_out: JsonOpt = False,
+) -> None:
+    """List what one memory kind holds for a user, as the kind shows it."""
+    with cli_errors(), opened() as o:
+        chosen = current_kinds().get(kind)
+        uid = need_user(user)
+        items = asyncio.run(chosen.alist_rows(o.store, o.embeddings, uid, limit))
+        if json_out:
+            render.emit_json(items)
+        else:
+            render.print_records(
+                items,
+                list(chosen.cli_columns),
+                title=f"{chosen.info.name.capitalize()} of {uid}",
+                empty=f"{uid} has no {chosen.info.name}",
+            )
+
+
+@app.command("kinds")
+def kinds_cmd(json_out: JsonOpt = False) -> None:
+    """List the memory kinds: their names, LangGraph namespaces and export line kinds."""
+    with cli_errors():
         items = [
             {
-                "user": uid,
-                "episodes": row.get(EPISODES.name, 0),
-                "facts": row.get(FACTS.name, 0),
-                "messages": row.get(MESSAGES.name, 0),
-                "rule_versions": row.get(RULES.name, 0),
+                "kind": k.info.name,
+                "namespaces": list(k.info.roots),
+                "export_kinds": list(k.info.line_kinds),
+                "about": k.info.title,
             }
-            for uid, row in sorted(counts.items())
+            for k in current_kinds()
         ]
         if json_out:
             render.emit_json(items)
@@ -194,27 +244,18 @@ def users_cmd(json_out: JsonOpt = False) -> None:
             render.print_records(
                 items,
                 [
-                    ("user", "user"),
-                    ("episodes", "episodes"),
-                    ("facts", "facts"),
-                    ("messages", "messages"),
-                    ("rule versions", "rule_versions"),
+                    ("kind", "kind"),
+                    ("namespaces", "namespaces"),
+                    ("export kinds", "export_kinds"),
+                    ("about", "about"),
                 ],
-                title="Users",
-                empty="no user has memories yet",
+                title="Memory kinds",
             )
 
 
 # -- episodes ----------------------------------------------------------------------------------
 
-_EPISODE_COLUMNS = [
-    ("id", "id"),
-    ("created", "created_at"),
-    ("thread", "thread_id"),
-    ("tags", "context_tags"),
-    ("summary", "conversation_summary"),
-    ("importance", "importance"),
-]
+_EPISODE_COLUMNS = list(EpisodesKind.cli_columns)
 
 
 @episodes_app.command("list")

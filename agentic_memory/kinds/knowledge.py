@@ -825,6 +825,80 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+# -- one knowledge base and its replace protocol ------------------------------------------------
+
+
+class KnowledgeBase:
+    """One knowledge base (shared, or ``owner``'s own) and the replace protocol of its sources.
+
+    Ingestion (``ingest.pipeline``) writes a source only through these steps, in this order
+    (the module doc says why each is safe when a process is killed between two of them):
+
+    1. :meth:`keep`: the source's committed revision is the one about to be written and
+       complete, so nothing is written (what a killed run left is cleaned up);
+    2. otherwise :meth:`begin` (the pending entry), :meth:`write_chunks` (invisible to
+       searches), :meth:`commit` (the one-object commit point) and :meth:`finish` (a new
+       generation, the old revision's chunks deleted, the pending entry dropped).
+
+    Storage code, synchronous like the rest of this module: ingestion runs it in a worker
+    thread.
+    """
+
+    def __init__(self, store: MemoryStore, kb: str, owner: str | None = None) -> None:
+        """Use the knowledge base ``kb`` (any spelling; created when missing) of ``owner``."""
+        self.store = store
+        self.owner = owner
+        self.name = ensure_knowledge_base(store, kb, owner)
+        """The knowledge base's kept spelling."""
+        self.chunks = knowledge_collection(self.name, owner).name
+        self.manifest = manifest_collection(self.name, owner).name
+
+    def current(self, source: str) -> SourceInfo | None:
+        """Return the committed entry of ``source``, or ``None``."""
+        return get_source(self.store, self.name, source, self.owner)
+
+    def is_complete(self, info: SourceInfo) -> bool:
+        """Whether every chunk of the committed revision ``info`` is stored."""
+        where = [Where("source", "eq", info.source), Where("revision", "eq", info.revision)]
+        return self.store.count(self.chunks, user=self.owner, where=where) == info.chunks
+
+    def unchanged(self, source: str, revision: str) -> SourceInfo | None:
+        """Return the committed entry if ``revision`` is it and complete, else ``None``."""
+        current = self.current(source)
+        if current is None or current.revision != revision or not self.is_complete(current):
+            return None
+        return current
+
+    def keep(self, source: str, revision: str) -> int:
+        """Keep the committed ``revision``: remove what a killed run left; return chunks removed."""
+        removed = remove_stale_chunks(self.store, self.name, source, revision, owner=self.owner)
+        # A read first: an up-to-date file costs no write unless a killed run left a mark.
+        if self.store.get(self.manifest, pending_entry_id(source), user=self.owner):
+            clear_pending(self.store, self.name, source, self.owner)
+        return removed
+
+    def begin(self, source: str, revision: str) -> None:
+        """Record that ``revision`` of ``source`` is being written (before its first chunk)."""
+        mark_pending(self.store, self.name, source, revision, self.owner)
+
+    def write_chunks(self, objects: list[MemoryObject]) -> None:
+        """Write chunks of a begun revision (invisible until :meth:`commit`)."""
+        self.store.upsert(self.chunks, objects, user=self.owner).raise_for_failures()
+
+    def commit(self, info: SourceInfo) -> None:
+        """Make ``info.revision`` visible: the one-object commit point."""
+        commit_source(self.store, self.name, info, self.owner)
+
+    def finish(self, info: SourceInfo) -> int:
+        """After :meth:`commit`: delete the older chunks and the pending entry; return chunks."""
+        renew_generation(self.store, self.name, self.owner)
+        removed = remove_stale_chunks(
+            self.store, self.name, info.source, info.revision, renew=False, owner=self.owner
+        )
+        clear_pending(self.store, self.name, info.source, self.owner)
+        return removed
+
+
 # -- coroutine functions: each runs its storage function whole in a worker thread -------------
 
 aprune_knowledge_base = in_thread_function(prune_knowledge_base)

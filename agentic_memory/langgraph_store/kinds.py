@@ -22,7 +22,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from langchain_core.embeddings import Embeddings
@@ -49,11 +49,14 @@ from agentic_memory.langgraph_store.filters import ItemFilter
 from agentic_memory.langgraph_store.namespaces import SEPARATOR, thread_label, thread_of_label
 from agentic_memory.store import (
     GLOBAL_SCOPE,
+    CollectionSpec,
     InvalidInputError,
+    MemoryObject,
     MemoryStore,
     StoredObject,
     check_text,
     check_user_id,
+    make_id,
 )
 from agentic_memory.store.base import PAGE_LIMIT
 
@@ -64,6 +67,7 @@ __all__ = [
     "KnowledgeSpace",
     "MessagesSpace",
     "OperatorRequiredError",
+    "RecordSpace",
     "RuleVersionConflictError",
     "RulesSpace",
     "UserKnowledgeSpace",
@@ -1001,18 +1005,12 @@ class MessagesSpace(KindSpace):
                 return found
 
             return await pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
-        out: list[Found] = []
-        offset = 0
-        while len(out) < need:
-            page = await log.alist(user, thread_id=thread, limit=_PAGE, offset=offset)
-            for message in page:
-                found = Found(self._logged(user, message, None))
-                if flt.matches(found.item.value):
-                    out.append(found)
-            if len(page) < _PAGE:
-                break
-            offset += _PAGE
-        return out[:need]
+
+        async def page(offset: int) -> list[SearchItem]:
+            listed = await log.alist(user, thread_id=thread, limit=_PAGE, offset=offset)
+            return [self._logged(user, message, None) for message in listed]
+
+        return await _filtered_pages(page, flt, need)
 
     def _logged(self, user: str, message: Any, score: float | None) -> SearchItem:
         value = {
@@ -1287,7 +1285,163 @@ class UserKnowledgeSpace(KnowledgeSpace):
         return {ns for ns in named if ns[: len(fixed)] == fixed}
 
 
+# -- a record kind: one object per item -----------------------------------------------------
+
+
+class RecordSpace(KindSpace):
+    """``(root, user)``: key = the item's key, value = one object of a per-user collection.
+
+    The namespace family of a simple memory kind whose items are plain records: a subclass
+    sets ``root``, ``spec`` (a per-user collection with the filterable text property
+    ``key``, the date properties ``created_at`` and ``updated_at``, and one property per
+    field of the value), ``fields`` (the value's fields and their types), ``required`` and
+    :meth:`text_of` (what an item is embedded and keyword-searched from). Puts replace the
+    item (its ``created_at`` kept); a delete deletes it; a search ranks by hybrid search
+    (the vector side from the store's embeddings), a listing goes by key.
+    """
+
+    spec: ClassVar[CollectionSpec]
+    fields: ClassVar[Mapping[str, type]]
+    """The value's fields: name → the Python type a value must have (``None`` allowed
+    unless required)."""
+    required: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        spec = cls.__dict__.get("spec")
+        if spec is not None:
+            cls.collection = spec.name
+
+    @classmethod
+    @abstractmethod
+    def text_of(cls, value: Mapping[str, Any]) -> str:
+        """Return the text an item is embedded from."""
+
+    def _id(self, user: str, key: str) -> str:
+        return make_id(self.root, user, key)
+
+    async def _exists(self) -> bool:
+        return self.spec.name in await self.ctx.store.acollections()
+
+    async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        """Return the item stored under ``key``."""
+        user = self.check_item_namespace(namespace)[1]
+        if not await self._exists():
+            return None
+        obj = await self.ctx.store.aget(self.spec.name, self._id(user, key), user=user)
+        return None if obj is None else _plain(self._item(user, obj, None))
+
+    def prepare(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
+    ) -> Write:
+        """Check the value against ``fields`` and return the write (``None``: the delete)."""
+        user = self.check_item_namespace(namespace)[1]
+        check_text(key, "a key")
+        store, name, oid = self.ctx.store, self.spec.name, self._id(user, key)
+        if value is None:
+
+            async def forget() -> None:
+                if await self._exists():
+                    await store.adelete(name, [oid], user=user)
+
+            return forget
+        what = f"a {self.root} item"
+        data = _check_fields(value, frozenset(self.fields), frozenset(), what, required=())
+        missing = [f for f in self.required if data.get(f) is None]
+        if missing:
+            raise InvalidInputError(f"{what} needs {', '.join(map(repr, missing))}")
+        for field, kind in self.fields.items():
+            given = data.get(field)
+            if given is None:
+                continue
+            if not isinstance(given, kind) or (isinstance(given, bool) and kind is not bool):
+                raise InvalidInputError(
+                    f"{what}'s {field} must be a {kind.__name__}, got {given!r:.60}"
+                )
+            if isinstance(given, str):
+                check_text(given, f"{what}'s {field}")
+        text = self.text_of(data) or " "
+
+        async def write() -> None:
+            await store.aensure_collection(self.spec)
+            stamp = (self.ctx.now() or datetime.now(UTC)).isoformat()
+            before = await store.aget(name, oid, user=user)
+            created = before.properties.get("created_at") if before is not None else None
+            vector = (await self.ctx.embeddings.aembed_documents([text]))[0]
+            props = {
+                **{k: v for k, v in data.items() if v is not None},
+                "key": key,
+                "created_at": created or stamp,
+                "updated_at": stamp,
+            }
+            done = await store.aupsert(name, [MemoryObject(oid, props, vector)], user=user)
+            done.raise_for_failures()
+
+        return write
+
+    async def search(
+        self,
+        partition: tuple[str, ...],
+        query: str | None,
+        flt: ItemFilter,
+        need: int,
+        alpha: float,
+    ) -> list[Found]:
+        """Rank items by hybrid search, or list them by key."""
+        user = partition[1]
+        store, name = self.ctx.store, self.spec.name
+        if not await self._exists() or user not in await store.ausers(name):
+            return []
+        if query:
+            vector = await self.ctx.embeddings.aembed_query(query)
+
+            async def fetch(k: int) -> list[Found | None]:
+                hits = await store.ahybrid(
+                    name, query=query, vector=vector, alpha=alpha, limit=k, user=user
+                )
+                found: list[Found | None] = [
+                    Found(self._item(user, StoredObject(h.id, h.properties), h.score)) for h in hits
+                ]
+                return found
+
+            return await pooled(fetch, lambda f: flt.matches(f.item.value), need, PAGE_LIMIT)
+
+        async def page(offset: int) -> list[SearchItem]:
+            listed = await store.alist_objects(
+                name, user=user, limit=_PAGE, offset=offset, sort_by="key"
+            )
+            return [self._item(user, obj, None) for obj in listed]
+
+        return await _filtered_pages(page, flt, need)
+
+    def _item(self, user: str, obj: StoredObject, score: float | None) -> SearchItem:
+        props = obj.properties
+        return SearchItem(
+            namespace=(self.root, user),
+            key=str(props.get("key", "")),
+            value={f: props.get(f) for f in self.fields},
+            created_at=parse_time(props.get("created_at")),
+            updated_at=parse_time(props.get("updated_at")),
+            score=score,
+        )
+
+
 # -- helpers ----------------------------------------------------------------------------------
+
+
+async def _filtered_pages(
+    page: Callable[[int], Awaitable[list[SearchItem]]], flt: ItemFilter, need: int
+) -> list[Found]:
+    """List items ``_PAGE`` at a time (``page(offset)``) until ``need`` of them pass ``flt``."""
+    out: list[Found] = []
+    offset = 0
+    while len(out) < need:
+        items = await page(offset)
+        out += [Found(item) for item in items if flt.matches(item.value)]
+        if len(items) < _PAGE:
+            break
+        offset += _PAGE
+    return out[:need]
 
 
 def _check_fields(

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from langgraph.store.base import InvalidNamespaceError, MatchCondition
 
+from agentic_memory.kinds.registry import BUILTIN_KINDS
 from agentic_memory.store import InvalidInputError, check_text
 
 __all__ = [
@@ -27,8 +28,9 @@ __all__ = [
     "thread_of_label",
 ]
 
-KIND_ROOTS = ("facts", "episodes", "rules", "messages", "knowledge", "user_knowledge")
-"""First labels reserved for the memory kinds, in the order results list them."""
+KIND_ROOTS = BUILTIN_KINDS.roots
+"""First labels reserved for the built-in memory kinds, in the order results list them
+(an ``AgenticStore`` serves its own registry's: ``AgenticStore.kinds.roots``)."""
 
 SEPARATOR = "."
 """Joins labels in stored names; LangGraph forbids it inside a label, so joining is injective."""

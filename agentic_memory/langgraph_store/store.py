@@ -30,6 +30,7 @@ from langgraph.store.base import (
 )
 
 from agentic_memory.api import Memory
+from agentic_memory.kinds.contract import KindRegistry, current_kinds
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
@@ -38,18 +39,8 @@ from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.langgraph_store.common import Clock, Found, check_json_value
 from agentic_memory.langgraph_store.filters import ALPHA_KEY, check_alpha, parse_filter
 from agentic_memory.langgraph_store.generic import GenericPut, GenericSpace
-from agentic_memory.langgraph_store.kinds import (
-    EpisodesSpace,
-    FactsSpace,
-    KindContext,
-    KindSpace,
-    KnowledgeSpace,
-    MessagesSpace,
-    RulesSpace,
-    UserKnowledgeSpace,
-)
+from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
 from agentic_memory.langgraph_store.namespaces import (
-    KIND_ROOTS,
     NamespaceError,
     check_key,
     check_labels,
@@ -120,6 +111,9 @@ class AgenticStore(BaseStore):
             read-only here and their proposals hidden. Give it only to code that acts for
             an operator; on a server, only callers the authentication lets through should
             reach such a store's shared namespaces (``graph/auth.py``, ``AMEM_OPERATORS``).
+        kinds: The memory kinds whose namespaces the store serves (default: the registry
+            in force, ``agentic_memory.kinds.contract.current_kinds()``: the built-in kinds
+            unless ``use_kinds`` set others).
     """
 
     supports_ttl: bool = True
@@ -136,6 +130,7 @@ class AgenticStore(BaseStore):
         close_store: bool = False,
         retention: RetentionPolicy | None = None,
         operator: str | None = None,
+        kinds: KindRegistry | None = None,
     ) -> None:
         if not isinstance(store, MemoryStore):
             raise InvalidInputError(f"store must be a MemoryStore, got {type(store).__name__}")
@@ -178,18 +173,18 @@ class AgenticStore(BaseStore):
             shared_rules=self.memory.shared_rules,
             operator=operator,
         )
+        self.kinds = current_kinds() if kinds is None else kinds
+        """The memory kinds whose namespaces this store serves (``agentic_memory.kinds``)."""
+        if not isinstance(self.kinds, KindRegistry):
+            raise InvalidInputError(f"kinds must be a KindRegistry, got {type(kinds).__name__}")
         self._kinds: dict[str, KindSpace] = {
-            space.root: space
-            for space in (
-                FactsSpace(ctx),
-                EpisodesSpace(ctx),
-                RulesSpace(ctx),
-                MessagesSpace(ctx),
-                KnowledgeSpace(ctx),
-                UserKnowledgeSpace(ctx),
-            )
+            space.root: space for kind in self.kinds for space in kind.spaces(ctx)
         }
-        assert tuple(self._kinds) == KIND_ROOTS
+        if tuple(self._kinds) != self.kinds.roots:
+            raise InvalidInputError(
+                f"the kinds' namespace families {tuple(self._kinds)} are not the roots they "
+                f"declare {self.kinds.roots}"
+            )
         self._generic = GenericSpace(store, embeddings, index_fields=fields, clock=self._now)
 
     @classmethod
@@ -392,7 +387,7 @@ class AgenticStore(BaseStore):
             sources: list[tuple[KindSpace | GenericSpace, tuple[str, ...]]] = [
                 (kind, part) for kind in kinds for part in await kind.partitions(prefix)
             ]
-            if not prefix or prefix[0] not in KIND_ROOTS:
+            if not prefix or prefix[0] not in self._kinds:
                 sources.append((self._generic, prefix))
             collected: list[Found] = []
             for space, part in sources:
@@ -436,7 +431,7 @@ class AgenticStore(BaseStore):
             found: set[tuple[str, ...]] = set()
             for kind in self._kinds_under(fixed):
                 found |= await kind.namespaces(fixed, deep)
-            if not fixed or fixed[0] not in KIND_ROOTS:
+            if not fixed or fixed[0] not in self._kinds:
                 found |= await self._generic.namespaces(fixed)
             names = [ns for ns in found if matches(conditions, ns)]
             if max_depth is not None:
@@ -465,10 +460,10 @@ class AgenticStore(BaseStore):
         """
         self._check_open()
         labels = check_labels(prefix, "namespace prefix")
-        if not labels or labels[0] in KIND_ROOTS:
+        if not labels or labels[0] in self._kinds:
             raise InvalidInputError(
                 f"forget_namespace deletes generic items under a non-empty prefix that is not "
-                f"a memory kind ({', '.join(KIND_ROOTS)}), got {labels}"
+                f"a memory kind ({', '.join(self._kinds)}), got {labels}"
             )
         return await self._generic.forget_prefix(labels)
 
