@@ -22,6 +22,7 @@ from agentic_memory.store import (
     InvalidInputError,
     MemoryObject,
     Property,
+    SearchHit,
     StoreError,
     Where,
     amem_home,
@@ -1079,3 +1080,90 @@ def test_filters_on_cached_columns_select_what_sql_selects_as_rows_change(
     assert checked > 150
     reader.close()
     writer.close()
+
+
+def test_a_loaded_partition_reads_its_projections_and_reprojects_a_damaged_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A partition with PCA axes keeps its rows' projections in its blocks, written with the
+    # rows (and again for every block when the axes are chosen anew): a process loading it
+    # projects nothing, and gets the bits projecting would give. A block whose projections
+    # are missing or of other axes is projected afresh, with the same answers.
+    monkeypatch.setattr(embedded.vectors, "EXACT_VECTOR_ROWS", 10)
+    monkeypatch.setattr(embedded.vectors, "COARSE_MIN_SHORTLIST", 6)
+    monkeypatch.setattr(embedded.vectors, "COARSE_RERANK", 0)
+    monkeypatch.setattr(embedded.vectors, "COARSE_DIMS", 3)
+    monkeypatch.setattr(embedded.blocks, "BLOCK_ROWS", 16)  # several blocks
+    rng = random.Random(5)
+    spec = make_spec("Proj")
+    writer = EmbeddedStore(tmp_path, dims=DIMS)
+    writer.ensure_collection(spec)
+
+    def obj(oid: str) -> MemoryObject:
+        return MemoryObject(oid, {"body": "fig"}, [rng.uniform(-1, 1) for _ in range(DIMS)])
+
+    ids = [make_id(str(i)) for i in range(70)]
+    for start in range(0, 70, 7):  # 10, 20 and 40 rows crossed: axes chosen three times
+        writer.upsert(spec.name, [obj(i) for i in ids[start : start + 7]], user="alice")
+    writer.upsert(spec.name, [obj(i) for i in ids[3:60:9]], user="alice")  # replaced
+    writer.delete(spec.name, ids[5:50:11], user="alice")
+    conn = writer._conn
+    assert conn is not None
+    (versions,) = conn.execute(
+        "SELECT count(DISTINCT axes) FROM amem_blocks WHERE collection = 'Proj' AND projected "
+        "IS NOT NULL AND axes = (SELECT rows FROM amem_axes WHERE collection = 'Proj')"
+    ).fetchone()
+    (blocks,) = conn.execute(
+        "SELECT count(*) FROM amem_blocks WHERE collection = 'Proj'"
+    ).fetchone()
+    assert versions == 1 and blocks >= 3
+    query = {"query": "fig", "vector": vec(1, 1, 1), "alpha": 0.7, "limit": 9, "user": "alice"}
+    want = writer.hybrid(spec.name, **query)  # type: ignore[arg-type]
+    projected_here: list[int] = []
+    real = embedded.cache.project
+
+    def spy(unit: np.ndarray, *args: object, **kwargs: object) -> object:
+        projected_here.append(len(unit))
+        return real(unit, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(embedded.cache, "project", spy)
+    monkeypatch.setattr(
+        embedded.vectors._CoarseIndex,
+        "__init__",
+        _no_projection(embedded.vectors._CoarseIndex.__init__),
+    )
+    fresh = EmbeddedStore(tmp_path, dims=DIMS)
+    assert _hits(fresh.hybrid(spec.name, **query)) == _hits(want)  # type: ignore[arg-type]
+    assert projected_here == []
+    part = fresh._cache[(spec.name, "alice")]
+    coarse = part.coarse()
+    assert coarse is not None
+    np.testing.assert_array_equal(coarse.projected.view, real(part.unit, coarse.fixed))
+    fresh.close()
+    # Damage: one block loses its projections, another claims other axes.
+    first, second = (r[0] for r in conn.execute("SELECT block FROM amem_blocks LIMIT 2"))
+    conn.execute("UPDATE amem_blocks SET projected = NULL WHERE block = ?", (first,))
+    conn.execute("UPDATE amem_blocks SET axes = axes + 1 WHERE block = ?", (second,))
+    damaged = EmbeddedStore(tmp_path, dims=DIMS)
+    assert _hits(damaged.hybrid(spec.name, **query)) == _hits(want)  # type: ignore[arg-type]
+    assert projected_here, "the damaged blocks' rows should have been projected afresh"
+    part = damaged._cache[(spec.name, "alice")]
+    coarse = part.coarse()
+    assert coarse is not None
+    np.testing.assert_array_equal(coarse.projected.view, real(part.unit, coarse.fixed))
+    damaged.close()
+    writer.close()
+
+
+def _hits(hits: list[SearchHit]) -> list[tuple[str, float, float | None, float | None]]:
+    return [(h.id, h.score, h.keyword_score, h.vector_score) for h in hits]
+
+
+def _no_projection(real: object) -> object:
+    """Wrap ``_CoarseIndex.__init__`` so that it refuses to project every row itself."""
+
+    def init(self: object, unit: np.ndarray, axes: object, projected: object = None) -> None:
+        assert projected is not None, "a loaded partition should not project all its rows"
+        real(self, unit, axes, projected)  # type: ignore[operator]
+
+    return init

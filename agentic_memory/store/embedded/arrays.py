@@ -31,6 +31,18 @@ class Growing:
         )
         self._buffer[: self._size] = data
 
+    @classmethod
+    def unfilled(cls, rows: int, shape: tuple[int, ...], dtype: npt.DTypeLike) -> Growing:
+        """Return ``rows`` rows of uninitialised data, with the usual spare room.
+
+        The caller fills ``view``: a large array is then written once, where building it and
+        passing it to the constructor copied it.
+        """
+        out = cls.__new__(cls)
+        out._size = rows
+        out._buffer = np.empty((rows + max(256, int(rows * cls.HEADROOM)), *shape), dtype=dtype)
+        return out
+
     @property
     def view(self) -> npt.NDArray[Any]:
         """Return the filled rows (a view: valid until the next append or keep)."""

@@ -15,6 +15,13 @@ A block is never changed in place: a rewrite or a merge writes a block with a ne
 *birth*, the id of the block its current content was first written in; a rewrite or a merge
 keeps it, so a cache can tell a row that only moved from one that changed.
 
+A partition with PCA axes (``vectors.py``) also keeps, per block, its rows' projections on
+them (``projected``, tagged with the axes' version ``axes``): computed from the batch's vectors
+by the transaction that writes the rows, carried along by rewrites and merges, and recomputed
+for every block, in place, by the transaction that chooses new axes. A cache loading the
+partition reads them instead of projecting every vector; a block whose tag is not the
+partition's axes' version (none is, unless the file was damaged) is projected afresh.
+
 Small blocks are merged as they come (``_merge_tail``): the newest block joins the one before
 it once it holds a quarter of its rows, up to ``BLOCK_ROWS``, so a partition written one
 message at a time still has O(rows / BLOCK_ROWS + log rows) blocks.
@@ -22,6 +29,7 @@ message at a time still has O(rows / BLOCK_ROWS + log rows) blocks.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import struct
 from dataclasses import dataclass
@@ -30,8 +38,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agentic_memory.store.embedded.arrays import IntArray
+from agentic_memory.store.embedded.arrays import FloatArray, IntArray
 from agentic_memory.store.embedded.keyword import _Pairs, _Postings, _Terms
+from agentic_memory.store.embedded.vectors import load_axes, project, unit_rows
 from agentic_memory.store.types import StoreError
 
 BLOCK_ROWS = 1024
@@ -58,7 +67,7 @@ def create_tables(conn: sqlite3.Connection) -> None:
         "CREATE TABLE IF NOT EXISTS amem_blocks ("
         "block INTEGER PRIMARY KEY AUTOINCREMENT, collection TEXT NOT NULL, "
         "scope TEXT NOT NULL, rows INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, "
-        "rowinfo BLOB NOT NULL, postings BLOB NOT NULL)"
+        "rowinfo BLOB NOT NULL, postings BLOB NOT NULL, axes INTEGER, projected BLOB)"
     )
     # Covering for the block list a cache compares and a writer merges by.
     conn.execute(
@@ -77,6 +86,10 @@ class Block:
     """(rows, searchable properties): each row's token count in each property."""
     props: list[_Pairs]
     """Per searchable property: pairs sorted by term hash, then row; ``docs`` index ``rids``."""
+    projected: FloatArray | None = None
+    """(rows, axes): the rows' unit vectors on the partition's PCA axes, if it has axes."""
+    axes: int | None = None
+    """The version of the axes ``projected`` was computed on."""
 
     @property
     def rows(self) -> int:
@@ -169,6 +182,19 @@ def decode_postings(blob: bytes, rids: IntArray, births: IntArray) -> Block:
     return Block(rids, births, lengths.astype(np.uint32), [t.pairs() for t in props])
 
 
+def encode_projected(projected: FloatArray) -> bytes:
+    """Return a block's ``projected``: its rows' projections, float32 each."""
+    return np.ascontiguousarray(projected, dtype="<f4").tobytes()
+
+
+def decode_projected(blob: bytes, rows: int) -> FloatArray:
+    """Return the (rows, axes) projections of a block's ``projected``."""
+    flat = np.frombuffer(blob, dtype="<f4")
+    if rows == 0 or flat.size % rows:
+        raise StoreError("the projections of a keyword block are damaged")
+    return flat.reshape(rows, flat.size // rows)
+
+
 def _padded(size: int) -> int:
     return size + (-size % 8)
 
@@ -179,11 +205,17 @@ def _term_starts(pair_hash: IntArray) -> IntArray:
     return np.flatnonzero(np.concatenate(([True], pair_hash[1:] != pair_hash[:-1])))
 
 
-def block_of(rids: IntArray, births: IntArray, postings: _Postings) -> Block:
+def block_of(
+    rids: IntArray,
+    births: IntArray,
+    postings: _Postings,
+    projected: tuple[int, FloatArray] | None = None,
+) -> Block:
     """Return the block of rows ``rids`` (any order) with the postings of a batch.
 
-    ``postings`` numbers the rows 0..n-1 in the order of ``rids``; the block orders them by
-    rid and its pairs by term hash, then row.
+    ``postings`` numbers the rows 0..n-1 in the order of ``rids`` (as does ``projected``, the
+    rows' projections and the axes' version); the block orders them by rid and its pairs by
+    term hash, then row.
     """
     order = np.argsort(rids, kind="stable")
     place = np.empty_like(order)
@@ -198,6 +230,8 @@ def block_of(rids: IntArray, births: IntArray, postings: _Postings) -> Block:
         births[order].astype(np.int64),
         postings.lengths[order].astype(np.uint32),
         props,
+        None if projected is None else projected[1][order],
+        None if projected is None else projected[0],
     )
 
 
@@ -208,7 +242,14 @@ def _keep_rows(block: Block, keep: npt.NDArray[np.bool_]) -> Block:
     for pairs in block.props:
         mine = keep[pairs.docs]
         props.append(_Pairs(pairs.pair_hash[mine], number[pairs.docs[mine]], pairs.tf[mine]))
-    return Block(block.rids[keep], block.births[keep], block.lengths[keep], props)
+    return Block(
+        block.rids[keep],
+        block.births[keep],
+        block.lengths[keep],
+        props,
+        None if block.projected is None else block.projected[keep],
+        block.axes,
+    )
 
 
 def _merge(a: Block, b: Block) -> Block:
@@ -224,11 +265,14 @@ def _merge(a: Block, b: Block) -> Block:
         tf = np.concatenate((pa.tf, pb.tf))
         sort = np.lexsort((docs, hashes))
         props.append(_Pairs(hashes[sort], docs[sort], tf[sort]))
+    both = a.projected is not None and b.projected is not None and a.axes == b.axes
     return Block(
         rids[order],
         np.concatenate((a.births, b.births))[order],
         np.concatenate((a.lengths, b.lengths))[order],
         props,
+        np.concatenate((a.projected, b.projected))[order] if both else None,  # type: ignore[arg-type]
+        a.axes if both else None,
     )
 
 
@@ -251,8 +295,9 @@ class PartitionBlocks:
     def _insert(self, block: Block) -> int:
         block_id = self._next_id()
         self.conn.execute(
-            "INSERT INTO amem_blocks (block, collection, scope, rows, lo, hi, rowinfo, postings) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO amem_blocks "
+            "(block, collection, scope, rows, lo, hi, rowinfo, postings, axes, projected) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 block_id,
                 self.collection,
@@ -262,28 +307,43 @@ class PartitionBlocks:
                 int(block.rids[-1]),
                 encode_rowinfo(block.rids, block.births),
                 encode_postings(block),
+                block.axes,
+                None if block.projected is None else encode_projected(block.projected),
             ),
         )
         return block_id
 
     def _load(self, block_id: int) -> Block:
-        rowinfo, postings = self.conn.execute(
-            "SELECT rowinfo, postings FROM amem_blocks WHERE block = ?", (block_id,)
+        rowinfo, postings, axes, projected = self.conn.execute(
+            "SELECT rowinfo, postings, axes, projected FROM amem_blocks WHERE block = ?",
+            (block_id,),
         ).fetchone()
-        return decode_postings(postings, *decode_rowinfo(rowinfo))
+        block = decode_postings(postings, *decode_rowinfo(rowinfo))
+        if projected is not None:
+            block.projected = decode_projected(projected, block.rows)
+            block.axes = axes
+        return block
 
     def _delete(self, block_ids: list[int]) -> None:
         self.conn.executemany("DELETE FROM amem_blocks WHERE block = ?", [(b,) for b in block_ids])
 
-    def add(self, rids: IntArray, postings: _Postings) -> None:
+    def add(
+        self, rids: IntArray, postings: _Postings, vectors: list[bytes] | None, dims: int
+    ) -> None:
         """Add rows not held by any block (new rows, or rows ``remove`` just took out).
 
-        Their births are the id of the first block they go in.
+        Their births are the id of the first block they go in. ``vectors`` (the rows' stored
+        vectors, in the order of ``rids``) are projected on the partition's axes if it has
+        any; None leaves the blocks without projections (``reproject`` gives them theirs).
         """
         if rids.size == 0:
             return
+        axes = None if vectors is None else load_axes(self.conn, self.collection, self.scope, dims)
+        projected = None
+        if axes is not None and vectors is not None:
+            projected = (axes[0], project(unit_rows(vectors, dims), axes[1]))
         birth = self._next_id()
-        block = block_of(rids, np.full(rids.size, birth, dtype=np.int64), postings)
+        block = block_of(rids, np.full(rids.size, birth, dtype=np.int64), postings, projected)
         for start in range(0, block.rows, BLOCK_ROWS):
             keep = np.zeros(block.rows, dtype=bool)
             keep[start : start + BLOCK_ROWS] = True
@@ -337,6 +397,40 @@ class PartitionBlocks:
             merged = _merge(self._load(prev), self._load(last))
             self._delete([prev, last])
             self._insert(merged)
+
+    def reproject(self, table: str, user: str | None, dims: int) -> None:
+        """Give every block the projections of its rows on the partition's current axes.
+
+        Run by the transaction that chose them; the blocks keep their ids (their rows did
+        not change), and a cache sees the axes' new version and reads the projections again.
+        """
+        axes = load_axes(self.conn, self.collection, self.scope, dims)
+        listed = self.conn.execute(
+            "SELECT block, rowinfo FROM amem_blocks WHERE collection = ? AND scope = ?",
+            (self.collection, self.scope),
+        ).fetchall()
+        for block_id, rowinfo in listed:
+            if axes is None:
+                self.conn.execute(
+                    "UPDATE amem_blocks SET axes = NULL, projected = NULL WHERE block = ?",
+                    (block_id,),
+                )
+                continue
+            rids, _ = decode_rowinfo(rowinfo)
+            rows = sorted(
+                self.conn.execute(
+                    f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o "
+                    "ON o.rid = j.value WHERE o.user IS ?",
+                    (json.dumps(rids.tolist()), user),
+                ).fetchall()
+            )
+            if [r[0] for r in rows] != rids.tolist():
+                raise StoreError("a keyword block names rows that are not stored")
+            projected = project(unit_rows([r[1] for r in rows], dims), axes[1])
+            self.conn.execute(
+                "UPDATE amem_blocks SET axes = ?, projected = ? WHERE block = ?",
+                (axes[0], encode_projected(projected), block_id),
+            )
 
     def rows(self) -> int:
         """Return the number of rows the partition's blocks hold."""

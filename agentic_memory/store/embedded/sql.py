@@ -399,9 +399,15 @@ def _migrate_from_v4(conn: sqlite3.Connection) -> None:
                 if not rows:
                     break
                 rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                blocks.add(rids, text_postings(spec, [decode_body(r[1]) for r in rows], 0))
+                blocks.add(rids, text_postings(spec, [decode_body(r[1]) for r in rows], 0), None, 0)
                 after = rows[-1][0]
-            maintain_axes(conn, spec.name, user or "", table, user, blocks.rows())
+            if maintain_axes(conn, spec.name, user or "", table, user, blocks.rows()):
+                dims = int(
+                    conn.execute(
+                        "SELECT dims FROM amem_collections WHERE name = ?", (spec.name,)
+                    ).fetchone()[0]
+                )
+                blocks.reproject(table, user, dims)
     columns = [r[1] for r in conn.execute("PRAGMA table_info(amem_generations)")]
     for gone in ("lineage", "removed"):
         if gone in columns:

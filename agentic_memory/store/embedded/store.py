@@ -328,7 +328,15 @@ class EmbeddedStore(MemoryStore):
                 [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
             )
             # A replaced row leaves its old block; every row of the batch joins a new one.
-            self._reindex(conn, spec, user, rids, postings, replaced=list(existing.values()))
+            self._reindex(
+                conn,
+                spec,
+                user,
+                rids,
+                postings,
+                [row[3] for row in rows],
+                replaced=list(existing.values()),
+            )
 
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
@@ -353,14 +361,20 @@ class EmbeddedStore(MemoryStore):
         user: str | None,
         rids: IntArray,
         postings: _Postings,
+        vectors: list[bytes],
         *,
         replaced: list[int],
     ) -> None:
-        """Write the keyword blocks and axes of a batch, and mark the partition changed."""
+        """Write the keyword blocks and axes of a batch, and mark the partition changed.
+
+        ``vectors``: the batch's stored vectors, in the order of ``rids``.
+        """
         blocks = PartitionBlocks(conn, spec.name, user or "", len(spec.searchable))
         blocks.remove(np.asarray(replaced, dtype=np.int64))
-        blocks.add(rids, postings)
-        maintain_axes(conn, spec.name, user or "", _table(spec.name), user, blocks.rows())
+        blocks.add(rids, postings, vectors, self.dims)
+        table = _table(spec.name)
+        if maintain_axes(conn, spec.name, user or "", table, user, blocks.rows()):
+            blocks.reproject(table, user, self.dims)
         _bump(conn, spec.name, user)
 
     def _insert(
@@ -413,7 +427,7 @@ class EmbeddedStore(MemoryStore):
                     for rid, (oid, *rest) in zip(rids.tolist(), rows, strict=True)
                 ],
             )
-            self._reindex(conn, spec, user, rids, postings, replaced=[])
+            self._reindex(conn, spec, user, rids, postings, [row[3] for row in rows], replaced=[])
 
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])

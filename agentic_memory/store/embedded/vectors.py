@@ -26,12 +26,19 @@ _FIXED = 2.0**15
 """Unit vectors and axes are projected in fixed point: components times 2**15, rounded."""
 
 
-def unit_rows(blobs: list[bytes], dims: int) -> FloatArray:
-    """Return stored float32 vectors scaled to unit length (zero vectors stay zero)."""
+def unit_rows(blobs: list[bytes], dims: int, out: FloatArray | None = None) -> FloatArray:
+    """Return stored float32 vectors scaled to unit length (zero vectors stay zero).
+
+    Written into ``out`` (rows, dims) when given.
+    """
     matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dims)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    # np.linalg.norm's own arithmetic (float32 squares, pairwise sums): the same bits as before.
+    norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1))
     norms[norms == 0] = 1.0
-    return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+    if out is None:
+        out = np.empty((len(blobs), dims), dtype=np.float32)
+    np.divide(matrix, norms[:, None], out=out)
+    return out
 
 
 def choose_axes(unit: FloatArray) -> FloatArray64:
@@ -49,7 +56,7 @@ def choose_axes(unit: FloatArray) -> FloatArray64:
 
 def maintain_axes(
     conn: sqlite3.Connection, collection: str, scope: str, table: str, user: str | None, rows: int
-) -> None:
+) -> bool:
     """Choose a partition's PCA axes when it first exceeds ``EXACT_VECTOR_ROWS``.
 
     And again each time it has doubled since (inside the write transaction that made it so).
@@ -57,14 +64,15 @@ def maintain_axes(
     The axes are kept in the file (``amem_axes``), so every process, and a cache updated in
     place, projects with the same ones whatever rows were replaced or deleted since; they
     come from a sample (``_SAMPLE`` rows, a fixed seed) of the partition's rows then.
+    Returns whether it chose axes (the caller then projects every row on them).
     """
     if rows <= EXACT_VECTOR_ROWS:
-        return
+        return False
     row = conn.execute(
         "SELECT rows FROM amem_axes WHERE collection = ? AND scope = ?", (collection, scope)
     ).fetchone()
     if row is not None and rows < 2 * int(row[0]):
-        return
+        return False
     rids = np.fromiter(
         (
             r[0]
@@ -88,6 +96,7 @@ def maintain_axes(
         "ON CONFLICT (collection, scope) DO UPDATE SET rows = excluded.rows, axes = excluded.axes",
         (collection, scope, rids.size, fixed.astype("<i4").tobytes()),
     )
+    return True
 
 
 def load_axes(
@@ -113,25 +122,38 @@ class _CoarseIndex:
     a fresh load does.
     """
 
-    def __init__(self, unit: FloatArray, axes: tuple[int, FloatArray64]) -> None:
-        """Project every row of ``unit`` on ``axes`` (their version, fixed-point axes)."""
+    def __init__(
+        self,
+        unit: FloatArray,
+        axes: tuple[int, FloatArray64],
+        projected: Growing | None = None,
+    ) -> None:
+        """Project every row of ``unit`` on ``axes`` (their version, fixed-point axes).
+
+        ``projected``: those projections, already made (read from the file).
+        """
         self.version, self.fixed = axes
         self.basis: FloatArray = (self.fixed / _FIXED).astype(np.float32)
         """(axes, dims): the leading principal axes, as the rows are projected on them."""
-        self.projected = Growing(_project(unit, self.fixed))
+        if projected is None:
+            projected = Growing.unfilled(unit.shape[0], (self.fixed.shape[0],), np.float32)
+            project(unit, self.fixed, projected.view)
+        self.projected = projected
         """(rows, axes): the unit vectors on those axes."""
 
     def append(self, unit: FloatArray) -> None:
         """Project rows added at the end."""
-        self.projected.append(_project(unit, self.fixed))
+        self.projected.append(project(unit, self.fixed))
 
     def update(self, slots: IntArray, unit: FloatArray) -> None:
         """Project rows whose vectors changed."""
-        self.projected.view[slots] = _project(unit, self.fixed)
+        self.projected.view[slots] = project(unit, self.fixed)
 
 
-def _project(unit: FloatArray, fixed: FloatArray64) -> FloatArray:
-    out = np.empty((unit.shape[0], fixed.shape[0]), dtype=np.float32)
+def project(unit: FloatArray, fixed: FloatArray64, out: FloatArray | None = None) -> FloatArray:
+    """Return (into ``out`` if given) unit vectors on fixed-point axes: exact, see ``_CoarseIndex``."""
+    if out is None:
+        out = np.empty((unit.shape[0], fixed.shape[0]), dtype=np.float32)
     for start in range(0, unit.shape[0], _SAMPLE):
         chunk = np.rint(unit[start : start + _SAMPLE] * np.float32(_FIXED)).astype(np.float64)
         # Exact either way; a few rows go through numpy's own loop, since waking BLAS
