@@ -630,14 +630,18 @@ def _sorted_by_rid(pairs: embedded.keyword._Pairs, rowids: np.ndarray) -> embedd
 
 @pytest.mark.parametrize("seed", [7, 11, 23])
 @pytest.mark.parametrize("vectors", ["exact", "two-pass"])
+@pytest.mark.parametrize("block_rows", [1024, 8])
 def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, vectors: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, vectors: str, block_rows: int
 ) -> None:
     # A reader keeps its cache while a second connection (as another process would) adds,
     # replaces and deletes rows; after every write the reader's answers and in-memory index
     # must be exactly those of a store opened afresh, and the reader must have updated its
     # cache in place every time (new rows appended, replaced rows given a new postings chunk
-    # and re-projected, deleted rows' slots marked dead), never reloaded it.
+    # and re-projected, deleted rows' slots marked dead), never reloaded it. With blocks of 8
+    # rows, replaced rows leave superseded entries in many blocks, which merges, compactions
+    # and deletes then drop.
+    monkeypatch.setattr(embedded.blocks, "BLOCK_ROWS", block_rows)
     if vectors == "two-pass":
         # Tiny thresholds, so the PCA shortlist runs on these few rows (3 axes of 8 dims).
         monkeypatch.setattr(embedded.vectors, "EXACT_VECTOR_ROWS", 10)
@@ -682,7 +686,8 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
             writer.upsert(spec.name, batch, user="alice")
             ids += [o.id for o in batch]
         elif op == "replace":
-            writer.upsert(spec.name, [obj(rng.choice(ids))], user="alice")
+            chosen = rng.sample(ids, min(len(ids), rng.choice([1, 1, 3])))
+            writer.upsert(spec.name, [obj(i) for i in chosen], user="alice")
         elif op == "delete":
             gone = rng.choice(ids)
             writer.delete(spec.name, [gone], user="alice")
@@ -1167,3 +1172,76 @@ def _no_projection(real: object) -> object:
         real(self, unit, axes, projected)  # type: ignore[operator]
 
     return init
+
+
+def _block_terms(conn: sqlite3.Connection) -> dict[int, set[int]]:
+    """Every keyword block's term hashes, by block id."""
+    out: dict[int, set[int]] = {}
+    for block, rowinfo, postings in conn.execute(
+        "SELECT block, rowinfo, postings FROM amem_blocks"
+    ):
+        rids, _ = embedded.blocks.decode_rowinfo(rowinfo)
+        _, props = embedded.blocks.decode_terms(postings, rids.size)
+        out[block] = {int(h) for terms in props for h in terms.hashes.tolist()}
+    return out
+
+
+def test_an_edit_writes_one_small_block_and_erase_deleted_drops_superseded_terms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rewriting rows in place (an upsert of existing ids) must not rewrite the blocks that
+    # held them: their old entries are marked superseded. erase_deleted then rewrites those
+    # blocks without them (the old text's term hashes leave the file), and deleting a row
+    # takes every entry of it, superseded ones included, out of the file at once.
+    monkeypatch.setattr(embedded.blocks, "BLOCK_ROWS", 10)
+    spec = make_spec("Edits")
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    store.ensure_collection(spec)
+    ids = [make_id(str(i)) for i in range(40)]
+    for start in range(0, 40, 10):
+        store.upsert(
+            spec.name,
+            [
+                MemoryObject(i, {"body": f"plain row {n}" + " platypus" * (n == 3)}, vec(1, n))
+                for n, i in enumerate(ids)
+            ][start : start + 10],
+            user="alice",
+        )
+    conn = store._conn
+    assert conn is not None
+    before = _block_terms(conn)
+    assert len(before) == 4
+    secret = embedded.term_hash("platypus")
+    store.upsert(spec.name, [MemoryObject(ids[3], {"body": "quokka"}, vec(0, 1))], user="alice")
+    store.upsert(spec.name, [MemoryObject(ids[3], {"body": "edited"}, vec(0, 1))], user="alice")
+    store.upsert(spec.name, [MemoryObject(ids[25], {"body": "edited"}, vec(0, 1))], user="alice")
+    after = _block_terms(conn)
+    assert set(before) <= set(after), "the blocks that held the rows were rewritten"
+    assert any(secret in terms for terms in after.values())  # superseded, not yet dropped
+    (marked,) = conn.execute("SELECT count(*) FROM amem_superseded").fetchone()
+    # Row 3's first and row 25's only entry; the one-row block of "quokka" had all its rows
+    # superseded, so it was compacted away at once.
+    assert marked == 2
+    hits = store.hybrid(spec.name, query="quokka edited", vector=vec(0, 1), alpha=0.0, user="alice")
+    assert [h.id for h in hits] == sorted([ids[3], ids[25]])
+    assert store.count(spec.name, user="alice") == 40
+    assert store.erase_deleted()
+    after = _block_terms(conn)
+    assert not any(secret in terms for terms in after.values())
+    assert conn.execute("SELECT count(*) FROM amem_superseded").fetchone() == (0,)
+    assert conn.execute("SELECT sum(rows) FROM amem_blocks").fetchone() == (40,)
+    # A delete removes every entry of the row, whatever blocks they are in.
+    store.upsert(spec.name, [MemoryObject(ids[7], {"body": "wombat"}, vec(0, 1))], user="alice")
+    store.upsert(spec.name, [MemoryObject(ids[7], {"body": "again"}, vec(0, 1))], user="alice")
+    store.delete(spec.name, [ids[7]], user="alice")
+    wombat = embedded.term_hash("wombat")
+    assert not any(wombat in terms for terms in _block_terms(conn).values())
+    assert conn.execute("SELECT count(*) FROM amem_superseded").fetchone() == (0,)
+    fresh = EmbeddedStore(tmp_path, dims=DIMS)
+    for query in ("plain row", "again wombat edited quokka"):
+        for alpha in (0.0, 0.5):
+            got = store.hybrid(spec.name, query=query, vector=vec(1, 1), alpha=alpha, user="alice")
+            want = fresh.hybrid(spec.name, query=query, vector=vec(1, 1), alpha=alpha, user="alice")
+            assert _hits(got) == _hits(want)
+    fresh.close()
+    store.close()

@@ -22,6 +22,16 @@ for every block, in place, by the transaction that chooses new axes. A cache loa
 partition reads them instead of projecting every vector; a block whose tag is not the
 partition's axes' version (none is, unless the file was damaged) is projected afresh.
 
+A row rewritten in place (an upsert of an existing id) joins a new block with its new
+content, and its entry in the block that held it becomes *superseded* (``amem_superseded``)
+instead of that block being rewritten: an edit of 10 rows writes one small block, not 10
+blocks of ``BLOCK_ROWS`` rows. A row's current entry is the one with the largest birth (a
+newer version is born in a newer block). A block is rewritten without its superseded entries
+once they are a quarter of its rows (``COMPACT_SHARE``), when it is rewritten or merged for
+another reason, and by ``compact_superseded`` (``EmbeddedStore.erase_deleted``); until then
+the old version's term hashes and token counts stay in the file (its text does not: the row
+itself is overwritten). A deleted row leaves every block that names it in its transaction.
+
 Small blocks are merged as they come (``_merge_tail``): the newest block joins the one before
 it once it holds a quarter of its rows, up to ``BLOCK_ROWS``, so a partition written one
 message at a time still has O(rows / BLOCK_ROWS + log rows) blocks.
@@ -48,6 +58,8 @@ BLOCK_ROWS = 1024
 cost grows with this; a load and a query look terms up in every block, so theirs shrink."""
 
 MERGE_RATIO = 4
+COMPACT_SHARE = 4
+"""A block is rewritten without its superseded entries once they are 1/4 of its rows."""
 
 _MAGIC = b"AMB1"
 _HEADER = struct.Struct("<4sIHH")
@@ -73,6 +85,10 @@ def create_tables(conn: sqlite3.Connection) -> None:
     conn.execute(
         "CREATE INDEX IF NOT EXISTS amem_blocks_partition "
         "ON amem_blocks (collection, scope, block, rows, lo, hi)"
+    )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS amem_superseded (block INTEGER NOT NULL, "
+        "rid INTEGER NOT NULL, PRIMARY KEY (block, rid)) WITHOUT ROWID"
     )
 
 
@@ -322,10 +338,87 @@ class PartitionBlocks:
         if projected is not None:
             block.projected = decode_projected(projected, block.rows)
             block.axes = axes
+        marked = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT rid FROM amem_superseded WHERE block = ?", (block_id,)
+            )
+        ]
+        if marked:
+            # Whatever rewrites a block leaves its superseded entries out.
+            block = _keep_rows(block, ~np.isin(block.rids, np.asarray(marked, dtype=np.int64)))
         return block
 
     def _delete(self, block_ids: list[int]) -> None:
         self.conn.executemany("DELETE FROM amem_blocks WHERE block = ?", [(b,) for b in block_ids])
+        self.conn.executemany(
+            "DELETE FROM amem_superseded WHERE block = ?", [(b,) for b in block_ids]
+        )
+
+    def _holding(self, wanted: IntArray) -> list[tuple[int, IntArray, IntArray]]:
+        """Return (block, rids, births) of the blocks that name any of ``wanted`` (sorted)."""
+        candidates = self.conn.execute(
+            "SELECT block, lo, hi FROM amem_blocks WHERE collection = ? AND scope = ? "
+            "ORDER BY block",
+            (self.collection, self.scope),
+        ).fetchall()
+        if not candidates:
+            return []
+        info = np.asarray(candidates, dtype=np.int64)
+        inside = np.searchsorted(wanted, info[:, 2], "right") - np.searchsorted(
+            wanted, info[:, 1], "left"
+        )
+        out = []
+        for block_id in info[inside > 0, 0].tolist():
+            (rowinfo,) = self.conn.execute(
+                "SELECT rowinfo FROM amem_blocks WHERE block = ?", (block_id,)
+            ).fetchone()
+            block_rids, block_births = decode_rowinfo(rowinfo)
+            if np.isin(block_rids, wanted, assume_unique=True).any():
+                out.append((block_id, block_rids, block_births))
+        return out
+
+    def supersede(self, rids: IntArray) -> None:
+        """Mark the current entries of rows rewritten in place as superseded.
+
+        The caller adds the rows' new content (``add``). A block whose superseded entries
+        reach ``1 / COMPACT_SHARE`` of its rows is rewritten without them.
+        """
+        if rids.size == 0:
+            return
+        wanted = np.unique(rids)
+        newest = np.full(wanted.size, -1, dtype=np.int64)
+        home = np.full(wanted.size, -1, dtype=np.int64)
+        for block_id, block_rids, block_births in self._holding(wanted):
+            at = np.searchsorted(wanted, block_rids)
+            mine = at < wanted.size
+            mine[mine] = wanted[at[mine]] == block_rids[mine]
+            newer = np.zeros(block_rids.size, dtype=bool)
+            newer[mine] = block_births[mine] > newest[at[mine]]
+            newest[at[newer]] = block_births[newer]
+            home[at[newer]] = block_id
+        found = home >= 0
+        if not found.all():
+            raise StoreError("a stored row is in no keyword block")
+        self.conn.executemany(
+            "INSERT INTO amem_superseded (block, rid) VALUES (?, ?)",
+            zip(home.tolist(), wanted.tolist(), strict=True),
+        )
+        for block_id in np.unique(home).tolist():
+            (rows, marked) = self.conn.execute(
+                "SELECT rows, (SELECT count(*) FROM amem_superseded WHERE block = ?) "
+                "FROM amem_blocks WHERE block = ?",
+                (block_id, block_id),
+            ).fetchone()
+            if marked * COMPACT_SHARE >= rows:
+                self.compact(block_id)
+
+    def compact(self, block_id: int) -> None:
+        """Rewrite a block without its superseded entries."""
+        block = self._load(block_id)
+        self._delete([block_id])
+        if block.rows:
+            self._insert(block)
 
     def add(
         self, rids: IntArray, postings: _Postings, vectors: list[bytes] | None, dims: int
@@ -351,32 +444,16 @@ class PartitionBlocks:
         self._merge_tail()
 
     def remove(self, rids: IntArray) -> None:
-        """Take rows out of the blocks that hold them: each is rewritten without them."""
+        """Take rows out of every block that names them (each rewritten without them)."""
         if rids.size == 0:
             return
         wanted = np.unique(rids)
-        candidates = self.conn.execute(
-            "SELECT block, lo, hi FROM amem_blocks WHERE collection = ? AND scope = ? "
-            "ORDER BY block",
-            (self.collection, self.scope),
-        ).fetchall()
-        if not candidates:
-            return
-        info = np.asarray(candidates, dtype=np.int64)
-        inside = np.searchsorted(wanted, info[:, 2], "right") - np.searchsorted(
-            wanted, info[:, 1], "left"
-        )
         gone: list[int] = []
-        for block_id in info[inside > 0, 0].tolist():
-            (rowinfo,) = self.conn.execute(
-                "SELECT rowinfo FROM amem_blocks WHERE block = ?", (block_id,)
-            ).fetchone()
-            block_rids, _ = decode_rowinfo(rowinfo)
-            hit = np.isin(block_rids, wanted, assume_unique=True)
-            if not hit.any():
-                continue
-            if not hit.all():
-                self._insert(_keep_rows(self._load(block_id), ~hit))
+        for block_id, _, _ in self._holding(wanted):
+            block = self._load(block_id)
+            keep = ~np.isin(block.rids, wanted)
+            if keep.any():
+                self._insert(_keep_rows(block, keep))
             gone.append(block_id)
         self._delete(gone)
         self._merge_tail()
@@ -433,19 +510,42 @@ class PartitionBlocks:
             )
 
     def rows(self) -> int:
-        """Return the number of rows the partition's blocks hold."""
-        (total,) = self.conn.execute(
-            "SELECT coalesce(sum(rows), 0) FROM amem_blocks WHERE collection = ? AND scope = ?",
+        """Return the number of rows the partition's blocks hold (superseded entries aside)."""
+        (total, superseded) = self.conn.execute(
+            "SELECT coalesce(sum(rows), 0), (SELECT count(*) FROM amem_superseded AS s "
+            "JOIN amem_blocks AS b ON b.block = s.block WHERE b.collection = ?1 "
+            "AND b.scope = ?2) FROM amem_blocks WHERE collection = ?1 AND scope = ?2",
             (self.collection, self.scope),
         ).fetchone()
-        return int(total)
+        return int(total) - int(superseded)
 
 
 def drop_partition(conn: sqlite3.Connection, collection: str, scope: str) -> None:
     """Delete every block of a partition."""
+    conn.execute(
+        "DELETE FROM amem_superseded WHERE block IN "
+        "(SELECT block FROM amem_blocks WHERE collection = ? AND scope = ?)",
+        (collection, scope),
+    )
     conn.execute("DELETE FROM amem_blocks WHERE collection = ? AND scope = ?", (collection, scope))
 
 
 def drop_collection(conn: sqlite3.Connection, collection: str) -> None:
     """Delete every block of a collection."""
+    conn.execute(
+        "DELETE FROM amem_superseded WHERE block IN "
+        "(SELECT block FROM amem_blocks WHERE collection = ?)",
+        (collection,),
+    )
     conn.execute("DELETE FROM amem_blocks WHERE collection = ?", (collection,))
+
+
+def compact_superseded(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """Rewrite every block that has superseded entries; return the partitions changed."""
+    changed = conn.execute(
+        "SELECT DISTINCT b.block, b.collection, b.scope FROM amem_superseded AS s "
+        "JOIN amem_blocks AS b ON b.block = s.block"
+    ).fetchall()
+    for block_id, collection, scope in changed:
+        PartitionBlocks(conn, collection, scope, 0).compact(block_id)
+    return sorted({(c, sc) for _, c, sc in changed})

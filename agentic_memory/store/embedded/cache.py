@@ -49,8 +49,9 @@ class _Partition:
         """Start empty, as of generation ``token``."""
         self.token = token
         self.width = width
-        self.blocks: dict[int, IntArray] = {}
-        """The keyword blocks the slots came from, and the rids each held."""
+        self.blocks: dict[int, tuple[IntArray, IntArray]] = {}
+        """The keyword blocks the slots came from, and the rids and births each named (a
+        superseded entry included: its birth is older than the slot's)."""
         self._rowids = Growing(np.zeros(0, dtype=np.int64))
         self._births = Growing(np.zeros(0, dtype=np.int64))
         self._alive = Growing(np.zeros(0, dtype=bool))
@@ -235,19 +236,15 @@ class PartitionCache:
             (spec.name, scope),
         ):
             block_rids, block_births = decode_rowinfo(info)
-            part.blocks[int(block)] = block_rids
+            part.blocks[int(block)] = (block_rids, block_births)
             rids.append(block_rids)
             births.append(block_births)
             stored.append((version, projected))
         if not rids:
             return part
-        all_rids = np.concatenate(rids)
-        order = np.argsort(all_rids, kind="stable")
-        all_rids = all_rids[order]
-        if np.any(all_rids[1:] == all_rids[:-1]):
-            raise StoreError(f"a row of {spec.name!r} is in two keyword blocks")
+        all_rids, all_births = _current(np.concatenate(rids), np.concatenate(births))
         part._rowids = Growing(all_rids)
-        part._births = Growing(np.concatenate(births)[order])
+        part._births = Growing(all_births)
         part._alive = Growing(np.ones(all_rids.size, dtype=bool))
         part._unit = Growing.unfilled(all_rids.size, (self.dims,), np.float32)
         unit = part._unit.view
@@ -272,7 +269,7 @@ class PartitionCache:
         if at != all_rids.size:
             raise StoreError(f"the keyword blocks of {spec.name!r} are out of step with its rows")
         if part.axes is not None:
-            part._coarse = self._stored_projection(part, part.axes, rids, stored)
+            part._coarse = self._stored_projection(part, part.axes, rids, births, stored)
         return part
 
     def _stored_projection(
@@ -280,6 +277,7 @@ class PartitionCache:
         part: _Partition,
         axes: tuple[int, FloatArray64],
         rids: list[IntArray],
+        births: list[IntArray],
         stored: list[tuple[int, bytes | None]],
     ) -> _CoarseIndex:
         """Return the PCA projection of a loaded partition from its blocks' projections.
@@ -289,12 +287,13 @@ class PartitionCache:
         width = axes[1].shape[0]
         projected = Growing.unfilled(part.slots, (width,), np.float32)
         missing: list[IntArray] = []
-        for block_rids, (version, blob) in zip(rids, stored, strict=True):
+        for block_rids, block_births, (version, blob) in zip(rids, births, stored, strict=True):
             slots = np.searchsorted(part.rowids, block_rids)
+            mine = part.births[slots] == block_births  # superseded entries left out
             if blob is not None and version == axes[0] and len(blob) == 4 * width * slots.size:
-                projected.view[slots] = decode_projected(blob, slots.size)
+                projected.view[slots[mine]] = decode_projected(blob, slots.size)[mine]
             else:
-                missing.append(slots)
+                missing.append(slots[mine])
         if missing:
             redo = np.concatenate(missing)
             projected.view[redo] = project(part.unit[redo], axes[1])
@@ -316,16 +315,21 @@ class PartitionCache:
         ):
             if int(block) not in part.blocks:
                 raise StoreError("partition changed while its keyword index was loaded")
-            rids, _ = decode_rowinfo(info)
-            decoded.append((rids, *decode_terms(postings, rids.size)))
+            rids, births = decode_rowinfo(info)
+            slots = np.searchsorted(part.rowids, rids)
+            lengths, terms = decode_terms(postings, rids.size)
+            current = part.births[slots] == births
+            if not current.all():  # superseded entries left out
+                slots, lengths, terms = slots[current], lengths[current], _keep(terms, current)
+            decoded.append((slots, lengths, terms))
         if len(decoded) != len(part.blocks):
             raise StoreError("partition changed while its keyword index was loaded")
         for p, prop in enumerate(index.props):
             total = sum(terms[p].docs.size for _, _, terms in decoded)
             prop.docs.reserve(total)
             prop.tf.reserve(total)
-        for rids, lengths, terms in decoded:
-            index.assign(np.searchsorted(part.rowids, rids), lengths.astype(np.float32), terms)
+        for slots, lengths, terms in decoded:
+            index.assign(slots, lengths.astype(np.float32), terms)
         part.keyword = index
         return index
 
@@ -393,21 +397,32 @@ class PartitionCache:
         empty = np.zeros(0, dtype=np.int64)
         new_rids = np.concatenate([infos[b][0] for b in new]) if new else empty
         new_births = np.concatenate([infos[b][1] for b in new]) if new else empty
+        named = np.unique(new_rids)
+        new_rids, new_births = _current(new_rids, new_births)
         n = part.slots
         pos = np.searchsorted(part.rowids, new_rids)
         exists = pos < n
         exists[exists] = part.rowids[pos[exists]] == new_rids[exists]
-        held = np.zeros(new_rids.size, dtype=bool)
-        held[exists] = part._alive.view[pos[exists]] & (
-            part.births[pos[exists]] == new_births[exists]
-        )
-        changed = exists & ~held
+        alive = np.zeros(new_rids.size, dtype=bool)
+        alive[exists] = part._alive.view[pos[exists]]
+        older = np.zeros(new_rids.size, dtype=bool)
+        # A superseded entry a rewrite carried into a new block: the slot has newer content.
+        older[alive] = new_births[alive] <= part.births[pos[alive]]
+        changed = exists & ~older
         appended = ~exists
         if appended.any() and n and new_rids[appended].min() <= part.rowids[-1]:
             raise _Reload
-        old_rids = np.concatenate([part.blocks[b] for b in vanished]) if vanished else empty
-        gone = old_rids[~np.isin(old_rids, new_rids)]
-        part.kill(np.searchsorted(part.rowids, gone))
+        # A row named by a vanished block with the birth its slot holds, and by no new block,
+        # was deleted (one whose slot holds a newer birth lost only a superseded entry).
+        if vanished:
+            old_rids = np.concatenate([part.blocks[b][0] for b in vanished])
+            old_births = np.concatenate([part.blocks[b][1] for b in vanished])
+            slots = np.searchsorted(part.rowids, old_rids)
+            inside = slots < n
+            inside[inside] = part.rowids[slots[inside]] == old_rids[inside]
+            held = np.zeros(old_rids.size, dtype=bool)
+            held[inside] = part.births[slots[inside]] == old_births[inside]
+            part.kill(slots[held & ~np.isin(old_rids, named)])
 
         # Rows changed in place keep their slots; new rows get slots at the end.
         changed_slots = pos[changed]
@@ -456,7 +471,7 @@ class PartitionCache:
         for block in vanished:
             del part.blocks[block]
         for block in new:
-            part.blocks[block] = infos[block][0]
+            part.blocks[block] = infos[block]
         axes = load_axes(conn, spec.name, scope, self.dims)
         if (axes is None) != (part.axes is None) or (
             axes is not None and part.axes is not None and axes[0] != part.axes[0]
@@ -479,22 +494,35 @@ class PartitionCache:
         wanted = np.zeros(part.slots, dtype=bool)
         wanted[slots] = True
         for block in new:
-            block_slots = np.searchsorted(part.rowids, infos[block][0])
-            keep = wanted[block_slots]
+            block_rids, block_births = infos[block]
+            block_slots = np.searchsorted(part.rowids, block_rids)
+            keep = wanted[block_slots] & (part.births[block_slots] == block_births)
             if not keep.any():
                 continue
             (blob,) = conn.execute(
                 "SELECT postings FROM amem_blocks WHERE block = ?", (block,)
             ).fetchone()
             lengths, terms = decode_terms(blob, block_slots.size)
-            number = np.cumsum(keep) - 1
-            props = []
-            for term in terms:
-                pairs = term.pairs()
-                mine = keep[pairs.docs]
-                props.append(
-                    _Terms.of(
-                        _Pairs(pairs.pair_hash[mine], number[pairs.docs[mine]], pairs.tf[mine])
-                    )
-                )
-            index.assign(block_slots[keep], lengths[keep].astype(np.float32), props)
+            index.assign(block_slots[keep], lengths[keep].astype(np.float32), _keep(terms, keep))
+
+
+def _current(rids: IntArray, births: IntArray) -> tuple[IntArray, IntArray]:
+    """Return each rid once, ascending, with its newest birth (its current content)."""
+    order = np.lexsort((births, rids))
+    rids, births = rids[order], births[order]
+    last = np.ones(rids.size, dtype=bool)
+    last[:-1] = rids[1:] != rids[:-1]
+    return rids[last], births[last]
+
+
+def _keep(terms: list[_Terms], keep: npt.NDArray[np.bool_]) -> list[_Terms]:
+    """Return a block's postings of the rows kept only, renumbered 0.. in order."""
+    number = np.cumsum(keep) - 1
+    out = []
+    for term in terms:
+        pairs = term.pairs()
+        mine = keep[pairs.docs]
+        out.append(
+            _Terms.of(_Pairs(pairs.pair_hash[mine], number[pairs.docs[mine]], pairs.tf[mine]))
+        )
+    return out

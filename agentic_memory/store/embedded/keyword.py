@@ -119,14 +119,8 @@ class _Terms:
         )
 
 
-class _Directory:
-    """Where each term's postings are in a property's flat arrays: one entry per chunk.
-
-    Entries are sorted by term hash (ties: the older chunk first); entry i covers
-    ``starts[i]:starts[i] + lens[i]`` of the flat arrays, written by chunk ``chunks[i]``.
-    Entries of chunks added since the last lookup wait in ``_pending`` and are merged into
-    the sorted arrays by the next lookup.
-    """
+class _Level:
+    """Directory entries sorted by term hash (ties: the older chunk first)."""
 
     def __init__(self) -> None:
         """Start empty."""
@@ -134,30 +128,9 @@ class _Directory:
         self.starts: IntArray = np.zeros(0, dtype=np.int64)
         self.lens: IntArray = np.zeros(0, dtype=np.int64)
         self.chunks: IntArray = np.zeros(0, dtype=np.int64)
-        self._pending: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
 
-    @property
-    def entries(self) -> int:
-        """Return the number of entries, pending ones included."""
-        return int(self.hashes.size + sum(p[0].size for p in self._pending))
-
-    def add(self, hashes: IntArray, starts: IntArray, lens: IntArray, chunk: int) -> None:
-        """Add a chunk's entries (``hashes`` sorted)."""
-        if hashes.size:
-            self._pending.append((hashes, starts, lens, np.full(hashes.size, chunk)))
-
-    def settle(self) -> None:
-        """Merge the pending entries into the sorted arrays."""
-        if not self._pending:
-            return
-        hashes, starts, lens, chunks = (
-            np.concatenate(part) for part in zip(*self._pending, strict=True)
-        )
-        self._pending = []
-        # Pending chunks are newer than every settled one, and in order among themselves:
-        # a stable sort keeps older chunks first within a term.
-        order = np.argsort(hashes, kind="stable")
-        hashes, starts, lens, chunks = hashes[order], starts[order], lens[order], chunks[order]
+    def insert(self, hashes: IntArray, starts: IntArray, lens: IntArray, chunks: IntArray) -> None:
+        """Insert entries (sorted, and newer than every entry held)."""
         if self.hashes.size == 0:
             self.hashes, self.starts, self.lens, self.chunks = hashes, starts, lens, chunks
             return
@@ -166,6 +139,59 @@ class _Directory:
         self.starts = np.insert(self.starts, at, starts)
         self.lens = np.insert(self.lens, at, lens)
         self.chunks = np.insert(self.chunks, at, chunks)
+
+
+_TAIL_FLOOR = 1 << 14
+
+
+class _Directory:
+    """Where each term's postings are in a property's flat arrays: one entry per chunk.
+
+    Entry i of a level covers ``starts[i]:starts[i] + lens[i]`` of the flat arrays, written by
+    chunk ``chunks[i]``. Entries of chunks added since the last lookup wait in ``_pending``;
+    the next lookup sorts them into the small ``tail`` level, which joins the large ``main``
+    one only once it holds an eighth as many entries: a write then costs what it added, not
+    a copy of every entry (every tail entry is newer than every main one).
+    """
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self.main = _Level()
+        self.tail = _Level()
+        self._pending: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
+
+    @property
+    def entries(self) -> int:
+        """Return the number of entries, pending ones included."""
+        held = self.main.hashes.size + self.tail.hashes.size
+        return int(held + sum(p[0].size for p in self._pending))
+
+    def add(self, hashes: IntArray, starts: IntArray, lens: IntArray, chunk: int) -> None:
+        """Add a chunk's entries (``hashes`` sorted)."""
+        if hashes.size:
+            self._pending.append((hashes, starts, lens, np.full(hashes.size, chunk)))
+
+    def settle(self, *, whole: bool = False) -> None:
+        """Sort the pending entries in (``whole``: and the tail into the main level)."""
+        if self._pending:
+            hashes, starts, lens, chunks = (
+                np.concatenate(part) for part in zip(*self._pending, strict=True)
+            )
+            self._pending = []
+            # Pending chunks are newer than every settled one, and in order among
+            # themselves: a stable sort keeps older chunks first within a term.
+            order = np.argsort(hashes, kind="stable")
+            self.tail.insert(hashes[order], starts[order], lens[order], chunks[order])
+        tail = self.tail
+        if tail.hashes.size and (
+            whole or tail.hashes.size > max(_TAIL_FLOOR, self.main.hashes.size // 8)
+        ):
+            self.main.insert(tail.hashes, tail.starts, tail.lens, tail.chunks)
+            self.tail = _Level()
+
+    def levels(self) -> list[_Level]:
+        """Return the levels holding entries, older first (after ``settle``)."""
+        return [level for level in (self.main, self.tail) if level.hashes.size]
 
 
 class _PropertyIndex:
@@ -189,23 +215,37 @@ class _PropertyIndex:
 
     def lookup(self, hashes: IntArray) -> list[tuple[IntArray, FloatArray, IntArray]]:
         """Return, per term, its postings' slots, frequencies and writing chunks."""
-        directory = self.directory
-        directory.settle()
-        lo = np.searchsorted(directory.hashes, hashes, "left").tolist()
-        hi = np.searchsorted(directory.hashes, hashes, "right").tolist()
+        self.directory.settle()
         docs, tf = self.docs.view, self.tf.view
+        found: list[list[tuple[IntArray, FloatArray, IntArray]]] = [[] for _ in range(hashes.size)]
+        for level in self.directory.levels():
+            lo = np.searchsorted(level.hashes, hashes, "left").tolist()
+            hi = np.searchsorted(level.hashes, hashes, "right").tolist()
+            for t, (a, b) in enumerate(zip(lo, hi, strict=True)):
+                if a == b:
+                    continue
+                if b == a + 1:
+                    s = int(level.starts[a])
+                    e = s + int(level.lens[a])
+                    found[t].append((docs[s:e], tf[s:e], np.full(e - s, level.chunks[a])))
+                else:
+                    lens = level.lens[a:b]
+                    at = _ranges(level.starts[a:b], lens)
+                    found[t].append((docs[at], tf[at], np.repeat(level.chunks[a:b], lens)))
         out: list[tuple[IntArray, FloatArray, IntArray]] = []
-        for a, b in zip(lo, hi, strict=True):
-            if a == b:
+        for parts in found:
+            if not parts:
                 out.append((_NO_ROWS, _NO_TF, _NO_ROWS))
-            elif b == a + 1:
-                s = int(directory.starts[a])
-                e = s + int(directory.lens[a])
-                out.append((docs[s:e], tf[s:e], np.full(e - s, directory.chunks[a])))
+            elif len(parts) == 1:
+                out.append(parts[0])
             else:
-                lens = directory.lens[a:b]
-                at = _ranges(directory.starts[a:b], lens)
-                out.append((docs[at], tf[at], np.repeat(directory.chunks[a:b], lens)))
+                out.append(
+                    (
+                        np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[1] for p in parts]),
+                        np.concatenate([p[2] for p in parts]),
+                    )
+                )
         return out
 
 
@@ -239,8 +279,8 @@ class _KeywordIndex:
     no score depends on (each row gets one posting per term and property).
 
     Term weights depend on the average property length, which every write moves; they are
-    computed at query time from the per-slot length normalisation (``norm``), rebuilt lazily
-    after a write. Averages are float64 sums of integer token counts, so adding and
+    computed at query time, for the postings the query reads, from the token counts and the
+    averages (``norm_of``). Averages are float64 sums of integer token counts, so adding and
     subtracting rows gives the bits a fresh sum gives.
     """
 
@@ -257,7 +297,6 @@ class _KeywordIndex:
         self.postings = 0
         """Postings held, stale ones included."""
         self.stale = 0
-        self._norm: FloatArray64 | None = None
 
     @property
     def slots(self) -> int:
@@ -298,7 +337,6 @@ class _KeywordIndex:
         old = self._lengths.view[slots]
         self.total = self.total - old.sum(axis=0, dtype=np.float64)
         self.present = self.present - (old > 0).sum(axis=0)
-        self._norm = None
 
     def assign(self, slots: IntArray, lengths: FloatArray, props: list[_Terms]) -> None:
         """Give ``slots`` new content: token counts and postings (``docs`` index ``slots``).
@@ -332,17 +370,24 @@ class _KeywordIndex:
         A posting's weight is ``tf / (tf + norm)``, Weaviate's BlockMax term weight without a
         (k1 + 1) factor; a query multiplies it by each term's idf.
         """
-        if self._norm is None:
-            average = self.average
-            lengths = self.lengths
-            norm = np.empty((self.width, self.slots), dtype=np.float64)
-            for p in range(self.width):
-                if average[p] > 0:
-                    norm[p] = BM25_K1 * ((1 - BM25_B) + BM25_B * (lengths[:, p] / average[p]))
-                else:
-                    norm[p] = 1.0  # no row has a token in p, so none has a posting to weigh
-            self._norm = norm
-        return self._norm
+        every = np.arange(self.slots)
+        return np.stack([self.norm_of(p, every) for p in range(self.width)]).reshape(
+            self.width, self.slots
+        )
+
+    def norm_of(self, p: int, rows: IntArray) -> FloatArray64:
+        """Return ``norm()[p, rows]``, computed for those rows alone.
+
+        Every write moves the average length, so a norm kept for every slot was rebuilt
+        after each: O(rows) per write. A query computes it for the postings it reads.
+        """
+        average = self.average
+        if average[p] > 0:
+            norm: FloatArray64 = BM25_K1 * (
+                (1 - BM25_B) + BM25_B * (self.lengths[rows, p] / average[p])
+            )
+            return norm
+        return np.ones(rows.size)  # no row has a token in p, so none has a posting to weigh
 
     def lookup(self, hashes: IntArray) -> list[list[tuple[IntArray, FloatArray]]]:
         """Return, per property and term, the live postings: slots and term frequencies."""
@@ -366,8 +411,8 @@ class _KeywordIndex:
         """
         out = []
         for prop in self.props:
-            prop.directory.settle()
-            d = prop.directory
+            prop.directory.settle(whole=True)
+            d = prop.directory.main
             if d.hashes.size == 0:
                 out.append(_Pairs(_NO_ROWS, _NO_ROWS, _NO_TF))
                 continue
@@ -498,7 +543,6 @@ def _bm25_top(
     if not any(idfs):
         return _NO_HITS
     keep_each = per_property_limit(candidates)
-    norm = index.norm()
     total = np.zeros(n, dtype=np.float32)
     kept_rows: list[IntArray] = []
     for p in range(index.width):
@@ -510,7 +554,7 @@ def _bm25_top(
                 continue
             tf = tf32.astype(np.float64)
             docs.append(rows)
-            weights.append(idf * (tf / (tf + norm[p, rows])))
+            weights.append(idf * (tf / (tf + index.norm_of(p, rows))))
         if not docs:
             continue
         # bincount adds each row's contributions in input order, i.e. query-term order, in

@@ -327,7 +327,7 @@ class EmbeddedStore(MemoryStore):
                 f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
                 [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
             )
-            # A replaced row leaves its old block; every row of the batch joins a new one.
+            # Every row of the batch joins a new block; a replaced row's old entry is superseded.
             self._reindex(
                 conn,
                 spec,
@@ -370,7 +370,8 @@ class EmbeddedStore(MemoryStore):
         ``vectors``: the batch's stored vectors, in the order of ``rids``.
         """
         blocks = PartitionBlocks(conn, spec.name, user or "", len(spec.searchable))
-        blocks.remove(np.asarray(replaced, dtype=np.int64))
+        # A replaced row's old entry is marked superseded, not rewritten out of its block.
+        blocks.supersede(np.asarray(replaced, dtype=np.int64))
         blocks.add(rids, postings, vectors, self.dims)
         table = _table(spec.name)
         if maintain_axes(conn, spec.name, user or "", table, user, blocks.rows()):
@@ -566,9 +567,11 @@ class EmbeddedStore(MemoryStore):
         """Make deleted data unrecoverable from the store's files.
 
         Deletions already overwrite their rows with zeros (``secure_delete``); this also
-        removes the older copies of changed pages from the write-ahead log (a TRUNCATE
-        checkpoint), and vacuums a store file written by a version without secure deletion
-        once, since its free space may still hold text deleted back then.
+        rewrites the keyword blocks that still hold the term hashes and token counts of rows'
+        earlier versions (superseded by upserts of their ids, see ``blocks.py``), removes the
+        older copies of changed pages from the write-ahead log (a TRUNCATE checkpoint), and
+        vacuums a store file written by a version without secure deletion once, since its
+        free space may still hold text deleted back then.
 
         Returns:
             False when another process kept the log from being emptied (it is emptied at
@@ -588,6 +591,13 @@ class EmbeddedStore(MemoryStore):
                             (_ZEROED_KEY,),
                         )
                     )
+
+                def compact(c: sqlite3.Connection) -> None:
+                    # Same rows, same content; new tokens let caches take the new block ids.
+                    for collection, scope in _blocks.compact_superseded(c):
+                        _bump(c, collection, scope or None)
+
+                self._write(compact)
                 busy = 1
                 for _ in range(_BUSY_RETRIES):
                     busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
