@@ -351,11 +351,15 @@ class PartitionCache:
             (user,),
         ).fetchall()
         if rows:
-            rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            for slot, (_, value) in zip(
-                np.searchsorted(part.rowids, rids).tolist(), rows, strict=True
-            ):
-                values[slot] = value
+            rid_list, value_list = zip(*rows, strict=True)
+            rids = np.array(rid_list, dtype=np.int64)
+            if rids.size == part.slots and np.array_equal(rids, part.rowids):
+                values = list(value_list)  # no dead slots: the rows are the slots, in order
+            else:
+                for slot, value in zip(
+                    np.searchsorted(part.rowids, rids).tolist(), value_list, strict=True
+                ):
+                    values[slot] = value
         column = Column(spec.prop(prop).type, values)
         part.columns[prop] = column
         return column

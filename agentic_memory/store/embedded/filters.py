@@ -132,7 +132,8 @@ def _has(values: list[str], value: str) -> bool:
 
 
 def _numbers(raw: Sequence[Any]) -> npt.NDArray[np.float64]:
-    return np.fromiter((np.nan if v is None else float(v) for v in raw), np.float64, len(raw))
+    # numpy turns None into NaN for a float64 array, and numbers as float() does.
+    return np.array(raw, dtype=np.float64).reshape(len(raw))
 
 
 def column_kind(spec: CollectionSpec, prop: str) -> str | None:
