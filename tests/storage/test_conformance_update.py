@@ -56,7 +56,9 @@ def test_update_changes_what_is_stored_now(store: MemoryStore, coll: CollectionS
     assert got is not None and got.properties == {"body": "one", "rank": 1, "kind": "x"}
     assert got.vector == pytest.approx(vec(0, 1))
     assert store.get(coll.name, make_id("missing"), user=ALICE) is None
-    # The keyword index follows the new text, not the old.
+    # The keyword index follows the new text, not the old, also once a search has loaded it.
+    warm = store.hybrid(coll.name, query="one", vector=vec(0, 1), alpha=0.0, user=ALICE)
+    assert [h.id for h in warm] == [make_id("u1")]
     store.update(
         coll.name,
         [make_id("u1")],

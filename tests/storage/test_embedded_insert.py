@@ -60,8 +60,11 @@ def test_a_store_made_before_the_index_gets_it_on_open(tmp_path: Path) -> None:
         store.ensure_collection(old_spec)
 
 
-def test_inserts_bump_the_generation_but_keep_the_lineage(tmp_path: Path) -> None:
-    """A refused insert changes nothing; a created one lets cached partitions extend."""
+def test_a_refused_insert_changes_nothing_and_a_created_one_extends_the_cache(
+    tmp_path: Path,
+) -> None:
+    """A refused insert leaves the token and keyword blocks as they were; a created one adds a
+    block, and a cached partition takes it in place instead of loading again."""
     with EmbeddedStore(tmp_path / "store", dims=DIMS) as store:
         store.ensure_collection(MESSAGES)
         props = {"content": "a", "thread_id": "t", "turn": 0}
@@ -70,12 +73,21 @@ def test_inserts_bump_the_generation_but_keep_the_lineage(tmp_path: Path) -> Non
         store.insert(MESSAGES.name, [first], user="alice")
         conn = store._conn
         assert conn is not None
-        query = "SELECT token, lineage FROM amem_generations WHERE collection = 'MessageLog'"
-        token, lineage = conn.execute(query).fetchone()
+        query = (
+            "SELECT g.token, group_concat(b.block) FROM amem_generations AS g "
+            "JOIN amem_blocks AS b ON b.collection = g.collection AND b.scope = g.scope "
+            "WHERE g.collection = 'MessageLog'"
+        )
+        before = conn.execute(query).fetchone()
+        assert store.hybrid(MESSAGES.name, query="", vector=[1.0, 0, 0, 0], alpha=1.0, user="alice")
+        loads = store._cache.loads
         with pytest.raises(ConflictError):
             store.insert(MESSAGES.name, [second, first], user="alice")
-        assert conn.execute(query).fetchone() == (token, lineage)
+        assert conn.execute(query).fetchone() == before
         assert store.get(MESSAGES.name, make_id("b"), user="alice") is None
         store.insert(MESSAGES.name, [second], user="alice")
-        new_token, new_lineage = conn.execute(query).fetchone()
-        assert new_token != token and new_lineage == lineage
+        token, blocks = conn.execute(query).fetchone()
+        assert token != before[0] and blocks != before[1]
+        hits = store.hybrid(MESSAGES.name, query="", vector=[0, 1.0, 0, 0], alpha=1.0, user="alice")
+        assert [h.id for h in hits][0] == make_id("b")
+        assert store._cache.loads == loads

@@ -22,6 +22,7 @@ from agentic_memory.store import (
     InvalidInputError,
     MemoryObject,
     Property,
+    SearchHit,
     StoreError,
     Where,
     amem_home,
@@ -453,10 +454,10 @@ def test_layout_1_store_is_migrated_on_open_with_the_same_answers(tmp_path: Path
     assert conn.execute("SELECT value FROM amem_meta WHERE key = 'schema_version'").fetchone() == (
         str(embedded.SCHEMA_VERSION),
     )
-    # Every partition got a lineage, so caches can be extended from the first write on.
-    assert conn.execute("SELECT count(*) FROM amem_generations WHERE lineage = ''").fetchone() == (
-        0,
-    )
+    # Every row is in a keyword block, so caches load and update without tokenising.
+    assert conn.execute("SELECT sum(rows) FROM amem_blocks").fetchone() == (13,)
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(amem_generations)")]
+    assert "lineage" not in columns and "removed" not in columns
     # The indexes are on the columns now, not on JSON expressions.
     for prop in filterable:
         (sql,) = conn.execute(
@@ -554,7 +555,6 @@ def test_layout_2_store_is_migrated_on_open_with_the_same_answers(
         assert conn.execute(
             "SELECT value FROM amem_meta WHERE key = 'schema_version'"
         ).fetchone() == (str(embedded.SCHEMA_VERSION),)
-    # Deletes are counted from the first write on.
     extra = MemoryObject(make_id("extra"), {"body": "apple"}, vec(1, 2, 3))
     migrated.upsert(specs[0].name, [extra], user="alice")
     migrated.delete(specs[0].name, [extra.id], user="alice")
@@ -567,11 +567,11 @@ def test_layout_2_store_is_migrated_on_open_with_the_same_answers(
     with reopened._read() as conn:
         assert conn.execute("PRAGMA page_size").fetchone() == (embedded.sql.PAGE_SIZE,)
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        (removed,) = conn.execute(
-            "SELECT removed FROM amem_generations WHERE collection = ? AND scope = 'alice'",
+        (rows,) = conn.execute(
+            "SELECT sum(rows) FROM amem_blocks WHERE collection = ? AND scope = 'alice'",
             (specs[0].name,),
         ).fetchone()
-        assert removed == 1
+        assert rows == 118
         for spec in specs:
             (plan,) = conn.execute(
                 f'EXPLAIN QUERY PLAN SELECT rid FROM "o_{spec.name}" WHERE user IS ? AND rid > ?',
@@ -597,17 +597,51 @@ def test_store_of_a_newer_layout_is_refused(tmp_path: Path) -> None:
         EmbeddedStore(tmp_path, dims=DIMS)
 
 
+def _live_view(store: EmbeddedStore, spec: CollectionSpec, user: str) -> dict[str, object]:
+    """What a cached partition holds for its live rows, keyed by rid (slots may differ)."""
+    part = store._cache[(spec.name, user)]
+    alive = part.alive()
+    live = np.arange(part.slots) if alive is None else np.flatnonzero(alive)
+    rids = part.rowids[live]
+    view: dict[str, object] = {"rids": rids.tolist(), "unit": part.unit[live]}
+    index = part.keyword
+    assert index is not None
+    view["lengths"] = index.lengths[live]
+    view["average"] = index.average
+    view["norm"] = index.norm()[:, live]
+    view["postings"] = [
+        (pairs.pair_hash.tolist(), part.rowids[pairs.docs].tolist(), pairs.tf.tolist())
+        for pairs in (
+            # The same pairs ordered by (term, rid) whatever the slots.
+            _sorted_by_rid(p, part.rowids)
+            for p in index.canonical()
+        )
+    ]
+    coarse = part._coarse
+    view["axes"] = None if part.axes is None else (part.axes[0], part.axes[1].tolist())
+    view["projected"] = None if coarse is None else coarse.projected.view[live]
+    return view
+
+
+def _sorted_by_rid(pairs: embedded.keyword._Pairs, rowids: np.ndarray) -> embedded.keyword._Pairs:
+    order = np.lexsort((rowids[pairs.docs], pairs.pair_hash))
+    return embedded.keyword._Pairs(pairs.pair_hash[order], pairs.docs[order], pairs.tf[order])
+
+
 @pytest.mark.parametrize("seed", [7, 11, 23])
 @pytest.mark.parametrize("vectors", ["exact", "two-pass"])
+@pytest.mark.parametrize("block_rows", [1024, 8])
 def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, vectors: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, vectors: str, block_rows: int
 ) -> None:
     # A reader keeps its cache while a second connection (as another process would) adds,
     # replaces and deletes rows; after every write the reader's answers and in-memory index
-    # must be exactly those of a store opened afresh, whether it updated its cache in place
-    # (rows only added or deleted: new postings segments, merged as they grow; new rows
-    # projected on the PCA axes, which are chosen again when the partition doubles or loses
-    # rows) or reloaded it (a row replaced, or the largest rid gone).
+    # must be exactly those of a store opened afresh, and the reader must have updated its
+    # cache in place every time (new rows appended, replaced rows given a new postings chunk
+    # and re-projected, deleted rows' slots marked dead), never reloaded it. With blocks of 8
+    # rows, replaced rows leave superseded entries in many blocks, which merges, compactions
+    # and deletes then drop.
+    monkeypatch.setattr(embedded.blocks, "BLOCK_ROWS", block_rows)
     if vectors == "two-pass":
         # Tiny thresholds, so the PCA shortlist runs on these few rows (3 axes of 8 dims).
         monkeypatch.setattr(embedded.vectors, "EXACT_VECTOR_ROWS", 10)
@@ -616,15 +650,15 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
         monkeypatch.setattr(embedded.vectors, "COARSE_DIMS", 3)
     extended = count_extensions(monkeypatch)
     projected_in_place: list[int] = []
-    real_append = embedded.vectors._CoarseIndex.append
+    for method in ("append", "update"):
+        real = getattr(embedded.vectors._CoarseIndex, method)
 
-    def spy(self: object, unit: np.ndarray) -> None:
-        projected_in_place.append(len(unit))
-        real_append(self, unit)  # type: ignore[arg-type]
+        def spy(self: object, *args: object, real: object = real) -> None:
+            projected_in_place.append(1)
+            real(self, *args)  # type: ignore[operator]
 
-    monkeypatch.setattr(embedded.vectors._CoarseIndex, "append", spy)
-    most_segments = 0
-    spans: set[int] = set()
+        monkeypatch.setattr(embedded.vectors._CoarseIndex, method, spy)
+    axes_versions: set[int] = set()
     rng = random.Random(seed)
     words = "apple pear plum fig kiwi lime date grape melon berry cherry peach".split()
     spec = make_spec("Grow")
@@ -640,6 +674,7 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
         return MemoryObject(oid, {"body": body, "title": title}, vector)
 
     expected_extensions = 0
+    stale_seen = dead_seen = False
     for step in range(60):
         op = (
             "add"
@@ -650,25 +685,18 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
             batch = [obj(make_id(f"{step}-{k}")) for k in range(rng.choice([1, 1, 2, 4, 9]))]
             writer.upsert(spec.name, batch, user="alice")
             ids += [o.id for o in batch]
-            in_place = step > 0  # the reader cached alice's partition at the previous step
         elif op == "replace":
-            writer.upsert(spec.name, [obj(rng.choice(ids))], user="alice")
-            in_place = False
+            chosen = rng.sample(ids, min(len(ids), rng.choice([1, 1, 3])))
+            writer.upsert(spec.name, [obj(i) for i in chosen], user="alice")
         elif op == "delete":
             gone = rng.choice(ids)
-            with writer._read() as conn:
-                (largest,) = conn.execute(f'SELECT max(rid) FROM "o_{spec.name}"').fetchone()
-                (rid,) = conn.execute(
-                    f'SELECT rid FROM "o_{spec.name}" WHERE id = ?', (gone,)
-                ).fetchone()
             writer.delete(spec.name, [gone], user="alice")
             ids.remove(gone)
-            # Deleting the table's largest rid lets SQLite reuse it: the reader must reload.
-            in_place = rid != largest
         else:
             writer.upsert(spec.name, [obj(make_id(f"bob-{step}"))], user="bob")
-            in_place = False  # alice's partition did not change: the cache is still current
-        expected_extensions += in_place
+        # The reader cached alice's partition at the previous step; bob's write leaves it
+        # current.
+        expected_extensions += step > 0 and op != "other"
         query = " ".join(rng.choices(words, k=2))
         vector = [rng.uniform(-1, 1) for _ in range(DIMS)]
         fresh = EmbeddedStore(tmp_path, dims=DIMS)
@@ -682,45 +710,50 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
             assert [(h.id, h.score, h.keyword_score, h.vector_score) for h in got] == [
                 (h.id, h.score, h.keyword_score, h.vector_score) for h in want
             ], (step, op, alpha)
-        mine = reader._cache[(spec.name, "alice")]
-        theirs = fresh._cache[(spec.name, "alice")]
-        assert mine.ids == theirs.ids
-        np.testing.assert_array_equal(mine.rowids, theirs.rowids)
-        np.testing.assert_array_equal(mine.unit, theirs.unit)
-        assert mine.keyword is not None and theirs.keyword is not None
-        np.testing.assert_array_equal(mine.keyword.lengths, theirs.keyword.lengths)
-        np.testing.assert_array_equal(mine.keyword.average, theirs.keyword.average)
-        width = len(spec.searchable)
-        merged, fresh_props = mine.keyword.merged(width), theirs.keyword.merged(width)
-        assert len(merged) == len(fresh_props) == width
-        for p, (a, b) in enumerate(zip(merged, fresh_props, strict=True)):
-            for field in ("hashes", "indptr", "docs", "tf"):
-                np.testing.assert_array_equal(
-                    getattr(a, field), getattr(b, field), err_msg=f"{field} of property {p}"
-                )
-        np.testing.assert_array_equal(mine.keyword.norm(), theirs.keyword.norm())
-        most_segments = max(most_segments, len(mine.keyword.segments))
-        assert (mine.coarse is None) == (theirs.coarse is None)
-        assert vectors == "two-pass" or mine.coarse is None
-        if mine.coarse is not None and theirs.coarse is not None:
-            assert mine.coarse.span == theirs.coarse.span
-            spans.add(mine.coarse.span)
-            np.testing.assert_array_equal(mine.coarse.basis, theirs.coarse.basis)
-            np.testing.assert_array_equal(mine.coarse.projected.view, theirs.coarse.projected.view)
+        mine, theirs = _live_view(reader, spec, "alice"), _live_view(fresh, spec, "alice")
+        for field, value in theirs.items():
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(mine[field], value, err_msg=f"{field}, step {step}")
+            else:
+                assert mine[field] == value, (field, step, op)
+        part = reader._cache[(spec.name, "alice")]
+        assert part.keyword is not None
+        stale_seen |= part.keyword.stale > 0
+        dead_seen |= part.dead > 0
+        if part.axes is not None:
+            axes_versions.add(part.axes[0])
+        assert vectors == "two-pass" or part.axes is None
         fresh.close()
-    assert len(extended) == expected_extensions > 10
-    assert most_segments > 2, "rows added in place should have had postings segments of their own"
+    assert len(extended) == expected_extensions > 40
+    assert reader._cache.loads == 1, "every change should have been taken in place"
+    assert stale_seen and dead_seen, "replaced and deleted rows should have been seen"
     if vectors == "two-pass":
-        assert len(spans) > 1, "the partition should have doubled, so the axes were chosen again"
+        assert len(axes_versions) > 1, "the partition doubled, so the axes were chosen again"
         assert projected_in_place, "some rows should have been projected on existing axes"
     reader.close()
     writer.close()
+
+
+def _downgrade_to_layout_4(db: Path) -> None:
+    """Rewrite a store file into layout 4, as the code before layout 5 wrote it: no keyword
+    blocks or axes, and a lineage and a count of deleting writes per partition."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("BEGIN")
+    conn.execute("DROP TABLE amem_blocks")
+    conn.execute("DROP TABLE amem_axes")
+    conn.execute("ALTER TABLE amem_generations ADD COLUMN lineage TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE amem_generations SET lineage = lower(hex(randomblob(16)))")
+    conn.execute("ALTER TABLE amem_generations ADD COLUMN removed INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE amem_meta SET value = '4' WHERE key = 'schema_version'")
+    conn.execute("COMMIT")
+    conn.close()
 
 
 def _downgrade_to_layout_3(db: Path, tokenize: object = None) -> None:
     """Rewrite a store file into layout 3, as the code before layout 4 wrote it: properties
     as plain JSON, every row's term counts (by ``tokenize``, if given) in ``lengths`` and
     ``terms``, no ``body``."""
+    _downgrade_to_layout_4(db)
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("BEGIN")
     monkey = embedded.keyword.tokenize
@@ -951,4 +984,264 @@ def test_stored_properties_round_trip_and_damage_is_a_store_error(tmp_path: Path
         conn.execute(f'UPDATE "o_{spec.name}" SET body = substr(body, 1, 20)')
     with pytest.raises(StoreError, match="damaged"):
         store.get(spec.name, make_id("d"), user="u")
+    store.close()
+
+
+def _sql_matching(store: EmbeddedStore, spec: CollectionSpec, where: list[Where]) -> set[str]:
+    """The ids SQLite's filter (``sql._filter_sql``, what lists and counts use) selects."""
+    return {o.id for o in store.list_objects(spec.name, user="alice", where=where, limit=10_000)}
+
+
+def _column_matching(store: EmbeddedStore, spec: CollectionSpec, where: list[Where]) -> set[str]:
+    """The ids a search's filter over the cached columns selects (every live row a candidate)."""
+    hits = store.hybrid(
+        spec.name, query="", vector=vec(1), alpha=1.0, limit=10_000, user="alice", where=where
+    )
+    return {h.id for h in hits}
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_filters_on_cached_columns_select_what_sql_selects_as_rows_change(
+    tmp_path: Path, seed: int
+) -> None:
+    # A search filters on columns cached with the partition and updated in place when another
+    # connection adds, replaces (with values never seen before, or none) and deletes rows:
+    # after every write they must select exactly the rows SQL selects, NULLs, dates in other
+    # time zones, bools and integers near 2^53 included.
+    rng = random.Random(seed)
+    spec = make_spec("Cols")
+    reader = EmbeddedStore(tmp_path, dims=DIMS)
+    reader.ensure_collection(spec)
+    writer = EmbeddedStore(tmp_path, dims=DIMS)
+    kinds = ["a", "B", "b", "é", "z", "", "a b", "Zebra", "ä"]
+    ids: list[str] = []
+
+    def props() -> dict[str, object]:
+        out: dict[str, object] = {"body": "x"}
+        if rng.random() < 0.8:
+            out["kind"] = rng.choice(kinds) + rng.choice(["", "", str(rng.randint(0, 3))])
+        if rng.random() < 0.8:
+            out["rank"] = rng.choice([rng.randint(-5, 5), 2**53 - rng.randint(0, 2)])
+        if rng.random() < 0.8:
+            out["weight"] = rng.choice([0.5, -1.25, 3.0, rng.uniform(-2, 2)])
+        if rng.random() < 0.8:
+            out["flag"] = rng.random() < 0.5
+        if rng.random() < 0.8:
+            hour = rng.randint(0, 23)
+            out["at"] = f"2026-01-0{rng.randint(1, 3)}T{hour:02d}:00:00+0{rng.randint(0, 2)}:00"
+        return out
+
+    def value(prop: str) -> object:
+        if prop == "kind":
+            return rng.choice(kinds) + rng.choice(["", "1"])
+        if prop == "rank":
+            return rng.choice([rng.randint(-5, 5), 2**53 - 1])
+        if prop == "weight":
+            return rng.choice([0.5, -1.25, 0.0])
+        if prop == "flag":
+            return rng.random() < 0.5
+        return f"2026-01-02T{rng.randint(0, 23):02d}:00:00+01:00"
+
+    def condition() -> Where:
+        prop = rng.choice(["kind", "rank", "weight", "flag", "at"])
+        # Text and bools have no order (the store refuses ranges on them).
+        ops = ["eq", "ne", "in"]
+        if prop in ("rank", "weight", "at"):
+            ops += ["gt", "gte", "lt", "lte"]
+        op = rng.choice(ops)
+        if op == "in":
+            return Where(prop, "in", [value(prop), value(prop)])
+        return Where(prop, op, value(prop))
+
+    checked = 0
+    for step in range(40):
+        op = "add" if step < 2 else rng.choice(["add", "add", "replace", "delete"])
+        if op == "add":
+            batch = [
+                MemoryObject(make_id(f"{step}-{k}"), props(), vec(1, k))
+                for k in range(rng.randint(1, 6))
+            ]
+            writer.upsert(spec.name, batch, user="alice")
+            ids += [o.id for o in batch]
+        elif op == "replace":
+            chosen = rng.sample(ids, min(3, len(ids)))
+            writer.upsert(
+                spec.name, [MemoryObject(i, props(), vec(1, 1)) for i in chosen], user="alice"
+            )
+        else:
+            gone = rng.choice(ids)
+            writer.delete(spec.name, [gone], user="alice")
+            ids.remove(gone)
+        for _ in range(6):
+            where = [condition() for _ in range(rng.choice([1, 1, 2]))]
+            assert _column_matching(reader, spec, where) == _sql_matching(reader, spec, where), (
+                step,
+                where,
+            )
+            checked += 1
+    part = reader._cache[(spec.name, "alice")]
+    assert set(part.columns) == {"kind", "rank", "weight", "flag", "at"}
+    assert reader._cache.loads == 1, "the columns should have been updated in place"
+    assert checked > 150
+    reader.close()
+    writer.close()
+
+
+def test_a_loaded_partition_reads_its_projections_and_reprojects_a_damaged_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A partition with PCA axes keeps its rows' projections in its blocks, written with the
+    # rows (and again for every block when the axes are chosen anew): a process loading it
+    # projects nothing, and gets the bits projecting would give. A block whose projections
+    # are missing or of other axes is projected afresh, with the same answers.
+    monkeypatch.setattr(embedded.vectors, "EXACT_VECTOR_ROWS", 10)
+    monkeypatch.setattr(embedded.vectors, "COARSE_MIN_SHORTLIST", 6)
+    monkeypatch.setattr(embedded.vectors, "COARSE_RERANK", 0)
+    monkeypatch.setattr(embedded.vectors, "COARSE_DIMS", 3)
+    monkeypatch.setattr(embedded.blocks, "BLOCK_ROWS", 16)  # several blocks
+    rng = random.Random(5)
+    spec = make_spec("Proj")
+    writer = EmbeddedStore(tmp_path, dims=DIMS)
+    writer.ensure_collection(spec)
+
+    def obj(oid: str) -> MemoryObject:
+        return MemoryObject(oid, {"body": "fig"}, [rng.uniform(-1, 1) for _ in range(DIMS)])
+
+    ids = [make_id(str(i)) for i in range(70)]
+    for start in range(0, 70, 7):  # 10, 20 and 40 rows crossed: axes chosen three times
+        writer.upsert(spec.name, [obj(i) for i in ids[start : start + 7]], user="alice")
+    writer.upsert(spec.name, [obj(i) for i in ids[3:60:9]], user="alice")  # replaced
+    writer.delete(spec.name, ids[5:50:11], user="alice")
+    conn = writer._conn
+    assert conn is not None
+    (versions,) = conn.execute(
+        "SELECT count(DISTINCT axes) FROM amem_blocks WHERE collection = 'Proj' AND projected "
+        "IS NOT NULL AND axes = (SELECT rows FROM amem_axes WHERE collection = 'Proj')"
+    ).fetchone()
+    (blocks,) = conn.execute(
+        "SELECT count(*) FROM amem_blocks WHERE collection = 'Proj'"
+    ).fetchone()
+    assert versions == 1 and blocks >= 3
+    query = {"query": "fig", "vector": vec(1, 1, 1), "alpha": 0.7, "limit": 9, "user": "alice"}
+    want = writer.hybrid(spec.name, **query)  # type: ignore[arg-type]
+    projected_here: list[int] = []
+    real = embedded.cache.project
+
+    def spy(unit: np.ndarray, *args: object, **kwargs: object) -> object:
+        projected_here.append(len(unit))
+        return real(unit, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(embedded.cache, "project", spy)
+    monkeypatch.setattr(
+        embedded.vectors._CoarseIndex,
+        "__init__",
+        _no_projection(embedded.vectors._CoarseIndex.__init__),
+    )
+    fresh = EmbeddedStore(tmp_path, dims=DIMS)
+    assert _hits(fresh.hybrid(spec.name, **query)) == _hits(want)  # type: ignore[arg-type]
+    assert projected_here == []
+    part = fresh._cache[(spec.name, "alice")]
+    coarse = part.coarse()
+    assert coarse is not None
+    np.testing.assert_array_equal(coarse.projected.view, real(part.unit, coarse.fixed))
+    fresh.close()
+    # Damage: one block loses its projections, another claims other axes.
+    first, second = (r[0] for r in conn.execute("SELECT block FROM amem_blocks LIMIT 2"))
+    conn.execute("UPDATE amem_blocks SET projected = NULL WHERE block = ?", (first,))
+    conn.execute("UPDATE amem_blocks SET axes = axes + 1 WHERE block = ?", (second,))
+    damaged = EmbeddedStore(tmp_path, dims=DIMS)
+    assert _hits(damaged.hybrid(spec.name, **query)) == _hits(want)  # type: ignore[arg-type]
+    assert projected_here, "the damaged blocks' rows should have been projected afresh"
+    part = damaged._cache[(spec.name, "alice")]
+    coarse = part.coarse()
+    assert coarse is not None
+    np.testing.assert_array_equal(coarse.projected.view, real(part.unit, coarse.fixed))
+    damaged.close()
+    writer.close()
+
+
+def _hits(hits: list[SearchHit]) -> list[tuple[str, float, float | None, float | None]]:
+    return [(h.id, h.score, h.keyword_score, h.vector_score) for h in hits]
+
+
+def _no_projection(real: object) -> object:
+    """Wrap ``_CoarseIndex.__init__`` so that it refuses to project every row itself."""
+
+    def init(self: object, unit: np.ndarray, axes: object, projected: object = None) -> None:
+        assert projected is not None, "a loaded partition should not project all its rows"
+        real(self, unit, axes, projected)  # type: ignore[operator]
+
+    return init
+
+
+def _block_terms(conn: sqlite3.Connection) -> dict[int, set[int]]:
+    """Every keyword block's term hashes, by block id."""
+    out: dict[int, set[int]] = {}
+    for block, rowinfo, postings in conn.execute(
+        "SELECT block, rowinfo, postings FROM amem_blocks"
+    ):
+        rids, _ = embedded.blocks.decode_rowinfo(rowinfo)
+        _, props = embedded.blocks.decode_terms(postings, rids.size)
+        out[block] = {int(h) for terms in props for h in terms.hashes.tolist()}
+    return out
+
+
+def test_an_edit_writes_one_small_block_and_erase_deleted_drops_superseded_terms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rewriting rows in place (an upsert of existing ids) must not rewrite the blocks that
+    # held them: their old entries are marked superseded. erase_deleted then rewrites those
+    # blocks without them (the old text's term hashes leave the file), and deleting a row
+    # takes every entry of it, superseded ones included, out of the file at once.
+    monkeypatch.setattr(embedded.blocks, "BLOCK_ROWS", 10)
+    spec = make_spec("Edits")
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    store.ensure_collection(spec)
+    ids = [make_id(str(i)) for i in range(40)]
+    for start in range(0, 40, 10):
+        store.upsert(
+            spec.name,
+            [
+                MemoryObject(i, {"body": f"plain row {n}" + " platypus" * (n == 3)}, vec(1, n))
+                for n, i in enumerate(ids)
+            ][start : start + 10],
+            user="alice",
+        )
+    conn = store._conn
+    assert conn is not None
+    before = _block_terms(conn)
+    assert len(before) == 4
+    secret = embedded.term_hash("platypus")
+    store.upsert(spec.name, [MemoryObject(ids[3], {"body": "quokka"}, vec(0, 1))], user="alice")
+    store.upsert(spec.name, [MemoryObject(ids[3], {"body": "edited"}, vec(0, 1))], user="alice")
+    store.upsert(spec.name, [MemoryObject(ids[25], {"body": "edited"}, vec(0, 1))], user="alice")
+    after = _block_terms(conn)
+    assert set(before) <= set(after), "the blocks that held the rows were rewritten"
+    assert any(secret in terms for terms in after.values())  # superseded, not yet dropped
+    (marked,) = conn.execute("SELECT count(*) FROM amem_superseded").fetchone()
+    # Row 3's first and row 25's only entry; the one-row block of "quokka" had all its rows
+    # superseded, so it was compacted away at once.
+    assert marked == 2
+    hits = store.hybrid(spec.name, query="quokka edited", vector=vec(0, 1), alpha=0.0, user="alice")
+    assert [h.id for h in hits] == sorted([ids[3], ids[25]])
+    assert store.count(spec.name, user="alice") == 40
+    assert store.erase_deleted()
+    after = _block_terms(conn)
+    assert not any(secret in terms for terms in after.values())
+    assert conn.execute("SELECT count(*) FROM amem_superseded").fetchone() == (0,)
+    assert conn.execute("SELECT sum(rows) FROM amem_blocks").fetchone() == (40,)
+    # A delete removes every entry of the row, whatever blocks they are in.
+    store.upsert(spec.name, [MemoryObject(ids[7], {"body": "wombat"}, vec(0, 1))], user="alice")
+    store.upsert(spec.name, [MemoryObject(ids[7], {"body": "again"}, vec(0, 1))], user="alice")
+    store.delete(spec.name, [ids[7]], user="alice")
+    wombat = embedded.term_hash("wombat")
+    assert not any(wombat in terms for terms in _block_terms(conn).values())
+    assert conn.execute("SELECT count(*) FROM amem_superseded").fetchone() == (0,)
+    fresh = EmbeddedStore(tmp_path, dims=DIMS)
+    for query in ("plain row", "again wombat edited quokka"):
+        for alpha in (0.0, 0.5):
+            got = store.hybrid(spec.name, query=query, vector=vec(1, 1), alpha=alpha, user="alice")
+            want = fresh.hybrid(spec.name, query=query, vector=vec(1, 1), alpha=alpha, user="alice")
+            assert _hits(got) == _hits(want)
+    fresh.close()
     store.close()

@@ -31,20 +31,39 @@ class Growing:
         )
         self._buffer[: self._size] = data
 
+    @classmethod
+    def unfilled(cls, rows: int, shape: tuple[int, ...], dtype: npt.DTypeLike) -> Growing:
+        """Return ``rows`` rows of uninitialised data, with the usual spare room.
+
+        The caller fills ``view``: a large array is then written once, where building it and
+        passing it to the constructor copied it.
+        """
+        out = cls.__new__(cls)
+        out._size = rows
+        out._buffer = np.empty((rows + max(256, int(rows * cls.HEADROOM)), *shape), dtype=dtype)
+        return out
+
     @property
     def view(self) -> npt.NDArray[Any]:
         """Return the filled rows (a view: valid until the next append or keep)."""
         return self._buffer[: self._size]
 
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` more rows (and an eighth more), so appending them copies nothing."""
+        end = self._size + rows
+        if end > self._buffer.shape[0]:
+            self._resize(end + max(256, int(end * self.HEADROOM)))
+
+    def _resize(self, capacity: int) -> None:
+        grown = np.empty((capacity, *self._buffer.shape[1:]), dtype=self._buffer.dtype)
+        grown[: self._size] = self._buffer[: self._size]
+        self._buffer = grown
+
     def append(self, more: npt.NDArray[Any]) -> None:
         """Add rows at the end."""
         end = self._size + more.shape[0]
         if end > self._buffer.shape[0]:
-            grown = np.empty(
-                (end + max(256, int(end * 0.5)), *self._buffer.shape[1:]), dtype=self._buffer.dtype
-            )
-            grown[: self._size] = self._buffer[: self._size]
-            self._buffer = grown
+            self._resize(end + max(256, int(end * 0.5)))
         self._buffer[self._size : end] = more
         self._size = end
 

@@ -1,7 +1,8 @@
-"""Keyword search: per-property BM25 postings in numpy, built from the stored text.
+"""Keyword search: tokenising, and per-property BM25 postings in numpy.
 
-A partition's postings are built by tokenising its rows' searchable properties
-(``text_postings``), merged in place when rows are added or deleted, and ranked like
+A write tokenises its rows' searchable properties (``text_postings``) and keeps their
+postings in the file (``blocks.py``); a partition's in-memory index (``_KeywordIndex``) is
+loaded from those, updated by chunks as rows are added, replaced or deleted, and ranked like
 Weaviate's BlockMax-WAND BM25 (``_bm25_top``; the rules in ``agentic_memory.store.ranking``).
 """
 
@@ -12,13 +13,13 @@ import functools
 import hashlib
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
-from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, IntArray
+from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growing, IntArray
 from agentic_memory.store.ranking import (
     BM25_B,
     BM25_K1,
@@ -29,13 +30,10 @@ from agentic_memory.store.ranking import (
 )
 from agentic_memory.store.types import CollectionSpec
 
-if TYPE_CHECKING:
-    from agentic_memory.store.embedded.cache import _Partition
-
 _TERM_ENTRY = np.dtype([("hash", "<i8"), ("tf", "<u4"), ("prop", "<u2")])
 
 
-@functools.lru_cache(maxsize=1 << 17)
+@functools.lru_cache(maxsize=1 << 15)
 def term_hash(term: str) -> int:
     """Return the signed 64-bit id a term is stored under (BLAKE2b; collisions ~2^-64)."""
     digest = hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest()
@@ -84,20 +82,6 @@ def encode_terms(
 
 
 @dataclass
-class _PropertyPostings:
-    """One searchable property's postings: (term, row) pairs sorted by term hash, then row."""
-
-    hashes: IntArray
-    """Sorted hashes of the terms the property holds (see ``term_hash``); term i's postings
-    are ``indptr[i]:indptr[i+1]``, so a term's document frequency is their number."""
-    indptr: IntArray
-    docs: IntArray
-    """Row index of each posting; within a term, in row order."""
-    tf: FloatArray
-    """The term's count in the property of the row."""
-
-
-@dataclass
 class _Pairs:
     """One property's (term, row) pairs sorted by term hash, then row."""
 
@@ -107,49 +91,227 @@ class _Pairs:
 
 
 @dataclass
-class _Segment:
-    """The postings of a run of consecutive rows, per searchable property."""
+class _Terms:
+    """One property's postings grouped by term.
 
-    props: list[_PropertyPostings]
+    The sorted term hashes, how many postings each has, then every posting's row (local to
+    its block) and term frequency.
+    """
+
+    hashes: IntArray
+    counts: IntArray
+    docs: npt.NDArray[np.unsignedinteger[Any]] | IntArray
+    tf: npt.NDArray[np.unsignedinteger[Any]] | FloatArray
+
+    @staticmethod
+    def of(pairs: _Pairs) -> _Terms:
+        """Return the pairs grouped by term."""
+        starts = _term_starts(pairs.pair_hash)
+        counts = np.diff(np.append(starts, pairs.pair_hash.size))
+        return _Terms(pairs.pair_hash[starts], counts, pairs.docs, pairs.tf)
+
+    def pairs(self) -> _Pairs:
+        """Return one pair per posting."""
+        return _Pairs(
+            np.repeat(self.hashes, self.counts),
+            self.docs.astype(np.int64),
+            self.tf.astype(np.float32),
+        )
+
+
+class _Level:
+    """Directory entries sorted by term hash (ties: the older chunk first)."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self.hashes: IntArray = np.zeros(0, dtype=np.int64)
+        self.starts: IntArray = np.zeros(0, dtype=np.int64)
+        self.lens: IntArray = np.zeros(0, dtype=np.int64)
+        self.chunks: IntArray = np.zeros(0, dtype=np.int64)
+
+    def insert(self, hashes: IntArray, starts: IntArray, lens: IntArray, chunks: IntArray) -> None:
+        """Insert entries (sorted, and newer than every entry held)."""
+        if self.hashes.size == 0:
+            self.hashes, self.starts, self.lens, self.chunks = hashes, starts, lens, chunks
+            return
+        at = np.searchsorted(self.hashes, hashes, "right")
+        self.hashes = np.insert(self.hashes, at, hashes)
+        self.starts = np.insert(self.starts, at, starts)
+        self.lens = np.insert(self.lens, at, lens)
+        self.chunks = np.insert(self.chunks, at, chunks)
+
+
+_TAIL_FLOOR = 1 << 14
+
+
+class _Directory:
+    """Where each term's postings are in a property's flat arrays: one entry per chunk.
+
+    Entry i of a level covers ``starts[i]:starts[i] + lens[i]`` of the flat arrays, written by
+    chunk ``chunks[i]``. Entries of chunks added since the last lookup wait in ``_pending``;
+    the next lookup sorts them into the small ``tail`` level, which joins the large ``main``
+    one only once it holds an eighth as many entries: a write then costs what it added, not
+    a copy of every entry (every tail entry is newer than every main one).
+    """
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self.main = _Level()
+        self.tail = _Level()
+        self._pending: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
 
     @property
-    def size(self) -> int:
-        """Return the number of postings, over all properties."""
-        return sum(pp.docs.size for pp in self.props)
+    def entries(self) -> int:
+        """Return the number of entries, pending ones included."""
+        held = self.main.hashes.size + self.tail.hashes.size
+        return int(held + sum(p[0].size for p in self._pending))
+
+    def add(self, hashes: IntArray, starts: IntArray, lens: IntArray, chunk: int) -> None:
+        """Add a chunk's entries (``hashes`` sorted)."""
+        if hashes.size:
+            self._pending.append((hashes, starts, lens, np.full(hashes.size, chunk)))
+
+    def settle(self, *, whole: bool = False) -> None:
+        """Sort the pending entries in (``whole``: and the tail into the main level)."""
+        if self._pending:
+            hashes, starts, lens, chunks = (
+                np.concatenate(part) for part in zip(*self._pending, strict=True)
+            )
+            self._pending = []
+            # Pending chunks are newer than every settled one, and in order among
+            # themselves: a stable sort keeps older chunks first within a term.
+            order = np.argsort(hashes, kind="stable")
+            self.tail.insert(hashes[order], starts[order], lens[order], chunks[order])
+        tail = self.tail
+        if tail.hashes.size and (
+            whole or tail.hashes.size > max(_TAIL_FLOOR, self.main.hashes.size // 8)
+        ):
+            self.main.insert(tail.hashes, tail.starts, tail.lens, tail.chunks)
+            self.tail = _Level()
+
+    def levels(self) -> list[_Level]:
+        """Return the levels holding entries, older first (after ``settle``)."""
+        return [level for level in (self.main, self.tail) if level.hashes.size]
 
 
-MERGE_RATIO = 4
-"""A segment is merged into the one before it once it holds a quarter of its postings, so
-each segment is more than four times the next: a partition of n postings has at most
-log4(n) segments, and a posting is copied O(log n) times in all."""
+class _PropertyIndex:
+    """One searchable property's postings: flat row and frequency arrays and a directory."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self.docs = Growing(np.zeros(0, dtype=np.int32))
+        self.tf = Growing(np.zeros(0, dtype=np.float32))
+        self.directory = _Directory()
+
+    def add(self, terms: _Terms, slots: IntArray, chunk: int) -> None:
+        """Append a chunk's postings (``terms.docs`` index ``slots``)."""
+        if terms.hashes.size == 0:
+            return
+        offset = self.docs.view.shape[0]
+        ends = np.cumsum(terms.counts)
+        self.docs.append(slots[terms.docs])
+        self.tf.append(terms.tf)
+        self.directory.add(terms.hashes, ends - terms.counts + offset, terms.counts, chunk)
+
+    def lookup(self, hashes: IntArray) -> list[tuple[IntArray, FloatArray, IntArray]]:
+        """Return, per term, its postings' slots, frequencies and writing chunks."""
+        self.directory.settle()
+        docs, tf = self.docs.view, self.tf.view
+        found: list[list[tuple[IntArray, FloatArray, IntArray]]] = [[] for _ in range(hashes.size)]
+        for level in self.directory.levels():
+            lo = np.searchsorted(level.hashes, hashes, "left").tolist()
+            hi = np.searchsorted(level.hashes, hashes, "right").tolist()
+            for t, (a, b) in enumerate(zip(lo, hi, strict=True)):
+                if a == b:
+                    continue
+                if b == a + 1:
+                    s = int(level.starts[a])
+                    e = s + int(level.lens[a])
+                    found[t].append((docs[s:e], tf[s:e], np.full(e - s, level.chunks[a])))
+                else:
+                    lens = level.lens[a:b]
+                    at = _ranges(level.starts[a:b], lens)
+                    found[t].append((docs[at], tf[at], np.repeat(level.chunks[a:b], lens)))
+        out: list[tuple[IntArray, FloatArray, IntArray]] = []
+        for parts in found:
+            if not parts:
+                out.append((_NO_ROWS, _NO_TF, _NO_ROWS))
+            elif len(parts) == 1:
+                out.append(parts[0])
+            else:
+                out.append(
+                    (
+                        np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[1] for p in parts]),
+                        np.concatenate([p[2] for p in parts]),
+                    )
+                )
+        return out
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_TF = np.zeros(0, dtype=np.float32)
+
+
+def _ranges(starts: IntArray, lens: IntArray) -> IntArray:
+    """Return the indexes ``starts[i] .. starts[i] + lens[i] - 1`` for every i, in order."""
+    ends = np.cumsum(lens)
+    return np.repeat(starts - (ends - lens), lens) + np.arange(int(ends[-1]))
+
+
+def _term_starts(pair_hash: IntArray) -> IntArray:
+    """Return where each term's run of pairs starts."""
+    if pair_hash.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate(([True], pair_hash[1:] != pair_hash[:-1])))
 
 
 class _KeywordIndex:
-    """BM25 postings of one partition, per searchable property (as Weaviate keeps them).
+    """BM25 postings of one partition's slots, per searchable property.
 
-    The postings are split into segments of consecutive rows, oldest first: rows written
-    since the index was built get segments of their own, merged lazily (``MERGE_RATIO``),
-    so a write costs what it adds, not what the partition holds. A query reads every
-    segment: a term's postings are its spans in each segment, in segment (that is, row)
-    order, exactly the postings of one merged index. Term weights depend on the average
-    property length, which every write moves; they are computed at query time from the
-    per-row length normalisation (``norm``), which is rebuilt lazily after a write.
+    Postings come in *chunks*: a chunk is the postings of some rows (all of a persisted block
+    when the index is loaded, the rows a later write added or replaced afterwards), appended
+    to each property's flat arrays. ``owner[slot]`` is the chunk that holds the slot's
+    current postings (-1: none, a deleted row); postings of an older chunk for that slot are
+    *stale* and skipped by lookups, so a replaced or deleted row costs what it changed, not
+    what the partition holds (``cache.py`` reloads once stale postings are a quarter of all).
+    A term's live postings are the same set as a fresh load has; their order differs, which
+    no score depends on (each row gets one posting per term and property).
+
+    Term weights depend on the average property length, which every write moves; they are
+    computed at query time, for the postings the query reads, from the token counts and the
+    averages (``norm_of``). Averages are float64 sums of integer token counts, so adding and
+    subtracting rows gives the bits a fresh sum gives.
     """
 
-    def __init__(self, segments: list[_Segment], lengths: FloatArray) -> None:
-        """Index ``lengths`` (rows, searchable properties) and the segments of those rows."""
-        self.segments = [s for s in segments if s.size]
-        self.lengths = lengths
-        # Token counts are integers, so float64 sums are exact in any order: adding and
-        # subtracting rows gives the bits a fresh sum gives.
-        self.total = lengths.sum(axis=0, dtype=np.float64)
-        self.present = (lengths > 0).sum(axis=0)
-        self._norm: FloatArray64 | None = None
+    def __init__(self, width: int) -> None:
+        """Start with no slots, for ``width`` searchable properties."""
+        self.width = width
+        self.props = [_PropertyIndex() for _ in range(width)]
+        self._lengths = Growing(np.zeros((0, width), dtype=np.float32))
+        self._owner = Growing(np.zeros(0, dtype=np.int64))
+        self._counts = Growing(np.zeros(0, dtype=np.int64))
+        self.total = np.zeros(width, dtype=np.float64)
+        self.present = np.zeros(width, dtype=np.int64)
+        self.chunks = 0
+        self.postings = 0
+        """Postings held, stale ones included."""
+        self.stale = 0
 
     @property
-    def rows(self) -> int:
-        """Return the number of rows indexed."""
-        return int(self.lengths.shape[0])
+    def slots(self) -> int:
+        """Return the number of slots (rows, deleted ones included)."""
+        return int(self._owner.view.shape[0])
+
+    @property
+    def lengths(self) -> FloatArray:
+        """Return (slots, properties): each slot's token count per property (0 when deleted)."""
+        return self._lengths.view
+
+    @property
+    def owner(self) -> IntArray:
+        """Return each slot's chunk (-1 when it has no postings)."""
+        return self._owner.view
 
     @property
     def average(self) -> FloatArray64:
@@ -159,70 +321,110 @@ class _KeywordIndex:
         postings.
         """
         average: FloatArray64 = np.divide(
-            self.total, self.present, out=np.zeros(self.lengths.shape[1]), where=self.present > 0
+            self.total, self.present, out=np.zeros(self.width), where=self.present > 0
         )
         return average
 
+    def grow(self, count: int) -> None:
+        """Add ``count`` slots at the end, without postings yet."""
+        self._lengths.append(np.zeros((count, self.width), dtype=np.float32))
+        self._owner.append(np.full(count, -1, dtype=np.int64))
+        self._counts.append(np.zeros(count, dtype=np.int64))
+
+    def _release(self, slots: IntArray) -> None:
+        owned = self._owner.view[slots] >= 0
+        self.stale += int(self._counts.view[slots][owned].sum())
+        old = self._lengths.view[slots]
+        self.total = self.total - old.sum(axis=0, dtype=np.float64)
+        self.present = self.present - (old > 0).sum(axis=0)
+
+    def assign(self, slots: IntArray, lengths: FloatArray, props: list[_Terms]) -> None:
+        """Give ``slots`` new content: token counts and postings (``docs`` index ``slots``).
+
+        Whatever the slots held before becomes stale.
+        """
+        self._release(slots)
+        chunk = self.chunks
+        self.chunks += 1
+        self._lengths.view[slots] = lengths
+        self.total = self.total + lengths.sum(axis=0, dtype=np.float64)
+        self.present = self.present + (lengths > 0).sum(axis=0)
+        self._owner.view[slots] = chunk
+        counts = np.zeros(slots.size, dtype=np.int64)
+        for prop, terms in zip(self.props, props, strict=True):
+            prop.add(terms, slots, chunk)
+            counts += np.bincount(terms.docs, minlength=slots.size)
+            self.postings += int(terms.docs.size)
+        self._counts.view[slots] = counts
+
+    def remove(self, slots: IntArray) -> None:
+        """Forget the content of ``slots`` (deleted rows): their postings become stale."""
+        self._release(slots)
+        self._lengths.view[slots] = 0
+        self._owner.view[slots] = -1
+        self._counts.view[slots] = 0
+
     def norm(self) -> FloatArray64:
-        """Return (properties, rows): ``k1 (1 - b + b len / avg_len)`` of each row.
+        """Return (properties, slots): ``k1 (1 - b + b len / avg_len)`` of each slot.
 
         A posting's weight is ``tf / (tf + norm)``, Weaviate's BlockMax term weight without a
         (k1 + 1) factor; a query multiplies it by each term's idf.
         """
-        if self._norm is None:
-            average = self.average
-            norm = np.empty((self.lengths.shape[1], self.rows), dtype=np.float64)
-            for p in range(self.lengths.shape[1]):
-                if average[p] > 0:
-                    norm[p] = BM25_K1 * ((1 - BM25_B) + BM25_B * (self.lengths[:, p] / average[p]))
-                else:
-                    norm[p] = 1.0  # no row has a token in p, so none has a posting to weigh
-            self._norm = norm
-        return self._norm
+        every = np.arange(self.slots)
+        return np.stack([self.norm_of(p, every) for p in range(self.width)]).reshape(
+            self.width, self.slots
+        )
 
-    def append(self, added: _Postings) -> None:
-        """Add the postings of rows numbered from ``rows`` on (``_postings(..., rows)``)."""
-        self.lengths = np.concatenate((self.lengths, added.lengths))
-        self.total = self.total + added.lengths.sum(axis=0, dtype=np.float64)
-        self.present = self.present + (added.lengths > 0).sum(axis=0)
-        self._norm = None
-        segment = _segment(added.props)
-        if segment.size:
-            self.segments.append(segment)
-        while (
-            len(self.segments) > 1
-            and self.segments[-1].size * MERGE_RATIO >= self.segments[-2].size
-        ):
-            last = self.segments.pop()
-            self.segments[-1] = _merge_segments(self.segments[-1], last)
+    def norm_of(self, p: int, rows: IntArray) -> FloatArray64:
+        """Return ``norm()[p, rows]``, computed for those rows alone.
 
-    def drop(self, keep: npt.NDArray[np.bool_]) -> None:
-        """Remove the rows not kept and renumber the others, order unchanged."""
-        if keep.all():
-            return
-        gone = self.lengths[~keep]
-        self.total = self.total - gone.sum(axis=0, dtype=np.float64)
-        self.present = self.present - (gone > 0).sum(axis=0)
-        self.lengths = self.lengths[keep]
-        self._norm = None
-        number = np.cumsum(keep) - 1
-        self.segments = [
-            s
-            for s in (
-                _segment([_drop_pairs(pairs, keep, number) for pairs in _pairs_of(segment)])
-                for segment in self.segments
+        Every write moves the average length, so a norm kept for every slot was rebuilt
+        after each: O(rows) per write. A query computes it for the postings it reads.
+        """
+        average = self.average
+        if average[p] > 0:
+            norm: FloatArray64 = BM25_K1 * (
+                (1 - BM25_B) + BM25_B * (self.lengths[rows, p] / average[p])
             )
-            if s.size
-        ]
+            return norm
+        return np.ones(rows.size)  # no row has a token in p, so none has a posting to weigh
 
-    def merged(self, width: int) -> list[_PropertyPostings]:
-        """Return the postings of all segments as one segment (per property)."""
-        if not self.segments:
-            return _segment([_empty_pairs() for _ in range(width)]).props
-        whole = self.segments[0]
-        for segment in self.segments[1:]:
-            whole = _merge_segments(whole, segment)
-        return whole.props
+    def lookup(self, hashes: IntArray) -> list[list[tuple[IntArray, FloatArray]]]:
+        """Return, per property and term, the live postings: slots and term frequencies."""
+        out: list[list[tuple[IntArray, FloatArray]]] = []
+        owner = self.owner
+        for prop in self.props:
+            found = []
+            for rows, tf, chunks in prop.lookup(hashes):
+                if self.stale and rows.size:
+                    live = owner[rows] == chunks
+                    rows, tf = rows[live], tf[live]
+                found.append((rows.astype(np.int64), tf))
+            out.append(found)
+        return out
+
+    def canonical(self) -> list[_Pairs]:
+        """Return each property's live postings as pairs sorted by (term hash, slot).
+
+        What a freshly loaded index holds, whatever chunks this one went through (tests
+        compare the two).
+        """
+        out = []
+        for prop in self.props:
+            prop.directory.settle(whole=True)
+            d = prop.directory.main
+            if d.hashes.size == 0:
+                out.append(_Pairs(_NO_ROWS, _NO_ROWS, _NO_TF))
+                continue
+            at = _ranges(d.starts, d.lens)
+            hashes = np.repeat(d.hashes, d.lens)
+            rows = prop.docs.view[at].astype(np.int64)
+            tf = prop.tf.view[at]
+            live = self.owner[rows] == np.repeat(d.chunks, d.lens)
+            hashes, rows, tf = hashes[live], rows[live], tf[live]
+            order = np.lexsort((rows, hashes))
+            out.append(_Pairs(hashes[order], rows[order], tf[order]))
+        return out
 
 
 @dataclass
@@ -313,150 +515,46 @@ def _text_of(value: str | list[str] | None) -> str:
     return " ".join(value) if isinstance(value, list) else value
 
 
-def _finish(postings: _Postings) -> _KeywordIndex:
-    """Return the index of freshly decoded postings: one segment."""
-    return _KeywordIndex([_segment(postings.props)], postings.lengths)
-
-
-def _segment(props: list[_Pairs]) -> _Segment:
-    """Group each property's pairs by term."""
-    out: list[_PropertyPostings] = []
-    for pairs in props:
-        term_start = _term_starts(pairs.pair_hash)
-        out.append(
-            _PropertyPostings(
-                hashes=pairs.pair_hash[term_start],
-                indptr=np.append(term_start, pairs.pair_hash.size).astype(np.int64),
-                docs=pairs.docs,
-                tf=pairs.tf,
-            )
-        )
-    return _Segment(out)
-
-
 def _empty_pairs() -> _Pairs:
-    return _Pairs(
-        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    )
-
-
-def _pairs_of(segment: _Segment) -> list[_Pairs]:
-    """Return a segment's pairs, one term hash per pair."""
-    return [
-        _Pairs(np.repeat(pp.hashes, np.diff(pp.indptr)), pp.docs, pp.tf) for pp in segment.props
-    ]
-
-
-def _merge_segments(old: _Segment, added: _Segment) -> _Segment:
-    """Merge two segments, all of whose ``added`` rows come after the ``old`` ones."""
-    return _segment(
-        [_merge_pairs(a, b) for a, b in zip(_pairs_of(old), _pairs_of(added), strict=True)]
-    )
-
-
-def _drop_pairs(pairs: _Pairs, keep: npt.NDArray[np.bool_], number: IntArray) -> _Pairs:
-    """Remove the pairs of rows not kept; ``number`` gives the kept rows' new numbers."""
-    pair_keep = keep[pairs.docs]
-    return _Pairs(pairs.pair_hash[pair_keep], number[pairs.docs[pair_keep]], pairs.tf[pair_keep])
-
-
-def _merge_pairs(old: _Pairs, added: _Pairs) -> _Pairs:
-    """Merge two property's pair lists whose rows all come after the old ones.
-
-    Within a term the old pairs come first: each pair's place in the merged order is its own
-    place plus the number of pairs of the other side that sort before it.
-    """
-    if added.pair_hash.size == 0:
-        return old
-    if old.pair_hash.size == 0:
-        return added
-    term_start = _term_starts(old.pair_hash)
-    terms = old.pair_hash[term_start]
-    bounds = np.append(term_start, old.pair_hash.size)
-    per_term = np.diff(bounds)
-    # Counted per term, then spread over its pairs: a search per pair cost more than the rest.
-    old_place = np.arange(old.pair_hash.size) + np.repeat(
-        np.searchsorted(added.pair_hash, terms, "left"), per_term
-    )
-    new_place = (
-        np.arange(added.pair_hash.size) + bounds[np.searchsorted(terms, added.pair_hash, "right")]
-    )
-    total = old.pair_hash.size + added.pair_hash.size
-    pair_hash = np.empty(total, dtype=np.int64)
-    docs = np.empty(total, dtype=np.int64)
-    tf = np.empty(total, dtype=np.float32)
-    pair_hash[old_place], pair_hash[new_place] = old.pair_hash, added.pair_hash
-    docs[old_place], docs[new_place] = old.docs, added.docs
-    tf[old_place], tf[new_place] = old.tf, added.tf
-    return _Pairs(pair_hash, docs, tf)
-
-
-def _term_starts(pair_hash: IntArray) -> IntArray:
-    """Return where each term's run of pairs starts."""
-    if pair_hash.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(np.concatenate(([True], pair_hash[1:] != pair_hash[:-1])))
+    return _Pairs(_NO_ROWS, _NO_ROWS, _NO_TF)
 
 
 def _bm25_top(
-    part: _Partition,
+    live: int,
     index: _KeywordIndex,
     counts: dict[str, int],
     allowed: npt.NDArray[np.bool_] | None,
     candidates: int,
 ) -> tuple[IntArray, FloatArray]:
-    """Rank the partition like Weaviate's BlockMax-WAND BM25; return rows and raw scores.
+    """Rank a partition of ``live`` rows like Weaviate's BlockMax-WAND BM25; return slots, scores.
 
-    Each property is scored on its own (idf shared, ``agentic_memory.store.ranking.bm25_idf``; summed
-    over the query terms in float64, kept as float32) and keeps its best
+    Each property is scored on its own (idf shared, ``agentic_memory.store.ranking.bm25_idf``;
+    summed over the query terms in float64, kept as float32) and keeps its best
     ``per_property_limit`` rows; a row's score is the float32 sum of the properties that kept
     it, and the best ``candidates`` rows are returned. Ties at every cut keep the lowest
-    rows, which stand in for the server's docIDs (write order). See ``docs/storage.md``.
+    slots, which are in rid order and stand in for the server's docIDs (write order). See
+    ``docs/storage.md``.
     """
-    n = part.rowids.size
-    width = index.lengths.shape[1]
+    n = index.slots
     hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=len(counts))
-    # Per segment, (terms, properties): where each term's postings start and end.
-    spans: list[tuple[_Segment, list[list[int]], list[list[int]]]] = []
-    doc_freq = np.zeros((hashes.size, width), dtype=np.int64)
-    for segment in index.segments:
-        lo = np.zeros((hashes.size, width), dtype=np.int64)
-        hi = np.zeros_like(lo)
-        for p, pp in enumerate(segment.props):
-            if pp.hashes.size == 0:
-                continue
-            at = np.searchsorted(pp.hashes, hashes)
-            found = (at < pp.hashes.size) & (
-                pp.hashes[np.minimum(at, pp.hashes.size - 1)] == hashes
-            )
-            lo[found, p] = pp.indptr[at[found]]
-            hi[found, p] = pp.indptr[at[found] + 1]
-        doc_freq += hi - lo
-        spans.append((segment, lo.tolist(), hi.tolist()))
-    idfs = [
-        bm25_idf(n, freqs, r) for freqs, r in zip(doc_freq.tolist(), counts.values(), strict=True)
-    ]
+    found = index.lookup(hashes)
+    doc_freq = [[found[p][t][0].size for p in range(index.width)] for t in range(hashes.size)]
+    idfs = [bm25_idf(live, freqs, r) for freqs, r in zip(doc_freq, counts.values(), strict=True)]
     if not any(idfs):
         return _NO_HITS
     keep_each = per_property_limit(candidates)
-    norm = index.norm()
     total = np.zeros(n, dtype=np.float32)
     kept_rows: list[IntArray] = []
-    for p in range(width):
+    for p in range(index.width):
         docs: list[IntArray] = []
         weights: list[FloatArray64] = []
-        # Term by term, each term's postings segment by segment: a row's contributions are
-        # added in query-term order, as with one merged index.
-        for t, idf in enumerate(idfs):
-            for segment, lo_list, hi_list in spans:
-                a, b = lo_list[t][p], hi_list[t][p]
-                if b <= a:
-                    continue
-                pp = segment.props[p]
-                rows = pp.docs[a:b]
-                tf = pp.tf[a:b].astype(np.float64)
-                docs.append(rows)
-                weights.append(idf * (tf / (tf + norm[p, rows])))
+        # Term by term: a row's contributions are added in query-term order.
+        for (rows, tf32), idf in zip(found[p], idfs, strict=True):
+            if rows.size == 0:
+                continue
+            tf = tf32.astype(np.float64)
+            docs.append(rows)
+            weights.append(idf * (tf / (tf + index.norm_of(p, rows))))
         if not docs:
             continue
         # bincount adds each row's contributions in input order, i.e. query-term order, in

@@ -3,8 +3,9 @@
 Layout: ``store.sqlite3`` (WAL mode) holds a catalogue of collection schemas and, per
 collection, an object table ``o_<Name>``: id, user, the properties (``body``: their JSON,
 compressed), the float32 vector, a column per filterable scalar property, and ``props``: the
-JSON of the filterable ``text[]`` properties, which filters read. The searchable text's term
-counts are not stored: a partition's keyword index tokenises the text when it is built.
+JSON of the filterable ``text[]`` properties, which filters read. Each partition's keyword
+postings are kept in blocks (``amem_blocks``, see ``blocks.py``), written in the transaction
+that writes the rows; a large partition's PCA axes in ``amem_axes`` (``vectors.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from agentic_memory.store.embedded.blocks import BLOCK_ROWS, PartitionBlocks, create_tables
+from agentic_memory.store.embedded.keyword import text_postings
+from agentic_memory.store.embedded.vectors import maintain_axes
 from agentic_memory.store.ranking import text_sort_key
 from agentic_memory.store.types import (
     CollectionSpec,
@@ -31,7 +35,7 @@ from agentic_memory.store.types import (
 )
 
 DB_FILENAME = "store.sqlite3"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 PAGE_SIZE = 16_384
 """Bytes per database page. A row (a 256-d vector and its compressed text) takes ~1.5 KB: a
 4 KB page holds two and leaves the rest empty, a 16 KB page wastes ~5 %."""
@@ -124,12 +128,14 @@ def _create_catalogue(conn: sqlite3.Connection) -> None:
         )
         # Written with secure_delete from the start: no stale text in its free space.
         conn.execute(f"INSERT INTO amem_meta (key, value) VALUES ('{_ZEROED_KEY}', '1')")
-    elif int(row[0]) in (1, 2, 3):
+    elif int(row[0]) in (1, 2, 3, 4):
         if int(row[0]) == 1:
             _migrate_from_v1(conn)
         if int(row[0]) <= 2:
             _migrate_from_v2(conn)
-        _migrate_from_v3(conn)
+        if int(row[0]) <= 3:
+            _migrate_from_v3(conn)
+        _migrate_from_v4(conn)
     elif int(row[0]) != SCHEMA_VERSION:
         raise SchemaConflictError(
             f"store file has layout version {row[0]}, this code reads {SCHEMA_VERSION}"
@@ -139,16 +145,26 @@ def _create_catalogue(conn: sqlite3.Connection) -> None:
         "name TEXT PRIMARY KEY, spec TEXT NOT NULL, dims INTEGER NOT NULL, "
         "created_at TEXT NOT NULL)"
     )
-    # One random token per (collection, user) that every write replaces: a vector cache
-    # built under another token is stale, whichever process wrote. The lineage changes
-    # only when rows are replaced (or rids could be reused), so a cache of the same
-    # lineage holds rows that are unchanged or deleted, and lacks only larger rids; and
-    # unless ``removed`` (a count of deleting writes) moved, none was deleted either.
+    _generations_table(conn)
+    _partition_tables(conn)
+
+
+def _generations_table(conn: sqlite3.Connection) -> None:
+    # One random token per (collection, user) that every write replaces: a cache built under
+    # another token compares its keyword blocks with the file's (cache.py), whichever
+    # process wrote.
     conn.execute(
         "CREATE TABLE IF NOT EXISTS amem_generations ("
         "collection TEXT NOT NULL, scope TEXT NOT NULL, token TEXT NOT NULL, "
-        "lineage TEXT NOT NULL DEFAULT '', removed INTEGER NOT NULL DEFAULT 0, "
         "PRIMARY KEY (collection, scope))"
+    )
+
+
+def _partition_tables(conn: sqlite3.Connection) -> None:
+    create_tables(conn)
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS amem_axes (collection TEXT NOT NULL, scope TEXT NOT NULL, "
+        "rows INTEGER NOT NULL, axes BLOB NOT NULL, PRIMARY KEY (collection, scope))"
     )
 
 
@@ -166,34 +182,12 @@ def _table(name: str) -> str:
     return f'"o_{name}"'
 
 
-def _bump(
-    conn: sqlite3.Connection,
-    collection: str,
-    user: str | None,
-    *,
-    keeps_lineage: bool,
-    removes: bool = False,
-) -> None:
-    """Mark a partition changed.
-
-    ``keeps_lineage``: the write only added rows with new, larger rids or deleted rows, so a
-    cached copy stays valid for the rows that are still there (see ``PartitionCache.extend``).
-    ``removes``: the write deleted rows, so a cached copy must look for the ones gone.
-    """
+def _bump(conn: sqlite3.Connection, collection: str, user: str | None) -> None:
+    """Mark a partition changed: give it a new generation token."""
     conn.execute(
-        "INSERT INTO amem_generations (collection, scope, token, lineage, removed) "
-        "VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT (collection, scope) DO UPDATE SET token = excluded.token, "
-        "lineage = CASE WHEN ? THEN lineage ELSE excluded.lineage END, "
-        "removed = removed + excluded.removed",
-        (
-            collection,
-            user or "",
-            uuid.uuid4().hex,
-            uuid.uuid4().hex,
-            int(removes),
-            keeps_lineage,
-        ),
+        "INSERT INTO amem_generations (collection, scope, token) VALUES (?, ?, ?) "
+        "ON CONFLICT (collection, scope) DO UPDATE SET token = excluded.token",
+        (collection, user or "", uuid.uuid4().hex),
     )
 
 
@@ -278,9 +272,9 @@ def _prop_sql(spec: CollectionSpec, prop: str, alias: str = "") -> str:
 TOKENIZER_VERSION = "2"
 """Version 2 splits text before lower-casing it, letter by letter (Go's order): version 1
 lower-cased first, which split words at U+0130 ("İ" becomes "i" plus a combining dot) and
-gave a word-final capital sigma the final form ("ς" instead of Go's "σ"). Layout 4 stores no
-term counts (keyword indexes tokenise the stored text when built), so a file written under
-an older tokenizer needs no rewrite."""
+gave a word-final capital sigma the final form ("ς" instead of Go's "σ"). Layout 4 stored no
+term counts, and the migration to layout 5 tokenises the stored text with today's
+tokenizer, so a file written under an older one needs no other rewrite."""
 
 
 def _migrate_from_v1(conn: sqlite3.Connection) -> None:
@@ -376,6 +370,48 @@ def _migrate_from_v3(conn: sqlite3.Connection) -> None:
         conn.execute(f"ALTER TABLE {new} RENAME TO {table}")
         _object_indexes(conn, spec)
     conn.execute(f"INSERT OR REPLACE INTO amem_meta (key, value) VALUES ('{_VACUUM_KEY}', '1')")
+    conn.execute("UPDATE amem_meta SET value = '4' WHERE key = 'schema_version'")
+
+
+def _migrate_from_v4(conn: sqlite3.Connection) -> None:
+    """Keep each partition's keyword postings in blocks, and large partitions' axes (layout 5).
+
+    Tokenises every row once, partition by partition in rid order, into blocks of
+    ``BLOCK_ROWS`` rows, and chooses the axes of partitions above ``EXACT_VECTOR_ROWS``. The
+    generation rows lose the lineage and deletion count layouts 2 to 4 kept (caches now
+    compare blocks). Runs inside the opening transaction, like ``_migrate_from_v1``: about
+    as long as the first keyword search of each partition took under layout 4, once.
+    """
+    _partition_tables(conn)
+    for (spec_json,) in conn.execute("SELECT spec FROM amem_collections").fetchall():
+        spec = _spec_from_json(spec_json)
+        table = _table(spec.name)
+        users = [r[0] for r in conn.execute(f"SELECT DISTINCT user FROM {table}").fetchall()]
+        for user in users:
+            blocks = PartitionBlocks(conn, spec.name, user or "", len(spec.searchable))
+            after = 0
+            while True:
+                rows = conn.execute(
+                    f"SELECT rid, body FROM {table} WHERE user IS ? AND rid > ? "
+                    "ORDER BY rid LIMIT ?",
+                    (user, after, BLOCK_ROWS),
+                ).fetchall()
+                if not rows:
+                    break
+                rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                blocks.add(rids, text_postings(spec, [decode_body(r[1]) for r in rows], 0), None, 0)
+                after = rows[-1][0]
+            if maintain_axes(conn, spec.name, user or "", table, user, blocks.rows()):
+                dims = int(
+                    conn.execute(
+                        "SELECT dims FROM amem_collections WHERE name = ?", (spec.name,)
+                    ).fetchone()[0]
+                )
+                blocks.reproject(table, user, dims)
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(amem_generations)")]
+    for gone in ("lineage", "removed"):
+        if gone in columns:
+            conn.execute(f"ALTER TABLE amem_generations DROP COLUMN {gone}")
     conn.execute(
         "UPDATE amem_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
     )

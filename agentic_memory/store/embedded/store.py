@@ -24,10 +24,14 @@ import numpy.typing as npt
 
 from agentic_memory.store.base import MemoryStore, absent_properties
 from agentic_memory.store.base import check_finite as _finite
+from agentic_memory.store.embedded import blocks as _blocks
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, IntArray
-from agentic_memory.store.embedded.cache import PartitionCache
-from agentic_memory.store.embedded.keyword import _bm25_top
+from agentic_memory.store.embedded.blocks import PartitionBlocks
+from agentic_memory.store.embedded.cache import PartitionCache, _Partition
+from agentic_memory.store.embedded.filters import evaluable
+from agentic_memory.store.embedded.filters import mask as _filter_mask
+from agentic_memory.store.embedded.keyword import _bm25_top, _Postings, text_postings
 from agentic_memory.store.embedded.sql import (
     _ZEROED_KEY,
     DB_FILENAME,
@@ -57,7 +61,7 @@ from agentic_memory.store.embedded.sql import (
     filter_json,
     normalise_date,
 )
-from agentic_memory.store.embedded.vectors import _cosine_top
+from agentic_memory.store.embedded.vectors import _cosine_top, maintain_axes
 from agentic_memory.store.private import private_dir, private_file, tighten
 from agentic_memory.store.ranking import (
     fuse_arrays,
@@ -338,6 +342,8 @@ class EmbeddedStore(MemoryStore):
             conn.execute(f"DROP TABLE IF EXISTS {_table(name)}")
             conn.execute("DELETE FROM amem_collections WHERE name = ?", (name,))
             conn.execute("DELETE FROM amem_generations WHERE collection = ?", (name,))
+            conn.execute("DELETE FROM amem_axes WHERE collection = ?", (name,))
+            _blocks.drop_collection(conn, name)
 
         self._write(drop)
         with self._lock:
@@ -352,7 +358,7 @@ class EmbeddedStore(MemoryStore):
         user: str | None,
         vectors: FloatArray64,
     ) -> UpsertResult:
-        rows = self._prepare(spec, objects, vectors)
+        rows, postings = self._prepare(spec, objects, vectors)
         obj_t = _table(spec.name)
         columns = [_column(p.name) for p in _columns(spec)]
         names = "".join(f", {c}" for c in columns)
@@ -369,20 +375,70 @@ class EmbeddedStore(MemoryStore):
                     (user, json.dumps([row[0] for row in rows])),
                 ).fetchall()
             )
+            rids = self._new_rids(conn, obj_t, [existing.get(row[0]) for row in rows])
             conn.executemany(
-                f"INSERT INTO {obj_t} (id, user, props, body, vector{names}) "
-                f"VALUES (?, ?, ?, ?, ?{marks})",
-                [(oid, user, *rest) for oid, *rest in rows if oid not in existing],
+                f"INSERT INTO {obj_t} (rid, id, user, props, body, vector{names}) "
+                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
+                [
+                    (rid, oid, user, *rest)
+                    for rid, (oid, *rest) in zip(rids.tolist(), rows, strict=True)
+                    if oid not in existing
+                ],
             )
             conn.executemany(
                 f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
                 [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
             )
-            # Replaced rows change in place (same rid): a cache cannot be extended past that.
-            _bump(conn, spec.name, user, keeps_lineage=not existing)
+            # Every row of the batch joins a new block; a replaced row's old entry is superseded.
+            self._reindex(
+                conn,
+                spec,
+                user,
+                rids,
+                postings,
+                [row[3] for row in rows],
+                replaced=list(existing.values()),
+            )
 
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
+
+    @staticmethod
+    def _new_rids(conn: sqlite3.Connection, table: str, known: list[int | None]) -> IntArray:
+        """Return the batch's rids: a replaced row keeps its own, new rows get the next ones.
+
+        Given explicitly, as SQLite would have chosen them (the table's largest plus one), so
+        that the keyword blocks written in the same transaction can name them.
+        """
+        (largest,) = conn.execute(f"SELECT max(rid) FROM {table}").fetchone()
+        fresh = iter(range(int(largest or 0) + 1, int(largest or 0) + 1 + known.count(None)))
+        return np.fromiter(
+            (next(fresh) if rid is None else rid for rid in known), dtype=np.int64, count=len(known)
+        )
+
+    def _reindex(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        rids: IntArray,
+        postings: _Postings,
+        vectors: list[bytes],
+        *,
+        replaced: list[int],
+    ) -> None:
+        """Write the keyword blocks and axes of a batch, and mark the partition changed.
+
+        ``vectors``: the batch's stored vectors, in the order of ``rids``.
+        """
+        blocks = PartitionBlocks(conn, spec.name, user or "", len(spec.searchable))
+        # A replaced row's old entry is marked superseded, not rewritten out of its block.
+        blocks.supersede(np.asarray(replaced, dtype=np.int64))
+        blocks.add(rids, postings, vectors, self.dims)
+        table = _table(spec.name)
+        if maintain_axes(conn, spec.name, user or "", table, user, blocks.rows()):
+            blocks.reproject(table, user, self.dims)
+        _bump(conn, spec.name, user)
 
     def _insert(
         self,
@@ -392,7 +448,7 @@ class EmbeddedStore(MemoryStore):
         vectors: FloatArray64,
         unless: list[Where],
     ) -> UpsertResult:
-        rows = self._prepare(spec, objects, vectors)
+        rows, postings = self._prepare(spec, objects, vectors)
         obj_t = _table(spec.name)
         columns = [_column(p.name) for p in _columns(spec)]
         names = "".join(f", {c}" for c in columns)
@@ -425,12 +481,16 @@ class EmbeddedStore(MemoryStore):
                         f"object {found[0]} of {spec.name!r} matches the insert's guard",
                         guarded=True,
                     )
+            rids = self._new_rids(conn, obj_t, [None] * len(rows))
             conn.executemany(
-                f"INSERT INTO {obj_t} (id, user, props, body, vector{names}) "
-                f"VALUES (?, ?, ?, ?, ?{marks})",
-                [(oid, user, *rest) for oid, *rest in rows],
+                f"INSERT INTO {obj_t} (rid, id, user, props, body, vector{names}) "
+                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
+                [
+                    (rid, oid, user, *rest)
+                    for rid, (oid, *rest) in zip(rids.tolist(), rows, strict=True)
+                ],
             )
-            _bump(conn, spec.name, user, keeps_lineage=True)
+            self._reindex(conn, spec, user, rids, postings, [row[3] for row in rows], replaced=[])
 
         self._write(write)
         return UpsertResult(ids=[obj.id for obj in objects])
@@ -462,23 +522,35 @@ class EmbeddedStore(MemoryStore):
                     rids.append(int(row[3]))
             if not changed:
                 return []
-            prepared = self._prepare(spec, changed, _finite([o.vector for o in changed]))
+            prepared, postings = self._prepare(spec, changed, _finite([o.vector for o in changed]))
             conn.executemany(
                 f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
                 [(*rest, rid) for (_, *rest), rid in zip(prepared, rids, strict=True)],
             )
-            # Rows changed in place (same rid): a cache cannot be extended past that.
-            _bump(conn, spec.name, user, keeps_lineage=False)
+            # As an upsert of existing ids: the rows join a new block, their old entries are
+            # superseded, in this same transaction.
+            self._reindex(
+                conn,
+                spec,
+                user,
+                np.asarray(rids, dtype=np.int64),
+                postings,
+                [row[3] for row in prepared],
+                replaced=rids,
+            )
             return [o.id for o in changed]
 
         return UpsertResult(ids=self._write(write))
 
     def _prepare(
         self, spec: CollectionSpec, objects: list[MemoryObject], wide: FloatArray64
-    ) -> list[tuple[Any, ...]]:
-        """Encode a batch before the transaction, so a bad value aborts before any write.
+    ) -> tuple[list[tuple[Any, ...]], _Postings]:
+        """Encode and tokenise a batch before the transaction.
 
-        Each row is (id, filterable text[] JSON, body, vector, *filterable column values).
+        So a bad value aborts before any write and the write lock is held for the writes alone.
+
+        Each row is (id, filterable text[] JSON, body, vector, *filterable column values);
+        the postings number the objects 0..n-1 in batch order.
         """
         known = {p.name: p.type for p in spec.properties}
         indexed = _columns(spec)
@@ -511,7 +583,7 @@ class EmbeddedStore(MemoryStore):
             first = objects[int(np.argmax(too_large))].id
             raise InvalidInputError(f"object {first}: vector values exceed the float32 range")
         vectors = wide.astype(np.float32)
-        return [
+        rows = [
             (
                 str(uuid.UUID(obj.id)),
                 filter_json(spec, props),
@@ -523,22 +595,23 @@ class EmbeddedStore(MemoryStore):
                 objects, stored, encoded, vectors, strict=True
             )
         ]
+        return rows, text_postings(spec, stored, 0)
 
     def _delete_rids(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, rids: list[int]
     ) -> int:
         if not rids:
             return 0
-        table = _table(spec.name)
-        # SQLite gives a new row the table's largest rid plus one, so rids are never reused
-        # unless the largest row goes: only then may a cached partition mistake a new row for
-        # one it holds, and the lineage must change.
-        (largest,) = conn.execute(f"SELECT max(rid) FROM {table}").fetchone()
-        _bump(conn, spec.name, user, keeps_lineage=largest not in rids, removes=True)
+        # The rows leave their keyword blocks (rewritten without them) in the same
+        # transaction, so nothing of a deleted row stays in the file.
+        PartitionBlocks(conn, spec.name, user or "", len(spec.searchable)).remove(
+            np.asarray(rids, dtype=np.int64)
+        )
         conn.execute(
-            f"DELETE FROM {table} WHERE rid IN (SELECT value FROM json_each(?))",
+            f"DELETE FROM {_table(spec.name)} WHERE rid IN (SELECT value FROM json_each(?))",
             (json.dumps(rids),),
         )
+        _bump(conn, spec.name, user)
         return len(rids)
 
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int:
@@ -588,6 +661,10 @@ class EmbeddedStore(MemoryStore):
                 "DELETE FROM amem_generations WHERE collection = ? AND scope = ?",
                 (spec.name, user),
             )
+            conn.execute(
+                "DELETE FROM amem_axes WHERE collection = ? AND scope = ?", (spec.name, user)
+            )
+            _blocks.drop_partition(conn, spec.name, user)
             return int(count)
 
         removed = self._write(delete)
@@ -599,9 +676,11 @@ class EmbeddedStore(MemoryStore):
         """Make deleted data unrecoverable from the store's files.
 
         Deletions already overwrite their rows with zeros (``secure_delete``); this also
-        removes the older copies of changed pages from the write-ahead log (a TRUNCATE
-        checkpoint), and vacuums a store file written by a version without secure deletion
-        once, since its free space may still hold text deleted back then.
+        rewrites the keyword blocks that still hold the term hashes and token counts of rows'
+        earlier versions (superseded by upserts of their ids, see ``blocks.py``), removes the
+        older copies of changed pages from the write-ahead log (a TRUNCATE checkpoint), and
+        vacuums a store file written by a version without secure deletion once, since its
+        free space may still hold text deleted back then.
 
         Returns:
             False when another process kept the log from being emptied (it is emptied at
@@ -621,6 +700,13 @@ class EmbeddedStore(MemoryStore):
                             (_ZEROED_KEY,),
                         )
                     )
+
+                def compact(c: sqlite3.Connection) -> None:
+                    # Same rows, same content; new tokens let caches take the new block ids.
+                    for collection, scope in _blocks.compact_superseded(c):
+                        _bump(c, collection, scope or None)
+
+                self._write(compact)
                 busy = 1
                 for _ in range(_BUSY_RETRIES):
                     busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -731,28 +817,19 @@ class EmbeddedStore(MemoryStore):
         obj_t = _table(spec.name)
         with self._read() as conn:
             part = self._cache.partition(conn, spec, user)
-            if part.rowids.size == 0:
+            if part.live == 0:
                 return []
-            allowed: npt.NDArray[np.bool_] | None = None
+            allowed = part.alive()
             if where:
-                cond, params = _filter_sql(spec, where)
-                # One JSON array instead of a Python tuple per matching row.
-                (matching,) = conn.execute(
-                    f"SELECT json_group_array(rid) FROM {obj_t} WHERE user IS ?{cond}",
-                    (user, *params),
-                ).fetchone()
-                rids = np.asarray(json.loads(matching), dtype=np.int64)
-                # part.rowids is sorted (loaded ORDER BY rid) and holds every matching rid.
-                allowed = np.zeros(part.rowids.size, dtype=bool)
-                allowed[np.searchsorted(part.rowids, rids)] = True
+                matching = self._matching(conn, spec, user, part, where)
+                allowed = matching if allowed is None else matching & allowed
             # A side runs when its float32 weight is not zero, as on the server (alpha is
             # sent as a float32, so a tiny alpha is a pure keyword search there too).
             keyword = _NO_HITS
             counts = query_term_counts(query) if keyword_weight > 0 else {}
             if counts and spec.searchable:
-                if part.keyword is None:
-                    part.keyword = self._cache.build_keyword_index(conn, spec, user, part)
-                keyword = _bm25_top(part, part.keyword, counts, allowed, keyword_candidates(limit))
+                index = self._cache.keyword(conn, spec, user, part)
+                keyword = _bm25_top(part.live, index, counts, allowed, keyword_candidates(limit))
             dense = _NO_HITS
             if vector_weight > 0:
                 dense = _cosine_top(part, vector, allowed, vector_candidates(limit))
@@ -762,27 +839,53 @@ class EmbeddedStore(MemoryStore):
             if keyword_weight > 0:
                 sides.append((float(keyword_weight), *keyword))
             keys, fused, secondary = fuse_arrays(sides)
-            chosen = order_fused(fused, secondary, [part.ids[k] for k in keys.tolist()], limit)
-            top = keys[chosen].tolist()
-            scores = fused[chosen].tolist()
-            if not top:
+            if keys.size == 0:
                 return []
+            # Ids and properties of the candidates only: the cache holds neither.
             rows = conn.execute(
                 # CROSS JOIN pins the plan to rowid lookups instead of a scan of the user's rows.
-                f"SELECT o.rid, o.body FROM json_each(?) AS j "
+                f"SELECT o.rid, o.id, o.body FROM json_each(?) AS j "
                 f"CROSS JOIN {obj_t} AS o ON o.rid = j.value WHERE o.user IS ?",
-                (json.dumps([int(part.rowids[i]) for i in top]), user),
+                (json.dumps(part.rowids[keys].tolist()), user),
             ).fetchall()
-        props = dict(rows)
+        found = {rid: (oid, body) for rid, oid, body in rows}
+        if len(found) != keys.size:
+            raise StoreError(f"the cached index of {spec.name!r} names rows that are gone")
+        candidates = [found[rid] for rid in part.rowids[keys].tolist()]
+        chosen = order_fused(fused, secondary, [c[0] for c in candidates], limit)
         keyword_of = dict(zip(keyword[0].tolist(), keyword[1].tolist(), strict=True))
         vector_of = dict(zip(dense[0].tolist(), dense[1].tolist(), strict=True))
         return [
             SearchHit(
-                id=part.ids[i],
-                properties=decode_body(props[int(part.rowids[i])]),
-                score=score,
-                keyword_score=keyword_of.get(i),
-                vector_score=vector_of.get(i),
+                id=candidates[c][0],
+                properties=decode_body(candidates[c][1]),
+                score=float(fused[c]),
+                keyword_score=keyword_of.get(int(keys[c])),
+                vector_score=vector_of.get(int(keys[c])),
             )
-            for i, score in zip(top, scores, strict=True)
+            for c in chosen
         ]
+
+    def _matching(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        part: _Partition,
+        where: list[Where],
+    ) -> npt.NDArray[np.bool_]:
+        """Return which slots match ``where``: on the cached columns, or by SQL."""
+        if evaluable(spec, where):
+            columns = {c.prop: self._cache.column(conn, spec, user, part, c.prop) for c in where}
+            return _filter_mask(columns, spec, where)
+        cond, params = _filter_sql(spec, where)
+        # One JSON array instead of a Python tuple per matching row.
+        (matching,) = conn.execute(
+            f"SELECT json_group_array(rid) FROM {_table(spec.name)} WHERE user IS ?{cond}",
+            (user, *params),
+        ).fetchone()
+        rids = np.asarray(json.loads(matching), dtype=np.int64)
+        allowed = np.zeros(part.slots, dtype=bool)
+        # Every matching row is a live slot of the current partition (rids ascending).
+        allowed[np.searchsorted(part.rowids, rids)] = True
+        return allowed

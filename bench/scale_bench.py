@@ -1,0 +1,492 @@
+"""One large partition at 100k or 1M objects, embedded store and LanceDB, each phase in its own process.
+
+Measures what issue 22 asks of the embedded store where a knowledge base grows: ingest, the
+first search of a new process (cold start), hybrid and filtered p50 / p95, how soon an
+in-place edit (an upsert of 10 existing ids) and 100 new objects are searchable, peak memory
+growth of a searching process, and the file size; and the first recall of a new process on a
+user's message log of ``--messages`` messages.
+
+Data: knowledge-base chunks (``knowledge_collection``) of 50-100 words sampled by frequency
+from the English words of the Python standard library's source, with 256-d vectors scattered
+around 300 random centres, generated in chunks of 10,000 from fixed seeds (so 1M objects never
+sit in memory at once). Both systems get the same batches of 2,000, alternating. LanceDB (0.40,
+the ``bench`` dependency group) gets a full-text index on ``text`` and an ``IVF_HNSW_SQ`` vector
+index (built after the ingest, counted in its ingest time), hybrid search with its default RRF
+reranker, filters as pre-filters; an in-place edit is a ``merge_insert`` on ``id``.
+
+Phases: ``build`` (both systems, one process, interleaved), then per system ``query`` in a
+fresh process: open and first search (cold), ``--queries`` hybrid and filtered searches
+(``chunk_index < 50``: half the objects), then five rounds of rewriting 10 existing objects in
+place and searching for one of them by its new text, and five of writing 100 new ones; peak
+memory growth is the process's peak resident set minus its size before the store was opened.
+The 2 cores of this machine are shared with other jobs: compare the ratios of one run.
+
+Run: ``python bench/scale_bench.py [--objects 100000] [--queries 200] [--messages 20000]
+[--no-lancedb] [--out bench/results/scale.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_DIMS = 256
+_BATCH = 2000
+_CHUNK = 10_000
+_SEED = 11
+_EDITS = 10
+_NEW = 100
+_ROUNDS = 5
+
+
+def _vocabulary() -> tuple[list[str], np.ndarray]:
+    counts: collections.Counter[str] = collections.Counter()
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        counts.update(
+            re.findall(r"\b[a-z]{3,12}\b", path.read_text(encoding="utf-8", errors="ignore"))
+        )
+    words, freq = zip(*counts.most_common(6000), strict=True)
+    p = np.asarray(freq, dtype=np.float64)
+    return list(words), p / p.sum()
+
+
+class Corpus:
+    """Documents generated chunk by chunk from fixed seeds: row i is always the same."""
+
+    def __init__(self) -> None:
+        """Read the vocabulary and draw the vector centres."""
+        self.words, self.p = _vocabulary()
+        self.centres = np.random.default_rng(_SEED).standard_normal((300, _DIMS))
+
+    def chunk(self, number: int, salt: int = 0) -> tuple[list[str], np.ndarray]:
+        """Return the texts and vectors of rows ``number * _CHUNK`` onwards."""
+        rng = np.random.default_rng([_SEED, number, salt])
+        lengths = rng.integers(50, 101, size=_CHUNK)
+        picks = rng.choice(len(self.words), size=int(lengths.sum()), p=self.p)
+        ends = np.cumsum(lengths)
+        texts = [
+            " ".join(self.words[i] for i in picks[e - n : e])
+            for e, n in zip(ends.tolist(), lengths.tolist(), strict=True)
+        ]
+        vectors = (
+            self.centres[rng.integers(0, 300, size=_CHUNK)]
+            + 0.8 * rng.standard_normal((_CHUNK, _DIMS))
+        ).astype(np.float32)
+        return texts, vectors
+
+
+def properties(i: int, text: str) -> dict[str, Any]:
+    """Return the knowledge-chunk properties of document ``i``."""
+    return {
+        "text": text,
+        "title": f"document {i // 100}",
+        "source": f"/data/library/file-{i // 100:05d}.txt",
+        "sha256": f"{i // 100:064x}",
+        "page_start": 1 + (i % 100) // 10,
+        "page_end": 1 + (i % 100) // 10,
+        "chunk_index": i % 100,
+        "char_start": (i % 100) * 600,
+        "char_end": (i % 100) * 600 + 600,
+        "revision": f"rev-{i // 100}",
+    }
+
+
+class Embedded:
+    """This checkout's embedded store."""
+
+    name = "embedded"
+
+    def __init__(self, folder: Path) -> None:
+        """Open (or create) the store in ``folder``."""
+        from agentic_memory.kinds.knowledge import knowledge_collection
+        from agentic_memory.store.embedded import EmbeddedStore
+
+        self.folder = folder
+        self.spec = knowledge_collection("bench")
+        self.store = EmbeddedStore(folder, dims=_DIMS)
+        self.store.ensure_collection(self.spec)
+
+    def write(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> None:
+        """Upsert documents (new or existing ids)."""
+        from agentic_memory.store import MemoryObject, make_id
+
+        self.store.upsert(
+            self.spec.name,
+            [
+                MemoryObject(make_id("doc", str(i)), properties(i, t), v.tolist())
+                for i, t, v in zip(ids, texts, vectors, strict=True)
+            ],
+        )
+
+    def finish(self) -> None:
+        """Nothing to build after the writes."""
+
+    def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
+        """Return the ids of a hybrid search's hits."""
+        from agentic_memory.store import Where
+
+        where = [Where("chunk_index", "lt", 50)] if filtered else []
+        hits = self.store.hybrid(
+            self.spec.name, query=text, vector=vector, alpha=0.5, limit=10, where=where
+        )
+        return [h.id for h in hits]
+
+    def doc_id(self, i: int) -> str:
+        """Return the id document ``i`` is stored under."""
+        from agentic_memory.store import make_id
+
+        return make_id("doc", str(i))
+
+    def size(self) -> int:
+        """Close the store and return its file size in bytes."""
+        self.store.close()
+        return sum(f.stat().st_size for f in self.folder.glob("store.sqlite3*"))
+
+
+class Lance:
+    """LanceDB with a full-text index and an IVF_HNSW_SQ vector index."""
+
+    name = "lancedb"
+
+    def __init__(self, folder: Path) -> None:
+        """Connect to the database in ``folder``."""
+        import lancedb
+
+        self.folder = folder
+        self.db = lancedb.connect(str(folder))
+        self.table: Any = self.db.open_table("bench") if "bench" in self.db.table_names() else None
+
+    def _rows(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> Any:
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        columns: dict[str, list[Any]] = collections.defaultdict(list)
+        for i, text in zip(ids, texts, strict=True):
+            columns["id"].append(str(i))
+            for key, value in properties(i, text).items():
+                columns[key].append(value)
+        table = {k: pa.array(v) for k, v in columns.items()}
+        table["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), _DIMS)
+        return pa.table(table)
+
+    def write(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> None:
+        """Add documents, or rewrite existing ones in place (merge on id)."""
+        batch = self._rows(ids, texts, vectors)
+        if self.table is None:
+            self.table = self.db.create_table("bench", data=batch)
+        elif self.finished:
+            (
+                self.table.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(batch)
+            )
+        else:
+            self.table.add(batch)
+
+    finished = False
+
+    def finish(self) -> None:
+        """Build the full-text and vector indexes over everything written so far."""
+        from lancedb.index import FTS
+
+        self.table.create_index("text", config=FTS())
+        self.table.create_index(
+            metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
+        )
+
+    def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
+        """Return the ids of a hybrid search's hits (RRF)."""
+        query = (
+            self.table.search(query_type="hybrid", vector_column_name="vector")
+            .vector(vector)
+            .text(text)
+        )
+        if filtered:
+            query = query.where("chunk_index < 50", prefilter=True)
+        return [str(r["id"]) for r in query.limit(10).to_list()]
+
+    def doc_id(self, i: int) -> str:
+        """Return the id document ``i`` is stored under."""
+        return str(i)
+
+    def size(self) -> int:
+        """Return the bytes of the database folder."""
+        return sum(f.stat().st_size for f in self.folder.rglob("*") if f.is_file())
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+
+
+def build(folder: Path, objects: int, names: list[str], queries: int) -> dict[str, Any]:
+    """Ingest ``objects`` documents into each system, interleaved; save the queries."""
+    corpus = Corpus()
+    systems = [Embedded(folder / n) if n == "embedded" else Lance(folder / n) for n in names]
+    spent = dict.fromkeys(names, 0.0)
+    rng = np.random.default_rng(_SEED + 1)
+    asked: list[tuple[str, list[float]]] = []
+    per_chunk = -(-queries // max(1, objects // _CHUNK))
+    for number in range(-(-objects // _CHUNK)):
+        texts, vectors = corpus.chunk(number)
+        first = number * _CHUNK
+        count = min(_CHUNK, objects - first)
+        for at in range(0, count, _BATCH):
+            end = min(count, at + _BATCH)
+            ids = list(range(first + at, first + end))
+            for system in systems:
+                start = time.perf_counter()
+                system.write(ids, texts[at:end], vectors[at:end])
+                spent[system.name] += time.perf_counter() - start
+        for _ in range(per_chunk):
+            i = int(rng.integers(0, count))
+            words = texts[i].split()
+            k = int(rng.integers(2, 7))
+            at = int(rng.integers(0, len(words) - k))
+            near = vectors[i] + 0.5 * rng.standard_normal(_DIMS).astype(np.float32)
+            asked.append((" ".join(words[at : at + k]), near.tolist()))
+    out: dict[str, Any] = {}
+    for system in systems:
+        start = time.perf_counter()
+        system.finish()
+        spent[system.name] += time.perf_counter() - start
+        out[system.name] = {"ingest": objects / spent[system.name], "size_mb": system.size() / 1e6}
+    (folder / "queries.json").write_text(json.dumps(asked[:queries]))
+    return out
+
+
+def query(folder: Path, name: str, objects: int) -> dict[str, Any]:
+    """Measure one system in this fresh process: cold start, queries, edits, new writes."""
+    corpus = Corpus()
+    asked = json.loads((folder / "queries.json").read_text())
+    edits_texts, edits_vectors = corpus.chunk(0, salt=1)
+    # Imported before the clock and the memory baseline: a server has them loaded already.
+    if name == "embedded":
+        import agentic_memory.kinds.knowledge
+        import agentic_memory.store.embedded  # noqa: F401
+    else:
+        import lancedb  # noqa: F401
+    before = _rss_mb()
+    start = time.perf_counter()
+    system: Embedded | Lance = (
+        Embedded(folder / name) if name == "embedded" else Lance(folder / name)
+    )
+    system.search(asked[0][0], asked[0][1], filtered=False)
+    out: dict[str, Any] = {"cold_s": time.perf_counter() - start}
+    for filtered in (False, True):
+        times = []
+        for text, vector in asked:
+            start = time.perf_counter()
+            system.search(text, vector, filtered)
+            times.append((time.perf_counter() - start) * 1000)
+        key = "filtered" if filtered else "hybrid"
+        out[f"{key}_p50"] = statistics.median(times)
+        out[f"{key}_p95"] = float(np.percentile(times, 95))
+    if isinstance(system, Lance):
+        system.finished = True
+    rng = np.random.default_rng(_SEED + 2)
+    for kind, count in (("edit", _EDITS), ("new", _NEW)):
+        total: list[float] = []
+        found = 0
+        for r in range(_ROUNDS):
+            at = r * _NEW
+            if kind == "edit":
+                ids = sorted(rng.choice(objects, size=count, replace=False).tolist())
+            else:
+                ids = list(range(objects + at, objects + at + count))
+            texts = edits_texts[at : at + count]
+            vectors = edits_vectors[at : at + count]
+            start = time.perf_counter()
+            system.write(ids, texts, vectors)
+            hits = system.search(
+                " ".join(texts[count // 2].split()[:8]), vectors[count // 2].tolist(), False
+            )
+            total.append((time.perf_counter() - start) * 1000)
+            found += bool(hits) and hits[0] == system.doc_id(ids[count // 2])
+        out[f"{kind}_p50"] = statistics.median(total)
+        out[f"{kind}_max"] = max(total)
+        out[f"{kind}_found"] = f"{found}/{_ROUNDS}"
+    out["peak_mb"] = _peak_mb() - before
+    out["rss_mb"] = _rss_mb() - before
+    return out
+
+
+def messages_build(folder: Path, count: int) -> None:
+    """Write a message log of ``count`` messages for one user."""
+    from agentic_memory.kinds.messages import MESSAGES
+    from agentic_memory.store import MemoryObject, make_id
+    from agentic_memory.store.embedded import EmbeddedStore
+
+    rng = np.random.default_rng(_SEED)
+    corpus = Corpus()
+    texts, vectors = corpus.chunk(0, salt=2)
+    store = EmbeddedStore(folder, dims=_DIMS)
+    store.ensure_collection(MESSAGES)
+    rows = []
+    for n in range(count):
+        thread, turn = f"t-{n // 50}", n % 50
+        words = texts[n % _CHUNK].split()[: int(rng.integers(5, 40))]
+        props = {
+            "content": " ".join(words),
+            "role": "human" if turn % 2 == 0 else "ai",
+            "thread_id": thread,
+            "turn": turn,
+            "created_at": "2026-01-01T00:00:00+00:00",
+        }
+        rows.append(
+            MemoryObject(make_id("msg", thread, str(turn)), props, vectors[n % _CHUNK].tolist())
+        )
+        if len(rows) == _BATCH:
+            store.upsert(MESSAGES.name, rows, user="alice")
+            rows = []
+    if rows:
+        store.upsert(MESSAGES.name, rows, user="alice")
+    store.close()
+
+
+def messages_query(folder: Path) -> dict[str, Any]:
+    """Open the message log in this fresh process and time its first and later searches."""
+    from agentic_memory.kinds.messages import MESSAGES
+    from agentic_memory.store.embedded import EmbeddedStore
+
+    corpus = Corpus()
+    texts, vectors = corpus.chunk(1, salt=2)
+    start = time.perf_counter()
+    store = EmbeddedStore(folder, dims=_DIMS)
+    store.hybrid(MESSAGES.name, query=texts[0][:40], vector=vectors[0].tolist(), user="alice")
+    cold = (time.perf_counter() - start) * 1000
+    times = []
+    for i in range(1, 51):
+        start = time.perf_counter()
+        store.hybrid(MESSAGES.name, query=texts[i][:40], vector=vectors[i].tolist(), user="alice")
+        times.append((time.perf_counter() - start) * 1000)
+    store.close()
+    return {"cold_ms": cold, "p50": statistics.median(times)}
+
+
+def _child(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--phase", *args], check=True, capture_output=True, text=True
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    """Run the phases and write the markdown table."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--objects", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=20_000, help="0: skip the message log")
+    parser.add_argument("--no-lancedb", action="store_true")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--dir", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--phase", nargs="*", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        phase, folder, *rest = args.phase
+        if phase == "build":
+            print(json.dumps(build(Path(folder), int(rest[0]), rest[2:], int(rest[1]))))
+        elif phase == "query":
+            print(json.dumps(query(Path(folder), rest[0], int(rest[1]))))
+        elif phase == "messages-build":
+            messages_build(Path(folder), int(rest[0]))
+            print("{}")
+        else:
+            print(json.dumps(messages_query(Path(folder))))
+        return
+    names = ["embedded"] + ([] if args.no_lancedb else ["lancedb"])
+    tmp = Path(tempfile.mkdtemp(prefix="amem-scale-", dir=args.dir))
+    try:
+        built = _child("build", str(tmp), str(args.objects), str(args.queries), *names)
+        print("built", built, flush=True)
+        results = {
+            n: {**built[n], **_child("query", str(tmp), n, str(args.objects))} for n in names
+        }
+        for n in names:
+            print(n, results[n], flush=True)
+        msgs: dict[str, Any] = {}
+        if args.messages:
+            _child("messages-build", str(tmp / "messages"), str(args.messages))
+            msgs = _child("messages-query", str(tmp / "messages"))
+            print("messages", msgs, flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report = render(args, results, msgs)
+    print(report)
+    if args.out is not None:
+        args.out.write_text(report, encoding="utf-8")
+
+
+def render(
+    args: argparse.Namespace, results: dict[str, dict[str, Any]], msgs: dict[str, Any]
+) -> str:
+    """Return the results as markdown."""
+    lines = [
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `python bench/scale_bench.py "
+        f"--objects {args.objects} --queries {args.queries} --messages {args.messages}` "
+        f"({platform.machine()}, {os.cpu_count()} cores shared with other jobs, load average "
+        f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}, SQLite "
+        f"{sqlite3.sqlite_version}).",
+        "",
+        "| system | objects | ingest docs/s | file MB | cold first search s | hybrid p50 ms "
+        "| hybrid p95 ms | filtered p50 ms | filtered p95 ms | 10 edited searchable ms (p50, max) "
+        "| 100 new searchable ms (p50, max) | found first | peak memory growth MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {args.objects:,} | {r['ingest']:,.0f} | {r['size_mb']:.0f} | {r['cold_s']:.2f} "
+            f"| {r['hybrid_p50']:.2f} | {r['hybrid_p95']:.2f} | {r['filtered_p50']:.2f} "
+            f"| {r['filtered_p95']:.2f} | {r['edit_p50']:.0f}, {r['edit_max']:.0f} "
+            f"| {r['new_p50']:.0f}, {r['new_max']:.0f} | {r['edit_found']} {r['new_found']} "
+            f"| {r['peak_mb']:.0f} |"
+        )
+    ours = results["embedded"]
+    lines += [
+        "",
+        f"embedded: filtered p95 / hybrid p95 x{ours['filtered_p95'] / ours['hybrid_p95']:.2f}.",
+    ]
+    if "lancedb" in results:
+        lance = results["lancedb"]
+        lines.append(
+            f"embedded / lancedb: ingest x{ours['ingest'] / lance['ingest']:.2f}, file x"
+            f"{ours['size_mb'] / lance['size_mb']:.2f}, cold x{ours['cold_s'] / lance['cold_s']:.2f}, "
+            f"hybrid p95 x{ours['hybrid_p95'] / lance['hybrid_p95']:.2f}, filtered p95 x"
+            f"{ours['filtered_p95'] / lance['filtered_p95']:.2f}, peak memory growth x"
+            f"{ours['peak_mb'] / lance['peak_mb']:.2f}."
+        )
+    if msgs:
+        lines.append(
+            f"Message log of {args.messages:,} messages, one user: first search of a new process "
+            f"(open included) {msgs['cold_ms']:.0f} ms, later searches p50 {msgs['p50']:.2f} ms."
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
