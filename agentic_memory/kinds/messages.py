@@ -79,6 +79,8 @@ from agentic_memory.store import (
     check_text,
     make_id,
 )
+from agentic_memory.store.base import check_alpha
+from agentic_memory.store.ranking import refuse, side_agreement
 from agentic_memory.twins import blocking
 
 __all__ = [
@@ -90,6 +92,7 @@ __all__ = [
     "NEIGHBOUR_WEIGHT",
     "OWN_WORDS_WEIGHT",
     "RERANK_POOL",
+    "SPEAKER_WEIGHT",
     "THREAD_WEIGHT",
     "LoggedMessage",
     "MarkedBy",
@@ -121,12 +124,24 @@ _UPGRADE_COLLECTION = "MessageLogUpgrade"
 
 RERANK_POOL = 50
 """How many hybrid hits recall re-ranks (at least; more when ``k`` is larger)."""
+FUSION_POOL = 200
+"""How many hits the adaptive search (``alpha=None``) asks the store for: both sides'
+candidates with their raw scores, fused again here at the query's own weight."""
+AGREEMENT_DEPTH = 10
+"""How deep the two sides are compared for the adaptive weight: the share of the keyword
+side's best ten that the vector side also ranks in its best ten is the vector side's weight."""
+ADAPTIVE_PROBE_ALPHA = 0.5
+"""The weight of the adaptive search's store call: any weight strictly between 0 and 1 makes
+the store search both sides and report each hit's raw scores; the hits are re-fused anyway."""
 THREAD_WEIGHT = 0.25
 """Weight of the best hit of a turn's thread: a turn in a conversation that was about the
 query outranks an equally good match in one that was not."""
 NEIGHBOUR_WEIGHT = 0.25
 """Weight of the better of the turns just before and after it: the answer to a question
 sits next to the turn that asked it."""
+SPEAKER_WEIGHT = 0.25
+"""Weight of a turn said by someone the query names ("What does Nate play?"): a question
+about a person asks about what that person said. Equal to the other context weights."""
 OWN_WORDS_WEIGHT = 1.0
 """Weight of the share of the query's keywords the turn itself says (its speaker and text,
 not the turn before it that its keyword text also holds): a classic coordination factor,
@@ -488,20 +503,27 @@ class MessageLog(CollectionBound):
         query: str,
         *,
         k: int = 5,
-        alpha: float = 0.5,
+        alpha: float | None = None,
         thread_id: str | None = None,
         exclude_thread: str | None = None,
     ) -> list[RecalledMessage]:
         """Return the user's ``k`` logged turns best matching ``query``.
 
-        The store's hybrid search (``alpha`` 0 = keywords only, 1 = vectors only) runs the
-        prepared keyword query (:func:`agentic_memory.kinds.recall_text.keyword_query`)
-        against each turn's ``search_text`` and the query's vector against each turn's; its
-        best :data:`RERANK_POOL` hits are then re-ranked with their context::
+        The store's hybrid search runs the prepared keyword query
+        (:func:`agentic_memory.kinds.recall_text.keyword_query`) against each turn's
+        ``search_text`` and the query's vector against each turn's. ``alpha`` is the vector
+        side's weight (0 = keywords only, 1 = vectors only); ``None`` (the default) chooses it
+        per query: the share of the keyword side's best :data:`AGREEMENT_DEPTH` hits that the
+        vector side also ranks there (:func:`agentic_memory.store.ranking.side_agreement`).
+        When the sides agree the vectors refine the order; when they disagree the keywords,
+        which carry most of the recall, decide. The store's candidates are then fused again
+        at that weight from the raw scores every hit carries, identically on both backends.
+        The best :data:`RERANK_POOL` hits are re-ranked with their context::
 
             score = (hybrid + THREAD_WEIGHT * best hit of the same thread
                      + NEIGHBOUR_WEIGHT * better of the adjacent turns' hits
-                     + OWN_WORDS_WEIGHT * share of the query's keywords in the turn) / 2.5
+                     + SPEAKER_WEIGHT * (the turn's speaker is named in the query)
+                     + OWN_WORDS_WEIGHT * share of the query's keywords in the turn) / 2.75
 
         (a missing neighbour counts 0), so the score stays in [0, 1]; an important turn's
         score is then lifted by :data:`IMPORTANCE_WEIGHT` of what it lacks to 1.
@@ -513,17 +535,22 @@ class MessageLog(CollectionBound):
             InvalidInputError: an argument is malformed.
         """
         where = _recall_filters(user, query, k, thread_id, exclude_thread)
+        if alpha is not None:
+            check_alpha(alpha)
         await self._aensure()
         vector = await self.embeddings.aembed_query(query)
+        pool = max(k, RERANK_POOL)
         hits = await self.store.ahybrid(
             MESSAGES.name,
             query=keyword_query(query),
             vector=vector,
-            alpha=alpha,
-            limit=max(k, RERANK_POOL),
+            alpha=ADAPTIVE_PROBE_ALPHA if alpha is None else alpha,
+            limit=max(k, FUSION_POOL) if alpha is None else pool,
             user=user,
             where=where,
         )
+        if alpha is None:
+            hits = adaptive_fusion(hits, pool)
         return [self._with_expiry(m) for m in _rerank(hits, k, query)]
 
     recall = blocking(arecall)
@@ -1244,6 +1271,28 @@ def _own_keywords(speaker: str, content: str) -> frozenset[str]:
     return frozenset(keywords(f"{speaker} {content}"))
 
 
+def adaptive_fusion(hits: Sequence[SearchHit], limit: int) -> list[SearchHit]:
+    """Fuse a hybrid search's hits again at the weight the two sides' agreement gives.
+
+    The vector side's weight is :func:`~agentic_memory.store.ranking.side_agreement` of the
+    hits' raw keyword and vector scores at :data:`AGREEMENT_DEPTH`; the hits are then fused
+    with ``relativeScoreFusion`` at that weight and ordered with the server's tie rules
+    (:func:`~agentic_memory.store.ranking.refuse`). Returns the best ``limit``, their
+    ``score`` the new fused score.
+    """
+    by_id = {h.id: h for h in hits}
+    keyword = {h.id: h.keyword_score for h in hits if h.keyword_score is not None}
+    vector = {h.id: h.vector_score for h in hits if h.vector_score is not None}
+    alpha = side_agreement(keyword, vector, AGREEMENT_DEPTH)
+    order, fused = refuse(keyword, vector, alpha, {i: i for i in by_id}, limit)
+    return [dataclasses.replace(by_id[i], score=fused[i]) for i in order]
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _speaker_keywords(speaker: str) -> frozenset[str]:
+    return frozenset(keywords(speaker))
+
+
 def _rerank(hits: Sequence[SearchHit], k: int, query: str) -> list[RecalledMessage]:
     """Re-rank hybrid hits with their context and the query keywords they say themselves."""
     wanted = set(keywords(query))
@@ -1254,22 +1303,25 @@ def _rerank(hits: Sequence[SearchHit], k: int, query: str) -> list[RecalledMessa
         turn = int(h.properties.get("turn", 0))
         best[thread] = max(best.get(thread, 0.0), h.score)
         at[(thread, turn)] = h.score
-    scale = 1.0 + THREAD_WEIGHT + NEIGHBOUR_WEIGHT + OWN_WORDS_WEIGHT
+    scale = 1.0 + THREAD_WEIGHT + NEIGHBOUR_WEIGHT + SPEAKER_WEIGHT + OWN_WORDS_WEIGHT
     scored: list[tuple[float, SearchHit]] = []
     for h in hits:
         thread = str(h.properties.get("thread_id", ""))
         turn = int(h.properties.get("turn", 0))
         neighbour = max(at.get((thread, turn - 1), 0.0), at.get((thread, turn + 1), 0.0))
+        speaker = str(h.properties.get("speaker") or "")
+        # Named: every word of the speaker's name is among the query's keywords.
+        name = _speaker_keywords(speaker)
+        named = 1.0 if name and name <= wanted else 0.0
         own = 0.0
         if wanted:
-            said = _own_keywords(
-                str(h.properties.get("speaker") or ""), str(h.properties.get("content", ""))
-            )
+            said = _own_keywords(speaker, str(h.properties.get("content", "")))
             own = len(wanted & said) / len(wanted)
         score = (
             h.score
             + THREAD_WEIGHT * best[thread]
             + NEIGHBOUR_WEIGHT * neighbour
+            + SPEAKER_WEIGHT * named
             + OWN_WORDS_WEIGHT * own
         ) / scale
         score = min(1.0, max(0.0, score))
