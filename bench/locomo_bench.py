@@ -697,7 +697,11 @@ def _build_systems(
     systems: list[Retriever] = []
     project: ProjectIndex | None = None
     lance: LanceTables | None = None
-    alphas: dict[str, float | None] = {"amem": DEFAULT_ALPHA, "amem-keyword": 0.0, "amem-vector": 1.0}
+    alphas: dict[str, float | None] = {
+        "amem": DEFAULT_ALPHA,
+        "amem-keyword": 0.0,
+        "amem-vector": 1.0,
+    }
     for name in names:
         if name in alphas:
             owns = project is None
