@@ -1277,13 +1277,18 @@ def adaptive_fusion(hits: Sequence[SearchHit], limit: int) -> list[SearchHit]:
     The vector side's weight is :func:`~agentic_memory.store.ranking.side_agreement` of the
     hits' raw keyword and vector scores at :data:`AGREEMENT_DEPTH`; the hits are then fused
     with ``relativeScoreFusion`` at that weight and ordered with the server's tie rules
-    (:func:`~agentic_memory.store.ranking.refuse`). Returns the best ``limit``, their
-    ``score`` the new fused score.
+    (:func:`~agentic_memory.store.ranking.refuse`). When no turn matches the query's
+    keywords the vectors alone rank (weight 1), and without vector hits the keywords do.
+    Returns the best ``limit``, their ``score`` the new fused score.
     """
     by_id = {h.id: h for h in hits}
     keyword = {h.id: h.keyword_score for h in hits if h.keyword_score is not None}
     vector = {h.id: h.vector_score for h in hits if h.vector_score is not None}
-    alpha = side_agreement(keyword, vector, AGREEMENT_DEPTH)
+    if not keyword:
+        # Agreement 0 would weigh the vectors 0: every hit would score 0 and the order be lost.
+        alpha = 1.0
+    else:
+        alpha = side_agreement(keyword, vector, AGREEMENT_DEPTH)
     order, fused = refuse(keyword, vector, alpha, {i: i for i in by_id}, limit)
     return [dataclasses.replace(by_id[i], score=fused[i]) for i in order]
 

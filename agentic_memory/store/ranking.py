@@ -349,8 +349,9 @@ def side_agreement(keyword: Mapping[K, float], vector: Mapping[K, float], depth:
 
     ``keyword`` and ``vector`` hold each side's raw scores (BM25, cosine) of the candidates a
     hybrid search returned. Each side's best ``depth`` are taken by score, ties broken by the
-    key so the result never depends on the order the candidates came in. An empty side agrees
-    with nothing (0.0).
+    key so the result never depends on the order the candidates came in. A keyword side of
+    fewer than ``depth`` hits is compared whole (its share of those few); an empty side
+    agrees with nothing (0.0).
     """
     if depth <= 0 or not keyword or not vector:
         return 0.0
@@ -359,7 +360,7 @@ def side_agreement(keyword: Mapping[K, float], vector: Mapping[K, float], depth:
         ranked = sorted(scores.items(), key=lambda item: (-item[1], str(item[0])))
         return {key for key, _ in ranked[:depth]}
 
-    return len(best(keyword) & best(vector)) / depth
+    return len(best(keyword) & best(vector)) / min(depth, len(keyword))
 
 
 def refuse(

@@ -42,6 +42,8 @@ def test_side_agreement_is_the_share_of_the_keyword_top_the_vector_side_shares()
     assert side_agreement({}, vector, 2) == 0.0
     assert side_agreement(keyword, {}, 2) == 0.0
     assert side_agreement(keyword, vector, 0) == 0.0
+    # A keyword side shorter than the depth is compared whole: one of its two is shared.
+    assert side_agreement({"a": 2.0, "c": 1.0}, vector, 10) == 0.5
     # Ties at the cut go by key, whatever order the candidates came in.
     tied = {"z": 1.0, "y": 1.0, "x": 1.0}
     assert side_agreement(tied, {"x": 1.0}, 1) == 1.0
@@ -98,6 +100,12 @@ def test_adaptive_fusion_weighs_the_vectors_by_how_far_the_sides_agree() -> None
     lone = [_hit(0, 5.0, None), _hit(1, None, 0.9), _hit(2, 1.0, 0.1)]
     assert {h.id for h in adaptive_fusion(lone, 10)} == {"id-000", "id-001", "id-002"}
     assert adaptive_fusion([], 10) == []
+    # No keyword hit at all: the vectors alone rank, with their relativeScoreFusion scores
+    # (agreement 0 would weigh them 0 and leave every score 0, the order lost).
+    only_vectors = [_hit(i, None, 0.1 * i) for i in range(5)]
+    fused = adaptive_fusion(only_vectors, 5)
+    assert [h.id for h in fused] == [f"id-{i:03d}" for i in reversed(range(5))]
+    assert [h.score for h in fused] == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0])
 
 
 # -- the message log ------------------------------------------------------------------------
@@ -124,6 +132,22 @@ def test_the_speaker_a_question_names_outranks_one_who_only_mentions_them(
     monkeypatch.setattr(messages_module, "SPEAKER_WEIGHT", 0.0)
     without = mem.recall("alice", question, k=2, alpha=0.0)
     assert [h.speaker for h in without] == ["Joanna", "Nate"]
+
+
+def test_a_query_no_turn_has_the_words_of_is_ranked_by_its_vector(mem: Memory) -> None:
+    said = [
+        "My cat sleeps on the sofa all afternoon",
+        "The quarterly budget meeting ran late",
+        "We hiked up the mountain trail at dawn",
+        "I baked sourdough bread this morning",
+    ]
+    for i, text in enumerate(said):
+        mem.remember("alice", f"t{i}", [{"role": "user", "content": text}])
+    query = "kitten napping"  # neither word (nor its stem) is in any turn
+    adaptive = mem.recall("alice", query, k=4)
+    vectors = mem.recall("alice", query, k=4, alpha=1.0)
+    assert [h.content for h in adaptive] == [h.content for h in vectors]
+    assert adaptive[0].score > adaptive[-1].score
 
 
 def test_a_bad_alpha_is_refused_before_anything_is_searched(mem: Memory) -> None:
