@@ -222,7 +222,7 @@ class Memory:
         query: str,
         k: int = 5,
         *,
-        alpha: float = 0.5,
+        alpha: float | None = None,
         thread_id: str | None = None,
         exclude_thread: str | None = None,
     ) -> builtins.list[RecalledMessage]:
@@ -359,7 +359,7 @@ class Memory:
         query: str,
         k: int = 5,
         *,
-        alpha: float = 0.5,
+        alpha: float | None = None,
         thread_id: str | None = None,
         exclude_thread: str | None = None,
     ) -> builtins.list[RecalledMessage]:

@@ -15,7 +15,7 @@ every question the way the agent recalls:
   (what ``recall_episodic`` calls for past turns), k = 20.
 
 Systems, in one run:
-  amem             the project's recall with the agent's default alpha (past_turns_alpha)
+  amem             the project's recall as the agent runs it (past_turns_alpha unset: per query)
   amem-keyword     the same index, alpha 0 (BM25 only)
   amem-vector      the same index, alpha 1 (vectors only)
   langgraph        LangGraph's ``InMemoryStore`` with semantic search over the same
@@ -469,7 +469,9 @@ class ProjectIndex:
                 for oid, msg in zip(ids, messages[start : start + 2], strict=True):
                     self._dia[oid] = msg["id"]
 
-    def search(self, conversation: Conversation, question: str, k: int, alpha: float) -> list[str]:
+    def search(
+        self, conversation: Conversation, question: str, k: int, alpha: float | None
+    ) -> list[str]:
         """Recall as ``recall_episodic`` does for past turns (all of the user's threads)."""
         hits = asyncio.run(self.log.arecall(_user(conversation), question, k=k, alpha=alpha))
         return [self._dia[h.id] for h in hits]
@@ -481,11 +483,11 @@ class ProjectIndex:
 
 @dataclass
 class ProjectView:
-    """One alpha over the shared project index."""
+    """One alpha over the shared project index (``None``: chosen per query)."""
 
     name: str
     shared: ProjectIndex
-    alpha: float
+    alpha: float | None
     owns_index: bool
 
     def index(self, conversation: Conversation) -> None:
@@ -698,7 +700,11 @@ def _build_systems(
     systems: list[Retriever] = []
     project: ProjectIndex | None = None
     lance: LanceTables | None = None
-    alphas = {"amem": DEFAULT_ALPHA, "amem-keyword": 0.0, "amem-vector": 1.0}
+    alphas: dict[str, float | None] = {
+        "amem": DEFAULT_ALPHA,
+        "amem-keyword": 0.0,
+        "amem-vector": 1.0,
+    }
     for name in names:
         if name in alphas:
             owns = project is None

@@ -63,11 +63,12 @@ class Context:
         default=3,
         metadata=_describe("How many messages from the user's other threads to recall (0: off)."),
     )
-    past_turns_alpha: float = field(
-        default=0.4,
+    past_turns_alpha: float | None = field(
+        default=None,
         metadata=_describe(
-            "Past-message hybrid search weight: 0 = keyword (BM25), 1 = vector. Lower than "
-            "the episodes' because messages are searched by a stemmed keyword text."
+            "Past-message hybrid search weight: 0 = keyword (BM25), 1 = vector. Unset: chosen "
+            "per query, the share of the keyword side's best ten that the vector side also "
+            "ranks in its best ten."
         ),
     )
     recency_half_life_days: float = field(
@@ -163,6 +164,8 @@ class Context:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise ValueError(f"context {f.name} must be a non-negative integer: {value!r}")
             elif f.name.endswith("_alpha"):
+                if value is None and f.name == "past_turns_alpha":
+                    continue
                 if not _number(value) or not 0.0 <= value <= 1.0:
                     raise ValueError(f"context {f.name} must be a number in [0, 1]: {value!r}")
         cap = self.answer_max_tokens

@@ -455,7 +455,15 @@ def messages_search(
     user: UserOpt = None,
     thread: Annotated[str | None, typer.Option("--thread", "-t", help="Only this thread.")] = None,
     k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many messages.")] = 10,
-    alpha: AlphaOpt = 0.5,
+    alpha: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="0 = keyword (BM25), 1 = vector; unset: chosen per query by how far the "
+            "two sides agree.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Search a user's message log (hybrid BM25 + vector)."""

@@ -342,3 +342,44 @@ def text_sort_key(text: str) -> str:
     that key; see ``docs/storage.md`` for the rare letters where EqualFold goes further.
     """
     return go_lower(text)
+
+
+def side_agreement(keyword: Mapping[K, float], vector: Mapping[K, float], depth: int) -> float:
+    """Return the share of the keyword side's best ``depth`` that the vector side also ranks there.
+
+    ``keyword`` and ``vector`` hold each side's raw scores (BM25, cosine) of the candidates a
+    hybrid search returned. Each side's best ``depth`` are taken by score, ties broken by the
+    key so the result never depends on the order the candidates came in. A keyword side of
+    fewer than ``depth`` hits is compared whole (its share of those few); an empty side
+    agrees with nothing (0.0).
+    """
+    if depth <= 0 or not keyword or not vector:
+        return 0.0
+
+    def best(scores: Mapping[K, float]) -> set[K]:
+        ranked = sorted(scores.items(), key=lambda item: (-item[1], str(item[0])))
+        return {key for key, _ in ranked[:depth]}
+
+    return len(best(keyword) & best(vector)) / min(depth, len(keyword))
+
+
+def refuse(
+    keyword: Mapping[K, float],
+    vector: Mapping[K, float],
+    alpha: float,
+    uuid: Mapping[K, str],
+    limit: int | None = None,
+) -> tuple[list[K], dict[K, float]]:
+    """Fuse both sides' raw scores again at another ``alpha``, as the server would have.
+
+    A hybrid search reports each hit's raw keyword and vector scores (``SearchHit``), so its
+    candidates can be fused at a weight chosen after seeing them, on either backend alike:
+    ``relativeScoreFusion`` over the candidates given (``fuse_relative_score``), ordered with
+    the server's tie rules (``order_hybrid``). Returns the keys in order and their scores.
+    """
+    vector_weight, keyword_weight = fusion_weights(alpha)
+    fused, secondary = fuse_relative_score(
+        [(float(vector_weight), vector), (float(keyword_weight), keyword)]
+    )
+    order = order_hybrid(fused, fused, secondary, uuid, limit)
+    return order, {key: fused[key] for key in order}

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bench import recall_ablation
 from bench.locomo_bench import (
     SYSTEMS,
     LocomoFormatError,
@@ -240,3 +241,25 @@ def test_an_openai_compatible_embedding_endpoint_is_used_when_configured(
     names = [r["name"] for r in report["results"]]
     assert names == ["amem", "amem-vector", "langgraph"]
     assert all(r["overall"]["recall"]["20"] == 1.0 for r in report["results"])
+
+
+def test_the_ablation_runs_every_variant_and_its_default_row_is_the_benchmarks(
+    locomo_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AMEM_EMBEDDINGS", "local")
+    out = tmp_path / "ablation.md"
+    printed: list[str] = []
+    assert recall_ablation.main([str(locomo_file), "--out", str(out)], say=printed.append) == 0
+    table = out.read_text(encoding="utf-8")
+    assert table.strip() == printed[0].strip()
+    rows = {
+        cells[0]: cells[1:]
+        for line in table.splitlines()[2:]
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    }
+    assert list(rows) == [v.name for v in recall_ablation.VARIANTS]
+    report = _run(locomo_file, tmp_path, "--embeddings", "local", "--systems", "amem")
+    (amem,) = report["results"]
+    default = rows["both: the default"]
+    assert default[0] == f"{amem['overall']['recall']['10']:.3f}"
+    assert default[1] == f"{amem['overall']['mrr']:.3f}"

@@ -48,11 +48,14 @@ from agentic_memory.kinds._bound import MAX_MESSAGE_CHARS
 from agentic_memory.kinds.messages.checks import check_message_text
 from agentic_memory.kinds.messages.log import MessageLog
 from agentic_memory.kinds.messages.recall import (
+    AGREEMENT_DEPTH,
     IMPORTANCE_WEIGHT,
     NEIGHBOUR_WEIGHT,
     OWN_WORDS_WEIGHT,
     RERANK_POOL,
+    SPEAKER_WEIGHT,
     THREAD_WEIGHT,
+    adaptive_fusion,
 )
 from agentic_memory.kinds.messages.schema import (
     MESSAGES,
@@ -68,6 +71,7 @@ from agentic_memory.kinds.messages.schema import (
 from agentic_memory.kinds.messages.upgrade import aupgrade_message_log
 
 __all__ = [
+    "AGREEMENT_DEPTH",
     "IMPORTANCE_WEIGHT",
     "MAX_MESSAGE_CHARS",
     "MESSAGES",
@@ -76,7 +80,9 @@ __all__ = [
     "NEIGHBOUR_WEIGHT",
     "OWN_WORDS_WEIGHT",
     "RERANK_POOL",
+    "SPEAKER_WEIGHT",
     "THREAD_WEIGHT",
+    "adaptive_fusion",
     "aupgrade_message_log",
     "check_message_text",
     "embedding_text_of",

@@ -29,7 +29,13 @@ from agentic_memory.kinds.messages.checks import (
     _recall_filters,
 )
 from agentic_memory.kinds.messages.purge import apurge_log, aretention_of, due
-from agentic_memory.kinds.messages.recall import RERANK_POOL, _rerank
+from agentic_memory.kinds.messages.recall import (
+    ADAPTIVE_PROBE_ALPHA,
+    FUSION_POOL,
+    RERANK_POOL,
+    _rerank,
+    adaptive_fusion,
+)
 from agentic_memory.kinds.messages.schema import (
     MESSAGES,
     LoggedMessage,
@@ -52,6 +58,7 @@ from agentic_memory.store import (
     StoreError,
     Where,
 )
+from agentic_memory.store.base import check_alpha
 
 logger = logging.getLogger("agentic_memory.kinds.messages")
 
@@ -177,23 +184,30 @@ class MessageLog(CollectionBound):
         query: str,
         *,
         k: int = 5,
-        alpha: float = 0.5,
+        alpha: float | None = None,
         thread_id: str | None = None,
         exclude_thread: str | None = None,
     ) -> list[RecalledMessage]:
         """Return the user's ``k`` logged turns best matching ``query``.
 
-        The store's hybrid search (``alpha`` 0 = keywords only, 1 = vectors only) runs the
-        prepared keyword query (:func:`agentic_memory.kinds.recall_text.keyword_query`)
-        against each turn's ``search_text`` and the query's vector against each turn's; its
-        best :data:`RERANK_POOL` hits are then re-ranked with their context::
+        The store's hybrid search runs the prepared keyword query
+        (:func:`agentic_memory.kinds.recall_text.keyword_query`) against each turn's
+        ``search_text`` and the query's vector against each turn's. ``alpha`` is the vector
+        side's weight (0 = keywords only, 1 = vectors only); ``None`` (the default) chooses it
+        per query: the share of the keyword side's best ``AGREEMENT_DEPTH`` hits that the
+        vector side also ranks there (:func:`agentic_memory.store.ranking.side_agreement`).
+        When the sides agree the vectors refine the order; when they disagree the keywords,
+        which carry most of the recall, decide. The store's candidates are then fused again
+        at that weight from the raw scores every hit carries, identically on both backends.
+        The best ``RERANK_POOL`` hits are re-ranked with their context::
 
             score = (hybrid + THREAD_WEIGHT * best hit of the same thread
                      + NEIGHBOUR_WEIGHT * better of the adjacent turns' hits
-                     + OWN_WORDS_WEIGHT * share of the query's keywords in the turn) / 2.5
+                     + SPEAKER_WEIGHT * (the turn's speaker is named in the query)
+                     + OWN_WORDS_WEIGHT * share of the query's keywords in the turn) / 2.75
 
         (a missing neighbour counts 0), so the score stays in [0, 1]; an important turn's
-        score is then lifted by :data:`IMPORTANCE_WEIGHT` of what it lacks to 1.
+        score is then lifted by ``IMPORTANCE_WEIGHT`` of what it lacks to 1.
 
         ``thread_id`` restricts the search to one thread; ``exclude_thread`` leaves one out
         (typically the current conversation, whose turns are already in the context).
@@ -202,17 +216,22 @@ class MessageLog(CollectionBound):
             InvalidInputError: an argument is malformed.
         """
         where = _recall_filters(user, query, k, thread_id, exclude_thread)
+        if alpha is not None:
+            check_alpha(alpha)
         await self._aensure()
         vector = await self.embeddings.aembed_query(embedded_part(query))
+        pool = max(k, RERANK_POOL)
         hits = await self.store.ahybrid(
             MESSAGES.name,
             query=keyword_query(query),
             vector=vector,
-            alpha=alpha,
-            limit=max(k, RERANK_POOL),
+            alpha=ADAPTIVE_PROBE_ALPHA if alpha is None else alpha,
+            limit=max(k, FUSION_POOL) if alpha is None else pool,
             user=user,
             where=where,
         )
+        if alpha is None:
+            hits = adaptive_fusion(hits, pool)
         return [self._with_expiry(m) for m in _rerank(hits, k, query)]
 
     def _with_expiry(self, message: M) -> M:
