@@ -29,11 +29,16 @@ from fpdf import FPDF
 from langchain_core.embeddings import Embeddings
 from pypdf import PdfReader
 
-from agentic_memory.models.embeddings import LocalEmbeddings
-from agentic_memory.store.embedded import EmbeddedStore
-from ingest import ingest_paths
-from ingest.readers import parse
-from ingest.text import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, assemble, split_document
+from coala_memory.ingest import ingest_paths
+from coala_memory.ingest.readers import parse
+from coala_memory.ingest.text import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    assemble,
+    split_document,
+)
+from coala_memory.models.embeddings import LocalEmbeddings
+from coala_memory.store.embedded import EmbeddedStore
 
 _VOCABULARY = (
     "analysis method sample result model energy system water pressure signal budget report "

@@ -9,10 +9,9 @@ import pytest
 from fpdf import FPDF
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage
 
-from agentic_memory.kinds.episodes import Reflection
-from graph.context import Context
-from graph.context_window import ContextOverflowError
-from graph.nodes import (
+from coala_memory.graph.context import Context
+from coala_memory.graph.context_window import ContextOverflowError
+from coala_memory.graph.nodes import (
     FAN_OUT,
     compact,
     generate,
@@ -26,9 +25,10 @@ from graph.nodes import (
     route_turn,
     update_procedural,
 )
-from graph.state import State
-from ingest.inputs import Upload
-from ingest.pipeline import ingest_paths, ingest_uploads
+from coala_memory.graph.state import State
+from coala_memory.ingest.inputs import Upload
+from coala_memory.ingest.pipeline import ingest_paths, ingest_uploads
+from coala_memory.kinds.episodes import Reflection
 from tests.graph.conftest import REFLECTION
 
 

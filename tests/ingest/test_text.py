@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ingest.text import (
+from coala_memory.ingest.text import (
     _inline_ascii,
     _inline_general,
     assemble,

@@ -13,12 +13,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agentic_memory.models.embeddings import LocalEmbeddings
-from agentic_memory.store.embedded import EmbeddedStore
-from graph.context import Context
-from graph.graph import compile_graph
-from graph.nodes import ThreadOwnershipError
-from graph.persistence import adelete_thread, postgres_checkpointer, sqlite_checkpointer
+from coala_memory.graph.context import Context
+from coala_memory.graph.graph import compile_graph
+from coala_memory.graph.nodes import ThreadOwnershipError
+from coala_memory.graph.persistence import (
+    adelete_thread,
+    postgres_checkpointer,
+    sqlite_checkpointer,
+)
+from coala_memory.models.embeddings import LocalEmbeddings
+from coala_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 from tests.graph.values import thread_values
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 
 from langgraph_cli.config import validate_config_file
@@ -19,8 +18,8 @@ def test_langgraph_json_is_valid_and_points_at_the_graph() -> None:
     assert config["python_version"] == "3.11"
     assert config["dependencies"] == ["."]
     assert config["graphs"] == {
-        "agent": "./graph/graph.py:graph",
-        "ingest": "./ingest/graph.py:graph",
+        "agent": "coala_memory.graph.graph:graph",
+        "ingest": "coala_memory.ingest.graph:graph",
     }
     # The server keeps its checkpoints in this package's checkpointer: private, under
     # AMEM_HOME, and a deleted thread is deleted whole (docs/persistence.md).
@@ -28,28 +27,24 @@ def test_langgraph_json_is_valid_and_points_at_the_graph() -> None:
         served_config = validate_config_file(REPO / name)
         assert served_config["checkpointer"] == {
             "backend": "custom",
-            "path": "./graph/persistence.py:open_checkpointer",
+            "path": "coala_memory.graph.persistence.open_checkpointer",
         }, name
-        assert served_config["store"] == {"path": "./graph/store.py:store"}, name
+        assert served_config["store"] == {"path": "coala_memory.graph.store.store"}, name
     # An "env" file is referenced only if it exists, or the CLI would fail on it.
     assert "env" not in raw or (REPO / raw["env"]).is_file()
 
     expected_names = {"agent": "Agentic Memory", "ingest": "Ingest"}
     for graph_id, target in config["graphs"].items():
-        path, _, attribute = target.partition(":")
-        spec = importlib.util.spec_from_file_location(f"served_{graph_id}", REPO / path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        # Registered first, as the server does: TypedDict hints resolve through sys.modules.
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        served = getattr(module, attribute)
+        # Module paths: the server imports the installed package, one module per file, the
+        # same objects as `from coala_memory.graph.graph import graph` in a notebook.
+        module_name, _, attribute = target.partition(":")
+        served = getattr(importlib.import_module(module_name), attribute)
         assert served.name == expected_names[graph_id]
         assert served.checkpointer is None, "langgraph dev brings its own checkpointer"
 
 
 def test_context_fields_are_described_for_studio() -> None:
-    from graph.context import Context
+    from coala_memory.graph.context import Context
 
     missing = [f.name for f in dataclasses.fields(Context) if not f.metadata.get("description")]
     assert missing == []

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from agentic_memory.store import (
+from coala_memory.store import (
     CollectionSpec,
     MemoryObject,
     MemoryStore,

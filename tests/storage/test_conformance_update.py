@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentic_memory.store import (
+from coala_memory.store import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
