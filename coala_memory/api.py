@@ -34,6 +34,7 @@ from langchain_core.messages import BaseMessage
 
 from coala_memory.kinds.episodes import EPISODES, EpisodicMemory
 from coala_memory.kinds.facts import FactStore
+from coala_memory.kinds.knowledge import KnowledgeHit, asearch_knowledge
 from coala_memory.kinds.messages import (
     MESSAGES,
     LoggedMessage,
@@ -250,6 +251,34 @@ class Memory:
     ) -> int:
         """Delete logged turns by id or by thread (see ``MessageLog.aforget``)."""
         return await self.messages.aforget(user, ids=ids, thread_id=thread_id)
+
+    # -- knowledge -------------------------------------------------------------------------
+
+    async def asearch_knowledge(
+        self,
+        kb: str,
+        query: str,
+        *,
+        k: int = 5,
+        alpha: float = 0.5,
+        owner: str | None = None,
+        min_similarity: float | None = None,
+    ) -> builtins.list[KnowledgeHit]:
+        """Search a knowledge base, shared or ``owner``'s own (see ``search_knowledge``).
+
+        Raises:
+            InvalidInputError: an argument is malformed.
+        """
+        return await asearch_knowledge(
+            self.store,
+            self.embeddings,
+            kb,
+            query,
+            k=k,
+            alpha=alpha,
+            owner=owner,
+            min_similarity=min_similarity,
+        )
 
     # -- importance and retention ----------------------------------------------------------
 

@@ -62,11 +62,10 @@ from coala_memory.kinds.facts import (
     render_facts,
 )
 from coala_memory.kinds.knowledge import (
-    asearch_knowledge,
     citation_label,
     default_relevance_floor,
 )
-from coala_memory.kinds.messages import MAX_MESSAGE_CHARS, MESSAGES, MessageLog
+from coala_memory.kinds.messages import MAX_MESSAGE_CHARS
 from coala_memory.kinds.model_output import is_protected, keep_protected, prompt_echo
 from coala_memory.kinds.rule_guard import RejectedRule, screen_rules
 from coala_memory.kinds.rules import (
@@ -95,7 +94,6 @@ from coala_memory.store import (
     GLOBAL_SCOPE,
     InvalidInputError,
     StoreError,
-    Where,
     check_user_id,
 )
 
@@ -332,24 +330,6 @@ def _settled(state: State) -> dict[str, Any]:
     }
 
 
-async def _legacy_owner(mem: Memory, user: str, thread: str) -> str | None:
-    """Whose thread an ownerless thread with history is, from the message logs.
-
-    Threads written before owners were recorded name no owner: the user whose log holds the
-    thread is its owner; a thread nobody logged goes to whoever uses it first.
-    """
-    store, name = mem.store, MESSAGES.name
-    if name not in await store.acollections():
-        return None
-    where = [Where("thread_id", "eq", thread)]
-    if await store.acount(name, user=user, where=where):
-        return user
-    for other in await store.ausers(name):
-        if other != user and await store.acount(name, user=other, where=where):
-            return other
-    return None
-
-
 def _check_text(message: BaseMessage, budget: int) -> str | None:
     """Say why a new message cannot be taken, or None when it can."""
     text = _text(message)
@@ -412,7 +392,7 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if owner is None and len(given.before) + len(given.new) > 1:
         # History without an owner: a thread from before owners were recorded (or a first
         # input of several messages, which no log names: then it is claimed below).
-        owner = await _legacy_owner(memory, user, _thread(_config()))
+        owner = await memory.messages.athread_owner(user, _thread(_config()))
     if owner is not None and owner != user:
         return refused(
             "owner",
@@ -519,19 +499,8 @@ async def _take_back_logged(
     if not keys:
         return
     mem = memory_of(runtime.store)
-    thread = _thread(_config())
     try:
-        if MESSAGES.name not in await mem.store.acollections():
-            return
-        ids = []
-        for key in keys:
-            oid = MessageLog.message_id(user, thread, key)
-            found = await mem.store.aget(MESSAGES.name, oid, user=user)
-            # A message re-sent with the id of an older, compacted turn keeps that turn.
-            if found is not None and str(found.properties.get("created_at", "")) >= started_at:
-                ids.append(oid)
-        if ids:
-            await mem.messages.aforget(user, ids=ids)
+        await mem.messages.aforget_logged_since(user, _thread(_config()), keys, started_at)
     except (StoreError, InvalidInputError) as exc:
         logger.warning("could not take back the turns a failed run logged: %s", exc)
 
@@ -629,9 +598,7 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
         floor = default_relevance_floor(mem.embeddings)
     found = await asyncio.gather(
         *(
-            asearch_knowledge(
-                mem.store,
-                mem.embeddings,
+            mem.asearch_knowledge(
                 kb,
                 query,
                 k=ctx.semantic_k,

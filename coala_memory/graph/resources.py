@@ -25,6 +25,7 @@ from langgraph.config import get_config
 
 from coala_memory.api import Memory
 from coala_memory.graph.context import Context
+from coala_memory.langgraph_store import AgenticStore
 from coala_memory.models.chat import LocalChatOpenAI, limit_answer_tokens, resolve_chat_model
 
 __all__ = [
@@ -69,13 +70,12 @@ def memory_of(store: Any) -> Memory:
     Raises:
         MemoryNotConfiguredError: the store is missing or is not coala_memory's.
     """
-    memory = getattr(store, "memory", None)
-    if isinstance(memory, Memory):
-        return memory
+    if isinstance(store, AgenticStore):
+        return store.memory
     kind = "no store" if store is None else f"a {type(store).__name__}"
     raise MemoryNotConfiguredError(
         f"the agent's memory needs coala_memory's store, but the run has {kind}: compile "
-        "with graph.graph.compile_graph(store=...) or builder.compile(store=AgenticStore(...)); "
+        "with coala_memory.graph.graph.compile_graph(store=...) or builder.compile(store=AgenticStore(...)); "
         'under langgraph dev, langgraph.json names it ("store": {"path": "coala_memory.graph.store.store"})'
     )
 

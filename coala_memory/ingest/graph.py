@@ -34,6 +34,7 @@ from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from coala_memory.graph.resources import memory_of
 from coala_memory.ingest.inputs import INGEST_DIRS_ENV, Upload, ingest_roots
 from coala_memory.ingest.pipeline import IngestReport, ingest_paths, ingest_uploads
 from coala_memory.ingest.text import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
@@ -189,11 +190,12 @@ async def ingest_files(state: IngestState, runtime: Runtime[IngestContext]) -> d
         )
     if ("documents" in state) == ("paths" in state):
         raise InvalidInputError("give either documents (their content) or paths, not both")
-    memory = getattr(runtime.store, "memory", None)
+    # Without a store the pipeline opens the configured one; a foreign store is an error.
+    memory = None if runtime.store is None else memory_of(runtime.store)
     options: dict[str, Any] = {
         "kb": state.get("kb", "default"),
-        "store": getattr(memory, "store", None),
-        "embeddings": getattr(memory, "embeddings", None),
+        "store": None if memory is None else memory.store,
+        "embeddings": None if memory is None else memory.embeddings,
         "chunk_size": state.get("chunk_size", DEFAULT_CHUNK_SIZE),
         "chunk_overlap": state.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP),
         "password": state.get("password"),

@@ -446,6 +446,41 @@ class MessageLog(CollectionBound):
 
     # -- forget ---------------------------------------------------------------------------
 
+    async def athread_owner(self, user: str, thread_id: str) -> str | None:
+        """Return whose log holds ``thread_id``: ``user`` first, else another user, else None.
+
+        Threads written before their owners were recorded name no owner; the user whose log
+        holds the thread is its owner, and a thread nobody logged is nobody's yet.
+        """
+        if not await self._aexists():
+            return None
+        where = [Where("thread_id", "eq", _check_thread(thread_id))]
+        if await self.store.acount(MESSAGES.name, user=user, where=where):
+            return user
+        for other in await self.store.ausers(MESSAGES.name):
+            if other != user and await self.store.acount(MESSAGES.name, user=other, where=where):
+                return other
+        return None
+
+    async def aforget_logged_since(
+        self, user: str, thread_id: str, message_ids: Sequence[str], since: str
+    ) -> int:
+        """Take back the turns of ``message_ids`` that were logged at or after ``since``.
+
+        A run that fails after logging its turns takes them back; a message id that names an
+        older turn (a message re-sent with the id of a compacted turn) keeps that turn.
+        Returns how many turns were deleted.
+        """
+        if not message_ids or not await self._aexists():
+            return 0
+        ids = []
+        for key in message_ids:
+            oid = self.message_id(user, thread_id, key)
+            found = await self.store.aget(MESSAGES.name, oid, user=user)
+            if found is not None and str(found.properties.get("created_at", "")) >= since:
+                ids.append(oid)
+        return await self.aforget(user, ids=ids) if ids else 0
+
     async def aforget(
         self, user: str, *, ids: Sequence[str] | None = None, thread_id: str | None = None
     ) -> int:
