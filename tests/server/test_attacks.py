@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from coala_memory.kinds.rules import starting_rules
 from tests.fake_openai import last_user_text, prompt_text
 from tests.security.payloads import INNOCENT, PAYLOADS
 from tests.server.conftest import DevServer, run_dev_server
@@ -45,7 +46,9 @@ def _reflection(request: dict[str, Any]) -> dict[str, Any]:
     mine = SECRET in prompt_text(request)
     return {
         "context_tags": ["banking"],
-        "conversation_summary": f"The user shared the code {SECRET}." if mine else "Small talk.",
+        "conversation_summary": f"The user shared the code {SECRET}."
+        if mine
+        else "The user asked about the weather.",
         "what_worked": f"Repeating {SECRET} back." if mine else "Short answers.",
         "what_to_avoid": "Long answers.",
         "importance": 0.7,
@@ -591,7 +594,8 @@ async def test_another_users_data_is_absent_from_every_response(server: DevServe
 # -- rule poisoning --------------------------------------------------------------------------
 
 
-def _chunks(size: int = 9) -> list[list[dict[str, str]]]:
+def _chunks(size: int = 4) -> list[list[dict[str, str]]]:
+    # A rewrite keeps the five starting rules (protected), so each brings at most five more.
     rules = [{"instruction": i, "rationale": r} for p in PAYLOADS for i, r in p.rules]
     innocent = {"instruction": INNOCENT[0], "rationale": INNOCENT[1]}
     return [[*rules[n : n + size], innocent] for n in range(0, len(rules), size)]
@@ -616,6 +620,7 @@ async def test_poisoning_payloads_never_reach_another_users_prompt(
             _client(dev, "tok-olga-99f2") as olga,
         ):
             proposals = []
+            notes: list[tuple[Any, Any]] = []  # what each end said, shown when one fails
             for chunk in _chunks():
                 script.queued.append(chunk)
                 thread = (await _ok(await bob.post("/threads", json={})))["thread_id"]
@@ -632,6 +637,7 @@ async def test_poisoning_payloads_never_reach_another_users_prompt(
                 )
                 assert end["rules_version_created"] is None
                 proposals.append(end["rules_proposal"])
+                notes.append((end["rules_note"], end["rules_rejected"]))
 
             path = "/store/items/search"
             listed = await bob.post(
@@ -639,7 +645,7 @@ async def test_poisoning_payloads_never_reach_another_users_prompt(
             )
             assert listed.status_code == 403  # reviewing is an operator's right
             if learn:
-                assert all(p is not None and p["status"] == "pending" for p in proposals)
+                assert all(p is not None and p["status"] == "pending" for p in proposals), notes
                 first, *rest = proposals
                 forged = {
                     "namespace": ["rules", "_global", "proposals"],
@@ -668,7 +674,12 @@ async def test_poisoning_payloads_never_reach_another_users_prompt(
                 )
                 assert latest["value"]["source_users"] == ["bob"]
                 assert latest["value"]["note"].find("approved by olga") >= 0
-                assert [r["instruction"] for r in latest["value"]["rules"]] == [INNOCENT[0]]
+                # The innocent rule, beside starting rules a rewrite keeps (protected); a
+                # starting rule the innocent one covers ("Keep answers short") may give way.
+                starting = {r.instruction for r in starting_rules()}
+                approved = [r["instruction"] for r in latest["value"]["rules"]]
+                assert INNOCENT[0] in approved
+                assert set(approved) - {INNOCENT[0]} <= starting
             else:
                 assert proposals == [None] * len(proposals)
 
