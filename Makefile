@@ -9,21 +9,21 @@ LANGGRAPH_ARGS ?=
 BIN := $(VENV)/bin
 # llama.cpp (the [local] extra) is compiled with GGML_NATIVE=OFF and a fixed baseline (x86-64:
 # AVX2/FMA/F16C, no AVX-512/AMX; aarch64: ARMv8-A), never -march=native, whose library dies with
-# SIGILL on another CPU. The flags come from coala_memory/models/llama_build.py and are
+# SIGILL on another CPU. The flags come from agentic_memory/models/llama_build.py and are
 # exported to every pip step below, so no step can compile llama.cpp natively from source.
-export CMAKE_ARGS = $(shell $(PYTHON) coala_memory/models/llama_build.py cmake-args)
+export CMAKE_ARGS = $(shell $(PYTHON) agentic_memory/models/llama_build.py cmake-args)
 
 .PHONY: install system-deps run test lint test-weaviate
 
-$(BIN)/.installed: pyproject.toml constraints.txt coala_memory/models/llama_build.py
+$(BIN)/.installed: pyproject.toml constraints.txt agentic_memory/models/llama_build.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The [local] extra needs llama.cpp, compiled here (about 5 minutes on 2 cores) for a
-	# portable baseline, never -march=native: see coala_memory/models/llama_build.py. `ensure` keeps an
+	# portable baseline, never -march=native: see agentic_memory/models/llama_build.py. `ensure` keeps an
 	# installed build that passes the portability check and rebuilds any other.
-	$(BIN)/python coala_memory/models/llama_build.py ensure
+	$(BIN)/python agentic_memory/models/llama_build.py ensure
 	$(BIN)/pip install -q -c constraints.txt -e ".[local]" --group dev
-	$(BIN)/python coala_memory/models/llama_build.py check
+	$(BIN)/python agentic_memory/models/llama_build.py check
 	touch $@
 
 install: $(BIN)/.installed
@@ -40,7 +40,7 @@ system-deps:
 # own data (.langgraph_api/) is private and per AMEM_HOME, and first prints one line saying
 # whether the server has authentication (CONFIG=langgraph.auth.json) or is open to anyone.
 run: install
-	$(BIN)/python -m coala_memory.graph.serve --config $(CONFIG) --port $(PORT) $(LANGGRAPH_ARGS)
+	$(BIN)/python -m agentic_memory.graph.serve --config $(CONFIG) --port $(PORT) $(LANGGRAPH_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -22,12 +22,12 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from coala_memory.graph.graph import compile_graph
-from coala_memory.models.calls import summarize_calls
-from coala_memory.models.chat import resolve_chat_model
-from coala_memory.models.embeddings import get_embeddings
-from coala_memory.models.local_server import stop_local_server
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.models.calls import summarize_calls
+from agentic_memory.models.chat import resolve_chat_model
+from agentic_memory.models.embeddings import get_embeddings
+from agentic_memory.models.local_server import stop_local_server
+from agentic_memory.store.embedded import EmbeddedStore
 
 TURNS = [
     "Hi, I'm Ana. I moved to Lisbon last year and I work as a nurse.",

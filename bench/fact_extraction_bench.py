@@ -37,18 +37,18 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from pydantic import Field
 
-from coala_memory import prompts
-from coala_memory.graph.nodes import extract_facts
-from coala_memory.kinds.facts import ExtractedFact, ExtractedFacts
-from coala_memory.kinds.self_statements import (
+from agentic_memory import prompts
+from agentic_memory.graph.nodes import extract_facts
+from agentic_memory.kinds.facts import ExtractedFact, ExtractedFacts
+from agentic_memory.kinds.self_statements import (
     extract_self_statements,
     looks_like_self_statement,
     merge_facts,
     plausible_fact,
 )
-from coala_memory.models.calls import MODEL_ERRORS, ainvoke_structured
-from coala_memory.models.chat import resolve_chat_model
-from coala_memory.models.local_server import stop_local_server
+from agentic_memory.models.calls import MODEL_ERRORS, ainvoke_structured
+from agentic_memory.models.chat import resolve_chat_model
+from agentic_memory.models.local_server import stop_local_server
 
 DATA = Path(__file__).with_name("data") / "fact_statements.json"
 

@@ -29,16 +29,16 @@ from fpdf import FPDF
 from langchain_core.embeddings import Embeddings
 from pypdf import PdfReader
 
-from coala_memory.ingest import ingest_paths
-from coala_memory.ingest.readers import parse
-from coala_memory.ingest.text import (
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.ingest.readers import parse
+from agentic_memory.ingest.text import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
     assemble,
     split_document,
 )
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 
 _VOCABULARY = (
     "analysis method sample result model energy system water pressure signal budget report "

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from fpdf import FPDF
 
-from coala_memory.ingest import ingest_paths
-from coala_memory.kinds.knowledge import search_knowledge
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.kinds.knowledge import search_knowledge
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 
 SIZES = (300, 500, 800, 1200)
 OVERLAPS = (0, 100, 200)

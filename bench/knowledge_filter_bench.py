@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import coala_memory.kinds.knowledge as knowledge
-from coala_memory.ingest import ingest_paths
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+import agentic_memory.kinds.knowledge as knowledge
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 
 _WORDS = (
     "pump valve boiler filter gauge motor belt sensor relay switch cable panel fuse duct "

@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from coala_memory.models.local_server import LocalModelServer, local_model_path
+from agentic_memory.models.local_server import LocalModelServer, local_model_path
 
 PARAGRAPH = (
     "The harbour was quiet in the early morning, and the fishermen checked their nets "

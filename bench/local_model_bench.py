@@ -1,7 +1,7 @@
 """Measure the offline local model: start time, prompt and generation speed, structured calls.
 
 Starts its own llama.cpp server (Gemma 3 270M Q4_K_M from the [local] extra) and calls it
-the way the agent does (``resolve_chat_model("local")`` + ``coala_memory.models.calls``). Token counts are
+the way the agent does (``resolve_chat_model("local")`` + ``agentic_memory.models.calls``). Token counts are
 the server's own usage figures. The machine's load average is printed with the numbers,
 because a shared CPU changes them a lot.
 
@@ -22,14 +22,14 @@ from typing import Annotated
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, StringConstraints
 
-from coala_memory.models.calls import (
+from agentic_memory.models.calls import (
     ModelCall,
     StructuredOutputError,
     ainvoke_structured,
     ainvoke_text,
 )
-from coala_memory.models.chat import resolve_chat_model
-from coala_memory.models.local_server import LocalModelServer, get_local_server, local_model_path
+from agentic_memory.models.chat import resolve_chat_model
+from agentic_memory.models.local_server import LocalModelServer, get_local_server, local_model_path
 
 Short = Annotated[str, StringConstraints(max_length=60)]
 

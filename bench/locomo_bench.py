@@ -73,12 +73,12 @@ from typing import Any, Protocol
 
 from langchain_core.embeddings import Embeddings
 
-from coala_memory.api import Memory
-from coala_memory.graph.context import Context
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.kinds.retention import RetentionPolicy
-from coala_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
-from coala_memory.store import InvalidInputError
+from agentic_memory.api import Memory
+from agentic_memory.graph.context import Context
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
+from agentic_memory.store import InvalidInputError
 
 KS = (1, 5, 10, 20)
 DEPTH = max(KS)

@@ -59,9 +59,9 @@ class _HashEmbeddings(Embeddings):
 def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, Any]]:
     """Measure the code importable in this process; one result per size."""
     # Imported here, from whichever checkout of the code this process runs.
-    from coala_memory.kinds.messages import MESSAGES, MessageLog
-    from coala_memory.store import MemoryObject, make_id
-    from coala_memory.store.embedded import EmbeddedStore
+    from agentic_memory.kinds.messages import MESSAGES, MessageLog
+    from agentic_memory.store import MemoryObject, make_id
+    from agentic_memory.store.embedded import EmbeddedStore
 
     emb = _HashEmbeddings()
     results = []

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from coala_memory.store import CollectionSpec, MemoryObject, Property, Where, make_id
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.store import CollectionSpec, MemoryObject, Property, Where, make_id
+from agentic_memory.store.embedded import EmbeddedStore
 
 _SPEC = CollectionSpec(
     name="Chunks",

@@ -133,8 +133,8 @@ class Embedded:
 
     def __init__(self, folder: Path) -> None:
         """Create a store in ``folder``."""
-        from coala_memory.kinds.knowledge import knowledge_collection
-        from coala_memory.store.embedded import EmbeddedStore
+        from agentic_memory.kinds.knowledge import knowledge_collection
+        from agentic_memory.store.embedded import EmbeddedStore
 
         self.folder = folder
         self.spec = knowledge_collection("bench")
@@ -143,7 +143,7 @@ class Embedded:
 
     def write(self, data: Data, rows: range) -> None:
         """Upsert documents ``rows``."""
-        from coala_memory.store import MemoryObject, make_id
+        from agentic_memory.store import MemoryObject, make_id
 
         self.store.upsert(
             self.spec.name,
@@ -158,7 +158,7 @@ class Embedded:
 
     def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
         """Return the ids of a hybrid search's hits."""
-        from coala_memory.store import Where
+        from agentic_memory.store import Where
 
         where = [Where("chunk_index", "lt", 50)] if filtered else []
         hits = self.store.hybrid(
@@ -168,7 +168,7 @@ class Embedded:
 
     def doc_id(self, i: int) -> str:
         """Return the id document ``i`` is stored under."""
-        from coala_memory.store import make_id
+        from agentic_memory.store import make_id
 
         return make_id("doc", str(i))
 

@@ -29,6 +29,12 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentic_memory.kinds.messages import MESSAGES, adaptive_fusion
+from agentic_memory.kinds.messages import recall as log_module
+from agentic_memory.kinds.recall_text import keyword_query
+from agentic_memory.models.embeddings import EmbeddingSettings, get_embeddings
+from agentic_memory.store import SearchHit
+from agentic_memory.store.ranking import refuse, side_agreement
 from bench.locomo_bench import (
     DEPTH,
     HEADLINE_CATEGORIES,
@@ -41,12 +47,6 @@ from bench.locomo_bench import (
     score_ranking,
     summarise,
 )
-from coala_memory.kinds.messages import MESSAGES, adaptive_fusion
-from coala_memory.kinds.messages import recall as log_module
-from coala_memory.kinds.recall_text import keyword_query
-from coala_memory.models.embeddings import EmbeddingSettings, get_embeddings
-from coala_memory.store import SearchHit
-from coala_memory.store.ranking import refuse, side_agreement
 
 
 @dataclass(frozen=True)

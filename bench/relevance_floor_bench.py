@@ -30,10 +30,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from coala_memory.ingest import ingest_paths
-from coala_memory.kinds.knowledge import KnowledgeHit, search_knowledge
-from coala_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.kinds.knowledge import KnowledgeHit, search_knowledge
+from agentic_memory.models.embeddings import EmbeddingSettings, embedding_dims, get_embeddings
+from agentic_memory.store.embedded import EmbeddedStore
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,11 +42,14 @@ RELEVANT: list[tuple[str, str]] = [
     ("What does amem memories forget --all delete?", "cli.md"),
     ("What format does amem memories export write?", "cli.md"),
     ("How do I list a user's facts with their history from the command line?", "cli.md"),
-    ("Which nodes does the memory graph run in parallel for each turn?", "coala_memory.graph.md"),
-    ("In what order is the prompt assembled from the memory layers?", "coala_memory.graph.md"),
-    ("What does the reflection node store at the end of a conversation?", "coala_memory.graph.md"),
-    ("Which settings can be passed per run in the graph context?", "coala_memory.graph.md"),
-    ("How are procedural rules versioned and rolled back?", "coala_memory.graph.md"),
+    ("Which nodes does the memory graph run in parallel for each turn?", "agentic_memory.graph.md"),
+    ("In what order is the prompt assembled from the memory layers?", "agentic_memory.graph.md"),
+    (
+        "What does the reflection node store at the end of a conversation?",
+        "agentic_memory.graph.md",
+    ),
+    ("Which settings can be passed per run in the graph context?", "agentic_memory.graph.md"),
+    ("How are procedural rules versioned and rolled back?", "agentic_memory.graph.md"),
     ("How do I ingest a folder of PDFs into a knowledge base?", "ingestion.md"),
     ("What happens when a document is ingested again after it changed?", "ingestion.md"),
     ("How are chunk sizes and overlaps chosen when splitting documents?", "ingestion.md"),

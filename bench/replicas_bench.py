@@ -72,17 +72,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the fake Weaviate lives with the tests
     sys.path.insert(0, str(ROOT))
 
-from coala_memory.kinds.facts import FACTS, FactStore, successor_id  # noqa: E402
-from coala_memory.kinds.messages import MessageLog  # noqa: E402
-from coala_memory.store import ConflictError, MemoryObject, Where  # noqa: E402
-from coala_memory.store.coordination import (  # noqa: E402
+from agentic_memory.kinds.facts import FACTS, FactStore, successor_id  # noqa: E402
+from agentic_memory.kinds.messages import MessageLog  # noqa: E402
+from agentic_memory.store import ConflictError, MemoryObject, Where  # noqa: E402
+from agentic_memory.store.coordination import (  # noqa: E402
     Held,
     PostgresLocks,
     WriteLocks,
 )
-from coala_memory.store.locks import KeyLocks  # noqa: E402
-from coala_memory.store.types import CollectionSpec, UpsertResult  # noqa: E402
-from coala_memory.store.weaviate import WeaviateStore, tenant_name  # noqa: E402
+from agentic_memory.store.locks import KeyLocks  # noqa: E402
+from agentic_memory.store.types import CollectionSpec, UpsertResult  # noqa: E402
+from agentic_memory.store.weaviate import WeaviateStore, tenant_name  # noqa: E402
 
 DIMS = 8
 MODES = ("local", "advisory", "ledger")

@@ -116,8 +116,8 @@ class Embedded:
 
     def __init__(self, folder: Path) -> None:
         """Open (or create) the store in ``folder``."""
-        from coala_memory.kinds.knowledge import knowledge_collection
-        from coala_memory.store.embedded import EmbeddedStore
+        from agentic_memory.kinds.knowledge import knowledge_collection
+        from agentic_memory.store.embedded import EmbeddedStore
 
         self.folder = folder
         self.spec = knowledge_collection("bench")
@@ -126,7 +126,7 @@ class Embedded:
 
     def write(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> None:
         """Upsert documents (new or existing ids)."""
-        from coala_memory.store import MemoryObject, make_id
+        from agentic_memory.store import MemoryObject, make_id
 
         self.store.upsert(
             self.spec.name,
@@ -141,7 +141,7 @@ class Embedded:
 
     def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
         """Return the ids of a hybrid search's hits."""
-        from coala_memory.store import Where
+        from agentic_memory.store import Where
 
         where = [Where("chunk_index", "lt", 50)] if filtered else []
         hits = self.store.hybrid(
@@ -151,7 +151,7 @@ class Embedded:
 
     def doc_id(self, i: int) -> str:
         """Return the id document ``i`` is stored under."""
-        from coala_memory.store import make_id
+        from agentic_memory.store import make_id
 
         return make_id("doc", str(i))
 
@@ -284,8 +284,8 @@ def query(folder: Path, name: str, objects: int) -> dict[str, Any]:
     edits_texts, edits_vectors = corpus.chunk(0, salt=1)
     # Imported before the clock and the memory baseline: a server has them loaded already.
     if name == "embedded":
-        import coala_memory.kinds.knowledge
-        import coala_memory.store.embedded  # noqa: F401
+        import agentic_memory.kinds.knowledge
+        import agentic_memory.store.embedded  # noqa: F401
     else:
         import lancedb  # noqa: F401
     before = _rss_mb()
@@ -335,9 +335,9 @@ def query(folder: Path, name: str, objects: int) -> dict[str, Any]:
 
 def messages_build(folder: Path, count: int) -> None:
     """Write a message log of ``count`` messages for one user."""
-    from coala_memory.kinds.messages import MESSAGES
-    from coala_memory.store import MemoryObject, make_id
-    from coala_memory.store.embedded import EmbeddedStore
+    from agentic_memory.kinds.messages import MESSAGES
+    from agentic_memory.store import MemoryObject, make_id
+    from agentic_memory.store.embedded import EmbeddedStore
 
     rng = np.random.default_rng(_SEED)
     corpus = Corpus()
@@ -368,8 +368,8 @@ def messages_build(folder: Path, count: int) -> None:
 
 def messages_query(folder: Path) -> dict[str, Any]:
     """Open the message log in this fresh process and time its first and later searches."""
-    from coala_memory.kinds.messages import MESSAGES
-    from coala_memory.store.embedded import EmbeddedStore
+    from agentic_memory.kinds.messages import MESSAGES
+    from agentic_memory.store.embedded import EmbeddedStore
 
     corpus = Corpus()
     texts, vectors = corpus.chunk(1, salt=2)

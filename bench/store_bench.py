@@ -13,7 +13,7 @@ Run:
 by query, interleaved with this one, and prints the ratios (timings on a shared machine are
 noisy; ratios from one interleaved run are not). FILE is the single-file ``embedded.py`` of a
 revision before the store became a package, for example
-``git show <rev>:coala_memory/store/embedded.py > /tmp/embedded_old.py``.
+``git show <rev>:agentic_memory/store/embedded.py > /tmp/embedded_old.py``.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-from coala_memory.kinds.episodes import EPISODES
-from coala_memory.models.embeddings import embedding_dims, get_embeddings
-from coala_memory.store import MemoryObject, Where, make_id
-from coala_memory.store.embedded import EXACT_VECTOR_ROWS, EmbeddedStore, _cosine_top
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.models.embeddings import embedding_dims, get_embeddings
+from agentic_memory.store import MemoryObject, Where, make_id
+from agentic_memory.store.embedded import EXACT_VECTOR_ROWS, EmbeddedStore, _cosine_top
 
 USER = "bench-user"
 BATCH = 500

@@ -10,8 +10,8 @@ loop, as the server calls them) and through the sync API (``put``/``get``/``sear
 plain thread). Embeddings are a fixed-cost hash, so the times are the layers' and the store's.
 For each call it also counts the handoffs (tasks given to a worker thread or to another
 thread's loop) and the event loops created: counts that no machine load changes. Last, the
-time to import ``coala_memory.langgraph_store`` (what ``langgraph dev`` loads for the
-store) and ``coala_memory.api`` in a fresh interpreter, less an empty interpreter's start.
+time to import ``agentic_memory.langgraph_store`` (what ``langgraph dev`` loads for the
+store) and ``agentic_memory.api`` in a fresh interpreter, less an empty interpreter's start.
 
 ``--baseline DIR`` measures another checkout of the code (for example the commit before a
 change) too: one worker process per checkout, each on its own copy of the same store, and
@@ -47,7 +47,7 @@ from langchain_core.embeddings import Embeddings
 _DIMS = 256
 _USER = "bench-user"
 _ROOT = Path(__file__).resolve().parents[1]
-_IMPORTS = ("coala_memory.langgraph_store", "coala_memory.api")
+_IMPORTS = ("agentic_memory.langgraph_store", "agentic_memory.api")
 
 
 class _HashEmbeddings(Embeddings):
@@ -68,8 +68,8 @@ class _HashEmbeddings(Embeddings):
 
 def _fill(home: str) -> None:
     """Write the memories every call reads, through the sync API."""
-    from coala_memory.langgraph_store import AgenticStore  # the checkout under test
-    from coala_memory.store.embedded import EmbeddedStore
+    from agentic_memory.langgraph_store import AgenticStore  # the checkout under test
+    from agentic_memory.store.embedded import EmbeddedStore
 
     with AgenticStore(EmbeddedStore(home, dims=_DIMS), _HashEmbeddings(), close_store=True) as s:
         for n in range(40):
@@ -140,8 +140,8 @@ class _Handoffs:
 
 def serve(home: str, requests: IO[str], replies: IO[str]) -> None:
     """Answer measurement requests (``"<mode> <op> <i>"`` lines) on a reopened store."""
-    from coala_memory.langgraph_store import AgenticStore
-    from coala_memory.store.embedded import EmbeddedStore
+    from agentic_memory.langgraph_store import AgenticStore
+    from agentic_memory.store.embedded import EmbeddedStore
 
     store = AgenticStore(EmbeddedStore(home, dims=_DIMS), _HashEmbeddings(), close_store=True)
     counter = _Handoffs()

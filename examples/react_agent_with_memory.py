@@ -2,7 +2,7 @@
 
 The agent keeps its own notes in ``("memories", <user>)`` and searches them together with the
 facts the memory agent learned about the user (``("facts", <user>)``), all through
-:class:`~coala_memory.langgraph_store.AgenticStore`, the same LangGraph store the memory
+:class:`~agentic_memory.langgraph_store.AgenticStore`, the same LangGraph store the memory
 agent, ``langgraph dev`` and the SDK's ``client.store`` use, with its hybrid search.
 
 ``create_agent`` is LangChain's prebuilt agent (LangGraph's ``create_react_agent`` moved
@@ -21,9 +21,9 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.chat import resolve_chat_model
-from coala_memory.tools import memory_tools
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.chat import resolve_chat_model
+from agentic_memory.tools import memory_tools
 
 PROMPT = (
     "You help the user. Before answering, search what you remember about them with "

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.ingest.pipeline import ingest_paths
-from coala_memory.kinds.episodes import EpisodicMemory
-from coala_memory.kinds.facts import FactStore
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.kinds.rules import RuleBook
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.ingest.pipeline import ingest_paths
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.legacy import write_shared_version
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

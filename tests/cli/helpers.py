@@ -7,9 +7,9 @@ from typing import Any, TypedDict
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
-from coala_memory.kinds.rules import RULES
-from coala_memory.kinds.shared_rules import PROPOSALS
-from coala_memory.store import GLOBAL_SCOPE, MemoryStore
+from agentic_memory.kinds.rules import RULES
+from agentic_memory.kinds.shared_rules import PROPOSALS
+from agentic_memory.store import GLOBAL_SCOPE, MemoryStore
 
 Snapshot = dict[tuple[str, str, str], tuple[dict[str, Any], list[float] | None]]
 

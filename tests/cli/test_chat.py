@@ -18,12 +18,12 @@ from typing import Any
 import pexpect
 import pytest
 
-from coala_memory.ingest.pipeline import ingest_paths
-from coala_memory.kinds.episodes import EpisodicMemory
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.kinds.rules import RuleBook
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.ingest.pipeline import ingest_paths
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.fake_openai import FakeOpenAIServer, last_user_text, prompt_text
 
 AMEM = str(Path(sys.executable).with_name("amem"))
@@ -259,11 +259,11 @@ def test_a_knowledge_base_named_with_kb_that_does_not_exist_is_warned_about(
 
 _STANDIN_CHAT = """
 import sys
-import coala_memory.models.local_server as local_server
+import agentic_memory.models.local_server as local_server
 local_server._SINGLETON = local_server.LocalModelServer(sys.argv[1], server=sys.argv[2])
-import coala_memory.models.chat
-coala_memory.models.chat.local_model_available = lambda: True
-from coala_memory.cli.main import app
+import agentic_memory.models.chat
+agentic_memory.models.chat.local_model_available = lambda: True
+from agentic_memory.cli.main import app
 sys.argv = ["amem", *sys.argv[3:]]
 app()
 """

@@ -18,7 +18,7 @@ from langgraph_sdk.errors import (
     UnprocessableEntityError,
 )
 
-from coala_memory.forget import (
+from agentic_memory.forget import (
     CHECKPOINTER,
     SERVER,
     forget_episode,
@@ -28,17 +28,17 @@ from coala_memory.forget import (
     forget_user,
     user_threads,
 )
-from coala_memory.graph.persistence import sqlite_checkpointer
-from coala_memory.kinds import PER_USER_COLLECTIONS
-from coala_memory.kinds.episodes import EPISODES
-from coala_memory.kinds.facts import FACTS, FactStore
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.kinds.rules import RULES, RuleBook
-from coala_memory.kinds.shared_rules import SharedRules
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import GLOBAL_SCOPE, InvalidInputError
-from coala_memory.store.embedded import EmbeddedStore
-from coala_memory.transfer import export_to_file, import_memories
+from agentic_memory.graph.persistence import sqlite_checkpointer
+from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.kinds.rules import RULES, RuleBook
+from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import export_to_file, import_memories
 from tests.cli.conftest import Seeded, add_messages
 from tests.cli.helpers import assert_same, checkpoint_count, snapshot, write_checkpoints
 
@@ -89,8 +89,8 @@ async def test_forget_user_erases_everything_derived_from_them(
 async def test_forget_user_erases_what_other_langgraph_code_kept_for_them(
     store: EmbeddedStore, seeded: Seeded
 ) -> None:
-    from coala_memory.langgraph_store import AgenticStore
-    from coala_memory.langgraph_store.generic import ITEMS
+    from agentic_memory.langgraph_store import AgenticStore
+    from agentic_memory.langgraph_store.generic import ITEMS
 
     items = AgenticStore(store, LocalEmbeddings())
     await items.aput(("memories", "alice"), "m1", {"content": "alice runs marathons"})

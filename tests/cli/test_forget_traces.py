@@ -21,16 +21,16 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph_sdk.client import LangGraphClient
 
-from coala_memory.forget import checkpoint_user_threads, forget_thread, forget_user
-from coala_memory.graph.graph import compile_graph
-from coala_memory.graph.persistence import sqlite_checkpointer
-from coala_memory.kinds.episodes import EpisodicMemory
-from coala_memory.kinds.messages import MESSAGES, MessageLog
-from coala_memory.kinds.rules import FORGOTTEN_NOTE, RULES, RuleBook
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import GLOBAL_SCOPE, InvalidInputError
-from coala_memory.store.embedded import DB_FILENAME, EmbeddedStore, term_hash
-from coala_memory.store.embedded.sql import decode_body_json
+from agentic_memory.forget import checkpoint_user_threads, forget_thread, forget_user
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.graph.persistence import sqlite_checkpointer
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.rules import FORGOTTEN_NOTE, RULES, RuleBook
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore, term_hash
+from agentic_memory.store.embedded.sql import decode_body_json
 from tests.cli.conftest import T0, Reflection, Seeded, add_messages
 from tests.cli.helpers import checkpoint_count, write_checkpoints
 from tests.cli.test_forget import _FakeServer, sid
@@ -441,7 +441,7 @@ async def test_a_refused_first_run_is_forgotten_with_its_user(
     store: EmbeddedStore, tmp_path: Path, embeddings: LocalEmbeddings
 ) -> None:
     """A refused run leaves the thread as it was, but its input is in the thread's history."""
-    from coala_memory.graph.nodes import InputRefusedError
+    from agentic_memory.graph.nodes import InputRefusedError
 
     cp_path = tmp_path / "checkpoints.sqlite"
     async with sqlite_checkpointer(cp_path) as cp:

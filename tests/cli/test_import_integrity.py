@@ -21,22 +21,22 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from typer.testing import CliRunner
 
-import coala_memory.store.weaviate as wv
-import coala_memory.store.weaviate.store as wv_store
-from coala_memory.cli.main import app as cli
-from coala_memory.ingest.inputs import Upload
-from coala_memory.ingest.pipeline import ingest_uploads
-from coala_memory.kinds._bound import MAX_EMBEDDED_CHARS
-from coala_memory.kinds.episodes import EpisodicMemory
-from coala_memory.kinds.facts import FACTS, FactStore
-from coala_memory.kinds.knowledge import list_knowledge_bases, search_knowledge
-from coala_memory.kinds.messages import MAX_MESSAGE_CHARS, MessageLog
-from coala_memory.kinds.rules import RuleBook
-from coala_memory.kinds.shared_rules import SharedRules
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import GLOBAL_SCOPE, MemoryStore
-from coala_memory.store.embedded import EmbeddedStore
-from coala_memory.transfer import (
+import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
+from agentic_memory.cli.main import app as cli
+from agentic_memory.ingest.inputs import Upload
+from agentic_memory.ingest.pipeline import ingest_uploads
+from agentic_memory.kinds._bound import MAX_EMBEDDED_CHARS
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.knowledge import list_knowledge_bases, search_knowledge
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE, MemoryStore
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import (
     MAX_LINE_CHARS,
     TransferError,
     export_to_file,

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from coala_memory.cli import memories_cmd
-from coala_memory.cli.main import app
-from coala_memory.graph.persistence import default_sqlite_path, sqlite_checkpointer
-from coala_memory.kinds import PER_USER_COLLECTIONS
-from coala_memory.kinds.rules import RULES
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import GLOBAL_SCOPE
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.cli import memories_cmd
+from agentic_memory.cli.main import app
+from agentic_memory.graph.persistence import default_sqlite_path, sqlite_checkpointer
+from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.kinds.rules import RULES
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.cli.conftest import Seeded, add_messages
 from tests.cli.helpers import (
     assert_same,

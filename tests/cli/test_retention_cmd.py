@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from coala_memory.cli.main import app
-from coala_memory.kinds.episodes import EPISODES, EpisodicMemory
-from coala_memory.kinds.facts import FactStore
-from coala_memory.kinds.messages import MESSAGES, MessageLog
-from coala_memory.kinds.retention import RetentionPolicy
-from coala_memory.kinds.rules import RULES
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.cli.main import app
+from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.kinds.rules import RULES
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.cli.conftest import Reflection, Seeded
 
 runner = CliRunner()

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.ingest.inputs import Upload
-from coala_memory.ingest.pipeline import ingest_uploads
-from coala_memory.kinds.shared_rules import SharedRules
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.ingest.inputs import Upload
+from agentic_memory.ingest.pipeline import ingest_uploads
+from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.cli.test_memories_cmd import amem, fails, ok_json
 from tests.security.payloads import PAYLOADS
 

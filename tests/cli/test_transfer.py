@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.kinds.episodes import EPISODES
-from coala_memory.kinds.facts import FACTS
-from coala_memory.kinds.messages import MESSAGES, MessageLog
-from coala_memory.kinds.rules import RULES, RuleBook
-from coala_memory.kinds.shared_rules import SharedRules
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import GLOBAL_SCOPE
-from coala_memory.store.embedded import EmbeddedStore
-from coala_memory.transfer import (
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.rules import RULES, RuleBook
+from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import (
     FORMAT_NAME,
     TransferError,
     export_memories,
@@ -257,7 +257,7 @@ def test_a_wrong_property_type_is_reported_with_its_line(
 
 
 def test_export_to_file_refuses_a_missing_folder(store: EmbeddedStore, tmp_path: Path) -> None:
-    from coala_memory.store import InvalidInputError
+    from agentic_memory.store import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="does not exist"):
         export_to_file(store, tmp_path / "nope" / "m.jsonl", embedding_model=MODEL)

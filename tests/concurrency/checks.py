@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from coala_memory.kinds.facts import FACTS, FactStore
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.kinds.rules import RuleBook
-from coala_memory.store import MemoryStore, Where
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.store import MemoryStore, Where
 from tests.concurrency.workers import HashEmbeddings, fact_value, message_text
 
 

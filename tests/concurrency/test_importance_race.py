@@ -16,8 +16,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.concurrency import workers
 from tests.concurrency.workers import DIMS, HashEmbeddings, mark_turns, relog_turns, turn_key
 
@@ -95,7 +95,7 @@ def test_episode_marks_and_new_reflections_racing_all_survive(tmp_path: Path) ->
     """An episode reflected on again while the user marks it keeps the mark and the text."""
     from dataclasses import dataclass
 
-    from coala_memory.kinds.episodes import EpisodicMemory
+    from agentic_memory.kinds.episodes import EpisodicMemory
     from tests.concurrency.workers import SlowHashEmbeddings
 
     @dataclass

@@ -1,4 +1,4 @@
-"""``coala_memory.store.locks.KeyLocks``: mutual exclusion across threads, handles and processes."""
+"""``agentic_memory.store.locks.KeyLocks``: mutual exclusion across threads, handles and processes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.store.locks import KeyLocks
+from agentic_memory.store.locks import KeyLocks
 
 
 def _bump(counter: Path, locks: KeyLocks, times: int) -> None:

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from coala_memory.forget import forget_fact
-from coala_memory.kinds.facts import FACTS, FactStore, root_id, successor_id
-from coala_memory.kinds.messages import MESSAGES, MessageLog
-from coala_memory.kinds.rules import RuleBook, RuleConflictError
-from coala_memory.store import (
+from agentic_memory.forget import forget_fact
+from agentic_memory.kinds.facts import FACTS, FactStore, root_id, successor_id
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.rules import RuleBook, RuleConflictError
+from agentic_memory.store import (
     ConflictError,
     InvalidInputError,
     MemoryObject,
@@ -28,7 +28,7 @@ from coala_memory.store import (
     Where,
     make_id,
 )
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.concurrency.workers import DIMS, HashEmbeddings
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

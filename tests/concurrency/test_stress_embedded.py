@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from coala_memory.kinds.rules import RuleBook
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.concurrency import workers
 from tests.concurrency.checks import check_facts, check_messages, check_rules
 from tests.concurrency.workers import DIMS, HashEmbeddings, embedded_opener, run_threads

@@ -10,9 +10,9 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from coala_memory.kinds.messages import MESSAGES, MessageLog
-from coala_memory.store import MemoryObject, make_id
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.store import MemoryObject, make_id
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.concurrency.workers import DIMS, HashEmbeddings
 
 _STEP = 50

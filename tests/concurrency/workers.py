@@ -18,11 +18,11 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from coala_memory.kinds.facts import FactStore
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.kinds.rules import RuleBook
-from coala_memory.store import MemoryStore
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.store import MemoryStore
+from agentic_memory.store.embedded import EmbeddedStore
 
 DIMS = 8
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from coala_memory.graph.context import Context
-from coala_memory.graph.context_window import count_message_tokens
-from coala_memory.graph.graph import compile_graph
-from coala_memory.graph.persistence import sqlite_checkpointer
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.graph.context import Context
+from agentic_memory.graph.context_window import count_message_tokens
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.graph.persistence import sqlite_checkpointer
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 
 pytestmark = pytest.mark.timeout(900)

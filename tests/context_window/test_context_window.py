@@ -6,7 +6,7 @@ from collections.abc import Callable
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from coala_memory.graph.context_window import (
+from agentic_memory.graph.context_window import (
     MESSAGE_OVERHEAD_TOKENS,
     AssembledContext,
     ContextOverflowError,
@@ -367,7 +367,7 @@ async def test_first_load_does_no_blocking_io_on_the_event_loop(
     """`langgraph dev` runs nodes under blockbuster; a cold tokenizer load must pass it."""
     from blockbuster import BlockBuster
 
-    import coala_memory.graph.context_window as cw
+    import agentic_memory.graph.context_window as cw
 
     monkeypatch.setattr(cw, "_TOKENIZER", None)
     cw._count_cached.cache_clear()

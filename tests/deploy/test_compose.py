@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from coala_memory.store.coordination import coordination_setting
-from coala_memory.store.ranking import WEAVIATE_VERSION
+from agentic_memory.store.coordination import coordination_setting
+from agentic_memory.store.ranking import WEAVIATE_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

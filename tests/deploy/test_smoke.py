@@ -49,7 +49,7 @@ def two_replicas(
         # The server's checkpointer: PostgreSQL at AMEM_POSTGRES_URI (graph/persistence.py).
         config["checkpointer"] = {
             "backend": "custom",
-            "path": "coala_memory.graph.persistence.open_checkpointer",
+            "path": "agentic_memory.graph.persistence.open_checkpointer",
         }
     else:
         # Each replica keeps its own checkpoints (the server's in-memory default).

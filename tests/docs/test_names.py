@@ -1,7 +1,7 @@
 """Every Python name and repository path the README and docs/ mention in backticks exists.
 
 A name is checked where it can be: a dotted name that starts at one of the repository's
-packages (``coala_memory.kinds.messages.MessageLog``) is imported and looked up attribute
+packages (``agentic_memory.kinds.messages.MessageLog``) is imported and looked up attribute
 by attribute; ``Class.attribute`` must be an attribute of a class of that name in the
 packages; a call ``name(...)`` or an attribute of a variable (``mem.recall``) must be a name
 the packages define (a module, a module-level name, or an attribute of one of their classes).
@@ -23,12 +23,12 @@ from types import ModuleType
 
 import pytest
 
-from coala_memory.store import CollectionSpec
+from agentic_memory.store import CollectionSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
-PACKAGES = ("coala_memory", "graph", "ingest", "prompts")
-PATH_ROOTS = ("coala_memory/", "graph/", "ingest/", "prompts/", "tests/", "docs/", "bench/")
+PACKAGES = ("agentic_memory", "graph", "ingest", "prompts")
+PATH_ROOTS = ("agentic_memory/", "graph/", "ingest/", "prompts/", "tests/", "docs/", "bench/")
 
 ALLOWED = frozenset(
     {
@@ -197,14 +197,14 @@ def test_every_path_the_docs_mention_exists(doc: Path) -> None:
 def test_the_checks_catch_dead_names_and_paths() -> None:
     text = (
         "Call `forget_everything(store)` or `AgenticStore.open()`; see "
-        "`coala_memory.kinds.messages.MessageLg` in `coala_memory/store/weaviate.py`, "
-        "but `coala_memory.forget.forget_thread(...)` and `MessageLog.arecall` exist."
+        "`agentic_memory.kinds.messages.MessageLg` in `agentic_memory/store/weaviate.py`, "
+        "but `agentic_memory.forget.forget_thread(...)` and `MessageLog.arecall` exist."
     )
     names = mentioned(text)
     assert {n for n in names if not resolves(n)} == {
         "forget_everything",
         "AgenticStore.open",
-        "coala_memory.kinds.messages.MessageLg",
+        "agentic_memory.kinds.messages.MessageLg",
     }
-    assert paths(text) == {"coala_memory/store/weaviate.py"}
-    assert not (ROOT / "coala_memory/store/weaviate.py").exists()
+    assert paths(text) == {"agentic_memory/store/weaviate.py"}
+    assert not (ROOT / "agentic_memory/store/weaviate.py").exists()

@@ -16,9 +16,9 @@ from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from examples.react_agent_with_memory import build_agent
 from tests.llm.conftest import MessageScriptModel
 

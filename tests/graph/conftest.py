@@ -11,13 +11,13 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableLambda
 from langgraph.runtime import Runtime
 
-from coala_memory.api import Memory
-from coala_memory.graph.context import Context
-from coala_memory.graph.graph import compile_graph
-from coala_memory.graph.resources import MODELS_KEY, BoundModels
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.api import Memory
+from agentic_memory.graph.context import Context
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.graph.resources import MODELS_KEY, BoundModels
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 
 _EMBEDDINGS = LocalEmbeddings()

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from coala_memory.graph.nodes import InputRefusedError, MissingUserIdError, ThreadOwnershipError
-from coala_memory.kinds.messages import MAX_MESSAGE_CHARS
-from coala_memory.kinds.model_output import similar_rule
-from coala_memory.kinds.rules import starting_rules
-from coala_memory.store import GLOBAL_SCOPE
+from agentic_memory.graph.nodes import InputRefusedError, MissingUserIdError, ThreadOwnershipError
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
+from agentic_memory.kinds.model_output import similar_rule
+from agentic_memory.kinds.rules import starting_rules
+from agentic_memory.store import GLOBAL_SCOPE
 from tests.graph.conftest import RULES
 
 

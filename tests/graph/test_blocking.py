@@ -18,11 +18,11 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from coala_memory.graph.graph import compile_graph
-from coala_memory.ingest import ingest_paths
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 from tests.graph.conftest import REFLECTION, RULES
 
@@ -31,9 +31,9 @@ import asyncio, sys, tempfile
 from blockbuster import BlockingError, blockbuster_ctx
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from coala_memory.graph.graph import compile_graph
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 from tests.graph.conftest import REFLECTION, RULES
 

@@ -16,18 +16,18 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from coala_memory.kinds.facts import FACTS, FactStore
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.kinds.model_output import keep_protected
-from coala_memory.kinds.rules import (
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.model_output import keep_protected
+from agentic_memory.kinds.rules import (
     MAX_RULES,
     RuleBook,
     RuleVersion,
     rebase_rules,
     starting_rules,
 )
-from coala_memory.kinds.shared_rules import SharedRules
-from coala_memory.store import GLOBAL_SCOPE, Where
+from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.store import GLOBAL_SCOPE, Where
 
 CONVERSATIONS = 4
 TURNS = 3

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from coala_memory.graph.nodes import MissingUserIdError
-from coala_memory.kinds import PER_USER_COLLECTIONS
-from coala_memory.store import InvalidInputError
+from agentic_memory.graph.nodes import MissingUserIdError
+from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.store import InvalidInputError
 from tests.graph.conftest import REFLECTION, RULES
 
 

@@ -5,14 +5,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from coala_memory.kinds.episodes import (
+from agentic_memory.kinds.episodes import (
     IMPORTANCE_WEIGHT,
     RECENCY_WEIGHT,
     RELEVANCE_WEIGHT,
     EpisodicMemory,
     Reflection,
 )
-from coala_memory.store import InvalidInputError
+from agentic_memory.store import InvalidInputError
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from coala_memory.kinds.facts import FactStore, normalise_subject
-from coala_memory.store import InvalidInputError
+from agentic_memory.kinds.facts import FactStore, normalise_subject
+from agentic_memory.store import InvalidInputError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -20,12 +20,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from coala_memory.graph.graph import compile_graph
-from coala_memory.graph.nodes import InputRefusedError, MissingUserIdError, ThreadOwnershipError
-from coala_memory.graph.persistence import sqlite_checkpointer
-from coala_memory.kinds.messages import MAX_MESSAGE_CHARS
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.store import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.graph.nodes import InputRefusedError, MissingUserIdError, ThreadOwnershipError
+from agentic_memory.graph.persistence import sqlite_checkpointer
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 from tests.fakes import ScriptedChatModel
 from tests.graph.values import thread_values
 
@@ -278,7 +278,7 @@ async def test_a_failing_node_leaves_the_thread_exactly_as_it_was(
     logged = await res.messages.alist("alice")
     text, ending = "Wednesday should be something with rice, please.", False
     if node == "admit":
-        import coala_memory.graph.nodes as nodes
+        import agentic_memory.graph.nodes as nodes
 
         def broken() -> None:
             raise ModelDownError("the tokenizer cannot be loaded")
@@ -287,7 +287,7 @@ async def test_a_failing_node_leaves_the_thread_exactly_as_it_was(
     elif node == "recall_episodic":
         _fail_method(res.episodes, "arecall")(monkeypatch)
     elif node == "recall_semantic":
-        import coala_memory.graph.nodes as nodes
+        import agentic_memory.graph.nodes as nodes
 
         _fail_method(nodes, "asearch_knowledge")(monkeypatch)
     elif node == "load_procedural":

@@ -13,11 +13,11 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from coala_memory.graph.graph import compile_graph
-from coala_memory.kinds.episodes import Reflection
-from coala_memory.kinds.rules import RuleSet
-from coala_memory.models.calls import summarize_calls
-from coala_memory.models.chat import resolve_chat_model
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.kinds.episodes import Reflection
+from agentic_memory.kinds.rules import RuleSet
+from agentic_memory.models.calls import summarize_calls
+from agentic_memory.models.chat import resolve_chat_model
 from tests.llm.conftest import local_model_file, local_server, requires_local
 
 pytestmark = [pytest.mark.integration, requires_local]

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from langgraph.store.memory import InMemoryStore
 
-from coala_memory.graph.resources import MemoryNotConfiguredError, memory_of
-from coala_memory.ingest.graph import builder as ingest_builder
+from agentic_memory.graph.resources import MemoryNotConfiguredError, memory_of
+from agentic_memory.ingest.graph import builder as ingest_builder
 
-PACKAGE = Path(__file__).resolve().parents[2] / "coala_memory"
+PACKAGE = Path(__file__).resolve().parents[2] / "agentic_memory"
 NODES = sorted((PACKAGE / "graph").glob("*.py"))
 # What the application may take from the storage layer: errors, checks and shared names, not
 # the engine (no filters, no collections, no raw reads or writes).
@@ -32,7 +32,7 @@ def _violations(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-            "coala_memory.store"
+            "agentic_memory.store"
         ):
             found += [f"imports {a.name}" for a in node.names if a.name not in STORE_NAMES]
         # A memory's engine (`mem.store`, `memory.store`) is below the seam; the run's
@@ -44,7 +44,7 @@ def _violations(path: Path) -> list[str]:
         ):
             found.append(f"line {node.lineno}: .store")
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-            "coala_memory.kinds."
+            "agentic_memory.kinds."
         ):
             found += [f"imports private {a.name}" for a in node.names if a.name.startswith("_")]
     return found
@@ -65,8 +65,8 @@ def test_ingestion_takes_only_the_seam_from_the_store_layer() -> None:
 def test_the_checker_sees_a_raw_store_call(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from coala_memory.store import Where\n"
-        "from coala_memory.kinds.messages import _rerank\n"
+        "from agentic_memory.store import Where\n"
+        "from agentic_memory.kinds.messages import _rerank\n"
         "async def node(mem):\n"
         "    return await mem.store.acount('Messages', where=[Where('a', 'eq', 1)])\n"
     )

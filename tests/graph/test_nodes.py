@@ -9,9 +9,9 @@ import pytest
 from fpdf import FPDF
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage
 
-from coala_memory.graph.context import Context
-from coala_memory.graph.context_window import ContextOverflowError
-from coala_memory.graph.nodes import (
+from agentic_memory.graph.context import Context
+from agentic_memory.graph.context_window import ContextOverflowError
+from agentic_memory.graph.nodes import (
     FAN_OUT,
     compact,
     generate,
@@ -25,10 +25,10 @@ from coala_memory.graph.nodes import (
     route_turn,
     update_procedural,
 )
-from coala_memory.graph.state import State
-from coala_memory.ingest.inputs import Upload
-from coala_memory.ingest.pipeline import ingest_paths, ingest_uploads
-from coala_memory.kinds.episodes import Reflection
+from agentic_memory.graph.state import State
+from agentic_memory.ingest.inputs import Upload
+from agentic_memory.ingest.pipeline import ingest_paths, ingest_uploads
+from agentic_memory.kinds.episodes import Reflection
 from tests.graph.conftest import REFLECTION
 
 

@@ -15,10 +15,10 @@ import openai
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from coala_memory import prompts
-from coala_memory.graph.nodes import extract_facts
-from coala_memory.kinds.rules import starting_rules
-from coala_memory.models.local_server import LocalServerDied
+from agentic_memory import prompts
+from agentic_memory.graph.nodes import extract_facts
+from agentic_memory.kinds.rules import starting_rules
+from agentic_memory.models.local_server import LocalServerDied
 from tests.fakes import ScriptedChatModel
 from tests.graph.conftest import REFLECTION, RULES
 
@@ -60,7 +60,7 @@ async def test_the_offline_model_answering_nothing_still_remembers_plain_stateme
 ) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from coala_memory.graph.graph import compile_graph
+    from agentic_memory.graph.graph import compile_graph
 
     # What the base model does (measured): an empty list, every time.
     model = ScriptedChatModel(metadata=LOCAL, structured_defaults={"ExtractedFacts": {"facts": []}})
@@ -153,7 +153,7 @@ async def test_the_excerpt_that_replaces_a_summary_fits_its_budget(app, model) -
     tight = {"budget_recent": 120, "budget_summary": 40}
     for i in range(6):
         out = await turn(app, "t", f"message {i} " + "word " * 20, context=tight)
-    from coala_memory.graph.context_window import count_tokens
+    from agentic_memory.graph.context_window import count_tokens
 
     assert out["summary"].startswith("… ")  # the oldest part went
     assert count_tokens(out["summary"]) <= 40

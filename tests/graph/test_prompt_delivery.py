@@ -22,12 +22,12 @@ from fpdf import FPDF
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-import coala_memory.graph.resources as resources
-from coala_memory.graph.graph import compile_graph
-from coala_memory.ingest.pipeline import ingest_paths
-from coala_memory.kinds.episodes import Reflection
-from coala_memory.kinds.facts import ExtractedFact
-from coala_memory.langgraph_store import AgenticStore
+import agentic_memory.graph.resources as resources
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.ingest.pipeline import ingest_paths
+from agentic_memory.kinds.episodes import Reflection
+from agentic_memory.kinds.facts import ExtractedFact
+from agentic_memory.langgraph_store import AgenticStore
 from tests.fake_openai import FakeOpenAIServer, message_text
 from tests.llm.test_local_server_lifecycle import standin
 

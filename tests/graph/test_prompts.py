@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from coala_memory import prompts
-from coala_memory.prompts import PromptError, _parse
+from agentic_memory import prompts
+from agentic_memory.prompts import PromptError, _parse
 
 # Every prompt the graph uses; a missing file fails here, not in a run.
 EXPECTED = {

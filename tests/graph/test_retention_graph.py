@@ -8,12 +8,12 @@ import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from coala_memory.graph.graph import compile_graph
-from coala_memory.kinds.retention import RetentionPolicy
-from coala_memory.kinds.rules import rules_scope
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.kinds.rules import rules_scope
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 
 

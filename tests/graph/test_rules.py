@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from langchain_core.messages import HumanMessage
 
-from coala_memory.kinds.rules import (
+from agentic_memory.kinds.rules import (
     MAX_RULES,
     RuleBook,
     RuleItem,
@@ -13,7 +13,7 @@ from coala_memory.kinds.rules import (
     rebase_rules,
     starting_rules,
 )
-from coala_memory.store import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 
 
 @pytest.fixture
@@ -188,7 +188,7 @@ async def test_an_end_that_keeps_meeting_newer_rules_fails_nothing_and_stays_pen
     app, model, resources, monkeypatch
 ) -> None:
     res, _ = resources
-    from coala_memory.kinds.rules import RuleConflictError
+    from agentic_memory.kinds.rules import RuleConflictError
 
     async def always_newer(scope: str, *args: object, **kwargs: object) -> None:
         raise RuleConflictError(scope, 1, 2)

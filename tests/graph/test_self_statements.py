@@ -12,22 +12,22 @@ from typing import Any
 
 import pytest
 
-from bench.fact_extraction_bench import remembered
-from coala_memory import prompts
-from coala_memory.kinds.facts import ExtractedFact
-from coala_memory.kinds.model_output import (
+from agentic_memory import prompts
+from agentic_memory.kinds.facts import ExtractedFact
+from agentic_memory.kinds.model_output import (
     keep_protected,
     prompt_echo,
     protects_constraint,
     similar_rule,
 )
-from coala_memory.kinds.self_statements import (
+from agentic_memory.kinds.self_statements import (
     extract_self_statements,
     grounded,
     looks_like_self_statement,
     merge_facts,
     plausible_fact,
 )
+from bench.fact_extraction_bench import remembered
 
 DATA = json.loads(
     (Path(__file__).resolve().parents[2] / "bench" / "data" / "fact_statements.json").read_text()

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from coala_memory.kinds.model_output import similar_rule
-from coala_memory.kinds.rules import starting_rules
-from coala_memory.store import GLOBAL_SCOPE
+from agentic_memory.kinds.model_output import similar_rule
+from agentic_memory.kinds.rules import starting_rules
+from agentic_memory.store import GLOBAL_SCOPE
 from tests.security.payloads import INNOCENT, PAYLOADS, Payload
 
 SHARED = {"rules_scope": "global"}

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.api import Memory
-from coala_memory.graph import builder, compile_graph, graph
-from coala_memory.graph.context import Context
-from coala_memory.graph.resources import MODELS_KEY, MemoryNotConfiguredError
-from coala_memory.kinds.episodes import EpisodicMemory
-from coala_memory.kinds.facts import FactStore
-from coala_memory.kinds.rules import RuleBook
+from agentic_memory.api import Memory
+from agentic_memory.graph import builder, compile_graph, graph
+from agentic_memory.graph.context import Context
+from agentic_memory.graph.resources import MODELS_KEY, MemoryNotConfiguredError
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.rules import RuleBook
 
 
 def test_topology_snapshot(snapshot) -> None:
@@ -74,7 +74,7 @@ async def test_a_graph_without_agentic_memorys_store_says_so() -> None:
     from langgraph.store.memory import InMemoryStore
 
     app = builder.compile(store=InMemoryStore())
-    with pytest.raises(MemoryNotConfiguredError, match="needs coala_memory's store"):
+    with pytest.raises(MemoryNotConfiguredError, match="needs agentic_memory's store"):
         await app.ainvoke(
             {"messages": [HumanMessage("hi")]},
             {"configurable": {"thread_id": "t"}},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from coala_memory.graph.state import State
+from agentic_memory.graph.state import State
 
 
 def thread_values(values: dict[str, Any]) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.ingest.pdfs import filler, write_pdf
 
 # Sentences with rare words, each placed on a known page of report.pdf.

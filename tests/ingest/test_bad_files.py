@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.ingest import ingest_paths
-from coala_memory.ingest.readers import IngestFileError, derive_title, parse, read_bytes
-from coala_memory.kinds.knowledge import list_sources, search_knowledge
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.ingest.readers import IngestFileError, derive_title, parse, read_bytes
+from agentic_memory.kinds.knowledge import list_sources, search_knowledge
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.ingest.pdfs import (
     filler,
     write_blank_pdf,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from coala_memory.cli.main import app
-from coala_memory.kinds.knowledge import list_knowledge_bases, list_sources, search_knowledge
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.cli.main import app
+from agentic_memory.kinds.knowledge import list_knowledge_bases, list_sources, search_knowledge
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.ingest.conftest import KNOWN
 from tests.ingest.pdfs import write_pdf
 
@@ -88,7 +88,7 @@ def test_bad_arguments_exit_two_and_write_nothing(report_pdf: Path, store_path: 
 async def test_ingest_graph_runs_and_returns_the_report(
     report_pdf: Path, store_path: Path, embeddings: LocalEmbeddings
 ) -> None:
-    from coala_memory.ingest.graph import graph
+    from agentic_memory.ingest.graph import graph
 
     upload = {
         "name": "report.pdf",

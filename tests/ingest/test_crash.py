@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.ingest import ingest_paths
-from coala_memory.kinds.knowledge import (
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.kinds.knowledge import (
     get_source,
     knowledge_collection,
     list_chunks,
     search_knowledge,
 )
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.ingest.conftest import KNOWN, report_pages
 from tests.ingest.pdfs import write_pdf
 
@@ -31,9 +31,9 @@ NEW_SENTENCE = "Doctor Verbena catalogued the indigo comet in twenty twenty."
 _CHILD = textwrap.dedent(
     """
     import os, signal, sys
-    from coala_memory.ingest import ingest_paths
-    from coala_memory.models.embeddings import LocalEmbeddings
-    from coala_memory.store.embedded import EmbeddedStore
+    from agentic_memory.ingest import ingest_paths
+    from agentic_memory.models.embeddings import LocalEmbeddings
+    from agentic_memory.store.embedded import EmbeddedStore
 
     store_path, path, kill_at, kill_after = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coala_memory.graph import nodes
-from coala_memory.ingest import IngestEvent, ingest_paths
-from coala_memory.kinds.knowledge import (
+from agentic_memory.graph import nodes
+from agentic_memory.ingest import IngestEvent, ingest_paths
+from agentic_memory.kinds.knowledge import (
     KnowledgeHit,
     UnknownSourceError,
     adelete_source,
@@ -26,9 +26,9 @@ from coala_memory.kinds.knowledge import (
     manifest_collection,
     search_knowledge,
 )
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.ingest.conftest import KNOWN, report_pages
 from tests.ingest.pdfs import write_pdf
 from tests.storage.conftest import count_extensions
@@ -236,7 +236,7 @@ def test_many_sources_use_the_post_filter_path(
         (docs / f"n{i}.md").write_text(f"Note {i}: the lighthouse keeper counted {i} gulls.")
     _ingest([docs], store, embeddings)
     filtered = search_knowledge(store, embeddings, "docs", "lighthouse keeper gulls", k=4)
-    monkeypatch.setattr("coala_memory.kinds.knowledge.IN_FILTER_MAX_REVISIONS", 2)
+    monkeypatch.setattr("agentic_memory.kinds.knowledge.IN_FILTER_MAX_REVISIONS", 2)
     post = search_knowledge(store, embeddings, "docs", "lighthouse keeper gulls", k=4)
     assert [h.chunk_id for h in post] == [h.chunk_id for h in filtered]
     assert len(post) == 4
@@ -294,7 +294,7 @@ def test_search_retries_when_old_chunks_are_deleted_under_it(
     embeddings: LocalEmbeddings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from coala_memory.kinds.knowledge import get_source, remove_stale_chunks
+    from agentic_memory.kinds.knowledge import get_source, remove_stale_chunks
 
     _ingest([report_pdf], store, embeddings, chunk_size=300, chunk_overlap=0)
     old_ids = {h.chunk_id for h in search_knowledge(store, embeddings, "docs", "turbine", k=100)}
@@ -332,7 +332,7 @@ def test_search_retries_when_old_chunks_are_deleted_under_it(
 def test_post_filter_skips_uncommitted_chunks_that_rank_first(
     docs: Path, store: EmbeddedStore, embeddings: LocalEmbeddings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("coala_memory.kinds.knowledge.IN_FILTER_MAX_REVISIONS", 0)
+    monkeypatch.setattr("agentic_memory.kinds.knowledge.IN_FILTER_MAX_REVISIONS", 0)
     notes = docs / "notes.md"
     notes.write_text("\n\n".join(f"Old paragraph {i} about sparrows." for i in range(3)))
     _ingest([notes], store, embeddings, chunk_size=60, chunk_overlap=0)

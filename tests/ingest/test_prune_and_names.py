@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from coala_memory.cli.main import app
-from coala_memory.ingest import ingest_paths
-from coala_memory.kinds.knowledge import (
+from agentic_memory.cli.main import app
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.kinds.knowledge import (
     delete_source,
     drop_knowledge_base,
     find_knowledge_base,
@@ -24,9 +24,9 @@ from coala_memory.kinds.knowledge import (
     resolve_kb,
     search_knowledge,
 )
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError, Where
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError, Where
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.ingest.conftest import KNOWN, report_pages
 from tests.ingest.pdfs import write_pdf
 from tests.ingest.test_crash import _run_killed

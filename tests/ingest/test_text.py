@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from coala_memory.ingest.text import (
+from agentic_memory.ingest.text import (
     _inline_ascii,
     _inline_general,
     assemble,

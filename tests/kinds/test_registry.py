@@ -17,16 +17,16 @@ import pytest
 from langgraph.store.base import PutOp
 from typer.testing import CliRunner
 
-from coala_memory.cli.main import app
-from coala_memory.forget import forget_user
-from coala_memory.kinds.contract import current_kinds, use_kinds
-from coala_memory.kinds.facts import FactStore
-from coala_memory.kinds.registry import BUILTIN_KINDS
-from coala_memory.langgraph_store import KIND_ROOTS, AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError
-from coala_memory.store.embedded import EmbeddedStore
-from coala_memory.transfer import (
+from agentic_memory.cli.main import app
+from agentic_memory.forget import forget_user
+from agentic_memory.kinds.contract import current_kinds, use_kinds
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.registry import BUILTIN_KINDS
+from agentic_memory.langgraph_store import KIND_ROOTS, AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import (
     TransferError,
     export_to_file,
     import_memories,

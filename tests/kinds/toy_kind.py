@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coala_memory.kinds.contract import ImportLine, KindInfo, MemoryKind
-from coala_memory.langgraph_store.kinds import KindContext, KindSpace, RecordSpace
-from coala_memory.store import CollectionSpec, InvalidInputError, Property
+from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind
+from agentic_memory.langgraph_store.kinds import KindContext, KindSpace, RecordSpace
+from agentic_memory.store import CollectionSpec, InvalidInputError, Property
 
 BOOKMARKS = CollectionSpec(
     name="Bookmark",

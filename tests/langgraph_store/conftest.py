@@ -17,11 +17,11 @@ import pytest
 from langgraph.store.base import BaseStore, TTLConfig
 from langgraph.store.memory import InMemoryStore
 
-import coala_memory.store.weaviate as wv
-import coala_memory.store.weaviate.store as wv_store
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.langgraph_store.ranking_weaviate import RankingWeaviate
 from tests.weaviate_unit.conftest import scripted_client
 

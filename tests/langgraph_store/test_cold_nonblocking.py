@@ -20,19 +20,19 @@ from typing import Any
 import pytest
 from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp
 
-from coala_memory.forget import (
+from agentic_memory.forget import (
     forget_episode,
     forget_fact,
     forget_subject,
     forget_thread,
     forget_user,
 )
-from coala_memory.ingest import ingest_paths
-from coala_memory.kinds.episodes import EpisodicMemory
-from coala_memory.kinds.facts import root_id
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import root_id
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 
 EPISODE = EpisodicMemory.episode_id("alice", "t1", 1)
 NAMESPACES = [
@@ -156,7 +156,7 @@ def _calls() -> dict[str, Callable[[AgenticStore], Awaitable[Any]]]:
     calls["delete messages"] = lambda s: s.adelete(("messages", "alice", "t1"), "m1")
     calls["put notes"] = lambda s: s.aput(("notes", "alice"), "n1", {"text": "likes blues"})
     calls["delete notes"] = lambda s: s.adelete(("notes", "alice"), "n1")
-    # Forgetting and retention, over the same memories (coala_memory.forget, Memory).
+    # Forgetting and retention, over the same memories (agentic_memory.forget, Memory).
     calls["forget user"] = lambda s: forget_user(s.memory_store, "alice", embeddings=s.embeddings)
     calls["forget thread"] = lambda s: forget_thread(
         s.memory_store, "alice", "t1", embeddings=s.embeddings

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
-from coala_memory.langgraph_store import ALPHA_KEY, AgenticStore
-from coala_memory.langgraph_store.generic import ITEMS
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError, SchemaConflictError
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.langgraph_store import ALPHA_KEY, AgenticStore
+from agentic_memory.langgraph_store.generic import ITEMS
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError, SchemaConflictError
+from agentic_memory.store.embedded import EmbeddedStore
 
 NS = ("notes", "bob")
 
@@ -267,7 +267,7 @@ def test_forgetting_generic_items(agentic: AgenticStore, clock: object) -> None:
     assert left == {
         (("memories", "bob"), "c"),
         (("alice",), "e"),
-        (("facts", "alice"), "diet"),  # kinds are forgotten through coala_memory.forget
+        (("facts", "alice"), "diet"),  # kinds are forgotten through agentic_memory.forget
     }
     assert agentic.forget_namespace(("memories",)) == 1
     with pytest.raises(InvalidInputError, match="not a memory kind"):

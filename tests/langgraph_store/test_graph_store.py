@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 from langgraph_cli.config import validate_config_file
 
-from coala_memory.langgraph_store import AgenticStore
+from agentic_memory.langgraph_store import AgenticStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,9 +31,10 @@ def load_store_module() -> ModuleType:
 @pytest.mark.parametrize("config", ["langgraph.json", "langgraph.auth.json"])
 def test_both_configurations_name_the_store(config: str) -> None:
     validated = validate_config_file(REPO / config)
-    assert validated["store"] == {"path": "coala_memory.graph.store.store"}
+    assert validated["store"] == {"path": "agentic_memory.graph.store.store"}
     assert (
-        json.loads((REPO / config).read_text())["store"]["path"] == "coala_memory.graph.store.store"
+        json.loads((REPO / config).read_text())["store"]["path"]
+        == "agentic_memory.graph.store.store"
     )
 
 
@@ -42,7 +43,7 @@ def test_the_ttl_settings_come_from_the_server(monkeypatch: pytest.MonkeyPatch) 
     assert module.server_ttl_config({"path": "x"}) is None
     monkeypatch.delenv("LANGGRAPH_STORE", raising=False)
     assert module.server_ttl_config() is None
-    settings = {"path": "coala_memory.graph.store.store", "ttl": {"default_ttl": 60}}
+    settings = {"path": "agentic_memory.graph.store.store", "ttl": {"default_ttl": 60}}
     monkeypatch.setenv("LANGGRAPH_STORE", json.dumps(settings))
     assert module.server_ttl_config() == {"default_ttl": 60}
     monkeypatch.setenv("LANGGRAPH_STORE", "[1]")
@@ -52,7 +53,7 @@ def test_the_ttl_settings_come_from_the_server(monkeypatch: pytest.MonkeyPatch) 
 
 async def test_the_store_opens_sweeps_and_closes(monkeypatch: pytest.MonkeyPatch) -> None:
     module = await asyncio.to_thread(load_store_module)  # file reads: off the guarded loop
-    settings = {"path": "coala_memory.graph.store.store", "ttl": {"default_ttl": 60}}
+    settings = {"path": "agentic_memory.graph.store.store", "ttl": {"default_ttl": 60}}
     monkeypatch.setenv("LANGGRAPH_STORE", json.dumps(settings))
     async with module.store() as opened:
         assert opened.ttl_config == {"default_ttl": 60}

@@ -11,7 +11,7 @@ from typing import TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from coala_memory.langgraph_store import AgenticStore
+from agentic_memory.langgraph_store import AgenticStore
 
 
 class State(TypedDict, total=False):

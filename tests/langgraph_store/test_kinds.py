@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from langgraph.store.base import PutOp
 
-from coala_memory.ingest import ingest_paths
-from coala_memory.kinds.episodes import EpisodicMemory
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.langgraph_store import (
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.langgraph_store import (
     AgenticStore,
     OperatorRequiredError,
     RuleVersionConflictError,
 )
-from coala_memory.store import InvalidInputError
+from agentic_memory.store import InvalidInputError
 from tests.langgraph_store.conftest import Clock
 
 FACTS = ("facts", "alice")

@@ -17,22 +17,22 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
-from coala_memory.kinds._bound import MAX_EMBEDDED_CHARS
-from coala_memory.kinds.messages import MAX_MESSAGE_CHARS
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.langgraph_store.common import MAX_VALUE_CHARS, MAX_VALUE_DEPTH
-from coala_memory.langgraph_store.filters import MAX_FILTER_DEPTH
-from coala_memory.langgraph_store.namespaces import (
+from agentic_memory.kinds._bound import MAX_EMBEDDED_CHARS
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.langgraph_store.common import MAX_VALUE_CHARS, MAX_VALUE_DEPTH
+from agentic_memory.langgraph_store.filters import MAX_FILTER_DEPTH
+from agentic_memory.langgraph_store.namespaces import (
     MAX_KEY_CHARS,
     MAX_LABEL_CHARS,
     MAX_LABELS,
     MAX_NAMESPACE_CHARS,
     thread_label,
 )
-from coala_memory.langgraph_store.store import MIN_SWEEP_MINUTES
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.langgraph_store.store import MIN_SWEEP_MINUTES
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.langgraph_store.conftest import Clock, open_agentic
 
 NS = ("notes", "bob")
@@ -186,7 +186,7 @@ EPISODE = {
 
 def test_only_a_bounded_part_of_a_long_text_is_embedded(recorded: Any) -> None:
     store, rec = recorded
-    from coala_memory.kinds.episodes import EpisodicMemory
+    from agentic_memory.kinds.episodes import EpisodicMemory
 
     key = EpisodicMemory.episode_id("bob", "t1", 1)
     summary = "The user planned a trip. " * 36_000  # 900,000 characters
@@ -203,7 +203,7 @@ def test_only_a_bounded_part_of_a_long_text_is_embedded(recorded: Any) -> None:
 
 def test_a_value_over_the_size_limit_is_refused_for_every_kind(recorded: Any) -> None:
     store, rec = recorded
-    from coala_memory.kinds.episodes import EpisodicMemory
+    from agentic_memory.kinds.episodes import EpisodicMemory
 
     key = EpisodicMemory.episode_id("bob", "t1", 1)
     too_big = {**EPISODE, "conversation_summary": "z" * (MAX_VALUE_CHARS + 1)}

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from langgraph.store.base import GetOp, PutOp
 
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.langgraph_store.generic import ITEMS, TOUCHES
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.langgraph_store.generic import ITEMS, TOUCHES
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError
 from tests.langgraph_store.conftest import AGENTIC, Clock, open_agentic
 
 NS = ("cache", "alice")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import tests.storage.test_live_churn as live_churn
-from coala_memory.store.weaviate import WeaviateStore
+from agentic_memory.store.weaviate import WeaviateStore
 from tests.live.churning_server import ChurningWeaviate
 from tests.storage import differential as diff
 from tests.weaviate_unit.conftest import scripted_client

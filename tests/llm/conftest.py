@@ -14,8 +14,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import Field, PrivateAttr
 
-from coala_memory.models.chat import local_model_available
-from coala_memory.models.local_server import (
+from agentic_memory.models.chat import local_model_available
+from agentic_memory.models.local_server import (
     LocalModelServer,
     local_model_path,
     start_local_server,

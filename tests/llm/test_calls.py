@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, StringConstraints
 
-from coala_memory.models.calls import (
+from agentic_memory.models.calls import (
     ModelCall,
     StructuredOutputError,
     ainvoke_structured,

@@ -10,9 +10,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
-import coala_memory.models.chat as chat
-import coala_memory.models.local_server as local_server
-from coala_memory.models.chat import (
+import agentic_memory.models.chat as chat
+import agentic_memory.models.local_server as local_server
+from agentic_memory.models.chat import (
     LocalChatOpenAI,
     ModelNotConfiguredError,
     describe_model,

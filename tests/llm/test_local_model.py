@@ -13,9 +13,9 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, StringConstraints
 
-from coala_memory.models.calls import ainvoke_structured, ainvoke_text
-from coala_memory.models.chat import ModelNotConfiguredError, describe_model, resolve_chat_model
-from coala_memory.models.local_server import LocalModelServer, LocalServerError, get_local_server
+from agentic_memory.models.calls import ainvoke_structured, ainvoke_text
+from agentic_memory.models.chat import ModelNotConfiguredError, describe_model, resolve_chat_model
+from agentic_memory.models.local_server import LocalModelServer, LocalServerError, get_local_server
 from tests.llm.conftest import requires_local
 
 pytestmark = [pytest.mark.integration, requires_local]
@@ -140,7 +140,7 @@ def test_shared_server_fixture_runs(local_server: LocalModelServer) -> None:
 def test_llama_cpp_without_server_extra_is_a_configuration_error(
     local_model_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import coala_memory.models.local_server as local_server
+    import agentic_memory.models.local_server as local_server
 
     real = local_server.importlib.util.find_spec
 
@@ -170,10 +170,10 @@ async def test_system_layers_reach_the_real_model(local_server: LocalModelServer
 async def test_every_memory_schema_runs_on_the_real_server_without_killing_it(
     local_server: LocalModelServer,
 ) -> None:
-    from coala_memory.graph.state import Summary
-    from coala_memory.kinds.episodes import Reflection
-    from coala_memory.kinds.facts import ExtractedFacts
-    from coala_memory.kinds.rules import RuleSet
+    from agentic_memory.graph.state import Summary
+    from agentic_memory.kinds.episodes import Reflection
+    from agentic_memory.kinds.facts import ExtractedFacts
+    from agentic_memory.kinds.rules import RuleSet
 
     # Summary.text allows 1500 characters: sent as such, its grammar killed the server
     # (SIGSEGV) on every compaction.

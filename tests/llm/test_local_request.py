@@ -18,12 +18,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from coala_memory.graph.state import Summary
-from coala_memory.kinds.episodes import Reflection
-from coala_memory.kinds.facts import ExtractedFacts
-from coala_memory.kinds.rules import RuleSet
-from coala_memory.models.calls import ainvoke_text
-from coala_memory.models.chat import (
+from agentic_memory.graph.state import Summary
+from agentic_memory.kinds.episodes import Reflection
+from agentic_memory.kinds.facts import ExtractedFacts
+from agentic_memory.kinds.rules import RuleSet
+from agentic_memory.models.calls import ainvoke_text
+from agentic_memory.models.chat import (
     LOCAL_GRAMMAR_MAX_LENGTH,
     LocalChatOpenAI,
     grammar_safe_schema,
@@ -38,7 +38,7 @@ __all__ = ["standin"]  # the fixture, imported for this module
 
 @pytest.fixture
 def local(monkeypatch: pytest.MonkeyPatch) -> LocalChatOpenAI:
-    import coala_memory.models.chat as chat
+    import agentic_memory.models.chat as chat
 
     monkeypatch.setattr(chat, "local_model_available", lambda: True)
     model = resolve_chat_model("local", max_tokens=1024)

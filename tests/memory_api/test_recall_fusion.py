@@ -9,21 +9,21 @@ from typing import Any
 
 import pytest
 
-import coala_memory.store.weaviate as wv
-import coala_memory.store.weaviate.store as wv_store
-from coala_memory.api import Memory
-from coala_memory.graph.context import Context
-from coala_memory.kinds.messages import (
+import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
+from agentic_memory.api import Memory
+from agentic_memory.graph.context import Context
+from agentic_memory.kinds.messages import (
     AGREEMENT_DEPTH,
     MessageLog,
     adaptive_fusion,
 )
-from coala_memory.kinds.messages import recall as messages_module
-from coala_memory.kinds.retention import RetentionPolicy
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError, SearchHit
-from coala_memory.store.embedded import EmbeddedStore
-from coala_memory.store.ranking import refuse, side_agreement
+from agentic_memory.kinds.messages import recall as messages_module
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError, SearchHit
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.store.ranking import refuse, side_agreement
 from tests.langgraph_store.ranking_weaviate import RankingWeaviate
 from tests.storage import weaviate_reference as ref
 from tests.weaviate_unit.conftest import scripted_client

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from coala_memory.api import Memory
-from coala_memory.kinds.messages import (
+from agentic_memory.api import Memory
+from agentic_memory.kinds.messages import (
     MESSAGES,
     MESSAGES_V1,
     MessageLog,
     aupgrade_message_log,
 )
-from coala_memory.kinds.messages import recall as recall_module
-from coala_memory.kinds.recall_text import (
+from agentic_memory.kinds.messages import recall as recall_module
+from agentic_memory.kinds.recall_text import (
     STOPWORDS,
     date_words,
     embedding_text,
@@ -27,9 +27,9 @@ from coala_memory.kinds.recall_text import (
     keywords,
     search_text,
 )
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError, MemoryObject, make_id
-from coala_memory.store.embedded import EmbeddedStore, tokenize
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError, MemoryObject, make_id
+from agentic_memory.store.embedded import EmbeddedStore, tokenize
 from tests.memory_api.conftest import logged
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -346,7 +346,7 @@ def test_the_turn_that_says_the_words_outranks_the_reply_that_only_follows_them(
 def test_an_export_of_an_old_log_imports_and_is_upgraded(
     tmp_path: Path, embeddings: LocalEmbeddings
 ) -> None:
-    from coala_memory.transfer import export_memories, import_memories
+    from agentic_memory.transfer import export_memories, import_memories
 
     old = _old_store(tmp_path / "old", embeddings)
     path = tmp_path / "old.jsonl"

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from coala_memory.api import Memory, SyncCallInEventLoopError
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
-from coala_memory.twins import run_sync
+from agentic_memory.api import Memory, SyncCallInEventLoopError
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.twins import run_sync
 
 TURN = [{"role": "user", "content": "I keep bees", "id": "b1"}]
 
@@ -150,7 +150,7 @@ def test_a_blocking_call_runs_its_storage_work_in_the_calling_thread(
     # add a thread wake-up per call (what made the sync edge slower than sync code).
     import threading
 
-    from coala_memory.store.base import MemoryStore
+    from agentic_memory.store.base import MemoryStore
 
     seen: list[int] = []
     for name in ("insert", "hybrid", "iterate"):
@@ -171,7 +171,7 @@ async def test_the_async_calls_still_run_their_storage_work_in_worker_threads(
 ) -> None:
     import threading
 
-    from coala_memory.store.base import MemoryStore
+    from agentic_memory.store.base import MemoryStore
 
     seen: list[int] = []
     for name in ("insert", "hybrid", "iterate"):
@@ -188,7 +188,7 @@ async def test_the_async_calls_still_run_their_storage_work_in_worker_threads(
 
 
 def test_an_error_of_a_blocking_call_is_reported_as_itself(mem: Memory) -> None:
-    from coala_memory.store import InvalidInputError
+    from agentic_memory.store import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="non-empty") as caught:
         mem.recall("alice", "")

@@ -13,19 +13,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 LIBRARY = [
-    "coala_memory",
-    "coala_memory.api",
-    "coala_memory.forget",
-    "coala_memory.transfer",
-    "coala_memory.tools",
-    "coala_memory.kinds",
-    "coala_memory.kinds.registry",
-    "coala_memory.store",
-    "coala_memory.store.embedded",
-    "coala_memory.store.weaviate",
-    "coala_memory.langgraph_store",
-    "coala_memory.models.chat",
-    "coala_memory.models.embeddings",
+    "agentic_memory",
+    "agentic_memory.api",
+    "agentic_memory.forget",
+    "agentic_memory.transfer",
+    "agentic_memory.tools",
+    "agentic_memory.kinds",
+    "agentic_memory.kinds.registry",
+    "agentic_memory.store",
+    "agentic_memory.store.embedded",
+    "agentic_memory.store.weaviate",
+    "agentic_memory.langgraph_store",
+    "agentic_memory.models.chat",
+    "agentic_memory.models.embeddings",
 ]
 
 
@@ -43,14 +43,15 @@ def test_the_wheel_installs_one_package_under_a_free_name(tmp_path: Path) -> Non
     tops = {n.split("/")[0] for n in names}
     # "agentic-memory" on PyPI is another project; top-level graph/ingest/prompts would
     # shadow a user's own modules (and the `prompts` project).
-    assert tops == {"coala_memory", "coala_memory-0.1.0.dist-info"}
-    metadata = zipfile.ZipFile(wheel).read("coala_memory-0.1.0.dist-info/METADATA").decode()
-    assert "\nName: coala-memory\n" in metadata
+    info = "langgraph_agentic_memory-0.1.0.dist-info"
+    assert tops == {"agentic_memory", info}
+    metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
+    assert "\nName: langgraph-agentic-memory\n" in metadata
     # The application ships inside it: the graph, ingestion and every prompt file.
-    assert "coala_memory/graph/graph.py" in names
-    assert "coala_memory/ingest/graph.py" in names
-    prompts = sorted(p.name for p in (ROOT / "coala_memory/prompts").glob("*.md"))
-    assert prompts and all(f"coala_memory/prompts/{p}" in names for p in prompts)
+    assert "agentic_memory/graph/graph.py" in names
+    assert "agentic_memory/ingest/graph.py" in names
+    prompts = sorted(p.name for p in (ROOT / "agentic_memory/prompts").glob("*.md"))
+    assert prompts and all(f"agentic_memory/prompts/{p}" in names for p in prompts)
 
 
 def test_the_library_never_imports_the_application() -> None:
@@ -59,7 +60,7 @@ def test_the_library_never_imports_the_application() -> None:
         f"for name in {LIBRARY!r}:\n"
         "    importlib.import_module(name)\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[:2] in "
-        "(['coala_memory', 'graph'], ['coala_memory', 'ingest']) or m.split('.')[0] in "
+        "(['agentic_memory', 'graph'], ['agentic_memory', 'ingest']) or m.split('.')[0] in "
         "('graph', 'ingest', 'prompts'))))\n"
     )
     out = subprocess.run(
@@ -71,11 +72,11 @@ def test_the_library_never_imports_the_application() -> None:
 def test_the_top_level_folders_are_the_package_s_own() -> None:
     for name in ("graph", "ingest", "prompts"):
         link = ROOT / name
-        assert link.is_symlink() and link.resolve() == (ROOT / "coala_memory" / name).resolve()
+        assert link.is_symlink() and link.resolve() == (ROOT / "agentic_memory" / name).resolve()
     # Every served target is a module of the installed package, not a file path: the server
     # and a notebook share one copy of each module.
     for config in ("langgraph.json", "langgraph.auth.json"):
         data = json.loads((ROOT / config).read_text())
         targets = [*data["graphs"].values(), data["store"]["path"], data["checkpointer"]["path"]]
         targets += [data["auth"]["path"]] if "auth" in data else []
-        assert all(t.startswith("coala_memory.") and "/" not in t for t in targets), config
+        assert all(t.startswith("agentic_memory.") and "/" not in t for t in targets), config

@@ -15,8 +15,8 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from coala_memory.forget import checkpoint_user_threads
-from coala_memory.graph.persistence import (
+from agentic_memory.forget import checkpoint_user_threads
+from agentic_memory.graph.persistence import (
     CheckpointerError,
     adelete_thread,
     adelete_threads_where,

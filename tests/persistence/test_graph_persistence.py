@@ -13,16 +13,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from coala_memory.graph.context import Context
-from coala_memory.graph.graph import compile_graph
-from coala_memory.graph.nodes import ThreadOwnershipError
-from coala_memory.graph.persistence import (
+from agentic_memory.graph.context import Context
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.graph.nodes import ThreadOwnershipError
+from agentic_memory.graph.persistence import (
     adelete_thread,
     postgres_checkpointer,
     sqlite_checkpointer,
 )
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
 from tests.graph.values import thread_values
 

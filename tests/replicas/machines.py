@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from coala_memory.kinds.retention import RetentionPolicy
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.store.weaviate import WeaviateStore
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.store.weaviate import WeaviateStore
 from tests.concurrency.workers import DIMS, WRITERS, HashEmbeddings
 from tests.weaviate_unit.network import connect
 

@@ -20,10 +20,10 @@ from typing import Any
 import psycopg
 import pytest
 
-import coala_memory.store.weaviate as wv
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.store import ConflictError, InvalidInputError, MemoryObject, make_id
-from coala_memory.store.coordination import (
+import agentic_memory.store.weaviate as wv
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.store import ConflictError, InvalidInputError, MemoryObject, make_id
+from agentic_memory.store.coordination import (
     NAMESPACE,
     CoordinatorError,
     PostgresLocks,
@@ -180,7 +180,7 @@ def test_a_lock_held_too_long_elsewhere_fails_closed(
 
 HOLDER = """
 import sys, time
-from coala_memory.store.coordination import PostgresLocks
+from agentic_memory.store.coordination import PostgresLocks
 with PostgresLocks(sys.argv[1]).hold("ProceduralRules", "alice"):
     print("held", flush=True)
     time.sleep(600)

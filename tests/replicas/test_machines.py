@@ -32,12 +32,12 @@ from typing import Any
 
 import pytest
 
-from coala_memory.kinds.messages import MESSAGES, MessageLog
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.langgraph_store.generic import ITEMS
-from coala_memory.langgraph_store.store import MIN_SWEEP_MINUTES
-from coala_memory.store import Where
-from coala_memory.store.weaviate import WeaviateStore
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.langgraph_store.generic import ITEMS
+from agentic_memory.langgraph_store.store import MIN_SWEEP_MINUTES
+from agentic_memory.store import Where
+from agentic_memory.store.weaviate import WeaviateStore
 from tests.concurrency.workers import DIMS, HashEmbeddings
 from tests.replicas.checks import CHECKS
 from tests.replicas.machines import USER, Plan, machine_main, writer_name

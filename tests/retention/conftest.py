@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.kinds.retention import RetentionPolicy
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 KEEP_ALL = RetentionPolicy(message_days=None, max_messages=None, purge_interval_minutes=None)

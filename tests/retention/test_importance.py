@@ -8,11 +8,11 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage
 
-from coala_memory.api import Memory
-from coala_memory.kinds.messages import IMPORTANCE_WEIGHT, MESSAGES, MessageLog
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.api import Memory
+from agentic_memory.kinds.messages import IMPORTANCE_WEIGHT, MESSAGES, MessageLog
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.retention.conftest import KEEP_ALL, days_ago, exchange, log_with
 
 

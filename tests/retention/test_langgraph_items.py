@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-import coala_memory.store.weaviate as wv
-import coala_memory.store.weaviate.store as wv_store
-from coala_memory.graph.context import Context
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.kinds.retention import RetentionPolicy
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError
-from coala_memory.store.embedded import EmbeddedStore
+import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
+from agentic_memory.graph.context import Context
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.langgraph_store.ranking_weaviate import RankingWeaviate
 from tests.retention.conftest import KEEP_ALL, NOW
 from tests.weaviate_unit.conftest import scripted_client

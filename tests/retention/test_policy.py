@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from coala_memory.kinds.retention import (
+from agentic_memory.kinds.retention import (
     DEFAULT_MAX_EPISODES,
     DEFAULT_MAX_MESSAGES,
     ENV_MAX_EPISODES,
@@ -15,7 +15,7 @@ from coala_memory.kinds.retention import (
     ENV_PURGE_INTERVAL,
     RetentionPolicy,
 )
-from coala_memory.store import InvalidInputError
+from agentic_memory.store import InvalidInputError
 
 
 def test_the_defaults_keep_every_turn_by_age_and_cap_the_store() -> None:

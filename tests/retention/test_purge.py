@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from coala_memory.api import Memory
-from coala_memory.kinds.episodes import EPISODES, EpisodicMemory
-from coala_memory.kinds.facts import FACTS, ExtractedFact, FactStore
-from coala_memory.kinds.messages import MESSAGES, MessageLog
-from coala_memory.kinds.retention import RetentionPolicy
-from coala_memory.kinds.rules import RULES, RuleBook
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError, StoreError, Where
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.api import Memory
+from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
+from agentic_memory.kinds.facts import FACTS, ExtractedFact, FactStore
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.kinds.rules import RULES, RuleBook
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError, StoreError, Where
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.retention.conftest import KEEP_ALL, NOW, days_ago, exchange, log_with
 
 
@@ -404,10 +404,10 @@ def test_bad_purge_arguments(store: EmbeddedStore, embeddings: LocalEmbeddings) 
 _KILLED_PURGE = """
 import asyncio, os, signal, sys
 from datetime import datetime
-from coala_memory.kinds.messages import MessageLog
-from coala_memory.kinds.retention import RetentionPolicy
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.retention import RetentionPolicy
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 
 real = EmbeddedStore._delete_rids
 calls = 0

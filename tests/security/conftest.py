@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store.embedded import EmbeddedStore
 
 _EMBEDDINGS = LocalEmbeddings()
 

@@ -15,9 +15,9 @@ import pytest
 from langgraph_sdk import Auth
 from langgraph_sdk.auth.types import AuthContext
 
-from coala_memory.graph import auth as example
-from coala_memory.graph.store import server_operator
-from coala_memory.operators import configured_operators, is_operator, run_identity
+from agentic_memory.graph import auth as example
+from agentic_memory.graph.store import server_operator
+from agentic_memory.operators import configured_operators, is_operator, run_identity
 
 
 def ctx(user: str, action: str, *, operator: bool = False) -> AuthContext:
@@ -149,7 +149,7 @@ def test_the_servers_store_acts_for_operators_only_when_they_can_be_told_apart(
     assert server_operator() is None
     monkeypatch.setenv("AMEM_OPERATORS", "olga")
     assert server_operator() is None  # no authentication: nobody can be told apart
-    monkeypatch.setenv("LANGGRAPH_AUTH", '{"path": "coala_memory.graph.auth:auth"}')
+    monkeypatch.setenv("LANGGRAPH_AUTH", '{"path": "agentic_memory.graph.auth:auth"}')
     assert server_operator() is not None
     monkeypatch.delenv("LANGGRAPH_AUTH")
     monkeypatch.setenv("AMEM_OPERATORS", "*")

@@ -17,22 +17,22 @@ from typing import Any
 
 import pytest
 
-from coala_memory.forget import forget_user
-from coala_memory.ingest import readers
-from coala_memory.ingest.graph import graph as ingest_graph
-from coala_memory.ingest.inputs import Upload, ingest_roots
-from coala_memory.ingest.pipeline import ingest_paths, ingest_uploads
-from coala_memory.ingest.readers import OUTSIDE_FOLDERS, IngestFileError, read_bytes
-from coala_memory.kinds.knowledge import (
+from agentic_memory.forget import forget_user
+from agentic_memory.ingest import readers
+from agentic_memory.ingest.graph import graph as ingest_graph
+from agentic_memory.ingest.inputs import Upload, ingest_roots
+from agentic_memory.ingest.pipeline import ingest_paths, ingest_uploads
+from agentic_memory.ingest.readers import OUTSIDE_FOLDERS, IngestFileError, read_bytes
+from agentic_memory.kinds.knowledge import (
     list_knowledge_bases,
     list_sources,
     search_knowledge,
 )
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import InvalidInputError
-from coala_memory.store.embedded import EmbeddedStore
-from coala_memory.transfer import export_to_file, import_memories
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import InvalidInputError
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import export_to_file, import_memories
 
 SECRET = "The vault password is hunter2-quokka."
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from coala_memory.kinds.rule_guard import normalise, screen_rules, screen_text
-from coala_memory.kinds.rules import starting_rules
+from agentic_memory.kinds.rule_guard import normalise, screen_rules, screen_text
+from agentic_memory.kinds.rules import starting_rules
 from tests.security.payloads import INNOCENT, PAYLOADS, Payload
 
 ORDINARY = [

@@ -11,24 +11,24 @@ import asyncio
 
 import pytest
 
-from coala_memory.forget import forget_thread, forget_user
-from coala_memory.kinds.episodes import EpisodicMemory, Reflection
-from coala_memory.kinds.rules import RuleBook, SharedRulesGateError
-from coala_memory.kinds.shared_rules import (
+from agentic_memory.forget import forget_thread, forget_user
+from agentic_memory.kinds.episodes import EpisodicMemory, Reflection
+from agentic_memory.kinds.rules import RuleBook, SharedRulesGateError
+from agentic_memory.kinds.shared_rules import (
     PROPOSALS,
     ProposalDecidedError,
     SharedRules,
     StaleProposalError,
     UnknownProposalError,
 )
-from coala_memory.langgraph_store import (
+from agentic_memory.langgraph_store import (
     PROPOSALS_NAMESPACE,
     AgenticStore,
     OperatorRequiredError,
 )
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import GLOBAL_SCOPE, InvalidInputError
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.security.payloads import INNOCENT, PAYLOADS
 
 SHARED = ("rules", GLOBAL_SCOPE)

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coala_memory.kinds.rules import starting_rules
+from agentic_memory.kinds.rules import starting_rules
 from tests.fake_openai import last_user_text, prompt_text
 from tests.security.payloads import INNOCENT, PAYLOADS
 from tests.server.conftest import DevServer, run_dev_server

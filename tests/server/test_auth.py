@@ -14,7 +14,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError
 
-from coala_memory.graph.auth import load_tokens
+from agentic_memory.graph.auth import load_tokens
 from tests.server.conftest import run_dev_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -22,11 +22,11 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError
 
-from coala_memory.kinds.episodes import EpisodicMemory
-from coala_memory.kinds.facts import FactStore
-from coala_memory.kinds.rules import RuleBook
-from coala_memory.models.embeddings import get_embeddings
-from coala_memory.store import open_store
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.rules import RuleBook
+from agentic_memory.models.embeddings import get_embeddings
+from agentic_memory.store import open_store
 from tests.fake_openai import last_user_text
 from tests.server.conftest import DevServer, run_dev_server
 

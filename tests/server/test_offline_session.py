@@ -25,9 +25,9 @@ import pytest
 from fpdf import FPDF
 from langgraph_sdk import get_client
 
-from coala_memory.api import Memory
-from coala_memory.ingest.pipeline import ingest_paths
-from coala_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.api import Memory
+from agentic_memory.ingest.pipeline import ingest_paths
+from agentic_memory.models.embeddings import LocalEmbeddings
 from tests.llm.conftest import local_model_file, requires_local
 from tests.server.conftest import run_dev_server
 
@@ -186,7 +186,7 @@ async def _session(url: str, prompts: Prompts) -> None:
 def test_an_offline_session_with_restart_compaction_and_recall(
     tmp_path: Path, local_model_file: Path
 ) -> None:
-    record = tmp_path / "coala_memory.prompts.jsonl"
+    record = tmp_path / "agentic_memory.prompts.jsonl"
     env = {
         "AMEM_LOCAL_MODEL_PATH": str(local_model_file),
         "AMEM_LOCAL_SERVER": str(RECORDER),

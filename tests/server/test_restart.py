@@ -20,10 +20,10 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from coala_memory.ingest import ingest_paths
-from coala_memory.kinds.episodes import EpisodicMemory
-from coala_memory.models.embeddings import LocalEmbeddings
-from coala_memory.store import open_store
+from agentic_memory.ingest import ingest_paths
+from agentic_memory.kinds.episodes import EpisodicMemory
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.store import open_store
 from tests.server.conftest import DevServer, run_dev_server
 from tests.server.test_langgraph_dev import SCRIPTS
 

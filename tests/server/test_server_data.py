@@ -1,6 +1,6 @@
 """Where ``make run``'s server keeps its data, who can read it, and how forgetting reaches it.
 
-``make run`` runs ``python -m coala_memory.graph.serve``: ``langgraph dev`` started from
+``make run`` runs ``python -m agentic_memory.graph.serve``: ``langgraph dev`` started from
 ``$AMEM_HOME/langgraph-dev`` with umask 077, its checkpoints in the checkpointer
 ``langgraph.json`` names (``$AMEM_HOME/checkpoints.sqlite``). These tests run that command
 for real (a free port, the scripted model server), hold conversations through the SDK and
@@ -25,7 +25,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError
 
-from coala_memory.graph.serve import SERVER_DIR, exposure_line, prepare
+from agentic_memory.graph.serve import SERVER_DIR, exposure_line, prepare
 from tests.fake_openai import FakeOpenAIServer
 from tests.server.conftest import STARTUP_TIMEOUT_S, _stop, free_port
 
@@ -41,14 +41,14 @@ BOB_SECRET = "OTTER-5522-bob"
 
 @contextmanager
 def served(cwd: Path, env: dict[str, str], log: Path, *args: str) -> Iterator[tuple[str, str]]:
-    """Run ``python -m coala_memory.graph.serve`` as ``make run`` does; yield its URL and first line."""
+    """Run ``python -m agentic_memory.graph.serve`` as ``make run`` does; yield its URL and first line."""
     port = free_port()
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [
                 str(BIN / "python"),
                 "-m",
-                "coala_memory.graph.serve",
+                "agentic_memory.graph.serve",
                 "--port",
                 str(port),
                 "--no-reload",

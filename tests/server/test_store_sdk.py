@@ -2,7 +2,7 @@
 
 The repository's ``langgraph.json`` names ``graph/store.py:store``; the server opens it on
 the embedded store under its ``AMEM_HOME``. Items written through the SDK are memories the
-Python API (``coala_memory.api.Memory`` on the same ``AMEM_HOME``, another process's
+Python API (``agentic_memory.api.Memory`` on the same ``AMEM_HOME``, another process's
 view of the same files) reads back, and the other way round; refused values answer 400
 with the store's message and change nothing.
 """
@@ -16,9 +16,9 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import BadRequestError
 
-from coala_memory.api import Memory
-from coala_memory.langgraph_store import AgenticStore
-from coala_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.api import Memory
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.embeddings import LocalEmbeddings
 from tests.server.conftest import DevServer, run_dev_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

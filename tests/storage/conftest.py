@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from coala_memory.store import CollectionSpec, MemoryStore, Property, open_store
-from coala_memory.store.embedded.cache import PartitionCache
+from agentic_memory.store import CollectionSpec, MemoryStore, Property, open_store
+from agentic_memory.store.embedded.cache import PartitionCache
 
 DIMS = 8
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from coala_memory.store import (
+from agentic_memory.store import (
     CollectionSpec,
     MemoryObject,
     MemoryStore,

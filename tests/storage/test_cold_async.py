@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from coala_memory.store import MemoryObject, Property, Where, make_id
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.store import MemoryObject, Property, Where, make_id
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.storage.conftest import DIMS, make_spec, vec
 
 ALICE = "alice"
@@ -89,7 +89,7 @@ async def test_the_first_call_of_a_reopened_store_runs_off_the_loop(
 
 
 async def test_iteration_arguments_are_checked_in_the_worker_thread(cold: EmbeddedStore) -> None:
-    from coala_memory.store import InvalidInputError
+    from agentic_memory.store import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="page_size"):
         [o async for o in cold.aiterate(SPEC.name, user=ALICE, page_size=0)]

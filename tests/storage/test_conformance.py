@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coala_memory.store import (
+from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
@@ -181,7 +181,7 @@ def test_a_collection_without_searchable_text_ranks_by_vector_alone(
 ) -> None:
     # D11: no property to search, so no keyword candidates on either backend (the server
     # would refuse a hybrid search over no property; the store does not ask it).
-    from coala_memory.store import Property
+    from agentic_memory.store import Property
 
     spec = CollectionSpec(
         name=new_name(),
@@ -696,7 +696,7 @@ async def test_aiterate(store: MemoryStore, coll: CollectionSpec) -> None:
 def test_reserved_and_clashing_property_names_are_refused(
     store: MemoryStore, new_name: Callable[[], str]
 ) -> None:
-    from coala_memory.store import Property
+    from agentic_memory.store import Property
 
     for props in (
         (Property("_id", "text"),),
@@ -773,7 +773,7 @@ def test_generated_cases_rank_like_the_reference_model(
 def test_bm25_scores_each_property_and_sums_them(
     store: MemoryStore, new_name: Callable[[], str]
 ) -> None:
-    from coala_memory.store import Property
+    from agentic_memory.store import Property
 
     spec = CollectionSpec(
         name=new_name(),

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from coala_memory.store import (
+from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,

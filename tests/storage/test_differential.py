@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.storage import differential as diff
 from tests.storage import weaviate_reference as ref
 
@@ -72,7 +72,7 @@ def test_embedded_store_ranks_like_the_reference_model(tmp_path: Path) -> None:
     ],
 )
 def test_tokenisation_edge_cases_match_the_model(text: str, tokens: list[str]) -> None:
-    from coala_memory.store.ranking import tokenize
+    from agentic_memory.store.ranking import tokenize
 
     assert tokenize(text) == ref.tokenize_word(text) == tokens
 
@@ -142,7 +142,7 @@ def test_best_rows_on_large_partitions_equals_an_exact_top_k() -> None:
     # lowest rows) must be exactly those of a full sort by (float32 score desc, row asc).
     import numpy as np
 
-    from coala_memory.store.embedded import _best_rows
+    from agentic_memory.store.embedded import _best_rows
 
     rng = np.random.default_rng(3)
     for case in range(60):
@@ -165,7 +165,7 @@ def test_a_large_partition_ranks_like_the_model(tmp_path: Path) -> None:
     # the sampled bound, the per-property cut (110) and the 100-candidate cut all decide.
     import random
 
-    from coala_memory.store import MemoryObject, Where, make_id
+    from agentic_memory.store import MemoryObject, Where, make_id
 
     rng = random.Random(11)
     words = "zebra lion tiger bear wolf otter heron crane apple pear plum fig".split()

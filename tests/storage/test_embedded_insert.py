@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.store import ConflictError, MemoryObject, make_id
-from coala_memory.store.embedded import DB_FILENAME, EmbeddedStore
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.store import ConflictError, MemoryObject, make_id
+from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore
 
 DIMS = 4
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-import coala_memory.store.embedded.store as embedded
-from coala_memory.store import MemoryObject, Property, Where, make_id
-from coala_memory.store.embedded import DB_FILENAME, EmbeddedStore
-from coala_memory.store.embedded.sql import SCHEMA_VERSION
+import agentic_memory.store.embedded.store as embedded
+from agentic_memory.store import MemoryObject, Property, Where, make_id
+from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore
+from agentic_memory.store.embedded.sql import SCHEMA_VERSION
 from tests.storage.conftest import DIMS, make_spec, vec
 
 PINNED = Property("pinned", "bool")
@@ -122,9 +122,9 @@ def test_a_store_file_from_before_importance_opens_and_gains_it(tmp_path: Path) 
     on first use, its messages untouched, and retention works on them."""
     from datetime import UTC, datetime
 
-    from coala_memory.kinds.messages import MESSAGES, MESSAGES_V2, MessageLog
-    from coala_memory.kinds.retention import RetentionPolicy
-    from coala_memory.models.embeddings import LocalEmbeddings
+    from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V2, MessageLog
+    from agentic_memory.kinds.retention import RetentionPolicy
+    from agentic_memory.models.embeddings import LocalEmbeddings
     from tests.storage.test_embedded_store import _downgrade_to_layout_2, _downgrade_to_layout_3
 
     emb = LocalEmbeddings()

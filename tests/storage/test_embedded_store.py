@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import coala_memory.store.embedded as embedded
-from coala_memory.store import (
+import agentic_memory.store.embedded as embedded
+from agentic_memory.store import (
     GLOBAL_SCOPE,
     CollectionSpec,
     InvalidInputError,
@@ -29,21 +29,21 @@ from coala_memory.store import (
     make_id,
     open_store,
 )
-from coala_memory.store.embedded import (
+from agentic_memory.store.embedded import (
     DB_FILENAME,
     EmbeddedStore,
     normalise_date,
     query_terms,
     tokenize,
 )
-from coala_memory.store.ranking import fuse_relative_score
+from agentic_memory.store.ranking import fuse_relative_score
 from tests.storage.conftest import DIMS, count_extensions, make_spec, vec
 
 WRITER = textwrap.dedent(
     """
     import sys
-    from coala_memory.store import MemoryObject, make_id
-    from coala_memory.store.embedded import EmbeddedStore
+    from agentic_memory.store import MemoryObject, make_id
+    from agentic_memory.store.embedded import EmbeddedStore
     from tests.storage.conftest import make_spec, vec
 
     path, name, worker, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -961,7 +961,7 @@ def test_postings_of_the_stored_text_equal_the_term_counts_layout_3_stored() -> 
 
 
 def test_stored_properties_round_trip_and_damage_is_a_store_error(tmp_path: Path) -> None:
-    from coala_memory.store.embedded.sql import decode_body, encode_body
+    from agentic_memory.store.embedded.sql import decode_body, encode_body
 
     for props in ({}, {"a": "x"}, {"text": "ünïcode " * 50, "n": 1.5, "tags": ["a", "b"]}):
         text = json.dumps(props, ensure_ascii=False)

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.store import (
+from agentic_memory.store import (
     ConflictError,
     MemoryObject,
     StoreError,
     make_id,
 )
-from coala_memory.store.embedded import EmbeddedStore
+from agentic_memory.store.embedded import EmbeddedStore
 from tests.storage.conftest import DIMS, make_spec, vec
 
 SPEC = make_spec("Tx")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.store import (
+from agentic_memory.store import (
     InvalidInputError,
     MemoryObject,
     Where,
@@ -15,8 +15,8 @@ from coala_memory.store import (
     check_user_id,
     make_id,
 )
-from coala_memory.store.embedded import EmbeddedStore
-from coala_memory.store.types import ID_NAMESPACE, KEY_SEPARATOR
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.store.types import ID_NAMESPACE, KEY_SEPARATOR
 from tests.storage.conftest import DIMS, make_spec, vec
 
 # Ids computed by the code that wrote existing stores (before the separator was escaped):

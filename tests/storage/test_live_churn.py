@@ -39,8 +39,8 @@ from typing import Any
 
 import pytest
 
-from coala_memory.store import CollectionSpec, open_store
-from coala_memory.store.weaviate import WeaviateStore, tenant_name
+from agentic_memory.store import CollectionSpec, open_store
+from agentic_memory.store.weaviate import WeaviateStore, tenant_name
 from tests.storage import differential as diff
 from tests.storage import weaviate_reference as ref
 from tests.storage.conftest import require_weaviate

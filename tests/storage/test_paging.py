@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from coala_memory.forget import forget_thread, forget_user
-from coala_memory.kinds.episodes import EPISODES
-from coala_memory.kinds.facts import FACTS, FactStore
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.store import MemoryObject, Where, make_id
-from coala_memory.store.embedded import EmbeddedStore
-from coala_memory.transfer import export_memories
+from agentic_memory.forget import forget_thread, forget_user
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.store import MemoryObject, Where, make_id
+from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.transfer import export_memories
 
 DIMS = 4
 ALICE = "alice@example.com"

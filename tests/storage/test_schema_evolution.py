@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from coala_memory.store import (
+from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,

@@ -1,9 +1,9 @@
 """A plain model of Weaviate's hybrid ranking at the pinned version, the oracle of the differential tests.
 
 Written straight from the server's source (``weaviate/weaviate`` at tag ``v`` +
-``coala_memory.store.ranking.WEAVIATE_VERSION``, the one constant this model shares with the
+``agentic_memory.store.ranking.WEAVIATE_VERSION``, the one constant this model shares with the
 store); every function names the file and function it follows. It is deliberately
-unoptimised and shares no ranking code with ``coala_memory.store``: it scores every document
+unoptimised and shares no ranking code with ``agentic_memory.store``: it scores every document
 of a shard term by term, as the server's BlockMax-WAND search would if it had to look at all
 of them (WAND only skips documents that cannot enter a top k, so the result is the same as
 long as its block bounds hold; ``bm25`` reports where they may not, D6).
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from coala_memory.store.ranking import WEAVIATE_VERSION
+from agentic_memory.store.ranking import WEAVIATE_VERSION
 
 SERVER_VERSION = WEAVIATE_VERSION
 # usecases/config/config_handler.go DefaultBM25k1/DefaultBM25b are float32; the class config

@@ -23,7 +23,7 @@ from weaviate.connect import ConnectionParams
 from weaviate.proto.v1 import aggregate_pb2, search_get_pb2, tenants_pb2
 from weaviate.util import _ServerVersion
 
-from coala_memory.store.ranking import WEAVIATE_VERSION
+from agentic_memory.store.ranking import WEAVIATE_VERSION
 
 _HNSW_DEFAULTS: dict[str, Any] = {
     "cleanupIntervalSeconds": 300,

@@ -24,7 +24,7 @@ import weaviate
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from weaviate.proto.v1 import batch_pb2, weaviate_pb2_grpc
 
-from coala_memory.store.ranking import WEAVIATE_VERSION
+from agentic_memory.store.ranking import WEAVIATE_VERSION
 from tests.weaviate_unit.server import FakeWeaviate
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from coala_memory.store.ranking import (
+from agentic_memory.store.ranking import (
     HYBRID_CANDIDATES,
     QUERY_MAXIMUM_RESULTS,
     WEAVIATE_VERSION,

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from weaviate.exceptions import WeaviateQueryError
 
-import coala_memory.store.weaviate as wv
-from coala_memory.forget import forget_thread, forget_user
-from coala_memory.kinds.messages import MESSAGES, MessageLog
-from coala_memory.store import InvalidInputError, MemoryObject, StoreError, Where, make_id
-from coala_memory.transfer import export_memories
+import agentic_memory.store.weaviate as wv
+from agentic_memory.forget import forget_thread, forget_user
+from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.store import InvalidInputError, MemoryObject, StoreError, Where, make_id
+from agentic_memory.transfer import export_memories
 from tests.weaviate_unit.conftest import client_over
 from tests.weaviate_unit.fake_server import QUERY_MAXIMUM_RESULTS, FakeServer
 

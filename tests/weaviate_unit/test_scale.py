@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from weaviate.proto.v1 import base_pb2
 
-import coala_memory.store.weaviate as wv
-from coala_memory.kinds.knowledge import knowledge_collection
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.store import InvalidInputError, MemoryObject, Where, make_id
+import agentic_memory.store.weaviate as wv
+from agentic_memory.kinds.knowledge import knowledge_collection
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.store import InvalidInputError, MemoryObject, Where, make_id
 from tests.weaviate_unit.conftest import Wire
 
 VEC = [0.5, -0.25, 0.0, 1.0]

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-import coala_memory.store.weaviate as wv
-from coala_memory.store import (
+import agentic_memory.store.weaviate as wv
+from agentic_memory.store import (
     CollectionSpec,
     MemoryObject,
     Property,
@@ -152,9 +152,9 @@ def test_a_message_log_from_before_importance_gains_it_on_weaviate() -> None:
     properties on first use (no object rewritten), then marks and purges by them."""
     from datetime import UTC, datetime
 
-    from coala_memory.kinds.messages import MESSAGES, MESSAGES_V2, MessageLog
-    from coala_memory.kinds.retention import RetentionPolicy
-    from coala_memory.models.embeddings import LocalEmbeddings
+    from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V2, MessageLog
+    from agentic_memory.kinds.retention import RetentionPolicy
+    from agentic_memory.models.embeddings import LocalEmbeddings
 
     emb = LocalEmbeddings()
     w = FakeServer()

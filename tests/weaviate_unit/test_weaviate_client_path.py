@@ -22,10 +22,10 @@ from weaviate.proto.v1 import (
     search_get_pb2,
 )
 
-import coala_memory.store.weaviate as wv
-from coala_memory.kinds.facts import FACTS
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.store import (
+import agentic_memory.store.weaviate as wv
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.store import (
     CollectionSpec,
     MemoryObject,
     Property,

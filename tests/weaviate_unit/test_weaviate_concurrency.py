@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-import coala_memory.store.weaviate as wv
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.store import (
+import agentic_memory.store.weaviate as wv
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.store import (
     ConflictError,
     MemoryObject,
     SchemaConflictError,
@@ -267,7 +267,7 @@ def test_updates_of_one_machine_lose_nothing(
 def test_marks_and_edits_racing_on_weaviate_all_survive(
     open_store: Callable[..., wv.WeaviateStore],
 ) -> None:
-    from coala_memory.kinds.messages import MessageLog
+    from agentic_memory.kinds.messages import MessageLog
     from tests.concurrency.workers import HashEmbeddings, mark_turns, relog_turns, turn_key
 
     turns = 30

@@ -11,12 +11,12 @@ from weaviate.classes.config import VectorDistances
 from weaviate.classes.query import HybridFusion
 from weaviate.exceptions import WeaviateQueryError
 
-import coala_memory.store.weaviate as wv
-import coala_memory.store.weaviate.store as wv_store
-from coala_memory.kinds.facts import FACTS
-from coala_memory.kinds.knowledge import knowledge_collection
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.store import (
+import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.knowledge import knowledge_collection
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.store import (
     CollectionSpec,
     MemoryObject,
     PartialWriteError,
@@ -59,7 +59,7 @@ def test_collections_are_created_with_explicit_schema(client: FakeClient) -> Non
     assert vector.name == wv.VECTOR_NAME
     assert vector.vectorizer.vectorizer.value == "none"
     assert vector.vectorIndexConfig.distance == VectorDistances.COSINE
-    # No inverted-index config, so the server uses BlockMax WAND (coala_memory/store/weaviate/store.py).
+    # No inverted-index config, so the server uses BlockMax WAND (agentic_memory/store/weaviate/store.py).
     assert "inverted_index_config" not in kwargs
     mt = kwargs["multi_tenancy_config"]
     assert (mt.enabled, mt.autoTenantCreation, mt.autoTenantActivation) == (True, True, True)

@@ -16,15 +16,15 @@ from weaviate.classes.config import DataType, Tokenization
 from weaviate.collections.classes.config_methods import _collection_config_from_json
 from weaviate.collections.classes.filters import _FilterAnd, _FilterValue, _Operator
 
-import coala_memory.store.weaviate as wv
-import coala_memory.store.weaviate.store as wv_store
-from coala_memory.kinds import PER_USER_COLLECTIONS
-from coala_memory.kinds.episodes import EPISODES
-from coala_memory.kinds.facts import FACTS
-from coala_memory.kinds.knowledge import knowledge_collection
-from coala_memory.kinds.messages import MESSAGES
-from coala_memory.kinds.rules import RULES
-from coala_memory.store import (
+import agentic_memory.store.weaviate as wv
+import agentic_memory.store.weaviate.store as wv_store
+from agentic_memory.kinds import PER_USER_COLLECTIONS
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.knowledge import knowledge_collection
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.kinds.rules import RULES
+from agentic_memory.store import (
     GLOBAL_SCOPE,
     CollectionSpec,
     InvalidInputError,
@@ -158,8 +158,8 @@ def test_importing_the_backend_opens_no_connection() -> None:
         weaviate.connect_to_custom = lambda **k: calls.append("connect_to_custom")
         weaviate.WeaviateClient.__init__ = lambda *a, **k: calls.append("client")
 
-        import coala_memory.store.weaviate
-        assert coala_memory.store.weaviate.WeaviateStore.backend == "weaviate"
+        import agentic_memory.store.weaviate
+        assert agentic_memory.store.weaviate.WeaviateStore.backend == "weaviate"
         assert calls == [], calls
         print("no-connection")
         """
@@ -450,7 +450,7 @@ def test_float32_parsing_is_not_fooled_by_double_rounding() -> None:
 
 
 def test_deep_listings_sort_like_the_server() -> None:
-    from coala_memory.store import CollectionSpec, Property, StoredObject
+    from agentic_memory.store import CollectionSpec, Property, StoredObject
 
     spec = CollectionSpec(
         name="S",

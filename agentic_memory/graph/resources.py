@@ -1,0 +1,118 @@
+"""What the nodes use besides their state: the memory behind ``runtime.store``, and the models.
+
+The memory is the run's LangGraph store, the LangGraph way: ``compile_graph(store=...)`` or
+``builder.compile(store=...)`` in Python, and under ``langgraph dev`` / LangGraph Platform
+the store ``langgraph.json`` names. It must be agentic_memory's store
+(:class:`agentic_memory.langgraph_store.AgenticStore`), whose ``memory`` holds the memory
+kinds; any other store is refused with a clear error on the first node.
+
+The models come through one seam. A run's context names them by spec (``Context.model``,
+``Context.memory_model``), resolved once per spec and reused. ``compile_graph(chat_model=...,
+memory_model=...)`` binds given objects instead (tests, notebooks), through the compiled
+graph's own config: nothing is registered process-wide, so a graph and its models are
+freed together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.config import get_config
+
+from agentic_memory.api import Memory
+from agentic_memory.graph.context import Context
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.models.chat import LocalChatOpenAI, limit_answer_tokens, resolve_chat_model
+
+__all__ = [
+    "MODELS_KEY",
+    "BoundModels",
+    "MemoryNotConfiguredError",
+    "answer_model",
+    "background_model",
+    "memory_of",
+]
+
+MODELS_KEY = "__amem_models"
+"""The ``configurable`` key under which ``compile_graph`` binds given models (the ``__``
+prefix keeps it out of checkpoint metadata)."""
+
+# One limit for both roles: the largest bounded memory schema (10 rules of two
+# 200-character fields) serialises to ~1000 tokens, and a smaller limit cuts such replies.
+_MAX_TOKENS = 1024
+# The offline model is a base model: it rarely emits its end-of-turn token, so its answers
+# would run to the limit (about 40 s at 25 tokens/s). Its memory calls keep the full limit.
+_LOCAL_ANSWER_TOKENS = 256
+
+_RESOLVED: dict[tuple[str, str], BaseChatModel] = {}
+_LOCK = threading.Lock()
+
+
+class MemoryNotConfiguredError(RuntimeError):
+    """The run's store is not agentic_memory's: the graph has no memory to work with."""
+
+
+@dataclass(frozen=True)
+class BoundModels:
+    """Models bound to a compiled graph; ``None`` means "resolve from the run's context"."""
+
+    answer: BaseChatModel | None = None
+    memory: BaseChatModel | None = None
+
+
+def memory_of(store: Any) -> Memory:
+    """Return the memory kinds behind a run's store.
+
+    Raises:
+        MemoryNotConfiguredError: the store is missing or is not agentic_memory's.
+    """
+    if isinstance(store, AgenticStore):
+        return store.memory
+    kind = "no store" if store is None else f"a {type(store).__name__}"
+    raise MemoryNotConfiguredError(
+        f"the agent's memory needs agentic_memory's store, but the run has {kind}: compile "
+        "with agentic_memory.graph.graph.compile_graph(store=...) or builder.compile(store=AgenticStore(...)); "
+        'under langgraph dev, langgraph.json names it ("store": {"path": "agentic_memory.graph.store.store"})'
+    )
+
+
+def _bound() -> BoundModels:
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:
+        return BoundModels()  # called outside a run
+    bound = configurable.get(MODELS_KEY)
+    return bound if isinstance(bound, BoundModels) else BoundModels()
+
+
+async def answer_model(context: Context) -> BaseChatModel:
+    """Return the model that answers the user in this run."""
+    return _bound().answer or await _resolved("answer", context.model)
+
+
+async def background_model(context: Context) -> BaseChatModel:
+    """Return the model for facts, summaries, reflections and rules in this run."""
+    return _bound().memory or await _resolved("memory", context.memory_model)
+
+
+async def _resolved(role: str, spec: str) -> BaseChatModel:
+    model = _RESOLVED.get((role, spec))
+    if model is not None:
+        return model
+    # Building a client may read certificates: off the event loop.
+    return await asyncio.to_thread(_resolve, role, spec)
+
+
+def _resolve(role: str, spec: str) -> BaseChatModel:
+    with _LOCK:
+        model = _RESOLVED.get((role, spec))
+        if model is None:
+            model = resolve_chat_model(spec, max_tokens=_MAX_TOKENS)
+            if role == "answer" and isinstance(model, LocalChatOpenAI):
+                model = limit_answer_tokens(model, _LOCAL_ANSWER_TOKENS)
+            _RESOLVED[(role, spec)] = model
+        return model

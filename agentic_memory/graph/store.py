@@ -1,0 +1,109 @@
+"""The long-term store of ``langgraph dev`` / LangGraph Platform: the agent's memory.
+
+``langgraph.json`` names it (``"store": {"path": "agentic_memory.graph.store.store"}``). The server
+enters :func:`store` once at start-up and leaves it at shutdown; the same
+:class:`~agentic_memory.langgraph_store.AgenticStore` is ``runtime.store`` in graph runs and
+answers ``/store/*`` (``client.store.*`` in the SDK, Studio's memory view), so both show
+and edit the facts, episodes, rules, messages and knowledge the agent works with.
+
+It opens the configured memory store and embeddings (``AMEM_STORE``, ``AMEM_HOME``,
+``AMEM_EMBEDDINGS``, see ``docs/storage.md``). A ``"ttl"`` next to ``"path"`` in
+``langgraph.json`` (LangGraph's ``TTLConfig``) applies to items of other namespaces; expired
+items are swept every ``sweep_interval_minutes`` (5 when not set). The server skips its own
+sweeper for custom stores, so this one sweeps itself.
+
+The store acts for operators (the shared rules and their proposals, see
+:mod:`agentic_memory.operators`) only when the server can tell them apart: with
+``AMEM_OPERATORS`` naming identities and an authentication configured (``langgraph.json``'s
+``auth``, which ``graph/auth.py`` implements and which lets only those identities reach the
+shared namespaces), or with ``AMEM_OPERATORS=*`` (every caller). Otherwise the shared rules
+are read-only through the server and operators use ``amem memories rules`` where the store
+lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.store.base import TTLConfig
+
+from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.operators import EVERYONE, configured_operators
+
+__all__ = [
+    "AUTH_ENV",
+    "STORE_ENV",
+    "SWEEP_MINUTES",
+    "server_operator",
+    "server_ttl_config",
+    "store",
+]
+
+SWEEP_MINUTES = 5.0
+"""How often expired items are swept when the configuration does not say."""
+
+STORE_ENV = "LANGGRAPH_STORE"
+"""Where the server passes ``langgraph.json``'s ``store`` entry (as JSON)."""
+
+AUTH_ENV = "LANGGRAPH_AUTH"
+"""Where the server passes ``langgraph.json``'s ``auth`` entry (as JSON) when it has one."""
+
+
+@asynccontextmanager
+async def store() -> AsyncIterator[AgenticStore]:
+    """Open the memory store as a LangGraph store, sweeping expired items until closed."""
+    ttl = server_ttl_config()
+    opened = await asyncio.to_thread(AgenticStore.from_env, ttl=ttl, operator=server_operator())
+    try:
+        # Items put with an explicit ttl expire even without a TTLConfig: sweep them too.
+        interval = (ttl or {}).get("sweep_interval_minutes") or SWEEP_MINUTES
+        await opened.start_ttl_sweeper(interval)
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+def server_operator() -> str | None:
+    """Return the name the server's store records for operators' decisions, or ``None``.
+
+    ``None`` (the store is no operator's) unless ``AMEM_OPERATORS`` is ``*``, or names
+    identities on a server with an authentication (``LANGGRAPH_AUTH``); each decision made
+    through the authentication example records the caller's identity instead of this name.
+    """
+    operators = configured_operators()
+    if EVERYONE in operators:
+        return f"any caller ({EVERYONE})"
+    if not operators or os.environ.get(AUTH_ENV, "").strip() in ("", "null"):
+        return None
+    return "an operator (AMEM_OPERATORS)"
+
+
+def server_ttl_config(settings: Mapping[str, Any] | None = None) -> TTLConfig | None:
+    """Return the ``ttl`` of ``langgraph.json``'s ``store`` entry, if there is one.
+
+    Args:
+        settings: The ``store`` entry; default the running server's, which ``langgraph dev``
+            and LangGraph's images pass in ``LANGGRAPH_STORE`` (JSON).
+
+    Raises:
+        ValueError: ``LANGGRAPH_STORE`` is not a JSON object.
+    """
+    if settings is None:
+        raw = os.environ.get(STORE_ENV, "").strip()
+        if not raw:
+            return None
+        loaded = json.loads(raw)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{STORE_ENV} must be a JSON object, got {raw[:80]!r}")
+        settings = loaded
+    ttl = settings.get("ttl")
+    if not ttl:
+        return None
+    chosen: TTLConfig = {}
+    chosen.update(ttl)
+    return chosen

@@ -1,0 +1,26 @@
+"""The kinds of long-term memory, each in one module that holds everything about it.
+
+- :mod:`~agentic_memory.kinds.facts`: structured facts about a user, superseded, never
+  overwritten (``FactStore``);
+- :mod:`~agentic_memory.kinds.episodes`: one reflection per finished conversation
+  (``EpisodicMemory``);
+- :mod:`~agentic_memory.kinds.rules`: versioned procedural rules (``RuleBook``), screened by
+  :mod:`~agentic_memory.kinds.rule_guard`;
+- :mod:`~agentic_memory.kinds.messages`: every logged turn, recalled across conversations
+  (``MessageLog``), with its keyword text from :mod:`~agentic_memory.kinds.recall_text`;
+- :mod:`~agentic_memory.kinds.knowledge`: knowledge bases of document chunks, with citations.
+
+Each module owns its collection schema, what the memory model writes for it, the text it is
+embedded from, how it is shown in the prompt, and how it is stored, recalled and forgotten.
+"""
+
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS
+from agentic_memory.kinds.messages import MESSAGES
+from agentic_memory.kinds.rules import RULES
+from agentic_memory.store import CollectionSpec
+
+__all__ = ["PER_USER_COLLECTIONS"]
+
+PER_USER_COLLECTIONS: tuple[CollectionSpec, ...] = (EPISODES, FACTS, RULES, MESSAGES)
+"""The per-user collections of the memory kinds (rules: per scope, a user or the shared one)."""

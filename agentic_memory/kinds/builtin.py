@@ -1,0 +1,461 @@
+"""The built-in memory kinds as :class:`~agentic_memory.kinds.contract.MemoryKind` contracts.
+
+Each class ties one kind's module (its schema, its storage and recall) to what the library
+serves generically: the LangGraph namespaces (``agentic_memory.langgraph_store.kinds``),
+forgetting a user, the checks and embedding text of an import, and ``amem memories``. They
+are listed, in order, in :mod:`agentic_memory.kinds.registry`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.embeddings import Embeddings
+
+from agentic_memory.kinds import episodes, facts, messages, rules
+from agentic_memory.kinds._bound import embedded_part
+from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind, UniqueKey
+from agentic_memory.kinds.knowledge import (
+    CHUNKS_PREFIX,
+    KNOWLEDGE_PROPERTIES,
+    MANIFEST_PREFIX,
+    MANIFEST_PROPERTIES,
+    USER_CHUNKS_PREFIX,
+    USER_MANIFEST_PREFIX,
+    alist_knowledge_bases,
+    alist_sources,
+)
+from agentic_memory.kinds.rule_guard import screen_rules
+from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore
+from agentic_memory.store.types import CollectionSpec, InvalidInputError, Property, make_id
+
+if TYPE_CHECKING:
+    from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
+
+__all__ = [
+    "MAX_EPISODE_CHARS",
+    "EpisodesKind",
+    "FactsKind",
+    "KnowledgeKind",
+    "MessagesKind",
+    "RulesKind",
+]
+
+MAX_EPISODE_CHARS = 1_000_000
+"""The longest text of one episode property accepted (``AgenticStore``'s value limit)."""
+
+
+def _text(props: Mapping[str, Any], name: str, *, required: bool = True) -> str:
+    value = props.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise InvalidInputError(f"{name} must be a non-empty string")
+    return value
+
+
+# -- facts ------------------------------------------------------------------------------------
+
+
+class FactsKind(MemoryKind):
+    """Structured facts about a user: one current value per subject, history kept."""
+
+    info = KindInfo(
+        name="facts",
+        title="Facts about a user, with their history.",
+        roots=("facts",),
+        line_kinds=("fact",),
+        users_column="facts",
+    )
+    specs = (facts.FACTS,)
+    cli_columns = (
+        ("subject", "subject"),
+        ("value", "value"),
+        ("category", "category"),
+        ("since", "valid_from"),
+        ("thread", "source_thread"),
+    )
+
+    def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
+        """``("facts", user)``."""
+        from agentic_memory.langgraph_store.kinds import FactsSpace  # noqa: PLC0415
+
+        return (FactsSpace(ctx),)
+
+    async def aforget_user(
+        self, store: MemoryStore, embeddings: Embeddings, user: str
+    ) -> dict[str, int]:
+        """Delete the user's facts, current and past."""
+        return {facts.FACTS.name: await facts.FactStore(store, embeddings).aforget_user(user)}
+
+    def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
+        """Return the subject and value."""
+        return facts.embedding_text(properties)
+
+    def check_line(self, line: ImportLine) -> None:
+        """Check a normalised subject, a bounded value, a known category, a current flag."""
+        props = line.properties
+        subject = _text(props, "subject")
+        if facts.normalise_subject(subject) != subject:
+            raise InvalidInputError(
+                f"subject {subject!r:.60} is not in its stored (normalised) form"
+            )
+        value = _text(props, "value")
+        if len(value) > facts.MAX_VALUE:
+            raise InvalidInputError(f"value is longer than {facts.MAX_VALUE} characters")
+        if props.get("category", "other") not in facts.CATEGORIES:
+            raise InvalidInputError(f"category must be one of {', '.join(facts.CATEGORIES)}")
+        if not isinstance(props.get("current"), bool):
+            raise InvalidInputError("current must be true or false")
+        _text(props, "valid_from")
+        line.keys = {"subject": subject, "current": props["current"]}
+
+    def unique_keys(self, line: ImportLine) -> list[UniqueKey]:
+        """One current value per subject."""
+        if not line.keys["current"]:
+            return []
+        subject = line.keys["subject"]
+        return [
+            UniqueKey(
+                "one current value of",
+                subject,
+                "",
+                f"a second current value of {subject!r} for {line.user!r}",
+            )
+        ]
+
+    async def alist_rows(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Return the user's current facts by subject."""
+        current = await facts.FactStore(store, embeddings).acurrent(user)
+        return [f.to_dict() for f in current[:limit]]
+
+
+# -- episodes ---------------------------------------------------------------------------------
+
+
+class EpisodesKind(MemoryKind):
+    """One reflection per finished conversation."""
+
+    info = KindInfo(
+        name="episodes",
+        title="Episodic memories: one reflection per finished conversation.",
+        roots=("episodes",),
+        line_kinds=("episode",),
+        users_column="episodes",
+    )
+    specs = (episodes.EPISODES,)
+    cli_columns = (
+        ("id", "id"),
+        ("created", "created_at"),
+        ("thread", "thread_id"),
+        ("tags", "context_tags"),
+        ("summary", "conversation_summary"),
+        ("importance", "importance"),
+    )
+
+    def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
+        """``("episodes", user)``."""
+        from agentic_memory.langgraph_store.kinds import EpisodesSpace  # noqa: PLC0415
+
+        return (EpisodesSpace(ctx),)
+
+    async def aforget_user(
+        self, store: MemoryStore, embeddings: Embeddings, user: str
+    ) -> dict[str, int]:
+        """Delete the user's episodes."""
+        memory = episodes.EpisodicMemory(store, embeddings)
+        return {episodes.EPISODES.name: await memory.aforget_user(user)}
+
+    def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
+        """Return the reflection."""
+        return episodes.embedding_text(properties)
+
+    def check_line(self, line: ImportLine) -> None:
+        """Check an importance in [0, 1], a thread, bounded texts and tags."""
+        props = line.properties
+        importance = props.get("importance")
+        if (
+            isinstance(importance, bool)
+            or not isinstance(importance, int | float)
+            or not 0 <= importance <= 1
+        ):
+            raise InvalidInputError(
+                f"importance must be a number in [0, 1], got {importance!r:.40}"
+            )
+        _text(props, "thread_id")
+        for name in ("conversation", "conversation_summary", "what_worked", "what_to_avoid"):
+            if len(_text(props, name, required=False)) > MAX_EPISODE_CHARS:
+                raise InvalidInputError(f"{name} is longer than {MAX_EPISODE_CHARS:,} characters")
+        if len(props.get("context_tags") or []) > 100:
+            raise InvalidInputError("an episode has at most 100 context tags")
+
+    async def alist_rows(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Return the user's episodes, newest first."""
+        listed = await episodes.EpisodicMemory(store, embeddings).alist(user, limit=limit)
+        return [e.to_dict() for e in listed]
+
+
+# -- rules ------------------------------------------------------------------------------------
+
+
+class RulesKind(MemoryKind):
+    """Versioned procedural rules of a user, and the shared ones (scope ``_global``).
+
+    The shared rules change only through their proposal gate
+    (:class:`agentic_memory.kinds.shared_rules.SharedRules`): a store's ``("rules",
+    "_global")`` namespace and an import of shared rules make proposals an operator decides.
+    """
+
+    info = KindInfo(
+        name="rules",
+        title="Procedural rule versions of a user or of everyone (_global).",
+        roots=("rules",),
+        line_kinds=("rule",),
+        users_column="rule_versions",
+    )
+    specs = (rules.RULES,)
+    allows_global_scope = True
+    cli_columns = (
+        ("version", "version"),
+        ("created", "created_at"),
+        ("parent", "parent_version"),
+        ("rules", "rules"),
+        ("note", "note"),
+    )
+
+    def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
+        """``("rules", user)`` and ``("rules", "_global")``."""
+        from agentic_memory.langgraph_store.kinds import RulesSpace  # noqa: PLC0415
+
+        return (RulesSpace(ctx),)
+
+    async def aforget_user(
+        self, store: MemoryStore, embeddings: Embeddings, user: str
+    ) -> dict[str, int]:
+        """Delete the user's rule versions (the shared ones are scrubbed by ``forget``)."""
+        return {rules.RULES.name: await rules.RuleBook(store, embeddings).aforget_user(user)}
+
+    def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
+        """Return the rules' text."""
+        return rules.embedding_text(properties)
+
+    def check_line(self, line: ImportLine) -> None:
+        """Check a version's id, rules a conversation could have stored, one source."""
+        props = line.properties
+        version = props.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise InvalidInputError(f"version must be a positive integer, got {version!r:.40}")
+        if line.id != str(uuid.UUID(make_id("rules", line.user, str(version)))):
+            raise InvalidInputError(f"the id of version {version} of {line.user!r} is not its own")
+        try:
+            raw = json.loads(_text(props, "rules_json"))
+        except (ValueError, RecursionError):
+            raise InvalidInputError("rules_json is not JSON") from None
+        if not isinstance(raw, list):
+            raise InvalidInputError("rules_json must be a list of rules")
+        items = rules.parse_rule_list(raw)
+        rendered = "\n".join(f"{i}. {r.render()}" for i, r in enumerate(items, 1))
+        if props.get("rules_text") != rendered:
+            raise InvalidInputError("rules_text does not match rules_json")
+        parent = props.get("parent_version")
+        if parent is not None and (not isinstance(parent, int) or not 1 <= parent < version):
+            raise InvalidInputError(f"parent_version must be below version {version}")
+        others = sorted({str(u) for u in props.get("source_users") or []} - {line.user})
+        if line.user != GLOBAL_SCOPE and others:
+            # RuleBook.propose: a user's rules are learned from that user only.
+            raise InvalidInputError(
+                f"version {version} of {line.user!r} names other users as its source "
+                f"({', '.join(map(repr, others))[:100]}): a user's rules are learned from "
+                "that user only"
+            )
+        _kept, rejected = screen_rules(items, shared=line.user == GLOBAL_SCOPE)
+        if rejected:
+            raise InvalidInputError(
+                f"version {version} of {line.user!r} holds a rule no conversation may store "
+                f"({rejected[0].reason}): {rejected[0].instruction!r:.100}"
+            )
+        line.keys = {"version": version}
+
+    def shared_what(self, line: ImportLine, spec: CollectionSpec) -> str | None:
+        """Say a line of scope ``_global`` is the shared rules."""
+        if line.user == GLOBAL_SCOPE:
+            return "the shared rules (imported as a proposal an operator approves)"
+        return None
+
+    async def alist_rows(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Return the user's rule versions, oldest first."""
+        versions = await rules.RuleBook(store, embeddings).aversions(user)
+        return [
+            {
+                "version": v.version,
+                "created_at": v.created_at,
+                "parent_version": v.parent_version,
+                "rules": len(v.rules),
+                "note": v.note,
+            }
+            for v in versions[:limit]
+        ]
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+class MessagesKind(MemoryKind):
+    """Every logged turn, recalled across conversations."""
+
+    info = KindInfo(
+        name="messages",
+        title="The message log of every conversation.",
+        roots=("messages",),
+        line_kinds=("message",),
+        users_column="messages",
+    )
+    specs = (messages.MESSAGES,)
+    cli_columns = (
+        ("thread", "thread_id"),
+        ("turn", "turn"),
+        ("role", "role"),
+        ("content", "content"),
+        ("created", "created_at"),
+    )
+
+    def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
+        """``("messages", user)`` and ``("messages", user, thread)``."""
+        from agentic_memory.langgraph_store.kinds import MessagesSpace  # noqa: PLC0415
+
+        return (MessagesSpace(ctx),)
+
+    def accepts_earlier_schema(self, spec: CollectionSpec) -> bool:
+        """Accept an earlier version's log: ``MessageLog`` upgrades it on first use."""
+        old = messages.MESSAGES_V1
+        return spec.name == old.name and (
+            [(p.name, p.type, p.searchable, p.filterable) for p in spec.properties],
+            spec.per_user,
+        ) == ([(p.name, p.type, p.searchable, p.filterable) for p in old.properties], old.per_user)
+
+    async def aforget_user(
+        self, store: MemoryStore, embeddings: Embeddings, user: str
+    ) -> dict[str, int]:
+        """Delete the user's log."""
+        log = messages.MessageLog(store, embeddings)
+        return {messages.MESSAGES.name: await log.aforget_user(user)}
+
+    def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
+        """Return the turn's text with its speaker."""
+        return messages.embedding_text_of(properties)
+
+    def check_line(self, line: ImportLine) -> None:
+        """Check a role, bounded content, a thread and a turn number."""
+        props = line.properties
+        if props.get("role") not in ("human", "ai"):
+            raise InvalidInputError(f"role must be 'human' or 'ai', got {props.get('role')!r:.40}")
+        messages.check_message_text(_text(props, "content", required=False), "content")
+        thread = _text(props, "thread_id")
+        turn = props.get("turn")
+        if not isinstance(turn, int) or isinstance(turn, bool) or turn < 0:
+            raise InvalidInputError(f"turn must be a non-negative integer, got {turn!r:.40}")
+        _text(props, "created_at")
+        line.keys = {"thread": thread, "turn": turn}
+
+    def unique_keys(self, line: ImportLine) -> list[UniqueKey]:
+        """One message per turn of a thread."""
+        thread, turn = line.keys["thread"], str(line.keys["turn"])
+        return [
+            UniqueKey(
+                "turn",
+                thread,
+                turn,
+                f"a second message for turn {turn} of thread {thread!r} of {line.user!r}",
+            )
+        ]
+
+    async def alist_rows(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Return the user's log by thread and turn."""
+        log = messages.MessageLog(store, embeddings)
+        return [m.to_dict() for m in await log.alist(user, limit=min(limit, 1000))]
+
+
+# -- knowledge --------------------------------------------------------------------------------
+
+
+class KnowledgeKind(MemoryKind):
+    """Knowledge bases of document chunks: shared ones, and each user's own (their uploads).
+
+    A knowledge base is two collections per name: its chunks (line kind ``chunk``) and the
+    manifest of its sources (``source``), which says which revision of each source is
+    visible. They are written by ingestion only (``ingest``, ``amem ingest``).
+    """
+
+    info = KindInfo(
+        name="knowledge",
+        title="Knowledge bases (ingested documents), shared and each user's own.",
+        roots=("knowledge", "user_knowledge"),
+        line_kinds=("chunk", "source"),
+    )
+    cli_columns = (("knowledge base", "knowledge_base"), ("sources", "sources"))
+
+    def line_kind(self, collection: str) -> str | None:
+        """``source`` for a manifest, ``chunk`` for a knowledge base's chunks."""
+        if collection.startswith((MANIFEST_PREFIX, USER_MANIFEST_PREFIX)):
+            return "source"
+        if collection.startswith((CHUNKS_PREFIX, USER_CHUNKS_PREFIX)):
+            return "chunk"
+        return None
+
+    def expected_schema(self, collection: str) -> tuple[tuple[Property, ...], bool] | None:
+        """Return a knowledge base's schema: a user's own is partitioned by user."""
+        kind = self.line_kind(collection)
+        if kind is None:
+            return None
+        own = collection.startswith((USER_CHUNKS_PREFIX, USER_MANIFEST_PREFIX))
+        return (KNOWLEDGE_PROPERTIES if kind == "chunk" else MANIFEST_PROPERTIES), own
+
+    def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
+        """``("knowledge", kb)`` and ``("user_knowledge", user, kb)``."""
+        from agentic_memory.langgraph_store.kinds import (  # noqa: PLC0415
+            KnowledgeSpace,
+            UserKnowledgeSpace,
+        )
+
+        return (KnowledgeSpace(ctx), UserKnowledgeSpace(ctx))
+
+    def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
+        """Return a chunk's text; a manifest entry's title (it keeps a marker vector)."""
+        if line_kind == "source":
+            return str(properties.get("title") or properties.get("source") or "")
+        return embedded_part(str(properties.get("text") or ""))
+
+    def embeds(self, line_kind: str) -> bool:
+        """Manifest entries are never searched by vector: they keep a unit marker vector."""
+        return line_kind != "source"
+
+    def check_line(self, line: ImportLine) -> None:
+        """Check a bounded text."""
+        if len(str(line.properties.get("text") or "")) > MAX_EPISODE_CHARS:
+            raise InvalidInputError(f"text is longer than {MAX_EPISODE_CHARS:,} characters")
+
+    def shared_what(self, line: ImportLine, spec: CollectionSpec) -> str | None:
+        """Say a shared knowledge base is shared (a user's own one is their data)."""
+        return None if spec.per_user else "a shared knowledge base"
+
+    async def alist_rows(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Return the user's own knowledge bases, with their number of sources."""
+        del embeddings
+        rows: list[dict[str, Any]] = []
+        for kb in (await alist_knowledge_bases(store, user))[:limit]:
+            sources = await alist_sources(store, kb, user)
+            rows.append({"knowledge_base": kb, "sources": len(sources)})
+        return rows

@@ -1,0 +1,326 @@
+"""The contract of a memory kind, and the registry the rest of the library iterates.
+
+A memory kind (facts, episodes, rules, messages, knowledge, or one of your own) is one
+:class:`MemoryKind`: it names its collections and their schemas, the LangGraph namespaces it
+serves (its :class:`~agentic_memory.langgraph_store.kinds.KindSpace` families: how items are
+written, read, searched and listed there), how a user's part of it is forgotten, how its
+stored objects are checked and embedded when a file is imported, and how ``amem memories``
+shows it. ``AgenticStore``, :mod:`agentic_memory.forget`, :mod:`agentic_memory.transfer` and
+``amem memories`` read the kinds from a :class:`KindRegistry` (by default
+:data:`agentic_memory.kinds.registry.BUILTIN_KINDS`) instead of naming each one, so adding a
+kind is its module plus one line in the registry (``docs/architecture.md``, "Adding a
+memory kind").
+
+Everything that reads or writes the store is a coroutine (the async core); the import checks
+(:meth:`MemoryKind.check_line`, :meth:`MemoryKind.embedding_text`) are pure functions of a
+stored object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from langchain_core.embeddings import Embeddings
+
+from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore
+from agentic_memory.store.types import CollectionSpec, InvalidInputError, Property
+
+if TYPE_CHECKING:
+    from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
+
+__all__ = [
+    "ImportLine",
+    "KindInfo",
+    "KindRegistry",
+    "MemoryKind",
+    "UniqueKey",
+    "current_kinds",
+    "use_kinds",
+]
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """What a memory kind is called and where it lives."""
+
+    name: str
+    """The kind's name: the registry key and ``amem memories list <name>``."""
+    title: str
+    """One line that says what the kind remembers (CLI help, docs)."""
+    roots: tuple[str, ...]
+    """The first labels of the LangGraph namespaces the kind serves (``("facts",)``)."""
+    line_kinds: tuple[str, ...]
+    """The ``kind`` of its objects in an export file, in the order an import writes them."""
+    users_column: str | None = None
+    """Its column in ``amem memories users`` (``None``: not counted there)."""
+
+
+@dataclass
+class ImportLine:
+    """One object of an export file, checked by its kind before anything is written."""
+
+    lineno: int
+    kind: str
+    """The line kind (one of the kind's ``KindInfo.line_kinds``)."""
+    collection: str
+    user: str
+    """The owner; "" for a shared collection."""
+    id: str
+    properties: dict[str, Any]
+    vector: list[float] | None
+    keys: dict[str, Any] = field(default_factory=dict)
+    """What the kind's invariants are checked on across lines (subject, turn, version)."""
+
+
+@dataclass(frozen=True)
+class UniqueKey:
+    """A key at most one line of a file may hold, per collection and user."""
+
+    name: str
+    a: str
+    b: str
+    clash: str
+    """What a second line with that key is, for the error (the first line's number follows)."""
+
+
+class MemoryKind(ABC):
+    """One kind of memory: its storage, its namespaces, its forgetting, its import, its CLI.
+
+    A subclass sets :attr:`info` and :attr:`specs` and implements :meth:`spaces` and
+    :meth:`embedding_text`; the rest has defaults that fit a kind stored in fixed per-user
+    collections (override them where the kind has more rules).
+    """
+
+    info: ClassVar[KindInfo]
+    specs: ClassVar[tuple[CollectionSpec, ...]] = ()
+    """The kind's collections with a fixed name (a kind with collections per name, like the
+    knowledge bases, overrides :meth:`line_kind` and :meth:`expected_schema`)."""
+    cli_columns: ClassVar[tuple[tuple[str, str], ...]] = (("id", "id"),)
+    """``(header, key)`` of the table ``amem memories list <name>`` prints."""
+    allows_global_scope: ClassVar[bool] = False
+    """Whether objects may belong to ``_global`` (the scope shared by every user)."""
+
+    # -- storage ---------------------------------------------------------------------------
+
+    def line_kind(self, collection: str) -> str | None:
+        """Return the line kind of the objects in ``collection``; ``None``: not this kind's."""
+        if any(spec.name == collection for spec in self.specs):
+            return self.info.line_kinds[0]
+        return None
+
+    def expected_schema(self, collection: str) -> tuple[tuple[Property, ...], bool] | None:
+        """Return this build's properties and ``per_user`` of one of the kind's collections."""
+        for spec in self.specs:
+            if spec.name == collection:
+                return spec.properties, spec.per_user
+        return None
+
+    def accepts_earlier_schema(self, spec: CollectionSpec) -> bool:
+        """Whether ``spec`` is an earlier version's schema the kind upgrades on first use."""
+        del spec
+        return False
+
+    # -- LangGraph namespaces --------------------------------------------------------------
+
+    @abstractmethod
+    def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
+        """Return the kind's namespace families for one ``AgenticStore``, one per root."""
+
+    # -- forgetting ------------------------------------------------------------------------
+
+    async def collections_in(self, store: MemoryStore) -> list[str]:
+        """Return the store's collections that are the kind's, sorted."""
+        return sorted(n for n in await store.acollections() if self.line_kind(n) is not None)
+
+    async def aforget_user(
+        self, store: MemoryStore, embeddings: Embeddings, user: str
+    ) -> dict[str, int]:
+        """Delete everything of ``user`` the kind holds; return the count per collection.
+
+        The default deletes the user's partition of each per-user collection the kind has
+        in the store (a shared collection is nobody's to forget).
+        """
+        del embeddings
+        out: dict[str, int] = {}
+        for name in await self.collections_in(store):
+            schema = self.expected_schema(name)
+            if schema is not None and schema[1]:
+                out[name] = await store.adelete_user(name, user)
+        return out
+
+    async def ausers(self, store: MemoryStore) -> set[str]:
+        """Return the users the kind holds something for (``_global`` left out)."""
+        users: set[str] = set()
+        for name in await self.collections_in(store):
+            schema = self.expected_schema(name)
+            if schema is not None and schema[1]:
+                users.update(await store.ausers(name))
+        users.discard(GLOBAL_SCOPE)
+        return users
+
+    async def acount(self, store: MemoryStore, user: str) -> int:
+        """Return how many objects the kind holds for ``user``."""
+        total = 0
+        for name in await self.collections_in(store):
+            schema = self.expected_schema(name)
+            if schema is not None and schema[1] and user in await store.ausers(name):
+                total += await store.acount(name, user=user)
+        return total
+
+    # -- export and import -----------------------------------------------------------------
+
+    @abstractmethod
+    def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
+        """Return the text a stored object is embedded from (re-embedding on import)."""
+
+    def embeds(self, line_kind: str) -> bool:
+        """Whether objects of ``line_kind`` are embedded (else they keep a unit marker vector)."""
+        del line_kind
+        return True
+
+    def check_line(self, line: ImportLine) -> None:
+        """Check one object of an import file; raise ``InvalidInputError``.
+
+        The store's schema is checked already (types, unknown properties); this checks the
+        kind's own rules and may set ``line.keys``.
+        """
+        del line
+
+    def unique_keys(self, line: ImportLine) -> list[UniqueKey]:
+        """Return the keys at most one line of the file may hold (after :meth:`check_line`)."""
+        del line
+        return []
+
+    def shared_what(self, line: ImportLine, spec: CollectionSpec) -> str | None:
+        """Say what shared data a line is (only an operator imports it); ``None``: a user's."""
+        if spec.per_user:
+            return None
+        return f"shared {self.info.name}"
+
+    # -- the CLI ---------------------------------------------------------------------------
+
+    async def alist_rows(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """Return what ``amem memories list <name> --user`` shows, at most ``limit`` rows.
+
+        The default shows the user's stored objects as stored (id and properties).
+        """
+        del embeddings
+        rows: list[dict[str, Any]] = []
+        for name in await self.collections_in(store):
+            schema = self.expected_schema(name)
+            if schema is None or not schema[1] or user not in await store.ausers(name):
+                continue
+            for obj in await store.alist_objects(name, user=user, limit=limit - len(rows)):
+                rows.append({"id": obj.id, **obj.properties})
+            if len(rows) >= limit:
+                break
+        return rows
+
+
+class KindRegistry:
+    """The memory kinds, in order: what ``AgenticStore``, forget, transfer and the CLI serve.
+
+    The order is the order namespaces are searched and listed in and the order an import
+    writes the kinds in. Names, namespace roots, line kinds and fixed collection names are
+    each one kind's.
+    """
+
+    def __init__(self, kinds: Iterable[MemoryKind]) -> None:
+        self._kinds: tuple[MemoryKind, ...] = tuple(kinds)
+        for what, labels in (
+            ("name", [k.info.name for k in self._kinds]),
+            ("namespace root", [r for k in self._kinds for r in k.info.roots]),
+            ("export line kind", [lk for k in self._kinds for lk in k.info.line_kinds]),
+            ("collection", [s.name for k in self._kinds for s in k.specs]),
+        ):
+            seen: set[str] = set()
+            for label in labels:
+                if label in seen:
+                    raise InvalidInputError(f"two memory kinds claim the {what} {label!r}")
+                seen.add(label)
+
+    def __iter__(self) -> Iterator[MemoryKind]:
+        return iter(self._kinds)
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def __repr__(self) -> str:
+        return f"KindRegistry({', '.join(self.names)})"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The kinds' names, in order."""
+        return tuple(k.info.name for k in self._kinds)
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """Every namespace root a kind serves, in order."""
+        return tuple(r for k in self._kinds for r in k.info.roots)
+
+    @property
+    def line_kinds(self) -> tuple[str, ...]:
+        """Every export line kind, in the order an import writes them."""
+        return tuple(lk for k in self._kinds for lk in k.info.line_kinds)
+
+    def get(self, name: str) -> MemoryKind:
+        """Return the kind named ``name``; raise ``InvalidInputError`` naming the others."""
+        for kind in self._kinds:
+            if kind.info.name == name:
+                return kind
+        raise InvalidInputError(f"no memory kind {name!r} (the kinds: {', '.join(self.names)})")
+
+    def of_collection(self, collection: str) -> tuple[MemoryKind, str] | None:
+        """Return the kind a collection belongs to and its line kind, or ``None`` (foreign)."""
+        for kind in self._kinds:
+            line_kind = kind.line_kind(collection)
+            if line_kind is not None:
+                return kind, line_kind
+        return None
+
+    def of_line_kind(self, line_kind: str) -> MemoryKind | None:
+        """Return the kind whose export lines are ``line_kind``."""
+        for kind in self._kinds:
+            if line_kind in kind.info.line_kinds:
+                return kind
+        return None
+
+    def with_kind(self, kind: MemoryKind) -> KindRegistry:
+        """Return a registry with ``kind`` added after these (a test's, or an app's own)."""
+        return KindRegistry((*self._kinds, kind))
+
+
+_CURRENT: ContextVar[KindRegistry | None] = ContextVar("amem_kinds", default=None)
+
+
+def current_kinds() -> KindRegistry:
+    """Return the registry in force: the one :func:`use_kinds` set, else the built-in kinds."""
+    chosen = _CURRENT.get()
+    if chosen is not None:
+        return chosen
+    from agentic_memory.kinds.registry import BUILTIN_KINDS  # noqa: PLC0415  (import cycle)
+
+    return BUILTIN_KINDS
+
+
+@contextlib.contextmanager
+def use_kinds(registry: KindRegistry) -> Iterator[KindRegistry]:
+    """Serve ``registry``'s kinds (forget, transfer, ``amem memories``) inside the block.
+
+    ``AgenticStore`` takes its registry when it is made (its ``kinds`` argument, default
+    the one in force then).
+    """
+    if not isinstance(registry, KindRegistry):
+        raise InvalidInputError(f"kinds must be a KindRegistry, got {type(registry).__name__}")
+    token = _CURRENT.set(registry)
+    try:
+        yield registry
+    finally:
+        _CURRENT.reset(token)

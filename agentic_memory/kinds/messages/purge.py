@@ -1,0 +1,157 @@
+"""Retention of the message log: expiring old turns, pruning over the cap, reporting.
+
+An important turn is never deleted: every delete carries the condition "not important",
+checked by the store when it deletes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from datetime import datetime
+
+from agentic_memory.kinds.messages.schema import MESSAGES, PAGE
+from agentic_memory.kinds.retention import MessagePurge, RetentionPolicy
+from agentic_memory.store import (
+    MemoryStore,
+    StoredObject,
+    Where,
+)
+
+_PRUNE_RETRIES = 8
+"""Rounds a purge starts again because another purge pruned the same log meanwhile."""
+
+_UNIMPORTANT = Where("important", "ne", True)
+"""Not marked important: a turn without the property (logged before it existed) too."""
+
+_LAST_PURGE: weakref.WeakKeyDictionary[MemoryStore, dict[str, float]] = weakref.WeakKeyDictionary()
+"""When each user's log was last purged after a write, per store (monotonic seconds)."""
+_LAST_PURGE_LOCK = threading.Lock()
+
+
+def due(store: MemoryStore, user: str, every_minutes: float) -> bool:
+    """Claim the user's next automatic purge on this store if the interval has passed.
+
+    Claimed before the purge runs, so concurrent writes of the user do not all purge.
+    """
+    moment = time.monotonic()
+    with _LAST_PURGE_LOCK:
+        seen = _LAST_PURGE.setdefault(store, {})
+        last = seen.get(user)
+        if last is not None and moment - last < every_minutes * 60:
+            return False
+        seen[user] = moment
+    return True
+
+
+async def apurge_log(
+    store: MemoryStore, user: str, policy: RetentionPolicy, moment: datetime, dry_run: bool
+) -> MessagePurge:
+    """Apply ``policy`` to one user's existing log at ``moment``; see ``MessageLog.apurge``."""
+    cutoff = policy.message_cutoff(moment)
+    expired = 0
+    if cutoff is not None:
+        old = [Where("created_at", "lt", cutoff), _UNIMPORTANT]
+        if dry_run:
+            expired = await store.acount(MESSAGES.name, user=user, where=old)
+        else:
+            expired = await store.adelete_where(MESSAGES.name, old, user=user)
+    total = await store.acount(MESSAGES.name, user=user)
+    if dry_run:
+        total -= expired
+    cap, over = policy.max_messages, 0
+    if cap is not None and total > cap:
+        if dry_run:
+            prunable = await store.acount(MESSAGES.name, user=user, where=[_UNIMPORTANT]) - expired
+            over = min(total - cap, prunable)
+        else:
+            over = await _aprune_oldest(store, user, cap)
+    remaining = total - over if dry_run else await store.acount(MESSAGES.name, user=user)
+    return MessagePurge(
+        user,
+        expired=expired,
+        over_cap=over,
+        cutoff=cutoff,
+        remaining=remaining,
+        important_over_cap=max(0, remaining - cap) if cap is not None else 0,
+    )
+
+
+async def _aprune_oldest(store: MemoryStore, user: str, cap: int) -> int:
+    """Delete the oldest unimportant turns until the user has ``cap``; return how many.
+
+    Each round reads the oldest unimportant turns it needs, then checks, from the turns
+    no other purge can take (those logged at or after the newest chosen one, and the
+    important ones), that ``cap`` turns stay once the chosen ones are gone; a purge
+    running at the same time may have pruned since this one counted, and then the round
+    starts again. The chosen turns are deleted by name (thread and turn), each still on
+    condition of being unimportant: a range of dates would also take a turn another
+    writer stamped earlier but stored after the read.
+    """
+    name = MESSAGES.name
+    deleted = stale = 0
+    while (excess := await store.acount(name, user=user) - cap) > 0:
+        chosen = await store.alist_objects(
+            name,
+            user=user,
+            where=[_UNIMPORTANT],
+            limit=min(excess, PAGE),
+            sort_by="created_at",
+        )
+        if not chosen:
+            break  # the rest is important: kept
+        stamp = str(chosen[-1].properties["created_at"])
+        tied = sum(1 for o in chosen if str(o.properties["created_at"]) == stamp)
+        stays = (
+            await store.acount(name, user=user, where=[Where("created_at", "gte", stamp)])
+            - tied
+            + await store.acount(
+                name,
+                user=user,
+                where=[Where("created_at", "lt", stamp), Where("important", "eq", True)],
+            )
+        )
+        if stays < cap:
+            stale += 1
+            if stale > _PRUNE_RETRIES:
+                break  # other purges keep pruning this log: they finish the job
+            continue
+        turns: dict[str, list[int]] = {}
+        for obj in chosen:
+            turns.setdefault(str(obj.properties["thread_id"]), []).append(
+                int(obj.properties["turn"])
+            )
+        n = 0
+        for thread, numbers in turns.items():
+            n += await store.adelete_where(
+                name,
+                [Where("thread_id", "eq", thread), Where("turn", "in", numbers), _UNIMPORTANT],
+                user=user,
+            )
+        if n == 0:
+            break  # another purge took them, or they were marked important meanwhile
+        deleted += n
+    return deleted
+
+
+async def aretention_of(
+    store: MemoryStore, user: str, policy: RetentionPolicy, moment: datetime, upcoming: int
+) -> tuple[int, int, int, int, list[StoredObject]]:
+    """Return (total, important, expired, over the cap, the first ``upcoming`` to go)."""
+    name = MESSAGES.name
+    total = await store.acount(name, user=user)
+    important = await store.acount(name, user=user, where=[Where("important", "eq", True)])
+    cutoff = policy.message_cutoff(moment)
+    expired = 0
+    if cutoff is not None:
+        old = [Where("created_at", "lt", cutoff), _UNIMPORTANT]
+        expired = await store.acount(name, user=user, where=old)
+    cap = policy.max_messages
+    over = 0 if cap is None else max(0, min(total - expired - cap, total - important - expired))
+    first: list[StoredObject] = []
+    if upcoming:
+        first = await store.alist_objects(
+            name, user=user, where=[_UNIMPORTANT], limit=upcoming, sort_by="created_at"
+        )
+    return total, important, expired, over, first

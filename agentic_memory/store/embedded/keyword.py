@@ -1,0 +1,603 @@
+"""Keyword search: tokenising, and per-property BM25 postings in numpy.
+
+A write tokenises its rows' searchable properties (``text_postings``) and keeps their
+postings in the file (``blocks.py``); a partition's in-memory index (``_KeywordIndex``) is
+loaded from those, updated by chunks as rows are added, replaced or deleted, and ranked like
+Weaviate's BlockMax-WAND BM25 (``_bm25_top``; the rules in ``agentic_memory.store.ranking``).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import hashlib
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
+from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growing, IntArray
+from agentic_memory.store.ranking import (
+    BM25_B,
+    BM25_K1,
+    bm25_idf,
+    per_property_limit,
+    tokenize,
+    top_positions,
+)
+from agentic_memory.store.types import CollectionSpec
+
+_TERM_ENTRY = np.dtype([("hash", "<i8"), ("tf", "<u4"), ("prop", "<u2")])
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def term_hash(term: str) -> int:
+    """Return the signed 64-bit id a term is stored under (BLAKE2b; collisions ~2^-64)."""
+    digest = hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+def encode_terms(
+    spec: CollectionSpec, objects: list[dict[str, Any]]
+) -> tuple[list[bytes], list[bytes]]:
+    """Return the term counts store layouts 1 to 3 kept per row (layout 4 keeps none).
+
+    Returns, per object, the token count of each searchable property (uint32 each) and one
+    (term hash, term frequency, property index) entry per distinct term and property. Kept
+    to write files of those layouts in migration tests.
+    """
+    searchable = spec.searchable
+    lengths: list[int] = []
+    hashes: list[int] = []
+    frequencies: list[int] = []
+    props: list[int] = []
+    ends: list[int] = []
+    # Whole batch in plain lists, then three array fills: numpy calls per object (and
+    # concatenating structured arrays) cost more than the tokenising itself.
+    for properties in objects:
+        for p, name in enumerate(searchable):
+            value = properties.get(name) or ""
+            tokens = tokenize(" ".join(value) if isinstance(value, list) else value)
+            lengths.append(len(tokens))
+            counts = collections.Counter(tokens)
+            hashes.extend(map(term_hash, counts))
+            frequencies.extend(counts.values())
+            props.extend(itertools.repeat(p, len(counts)))
+        ends.append(len(hashes))
+    entries = np.empty(len(hashes), dtype=_TERM_ENTRY)
+    entries["hash"] = hashes
+    entries["tf"] = frequencies
+    entries["prop"] = props
+    entry_bytes = entries.tobytes()
+    length_bytes = np.asarray(lengths, dtype="<u4").tobytes()
+    width, size = 4 * len(searchable), _TERM_ENTRY.itemsize
+    starts = [0, *ends][:-1]
+    return (
+        [length_bytes[i * width : (i + 1) * width] for i in range(len(objects))],
+        [entry_bytes[a * size : b * size] for a, b in zip(starts, ends, strict=True)],
+    )
+
+
+@dataclass
+class _Pairs:
+    """One property's (term, row) pairs sorted by term hash, then row."""
+
+    pair_hash: IntArray
+    docs: IntArray
+    tf: FloatArray
+
+
+@dataclass
+class _Terms:
+    """One property's postings grouped by term.
+
+    The sorted term hashes, how many postings each has, then every posting's row (local to
+    its block) and term frequency.
+    """
+
+    hashes: IntArray
+    counts: IntArray
+    docs: npt.NDArray[np.unsignedinteger[Any]] | IntArray
+    tf: npt.NDArray[np.unsignedinteger[Any]] | FloatArray
+
+    @staticmethod
+    def of(pairs: _Pairs) -> _Terms:
+        """Return the pairs grouped by term."""
+        starts = _term_starts(pairs.pair_hash)
+        counts = np.diff(np.append(starts, pairs.pair_hash.size))
+        return _Terms(pairs.pair_hash[starts], counts, pairs.docs, pairs.tf)
+
+    def pairs(self) -> _Pairs:
+        """Return one pair per posting."""
+        return _Pairs(
+            np.repeat(self.hashes, self.counts),
+            self.docs.astype(np.int64),
+            self.tf.astype(np.float32),
+        )
+
+
+class _Level:
+    """Directory entries sorted by term hash (ties: the older chunk first)."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self.hashes: IntArray = np.zeros(0, dtype=np.int64)
+        self.starts: IntArray = np.zeros(0, dtype=np.int64)
+        self.lens: IntArray = np.zeros(0, dtype=np.int64)
+        self.chunks: IntArray = np.zeros(0, dtype=np.int64)
+
+    def insert(self, hashes: IntArray, starts: IntArray, lens: IntArray, chunks: IntArray) -> None:
+        """Insert entries (sorted, and newer than every entry held)."""
+        if self.hashes.size == 0:
+            self.hashes, self.starts, self.lens, self.chunks = hashes, starts, lens, chunks
+            return
+        at = np.searchsorted(self.hashes, hashes, "right")
+        self.hashes = np.insert(self.hashes, at, hashes)
+        self.starts = np.insert(self.starts, at, starts)
+        self.lens = np.insert(self.lens, at, lens)
+        self.chunks = np.insert(self.chunks, at, chunks)
+
+
+_TAIL_FLOOR = 1 << 14
+
+
+class _Directory:
+    """Where each term's postings are in a property's flat arrays: one entry per chunk.
+
+    Entry i of a level covers ``starts[i]:starts[i] + lens[i]`` of the flat arrays, written by
+    chunk ``chunks[i]``. Entries of chunks added since the last lookup wait in ``_pending``;
+    the next lookup sorts them into the small ``tail`` level, which joins the large ``main``
+    one only once it holds an eighth as many entries: a write then costs what it added, not
+    a copy of every entry (every tail entry is newer than every main one).
+    """
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self.main = _Level()
+        self.tail = _Level()
+        self._pending: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
+
+    @property
+    def entries(self) -> int:
+        """Return the number of entries, pending ones included."""
+        held = self.main.hashes.size + self.tail.hashes.size
+        return int(held + sum(p[0].size for p in self._pending))
+
+    def add(self, hashes: IntArray, starts: IntArray, lens: IntArray, chunk: int) -> None:
+        """Add a chunk's entries (``hashes`` sorted)."""
+        if hashes.size:
+            self._pending.append((hashes, starts, lens, np.full(hashes.size, chunk)))
+
+    def settle(self, *, whole: bool = False) -> None:
+        """Sort the pending entries in (``whole``: and the tail into the main level)."""
+        if self._pending:
+            hashes, starts, lens, chunks = (
+                np.concatenate(part) for part in zip(*self._pending, strict=True)
+            )
+            self._pending = []
+            # Pending chunks are newer than every settled one, and in order among
+            # themselves: a stable sort keeps older chunks first within a term.
+            order = np.argsort(hashes, kind="stable")
+            self.tail.insert(hashes[order], starts[order], lens[order], chunks[order])
+        tail = self.tail
+        if tail.hashes.size and (
+            whole or tail.hashes.size > max(_TAIL_FLOOR, self.main.hashes.size // 8)
+        ):
+            self.main.insert(tail.hashes, tail.starts, tail.lens, tail.chunks)
+            self.tail = _Level()
+
+    def levels(self) -> list[_Level]:
+        """Return the levels holding entries, older first (after ``settle``)."""
+        return [level for level in (self.main, self.tail) if level.hashes.size]
+
+
+class _PropertyIndex:
+    """One searchable property's postings: flat row and frequency arrays and a directory."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self.docs = Growing(np.zeros(0, dtype=np.int32))
+        self.tf = Growing(np.zeros(0, dtype=np.float32))
+        self.directory = _Directory()
+
+    def add(self, terms: _Terms, slots: IntArray, chunk: int) -> None:
+        """Append a chunk's postings (``terms.docs`` index ``slots``)."""
+        if terms.hashes.size == 0:
+            return
+        offset = self.docs.view.shape[0]
+        ends = np.cumsum(terms.counts)
+        self.docs.append(slots[terms.docs])
+        self.tf.append(terms.tf)
+        self.directory.add(terms.hashes, ends - terms.counts + offset, terms.counts, chunk)
+
+    def lookup(self, hashes: IntArray) -> list[tuple[IntArray, FloatArray, IntArray]]:
+        """Return, per term, its postings' slots, frequencies and writing chunks."""
+        self.directory.settle()
+        docs, tf = self.docs.view, self.tf.view
+        found: list[list[tuple[IntArray, FloatArray, IntArray]]] = [[] for _ in range(hashes.size)]
+        for level in self.directory.levels():
+            lo = np.searchsorted(level.hashes, hashes, "left").tolist()
+            hi = np.searchsorted(level.hashes, hashes, "right").tolist()
+            for t, (a, b) in enumerate(zip(lo, hi, strict=True)):
+                if a == b:
+                    continue
+                if b == a + 1:
+                    s = int(level.starts[a])
+                    e = s + int(level.lens[a])
+                    found[t].append((docs[s:e], tf[s:e], np.full(e - s, level.chunks[a])))
+                else:
+                    lens = level.lens[a:b]
+                    at = _ranges(level.starts[a:b], lens)
+                    found[t].append((docs[at], tf[at], np.repeat(level.chunks[a:b], lens)))
+        out: list[tuple[IntArray, FloatArray, IntArray]] = []
+        for parts in found:
+            if not parts:
+                out.append((_NO_ROWS, _NO_TF, _NO_ROWS))
+            elif len(parts) == 1:
+                out.append(parts[0])
+            else:
+                out.append(
+                    (
+                        np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[1] for p in parts]),
+                        np.concatenate([p[2] for p in parts]),
+                    )
+                )
+        return out
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_TF = np.zeros(0, dtype=np.float32)
+
+
+def _ranges(starts: IntArray, lens: IntArray) -> IntArray:
+    """Return the indexes ``starts[i] .. starts[i] + lens[i] - 1`` for every i, in order."""
+    ends = np.cumsum(lens)
+    return np.repeat(starts - (ends - lens), lens) + np.arange(int(ends[-1]))
+
+
+def _term_starts(pair_hash: IntArray) -> IntArray:
+    """Return where each term's run of pairs starts."""
+    if pair_hash.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate(([True], pair_hash[1:] != pair_hash[:-1])))
+
+
+class _KeywordIndex:
+    """BM25 postings of one partition's slots, per searchable property.
+
+    Postings come in *chunks*: a chunk is the postings of some rows (all of a persisted block
+    when the index is loaded, the rows a later write added or replaced afterwards), appended
+    to each property's flat arrays. ``owner[slot]`` is the chunk that holds the slot's
+    current postings (-1: none, a deleted row); postings of an older chunk for that slot are
+    *stale* and skipped by lookups, so a replaced or deleted row costs what it changed, not
+    what the partition holds (``cache.py`` reloads once stale postings are a quarter of all).
+    A term's live postings are the same set as a fresh load has; their order differs, which
+    no score depends on (each row gets one posting per term and property).
+
+    Term weights depend on the average property length, which every write moves; they are
+    computed at query time, for the postings the query reads, from the token counts and the
+    averages (``norm_of``). Averages are float64 sums of integer token counts, so adding and
+    subtracting rows gives the bits a fresh sum gives.
+    """
+
+    def __init__(self, width: int) -> None:
+        """Start with no slots, for ``width`` searchable properties."""
+        self.width = width
+        self.props = [_PropertyIndex() for _ in range(width)]
+        self._lengths = Growing(np.zeros((0, width), dtype=np.float32))
+        self._owner = Growing(np.zeros(0, dtype=np.int64))
+        self._counts = Growing(np.zeros(0, dtype=np.int64))
+        self.total = np.zeros(width, dtype=np.float64)
+        self.present = np.zeros(width, dtype=np.int64)
+        self.chunks = 0
+        self.postings = 0
+        """Postings held, stale ones included."""
+        self.stale = 0
+
+    @property
+    def slots(self) -> int:
+        """Return the number of slots (rows, deleted ones included)."""
+        return int(self._owner.view.shape[0])
+
+    @property
+    def lengths(self) -> FloatArray:
+        """Return (slots, properties): each slot's token count per property (0 when deleted)."""
+        return self._lengths.view
+
+    @property
+    def owner(self) -> IntArray:
+        """Return each slot's chunk (-1 when it has no postings)."""
+        return self._owner.view
+
+    @property
+    def average(self) -> FloatArray64:
+        """Per property: the mean token count of the rows that have at least one token in it.
+
+        As the server's ``GetAveragePropertyLength``, which counts only documents with
+        postings.
+        """
+        average: FloatArray64 = np.divide(
+            self.total, self.present, out=np.zeros(self.width), where=self.present > 0
+        )
+        return average
+
+    def grow(self, count: int) -> None:
+        """Add ``count`` slots at the end, without postings yet."""
+        self._lengths.append(np.zeros((count, self.width), dtype=np.float32))
+        self._owner.append(np.full(count, -1, dtype=np.int64))
+        self._counts.append(np.zeros(count, dtype=np.int64))
+
+    def _release(self, slots: IntArray) -> None:
+        owned = self._owner.view[slots] >= 0
+        self.stale += int(self._counts.view[slots][owned].sum())
+        old = self._lengths.view[slots]
+        self.total = self.total - old.sum(axis=0, dtype=np.float64)
+        self.present = self.present - (old > 0).sum(axis=0)
+
+    def assign(self, slots: IntArray, lengths: FloatArray, props: list[_Terms]) -> None:
+        """Give ``slots`` new content: token counts and postings (``docs`` index ``slots``).
+
+        Whatever the slots held before becomes stale.
+        """
+        self._release(slots)
+        chunk = self.chunks
+        self.chunks += 1
+        self._lengths.view[slots] = lengths
+        self.total = self.total + lengths.sum(axis=0, dtype=np.float64)
+        self.present = self.present + (lengths > 0).sum(axis=0)
+        self._owner.view[slots] = chunk
+        counts = np.zeros(slots.size, dtype=np.int64)
+        for prop, terms in zip(self.props, props, strict=True):
+            prop.add(terms, slots, chunk)
+            counts += np.bincount(terms.docs, minlength=slots.size)
+            self.postings += int(terms.docs.size)
+        self._counts.view[slots] = counts
+
+    def remove(self, slots: IntArray) -> None:
+        """Forget the content of ``slots`` (deleted rows): their postings become stale."""
+        self._release(slots)
+        self._lengths.view[slots] = 0
+        self._owner.view[slots] = -1
+        self._counts.view[slots] = 0
+
+    def norm(self) -> FloatArray64:
+        """Return (properties, slots): ``k1 (1 - b + b len / avg_len)`` of each slot.
+
+        A posting's weight is ``tf / (tf + norm)``, Weaviate's BlockMax term weight without a
+        (k1 + 1) factor; a query multiplies it by each term's idf.
+        """
+        every = np.arange(self.slots)
+        return np.stack([self.norm_of(p, every) for p in range(self.width)]).reshape(
+            self.width, self.slots
+        )
+
+    def norm_of(self, p: int, rows: IntArray) -> FloatArray64:
+        """Return ``norm()[p, rows]``, computed for those rows alone.
+
+        Every write moves the average length, so a norm kept for every slot was rebuilt
+        after each: O(rows) per write. A query computes it for the postings it reads.
+        """
+        average = self.average
+        if average[p] > 0:
+            norm: FloatArray64 = BM25_K1 * (
+                (1 - BM25_B) + BM25_B * (self.lengths[rows, p] / average[p])
+            )
+            return norm
+        return np.ones(rows.size)  # no row has a token in p, so none has a posting to weigh
+
+    def lookup(self, hashes: IntArray) -> list[list[tuple[IntArray, FloatArray]]]:
+        """Return, per property and term, the live postings: slots and term frequencies."""
+        out: list[list[tuple[IntArray, FloatArray]]] = []
+        owner = self.owner
+        for prop in self.props:
+            found = []
+            for rows, tf, chunks in prop.lookup(hashes):
+                if self.stale and rows.size:
+                    live = owner[rows] == chunks
+                    rows, tf = rows[live], tf[live]
+                found.append((rows.astype(np.int64), tf))
+            out.append(found)
+        return out
+
+    def canonical(self) -> list[_Pairs]:
+        """Return each property's live postings as pairs sorted by (term hash, slot).
+
+        What a freshly loaded index holds, whatever chunks this one went through (tests
+        compare the two).
+        """
+        out = []
+        for prop in self.props:
+            prop.directory.settle(whole=True)
+            d = prop.directory.main
+            if d.hashes.size == 0:
+                out.append(_Pairs(_NO_ROWS, _NO_ROWS, _NO_TF))
+                continue
+            at = _ranges(d.starts, d.lens)
+            hashes = np.repeat(d.hashes, d.lens)
+            rows = prop.docs.view[at].astype(np.int64)
+            tf = prop.tf.view[at]
+            live = self.owner[rows] == np.repeat(d.chunks, d.lens)
+            hashes, rows, tf = hashes[live], rows[live], tf[live]
+            order = np.lexsort((rows, hashes))
+            out.append(_Pairs(hashes[order], rows[order], tf[order]))
+        return out
+
+
+@dataclass
+class _Postings:
+    """Every searchable property's pairs and the rows' lengths: a keyword index's raw material."""
+
+    props: list[_Pairs]
+    lengths: FloatArray
+
+
+def _postings(
+    length_blobs: list[bytes], term_blobs: list[bytes], width: int, first_row: int
+) -> _Postings:
+    """Decode stored term counts of consecutive rows numbered from ``first_row``."""
+    n = len(term_blobs)
+    lengths = np.frombuffer(b"".join(length_blobs), dtype="<u4").reshape(n, width)
+    entries = np.frombuffer(b"".join(term_blobs), dtype=_TERM_ENTRY)
+    per_row = np.fromiter(map(len, term_blobs), dtype=np.int64, count=n)
+    doc = np.repeat(
+        np.arange(first_row, first_row + n, dtype=np.int64), per_row // _TERM_ENTRY.itemsize
+    )
+    prop = entries["prop"]
+    props: list[_Pairs] = []
+    for p in range(width):
+        mine = prop == p
+        hashes = np.ascontiguousarray(entries["hash"][mine])
+        # A row stores one entry per distinct term and property; a stable sort by term keeps
+        # each term's rows in row order.
+        order = np.argsort(hashes, kind="stable")
+        props.append(
+            _Pairs(
+                pair_hash=hashes[order].astype(np.int64),
+                docs=doc[mine][order],
+                tf=entries["tf"][mine][order].astype(np.float32),
+            )
+        )
+    return _Postings(props=props, lengths=lengths.astype(np.float32))
+
+
+def text_postings(spec: CollectionSpec, objects: list[dict[str, Any]], first_row: int) -> _Postings:
+    """Tokenise the searchable properties of consecutive rows numbered from ``first_row``.
+
+    The same postings as the term counts layouts 1 to 3 stored (``encode_terms`` decoded by
+    ``_postings``): per property, (term hash, row, count) sorted by term hash, then row; and
+    each row's token count. All rows at once, with no Python work per (term, row) pair: the
+    tokens go into one list, a dict numbers the distinct terms (each hashed once) in term
+    hash order, and one numpy sort of term number * rows + row groups and orders the pairs.
+    """
+    n = len(objects)
+    lengths = np.zeros((n, len(spec.searchable)), dtype=np.float32)
+    props: list[_Pairs] = []
+    for p, name in enumerate(spec.searchable):
+        per_row = list(map(tokenize, map(_text_of, (o.get(name) for o in objects))))
+        counts = np.fromiter(map(len, per_row), dtype=np.int64, count=n)
+        lengths[:, p] = counts
+        tokens = list(itertools.chain.from_iterable(per_row))
+        if not tokens:
+            props.append(_empty_pairs())
+            continue
+        number: dict[str, int] = dict.fromkeys(tokens, 0)
+        terms = list(number)
+        hashes = np.fromiter(map(term_hash, terms), dtype=np.int64, count=len(terms))
+        by_hash = np.argsort(hashes, kind="stable")
+        for rank, i in enumerate(by_hash.tolist()):
+            number[terms[i]] = rank
+        keys = np.fromiter(map(number.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        keys *= n
+        keys += np.repeat(np.arange(n, dtype=np.int64), counts)
+        keys.sort()
+        # One pair per run of equal keys; its count is the run's length.
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        pairs = keys[starts]
+        tf = np.diff(np.append(starts, keys.size))
+        props.append(
+            _Pairs(
+                pair_hash=hashes[by_hash][pairs // n],
+                docs=pairs % n + first_row,
+                tf=tf.astype(np.float32),
+            )
+        )
+    return _Postings(props=props, lengths=lengths)
+
+
+def _text_of(value: str | list[str] | None) -> str:
+    """Return the text a searchable value is tokenised as (``text[]``: its items joined)."""
+    if not value:
+        return ""
+    return " ".join(value) if isinstance(value, list) else value
+
+
+def _empty_pairs() -> _Pairs:
+    return _Pairs(_NO_ROWS, _NO_ROWS, _NO_TF)
+
+
+def _bm25_top(
+    live: int,
+    index: _KeywordIndex,
+    counts: dict[str, int],
+    allowed: npt.NDArray[np.bool_] | None,
+    candidates: int,
+) -> tuple[IntArray, FloatArray]:
+    """Rank a partition of ``live`` rows like Weaviate's BlockMax-WAND BM25; return slots, scores.
+
+    Each property is scored on its own (idf shared, ``agentic_memory.store.ranking.bm25_idf``;
+    summed over the query terms in float64, kept as float32) and keeps its best
+    ``per_property_limit`` rows; a row's score is the float32 sum of the properties that kept
+    it, and the best ``candidates`` rows are returned. Ties at every cut keep the lowest
+    slots, which are in rid order and stand in for the server's docIDs (write order). See
+    ``docs/storage.md``.
+    """
+    n = index.slots
+    hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=len(counts))
+    found = index.lookup(hashes)
+    doc_freq = [[found[p][t][0].size for p in range(index.width)] for t in range(hashes.size)]
+    idfs = [bm25_idf(live, freqs, r) for freqs, r in zip(doc_freq, counts.values(), strict=True)]
+    if not any(idfs):
+        return _NO_HITS
+    keep_each = per_property_limit(candidates)
+    total = np.zeros(n, dtype=np.float32)
+    kept_rows: list[IntArray] = []
+    for p in range(index.width):
+        docs: list[IntArray] = []
+        weights: list[FloatArray64] = []
+        # Term by term: a row's contributions are added in query-term order.
+        for (rows, tf32), idf in zip(found[p], idfs, strict=True):
+            if rows.size == 0:
+                continue
+            tf = tf32.astype(np.float64)
+            docs.append(rows)
+            weights.append(idf * (tf / (tf + index.norm_of(p, rows))))
+        if not docs:
+            continue
+        # bincount adds each row's contributions in input order, i.e. query-term order, in
+        # float64: the same sums as the server's per-document loop over the terms.
+        scores: FloatArray64 = np.asarray(
+            np.bincount(np.concatenate(docs), weights=np.concatenate(weights), minlength=n),
+            dtype=np.float64,
+        )
+        best, narrow = _best_rows(scores, allowed, keep_each)
+        # float32 sums in property order, as combineResults adds the kept scores.
+        total[best] += narrow
+        kept_rows.append(best)
+    if not kept_rows:
+        return _NO_HITS
+    rows_kept = np.unique(np.concatenate(kept_rows))
+    best = rows_kept[top_positions(total[rows_kept], candidates)]
+    return best, total[best]
+
+
+def _best_rows(
+    scores: FloatArray64, allowed: npt.NDArray[np.bool_] | None, k: int
+) -> tuple[IntArray, FloatArray]:
+    """Return the ``k`` allowed rows with the best float32 scores (ties: lowest rows).
+
+    Every posting scores above zero (idf and term weights are positive), so the matches are
+    the rows with a score. On a large partition a strided sample first gives a lower bound:
+    its k-th best value cannot exceed the whole partition's, so every row of the exact top k
+    scores above the float32 just below it, and only those rows are narrowed and ranked.
+    """
+    bound = 0.0
+    step = scores.size // (32 * k)
+    if step > 1:
+        sample = scores[::step]
+        if allowed is not None:
+            sample = sample[allowed[::step]]
+        sample = sample[sample > 0].astype(np.float32)
+        if sample.size >= k:
+            kth = np.partition(sample, sample.size - k)[sample.size - k]
+            bound = float(np.nextafter(kth, np.float32(-np.inf)))
+    mask = scores > bound
+    if allowed is not None:
+        mask &= allowed
+    pool = np.flatnonzero(mask)
+    narrow = scores[pool].astype(np.float32)
+    kept = top_positions(narrow, k)
+    return pool[kept], narrow[kept]

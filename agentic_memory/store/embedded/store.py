@@ -1,0 +1,891 @@
+"""The embedded store: transactions, the catalogue, writes, reads and hybrid search.
+
+One SQLite file for durability (``sql``), numpy for ranking (``keyword``, ``vectors``) over an
+in-memory index per (collection, user) (``cache``). Ranking follows the pinned Weaviate
+version (``ranking.WEAVIATE_VERSION``): the rules live in ``agentic_memory.store.ranking``; ``docs/storage.md`` cites the server source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from agentic_memory.store.base import MemoryStore, absent_properties
+from agentic_memory.store.base import check_finite as _finite
+from agentic_memory.store.embedded import blocks as _blocks
+from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
+from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, IntArray
+from agentic_memory.store.embedded.blocks import PartitionBlocks
+from agentic_memory.store.embedded.cache import PartitionCache, _Partition
+from agentic_memory.store.embedded.filters import evaluable
+from agentic_memory.store.embedded.filters import mask as _filter_mask
+from agentic_memory.store.embedded.keyword import _bm25_top, _Postings, text_postings
+from agentic_memory.store.embedded.sql import (
+    _ZEROED_KEY,
+    DB_FILENAME,
+    PAGE_SIZE,
+    _add_columns,
+    _bump,
+    _column,
+    _column_value,
+    _columns,
+    _compound_indexes,
+    _create_catalogue,
+    _describe,
+    _filter_sql,
+    _prop_sql,
+    _spec_from_json,
+    _spec_to_json,
+    _sql_body_json,
+    _sql_text_key,
+    _stored,
+    _structure,
+    _table,
+    _translate,
+    compact_pages,
+    create_object_table,
+    decode_body,
+    encode_body,
+    filter_json,
+    normalise_date,
+)
+from agentic_memory.store.embedded.vectors import _cosine_top, maintain_axes
+from agentic_memory.store.private import private_dir, private_file, tighten
+from agentic_memory.store.ranking import (
+    fuse_arrays,
+    fusion_weights,
+    keyword_candidates,
+    order_fused,
+    query_term_counts,
+    vector_candidates,
+)
+from agentic_memory.store.types import (
+    CollectionSpec,
+    ConflictError,
+    InvalidInputError,
+    MemoryObject,
+    Property,
+    SchemaConflictError,
+    SearchHit,
+    StoredObject,
+    StoreError,
+    UnknownCollectionError,
+    UpsertResult,
+    Where,
+)
+
+_BUSY_RETRIES = 8
+_BUSY_TIMEOUT_MS = 30_000
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+T = TypeVar("T")
+
+
+class EmbeddedStore(MemoryStore):
+    """A durable, serverless store in one directory; safe for several processes at once."""
+
+    backend = "embedded"
+
+    def __init__(self, path: str | Path, *, dims: int) -> None:
+        """Open (creating if needed) the store in directory ``path`` for ``dims``-sized vectors."""
+        super().__init__(dims=dims)
+        if not isinstance(path, str | Path) or str(path) == "":
+            raise InvalidInputError(f"store path must be a non-empty path, got {path!r}")
+        self.path = Path(path).expanduser()
+        if self.path.exists() and not self.path.is_dir():
+            raise InvalidInputError(f"store path {self.path} exists and is not a directory")
+        # Memories are private: the folder 0700, the database and its WAL files 0600.
+        try:
+            private_dir(self.path)
+            private_file(self.path / DB_FILENAME)
+        except OSError as exc:
+            raise StoreError(f"cannot create the embedded store at {self.path}: {exc}") from exc
+        self._lock = threading.RLock()
+        self._in_transaction = False
+        self._cache = PartitionCache(dims)
+        conn = sqlite3.connect(
+            str(self.path / DB_FILENAME),
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=_BUSY_TIMEOUT_MS / 1000,
+        )
+        self._conn: sqlite3.Connection | None = conn
+        try:
+            # Text sorts like Weaviate's: case-insensitively (agentic_memory.store.ranking.text_sort_key).
+            conn.create_function("amem_text_key", 1, _sql_text_key, deterministic=True)
+            conn.create_function("amem_props", 1, _sql_body_json, deterministic=True)
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            # Deleted rows and freed pages are overwritten with zeros, whatever the SQLite
+            # build's default: forgotten memories must not stay readable in the file.
+            conn.execute("PRAGMA secure_delete = ON")
+            # Takes effect only in a new, empty file (older ones: compact_pages below).
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._write(_create_catalogue)
+            compact_pages(conn)
+            # Files made by an older version, before the database file was created private.
+            tighten(self.path / (DB_FILENAME + suffix) for suffix in ("", "-wal", "-shm"))
+        except BaseException:
+            conn.close()
+            self._conn = None
+            raise
+
+    # -- connection and transactions ------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database connection; later calls raise ``StoreError``."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self._cache.clear()
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"the embedded store at {self.path} is closed")
+        return self._conn
+
+    def _retry(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``, retrying while another process holds the write lock past busy_timeout."""
+        delay = 0.05
+        for attempt in range(_BUSY_RETRIES):
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                msg = str(exc)
+                if ("locked" not in msg and "busy" not in msg) or attempt == _BUSY_RETRIES - 1:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one IMMEDIATE transaction: all of it is written or none of it.
+
+        Inside :meth:`transaction`, ``fn`` runs in a savepoint of that transaction instead.
+        """
+        with self._lock:
+            conn = self._db()
+            if self._in_transaction:
+                return self._in_savepoint(conn, fn)
+
+            def attempt() -> T:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                return result
+
+            try:
+                return self._retry(attempt)
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+
+    @staticmethod
+    def _in_savepoint(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # One call stays all-or-nothing inside the caller's transaction.
+        conn.execute("SAVEPOINT amem_write")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK TO amem_write")
+            conn.execute("RELEASE amem_write")
+            raise
+        conn.execute("RELEASE amem_write")
+        return result
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make every read and write of this handle within the block one transaction.
+
+        All the block's writes are committed together when it ends, or none of them when it
+        raises. The block holds the store's write lock: other threads of this handle wait,
+        other handles and processes wait up to the busy timeout (30 s) per attempt, so keep
+        it short (no model or embedding calls inside).
+
+        Raises:
+            StoreError: a transaction is already open on this handle.
+        """
+        with self._lock:
+            if self._in_transaction:
+                raise StoreError("a transaction is already open on this store handle")
+            conn = self._db()
+            try:
+                self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+            self._in_transaction = True
+            try:
+                yield
+            except BaseException:
+                self._in_transaction = False
+                conn.execute("ROLLBACK")
+                # Caches may hold what was read or created inside the rolled-back block.
+                self._cache.clear()
+                self._specs.clear()
+                raise
+            self._in_transaction = False
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                self._cache.clear()
+                self._specs.clear()
+                raise _translate(exc) from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """Give a connection for reads inside one snapshot (a deferred transaction)."""
+        with self._lock:
+            conn = self._db()
+            if self._in_transaction:
+                yield conn
+                return
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def _ensure_collection(self, spec: CollectionSpec) -> None:
+        def create(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                "SELECT spec, dims FROM amem_collections WHERE name = ?", (spec.name,)
+            ).fetchone()
+            if row is not None:
+                self._check_compatible(spec, _spec_from_json(row[0]), int(row[1]))
+                _compound_indexes(conn, spec)
+                return
+            create_object_table(conn, spec)
+            conn.execute(
+                "INSERT INTO amem_collections (name, spec, dims, created_at) VALUES (?, ?, ?, ?)",
+                (spec.name, _spec_to_json(spec), self.dims, datetime.now(UTC).isoformat()),
+            )
+
+        self._write(create)
+
+    def _add_properties(
+        self, name: str, properties: list[Property]
+    ) -> tuple[CollectionSpec, list[str]]:
+        def add(conn: sqlite3.Connection) -> tuple[CollectionSpec, list[str]]:
+            row = conn.execute(
+                "SELECT spec FROM amem_collections WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                raise UnknownCollectionError(f"collection {name!r} was dropped meanwhile")
+            stored = _spec_from_json(row[0])
+            added = absent_properties(stored, properties)
+            if not added:
+                return stored, []
+            grown = dataclasses.replace(stored, properties=(*stored.properties, *added))
+            _add_columns(conn, grown, added)
+            conn.execute(
+                "UPDATE amem_collections SET spec = ? WHERE name = ?", (_spec_to_json(grown), name)
+            )
+            return grown, [p.name for p in added]
+
+        # One transaction: the columns, their indexes and the catalogue change together, and
+        # a second process doing the same waits, then finds them and adds nothing.
+        return self._write(add)
+
+    def _check_compatible(self, spec: CollectionSpec, stored: CollectionSpec, dims: int) -> None:
+        if dims != self.dims:
+            raise SchemaConflictError(
+                f"collection {spec.name!r} stores {dims}-dimensional vectors, this store was "
+                f"opened with dims={self.dims}; use the embedding model it was built with "
+                "or a new store directory"
+            )
+        if _structure(spec) != _structure(stored):
+            raise SchemaConflictError(
+                f"collection {spec.name!r} exists with a different schema: stored "
+                f"{_describe(stored)}; requested {_describe(spec)}"
+            )
+
+    def _load_spec(self, name: str) -> CollectionSpec | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT spec, dims FROM amem_collections WHERE name = ?", (name,)
+            ).fetchone()
+        if row is None:
+            return None
+        spec = _spec_from_json(row[0])
+        self._check_compatible(spec, spec, int(row[1]))
+        return spec
+
+    def _collections(self) -> list[str]:
+        with self._read() as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM amem_collections ORDER BY name")]
+
+    def _drop_collection(self, name: str) -> None:
+        def drop(conn: sqlite3.Connection) -> None:
+            conn.execute(f"DROP TABLE IF EXISTS {_table(name)}")
+            conn.execute("DELETE FROM amem_collections WHERE name = ?", (name,))
+            conn.execute("DELETE FROM amem_generations WHERE collection = ?", (name,))
+            conn.execute("DELETE FROM amem_axes WHERE collection = ?", (name,))
+            _blocks.drop_collection(conn, name)
+
+        self._write(drop)
+        with self._lock:
+            self._cache.drop_collection(name)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def _upsert(
+        self,
+        spec: CollectionSpec,
+        objects: list[MemoryObject],
+        user: str | None,
+        vectors: FloatArray64,
+    ) -> UpsertResult:
+        rows, postings = self._prepare(spec, objects, vectors)
+        obj_t = _table(spec.name)
+        columns = [_column(p.name) for p in _columns(spec)]
+        names = "".join(f", {c}" for c in columns)
+        marks = ", ?" * len(columns)
+        updates = "".join(f", {c} = ?" for c in columns)
+
+        def write(conn: sqlite3.Connection) -> None:
+            # One lookup for the whole batch, then one executemany per statement: a query
+            # per object was most of the write time for large batches.
+            existing = dict(
+                conn.execute(
+                    f"SELECT id, rid FROM {obj_t} WHERE user IS ? "
+                    "AND id IN (SELECT value FROM json_each(?))",
+                    (user, json.dumps([row[0] for row in rows])),
+                ).fetchall()
+            )
+            rids = self._new_rids(conn, obj_t, [existing.get(row[0]) for row in rows])
+            conn.executemany(
+                f"INSERT INTO {obj_t} (rid, id, user, props, body, vector{names}) "
+                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
+                [
+                    (rid, oid, user, *rest)
+                    for rid, (oid, *rest) in zip(rids.tolist(), rows, strict=True)
+                    if oid not in existing
+                ],
+            )
+            conn.executemany(
+                f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
+                [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
+            )
+            # Every row of the batch joins a new block; a replaced row's old entry is superseded.
+            self._reindex(
+                conn,
+                spec,
+                user,
+                rids,
+                postings,
+                [row[3] for row in rows],
+                replaced=list(existing.values()),
+            )
+
+        self._write(write)
+        return UpsertResult(ids=[obj.id for obj in objects])
+
+    @staticmethod
+    def _new_rids(conn: sqlite3.Connection, table: str, known: list[int | None]) -> IntArray:
+        """Return the batch's rids: a replaced row keeps its own, new rows get the next ones.
+
+        Given explicitly, as SQLite would have chosen them (the table's largest plus one), so
+        that the keyword blocks written in the same transaction can name them.
+        """
+        (largest,) = conn.execute(f"SELECT max(rid) FROM {table}").fetchone()
+        fresh = iter(range(int(largest or 0) + 1, int(largest or 0) + 1 + known.count(None)))
+        return np.fromiter(
+            (next(fresh) if rid is None else rid for rid in known), dtype=np.int64, count=len(known)
+        )
+
+    def _reindex(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        rids: IntArray,
+        postings: _Postings,
+        vectors: list[bytes],
+        *,
+        replaced: list[int],
+    ) -> None:
+        """Write the keyword blocks and axes of a batch, and mark the partition changed.
+
+        ``vectors``: the batch's stored vectors, in the order of ``rids``.
+        """
+        blocks = PartitionBlocks(conn, spec.name, user or "", len(spec.searchable))
+        # A replaced row's old entry is marked superseded, not rewritten out of its block.
+        blocks.supersede(np.asarray(replaced, dtype=np.int64))
+        blocks.add(rids, postings, vectors, self.dims)
+        table = _table(spec.name)
+        if maintain_axes(conn, spec.name, user or "", table, user, blocks.rows()):
+            blocks.reproject(table, user, self.dims)
+        _bump(conn, spec.name, user)
+
+    def _insert(
+        self,
+        spec: CollectionSpec,
+        objects: list[MemoryObject],
+        user: str | None,
+        vectors: FloatArray64,
+        unless: list[Where],
+    ) -> UpsertResult:
+        rows, postings = self._prepare(spec, objects, vectors)
+        obj_t = _table(spec.name)
+        columns = [_column(p.name) for p in _columns(spec)]
+        names = "".join(f", {c}" for c in columns)
+        marks = ", ?" * len(columns)
+        guard, guard_params = _filter_sql(spec, unless)
+
+        def write(conn: sqlite3.Connection) -> None:
+            # Checks and rows in one IMMEDIATE transaction: no other writer, in this process
+            # or another, can come between them.
+            existing = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT id FROM {obj_t} WHERE user IS ? "
+                    "AND id IN (SELECT value FROM json_each(?))",
+                    (user, json.dumps([row[0] for row in rows])),
+                )
+            ]
+            if existing:
+                raise ConflictError(
+                    f"{len(existing)} object(s) already exist in {spec.name!r}: "
+                    f"{', '.join(sorted(existing)[:3])}",
+                    existing=existing,
+                )
+            if unless:
+                found = conn.execute(
+                    f"SELECT id FROM {obj_t} WHERE user IS ?{guard} LIMIT 1", (user, *guard_params)
+                ).fetchone()
+                if found is not None:
+                    raise ConflictError(
+                        f"object {found[0]} of {spec.name!r} matches the insert's guard",
+                        guarded=True,
+                    )
+            rids = self._new_rids(conn, obj_t, [None] * len(rows))
+            conn.executemany(
+                f"INSERT INTO {obj_t} (rid, id, user, props, body, vector{names}) "
+                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
+                [
+                    (rid, oid, user, *rest)
+                    for rid, (oid, *rest) in zip(rids.tolist(), rows, strict=True)
+                ],
+            )
+            self._reindex(conn, spec, user, rids, postings, [row[3] for row in rows], replaced=[])
+
+        self._write(write)
+        return UpsertResult(ids=[obj.id for obj in objects])
+
+    def _update(
+        self,
+        spec: CollectionSpec,
+        ids: list[str],
+        change: Callable[[StoredObject], MemoryObject | None],
+        user: str | None,
+    ) -> UpsertResult:
+        obj_t = _table(spec.name)
+        updates = "".join(f", {_column(p.name)} = ?" for p in _columns(spec))
+
+        def write(conn: sqlite3.Connection) -> list[str]:
+            # Read, change and write in one IMMEDIATE transaction: no other writer, in this
+            # process or another, can come in between.
+            rows = conn.execute(
+                f"SELECT id, body, vector, rid FROM {obj_t} WHERE user IS ? "
+                "AND id IN (SELECT value FROM json_each(?))",
+                (user, json.dumps(ids)),
+            ).fetchall()
+            changed: list[MemoryObject] = []
+            rids: list[int] = []
+            for row in rows:
+                new = change(_stored(row[:3], True))
+                if new is not None:
+                    changed.append(new)
+                    rids.append(int(row[3]))
+            if not changed:
+                return []
+            prepared, postings = self._prepare(spec, changed, _finite([o.vector for o in changed]))
+            conn.executemany(
+                f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
+                [(*rest, rid) for (_, *rest), rid in zip(prepared, rids, strict=True)],
+            )
+            # As an upsert of existing ids: the rows join a new block, their old entries are
+            # superseded, in this same transaction.
+            self._reindex(
+                conn,
+                spec,
+                user,
+                np.asarray(rids, dtype=np.int64),
+                postings,
+                [row[3] for row in prepared],
+                replaced=rids,
+            )
+            return [o.id for o in changed]
+
+        return UpsertResult(ids=self._write(write))
+
+    def _prepare(
+        self, spec: CollectionSpec, objects: list[MemoryObject], wide: FloatArray64
+    ) -> tuple[list[tuple[Any, ...]], _Postings]:
+        """Encode and tokenise a batch before the transaction.
+
+        So a bad value aborts before any write and the write lock is held for the writes alone.
+
+        Each row is (id, filterable text[] JSON, body, vector, *filterable column values);
+        the postings number the objects 0..n-1 in batch order.
+        """
+        known = {p.name: p.type for p in spec.properties}
+        indexed = _columns(spec)
+        encoded: list[str] = []
+        stored: list[dict[str, Any]] = []
+        for obj in objects:
+            props: dict[str, Any] = {}
+            for key, value in obj.properties.items():
+                if value is None:
+                    continue
+                ptype = known[key]
+                if ptype == "date":
+                    value = normalise_date(value)
+                elif ptype == "number":
+                    value = float(value)
+                elif ptype == "text[]":
+                    value = list(value)
+                props[key] = value
+            try:
+                props_json = json.dumps(props, ensure_ascii=False, allow_nan=False)
+                props_json.encode("utf-8")
+            except (ValueError, UnicodeEncodeError) as exc:
+                raise InvalidInputError(
+                    f"object {obj.id}: properties cannot be stored: {exc}"
+                ) from None
+            encoded.append(props_json)
+            stored.append(props)
+        too_large = np.abs(wide).max(axis=1, initial=0.0) > _FLOAT32_MAX
+        if too_large.any():
+            first = objects[int(np.argmax(too_large))].id
+            raise InvalidInputError(f"object {first}: vector values exceed the float32 range")
+        vectors = wide.astype(np.float32)
+        rows = [
+            (
+                str(uuid.UUID(obj.id)),
+                filter_json(spec, props),
+                encode_body(props_json),
+                vector.tobytes(),
+                *(_column_value(props.get(prop.name)) for prop in indexed),
+            )
+            for obj, props, props_json, vector in zip(
+                objects, stored, encoded, vectors, strict=True
+            )
+        ]
+        return rows, text_postings(spec, stored, 0)
+
+    def _delete_rids(
+        self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, rids: list[int]
+    ) -> int:
+        if not rids:
+            return 0
+        # The rows leave their keyword blocks (rewritten without them) in the same
+        # transaction, so nothing of a deleted row stays in the file.
+        PartitionBlocks(conn, spec.name, user or "", len(spec.searchable)).remove(
+            np.asarray(rids, dtype=np.int64)
+        )
+        conn.execute(
+            f"DELETE FROM {_table(spec.name)} WHERE rid IN (SELECT value FROM json_each(?))",
+            (json.dumps(rids),),
+        )
+        _bump(conn, spec.name, user)
+        return len(rids)
+
+    def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int:
+        obj_t = _table(spec.name)
+        wanted = json.dumps([str(uuid.UUID(i)) for i in ids])
+
+        def delete(conn: sqlite3.Connection) -> int:
+            rids = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT rid FROM {obj_t} WHERE user IS ? "
+                    "AND id IN (SELECT value FROM json_each(?))",
+                    (user, wanted),
+                )
+            ]
+            return self._delete_rids(conn, spec, user, rids)
+
+        return self._write(delete)
+
+    def _delete_where(self, spec: CollectionSpec, where: list[Where], user: str | None) -> int:
+        obj_t = _table(spec.name)
+        cond, params = _filter_sql(spec, where)
+
+        def delete(conn: sqlite3.Connection) -> int:
+            rids = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT rid FROM {obj_t} WHERE user IS ?{cond}", (user, *params)
+                )
+            ]
+            return self._delete_rids(conn, spec, user, rids)
+
+        return self._write(delete)
+
+    def _delete_user(self, spec: CollectionSpec, user: str) -> int:
+        table = _table(spec.name)
+
+        def delete(conn: sqlite3.Connection) -> int:
+            (count,) = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE user IS ?", (user,)
+            ).fetchone()
+            conn.execute(f"DELETE FROM {table} WHERE user IS ?", (user,))
+            # The partition's bookkeeping row names the user: it goes too. A cache of the
+            # partition in any process then finds no token and reloads (empty), and a later
+            # write starts a new token and lineage.
+            conn.execute(
+                "DELETE FROM amem_generations WHERE collection = ? AND scope = ?",
+                (spec.name, user),
+            )
+            conn.execute(
+                "DELETE FROM amem_axes WHERE collection = ? AND scope = ?", (spec.name, user)
+            )
+            _blocks.drop_partition(conn, spec.name, user)
+            return int(count)
+
+        removed = self._write(delete)
+        with self._lock:
+            self._cache.drop(spec.name, user)
+        return removed
+
+    def erase_deleted(self) -> bool:
+        """Make deleted data unrecoverable from the store's files.
+
+        Deletions already overwrite their rows with zeros (``secure_delete``); this also
+        rewrites the keyword blocks that still hold the term hashes and token counts of rows'
+        earlier versions (superseded by upserts of their ids, see ``blocks.py``), removes the
+        older copies of changed pages from the write-ahead log (a TRUNCATE checkpoint), and
+        vacuums a store file written by a version without secure deletion once, since its
+        free space may still hold text deleted back then.
+
+        Returns:
+            False when another process kept the log from being emptied (it is emptied at
+            a later checkpoint); True otherwise.
+        """
+        with self._lock:
+            conn = self._db()
+            try:
+                row = conn.execute(
+                    "SELECT value FROM amem_meta WHERE key = ?", (_ZEROED_KEY,)
+                ).fetchone()
+                if row is None:
+                    self._retry(lambda: conn.execute("VACUUM"))
+                    self._write(
+                        lambda c: c.execute(
+                            "INSERT OR REPLACE INTO amem_meta (key, value) VALUES (?, '1')",
+                            (_ZEROED_KEY,),
+                        )
+                    )
+
+                def compact(c: sqlite3.Connection) -> None:
+                    # Same rows, same content; new tokens let caches take the new block ids.
+                    for collection, scope in _blocks.compact_superseded(c):
+                        _bump(c, collection, scope or None)
+
+                self._write(compact)
+                busy = 1
+                for _ in range(_BUSY_RETRIES):
+                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    if not busy:
+                        break
+                    time.sleep(0.1)
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return not busy
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _get(
+        self, spec: CollectionSpec, id: str, user: str | None, include_vector: bool
+    ) -> StoredObject | None:
+        obj_t = _table(spec.name)
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT id, body, vector FROM {obj_t} WHERE user IS ? AND id = ?",
+                (user, str(uuid.UUID(id))),
+            ).fetchone()
+        if row is None:
+            return None
+        return _stored(row, include_vector)
+
+    def _list(
+        self,
+        spec: CollectionSpec,
+        user: str | None,
+        where: list[Where],
+        limit: int,
+        offset: int,
+        sort_by: str | None,
+        descending: bool,
+    ) -> list[StoredObject]:
+        obj_t = _table(spec.name)
+        cond, params = _filter_sql(spec, where)
+        order = "id ASC"
+        if sort_by is not None:
+            direction = "DESC" if descending else "ASC"
+            key = _prop_sql(spec, sort_by)
+            if spec.prop(sort_by).type == "text":
+                key = f"amem_text_key({key})"
+            # NULLs (objects without the property) come first ascending, last descending,
+            # as Weaviate's comparator puts them.
+            order = f"{key} {direction}, id ASC"
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT id, body, NULL FROM {obj_t} WHERE user IS ?{cond} "
+                f"ORDER BY {order} LIMIT ? OFFSET ?",
+                (user, *params, limit, offset),
+            ).fetchall()
+        return [_stored(row, False) for row in rows]
+
+    def _page_after(
+        self,
+        spec: CollectionSpec,
+        user: str | None,
+        where: list[Where],
+        after: str | None,
+        limit: int,
+        include_vector: bool,
+    ) -> list[StoredObject]:
+        obj_t = _table(spec.name)
+        cond, params = _filter_sql(spec, where)
+        keyset = "" if after is None else " AND id > ?"
+        vector = "vector" if include_vector else "NULL"
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT id, body, {vector} FROM {obj_t} WHERE user IS ?{keyset}{cond} "
+                "ORDER BY id LIMIT ?",
+                (user, *([] if after is None else [after]), *params, limit),
+            ).fetchall()
+        return [_stored(row, include_vector) for row in rows]
+
+    def _count(self, spec: CollectionSpec, user: str | None, where: list[Where]) -> int:
+        obj_t = _table(spec.name)
+        cond, params = _filter_sql(spec, where)
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT count(*) FROM {obj_t} WHERE user IS ?{cond}", (user, *params)
+            ).fetchone()
+        return int(row[0])
+
+    def _users(self, spec: CollectionSpec) -> list[str]:
+        obj_t = _table(spec.name)
+        with self._read() as conn:
+            return [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT DISTINCT user FROM {obj_t} WHERE user IS NOT NULL ORDER BY user"
+                )
+            ]
+
+    # -- hybrid search --------------------------------------------------------------------
+
+    def _hybrid(
+        self,
+        spec: CollectionSpec,
+        query: str,
+        vector: list[float],
+        alpha: float,
+        limit: int,
+        user: str | None,
+        where: list[Where],
+    ) -> list[SearchHit]:
+        vector_weight, keyword_weight = fusion_weights(alpha)
+        obj_t = _table(spec.name)
+        with self._read() as conn:
+            part = self._cache.partition(conn, spec, user)
+            if part.live == 0:
+                return []
+            allowed = part.alive()
+            if where:
+                matching = self._matching(conn, spec, user, part, where)
+                allowed = matching if allowed is None else matching & allowed
+            # A side runs when its float32 weight is not zero, as on the server (alpha is
+            # sent as a float32, so a tiny alpha is a pure keyword search there too).
+            keyword = _NO_HITS
+            counts = query_term_counts(query) if keyword_weight > 0 else {}
+            if counts and spec.searchable:
+                index = self._cache.keyword(conn, spec, user, part)
+                keyword = _bm25_top(part.live, index, counts, allowed, keyword_candidates(limit))
+            dense = _NO_HITS
+            if vector_weight > 0:
+                dense = _cosine_top(part, vector, allowed, vector_candidates(limit))
+            sides: list[tuple[float, IntArray, FloatArray]] = []
+            if vector_weight > 0:
+                sides.append((float(vector_weight), *dense))
+            if keyword_weight > 0:
+                sides.append((float(keyword_weight), *keyword))
+            keys, fused, secondary = fuse_arrays(sides)
+            if keys.size == 0:
+                return []
+            # Ids and properties of the candidates only: the cache holds neither.
+            rows = conn.execute(
+                # CROSS JOIN pins the plan to rowid lookups instead of a scan of the user's rows.
+                f"SELECT o.rid, o.id, o.body FROM json_each(?) AS j "
+                f"CROSS JOIN {obj_t} AS o ON o.rid = j.value WHERE o.user IS ?",
+                (json.dumps(part.rowids[keys].tolist()), user),
+            ).fetchall()
+        found = {rid: (oid, body) for rid, oid, body in rows}
+        if len(found) != keys.size:
+            raise StoreError(f"the cached index of {spec.name!r} names rows that are gone")
+        candidates = [found[rid] for rid in part.rowids[keys].tolist()]
+        chosen = order_fused(fused, secondary, [c[0] for c in candidates], limit)
+        keyword_of = dict(zip(keyword[0].tolist(), keyword[1].tolist(), strict=True))
+        vector_of = dict(zip(dense[0].tolist(), dense[1].tolist(), strict=True))
+        return [
+            SearchHit(
+                id=candidates[c][0],
+                properties=decode_body(candidates[c][1]),
+                score=float(fused[c]),
+                keyword_score=keyword_of.get(int(keys[c])),
+                vector_score=vector_of.get(int(keys[c])),
+            )
+            for c in chosen
+        ]
+
+    def _matching(
+        self,
+        conn: sqlite3.Connection,
+        spec: CollectionSpec,
+        user: str | None,
+        part: _Partition,
+        where: list[Where],
+    ) -> npt.NDArray[np.bool_]:
+        """Return which slots match ``where``: on the cached columns, or by SQL."""
+        if evaluable(spec, where):
+            columns = {c.prop: self._cache.column(conn, spec, user, part, c.prop) for c in where}
+            return _filter_mask(columns, spec, where)
+        cond, params = _filter_sql(spec, where)
+        # One JSON array instead of a Python tuple per matching row.
+        (matching,) = conn.execute(
+            f"SELECT json_group_array(rid) FROM {_table(spec.name)} WHERE user IS ?{cond}",
+            (user, *params),
+        ).fetchone()
+        rids = np.asarray(json.loads(matching), dtype=np.int64)
+        allowed = np.zeros(part.slots, dtype=bool)
+        # Every matching row is a live slot of the current partition (rids ascending).
+        allowed[np.searchsorted(part.rowids, rids)] = True
+        return allowed

@@ -1,0 +1,226 @@
+"""Vector search: cosine top-k over unit vectors, with a PCA shortlist on large partitions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growing, IntArray
+from agentic_memory.store.ranking import top_rows
+
+EXACT_VECTOR_ROWS = 20_000
+"""Up to this many rows a vector search scores every row; above, it runs in two passes."""
+COARSE_DIMS = 64
+COARSE_RERANK = 20
+COARSE_MIN_SHORTLIST = 2000
+"""The coarse pass keeps ``COARSE_RERANK * candidates`` rows (at least ``COARSE_MIN_SHORTLIST``)
+for exact cosine."""
+
+
+_SAMPLE = 8192
+_FIXED = 2.0**15
+"""Unit vectors and axes are projected in fixed point: components times 2**15, rounded."""
+
+
+def unit_rows(blobs: list[bytes], dims: int, out: FloatArray | None = None) -> FloatArray:
+    """Return stored float32 vectors scaled to unit length (zero vectors stay zero).
+
+    Written into ``out`` (rows, dims) when given.
+    """
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dims)
+    # np.linalg.norm's own arithmetic (float32 squares, pairwise sums): the same bits as before.
+    norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1))
+    norms[norms == 0] = 1.0
+    if out is None:
+        out = np.empty((len(blobs), dims), dtype=np.float32)
+    np.divide(matrix, norms[:, None], out=out)
+    return out
+
+
+def choose_axes(unit: FloatArray) -> FloatArray64:
+    """Return the leading principal axes of a sample of unit vectors, in fixed point.
+
+    The covariance's eigenvectors are the principal axes; a dims x dims eigenproblem costs
+    milliseconds where the sample's SVD took up to seconds on a loaded machine.
+    """
+    centred = unit.astype(np.float64) - unit.mean(axis=0, dtype=np.float64)
+    _, vectors = np.linalg.eigh(centred.T @ centred)
+    axes = vectors[:, ::-1][:, :COARSE_DIMS].T
+    fixed: FloatArray64 = np.rint(axes * _FIXED)
+    return fixed
+
+
+def maintain_axes(
+    conn: sqlite3.Connection, collection: str, scope: str, table: str, user: str | None, rows: int
+) -> bool:
+    """Choose a partition's PCA axes when it first exceeds ``EXACT_VECTOR_ROWS``.
+
+    And again each time it has doubled since (inside the write transaction that made it so).
+
+    The axes are kept in the file (``amem_axes``), so every process, and a cache updated in
+    place, projects with the same ones whatever rows were replaced or deleted since; they
+    come from a sample (``_SAMPLE`` rows, a fixed seed) of the partition's rows then.
+    Returns whether it chose axes (the caller then projects every row on them).
+    """
+    if rows <= EXACT_VECTOR_ROWS:
+        return False
+    row = conn.execute(
+        "SELECT rows FROM amem_axes WHERE collection = ? AND scope = ?", (collection, scope)
+    ).fetchone()
+    if row is not None and rows < 2 * int(row[0]):
+        return False
+    rids = np.fromiter(
+        (
+            r[0]
+            for r in conn.execute(f"SELECT rid FROM {table} WHERE user IS ? ORDER BY rid", (user,))
+        ),
+        dtype=np.int64,
+    )
+    rng = np.random.default_rng(0)
+    pick = rids[np.sort(rng.choice(rids.size, size=min(rids.size, _SAMPLE), replace=False))]
+    blobs = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o ON o.rid = j.value",
+            (json.dumps(pick.tolist()),),
+        )
+    ]
+    dims = len(blobs[0]) // 4
+    fixed = choose_axes(unit_rows(blobs, dims))
+    conn.execute(
+        "INSERT INTO amem_axes (collection, scope, rows, axes) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (collection, scope) DO UPDATE SET rows = excluded.rows, axes = excluded.axes",
+        (collection, scope, rids.size, fixed.astype("<i4").tobytes()),
+    )
+    return True
+
+
+def load_axes(
+    conn: sqlite3.Connection, collection: str, scope: str, dims: int
+) -> tuple[int, FloatArray64] | None:
+    """Return a partition's axes (the row count they were chosen at, fixed-point axes)."""
+    row = conn.execute(
+        "SELECT rows, axes FROM amem_axes WHERE collection = ? AND scope = ?", (collection, scope)
+    ).fetchone()
+    if row is None:
+        return None
+    fixed = np.frombuffer(row[1], dtype="<i4").astype(np.float64).reshape(-1, dims)
+    return int(row[0]), fixed
+
+
+class _CoarseIndex:
+    """A PCA projection of a large partition's unit vectors, for a first, cheaper pass.
+
+    Rows are projected in fixed point (components and axes scaled by 2**15 and rounded):
+    every product and partial sum is an integer below 2**53, so the float64 matrix product
+    is exact whatever order BLAS adds in, and a row projected alone gets the same bits as in
+    a batch. With the axes kept in the file, a cache updated in place projects exactly what
+    a fresh load does.
+    """
+
+    def __init__(
+        self,
+        unit: FloatArray,
+        axes: tuple[int, FloatArray64],
+        projected: Growing | None = None,
+    ) -> None:
+        """Project every row of ``unit`` on ``axes`` (their version, fixed-point axes).
+
+        ``projected``: those projections, already made (read from the file).
+        """
+        self.version, self.fixed = axes
+        self.basis: FloatArray = (self.fixed / _FIXED).astype(np.float32)
+        """(axes, dims): the leading principal axes, as the rows are projected on them."""
+        if projected is None:
+            projected = Growing.unfilled(unit.shape[0], (self.fixed.shape[0],), np.float32)
+            project(unit, self.fixed, projected.view)
+        self.projected = projected
+        """(rows, axes): the unit vectors on those axes."""
+
+    def append(self, unit: FloatArray) -> None:
+        """Project rows added at the end."""
+        self.projected.append(project(unit, self.fixed))
+
+    def update(self, slots: IntArray, unit: FloatArray) -> None:
+        """Project rows whose vectors changed."""
+        self.projected.view[slots] = project(unit, self.fixed)
+
+
+def project(unit: FloatArray, fixed: FloatArray64, out: FloatArray | None = None) -> FloatArray:
+    """Return (into ``out`` if given) unit vectors on fixed-point axes: exact, see ``_CoarseIndex``."""
+    if out is None:
+        out = np.empty((unit.shape[0], fixed.shape[0]), dtype=np.float32)
+    for start in range(0, unit.shape[0], _SAMPLE):
+        chunk = np.rint(unit[start : start + _SAMPLE] * np.float32(_FIXED)).astype(np.float64)
+        # Exact either way; a few rows go through numpy's own loop, since waking BLAS
+        # threads on shared cores cost milliseconds.
+        if chunk.shape[0] >= 1024:
+            product = chunk @ fixed.T
+        else:
+            product = np.einsum("ij,kj->ik", chunk, fixed)
+        out[start : start + _SAMPLE] = product * (1 / _FIXED**2)
+    return out
+
+
+class VectorPartition(Protocol):
+    """What a vector search reads of a cached partition."""
+
+    @property
+    def unit(self) -> FloatArray:
+        """Return the slots' unit vectors."""
+
+    @property
+    def live(self) -> int:
+        """Return the number of rows (slots not deleted)."""
+
+    def coarse(self) -> _CoarseIndex | None:
+        """Return the PCA projection of the slots, None without axes."""
+
+
+def _cosine_top(
+    part: VectorPartition,
+    vector: list[float],
+    allowed: npt.NDArray[np.bool_] | None,
+    candidates: int,
+    *,
+    exact: bool = False,
+) -> tuple[IntArray, FloatArray]:
+    """Rank the partition by cosine similarity; return the candidate slots and their cosines.
+
+    ``allowed`` (None: every slot) must leave out deleted slots. Large partitions are first
+    ranked on a PCA projection (a quarter of the memory traffic) and only the best
+    ``COARSE_RERANK * candidates`` rows get an exact cosine, the way an ANN index such as
+    Weaviate's HNSW trades a little recall for speed. ``exact`` forces the full scan (the
+    benchmark uses it to measure that recall).
+    """
+    query = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(query))
+    if norm > 0:
+        query = query / norm
+    unit = part.unit
+    pool = np.flatnonzero(allowed) if allowed is not None else np.arange(unit.shape[0])
+    shortlist = max(COARSE_RERANK * candidates, COARSE_MIN_SHORTLIST)
+    coarse = None
+    if not exact and part.live > EXACT_VECTOR_ROWS and pool.size > shortlist:
+        coarse = part.coarse()
+    if coarse is not None:
+        # Uncentred: the mean's contribution is the same for every row, so it cannot change
+        # the order.
+        approx = np.einsum(
+            "ij,j->i", coarse.projected.view, np.einsum("ij,j->i", coarse.basis, query)
+        )
+        pool = np.sort(pool[np.argpartition(-approx[pool], shortlist - 1)[:shortlist]])
+        sims = np.einsum("ij,j->i", unit[pool], query)
+    else:
+        # einsum runs numpy's own single-threaded loop: a multi-threaded BLAS matvec stalls
+        # for tens of milliseconds when other processes share the cores.
+        sims = np.einsum("ij,j->i", unit[pool] if allowed is not None else unit, query)
+    # The server ranks by the float32 cosine distance 1 - dot (ties: lowest docID) and
+    # reports 1 - distance as the raw vector score.
+    distance = np.float32(1) - sims
+    keep = top_rows(distance, np.arange(pool.size), candidates, smallest=True)
+    return pool[keep], np.float32(1) - distance[keep]
