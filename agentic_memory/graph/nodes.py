@@ -804,6 +804,13 @@ def _history(state: State) -> list[AnyMessage]:
     return list(state.messages)
 
 
+ECHOED_ANSWER_NOTICE = (
+    "(The model repeated its instructions instead of answering, so no answer was kept. "
+    "The offline model is a small base model; a short, direct question works best, and "
+    "OPENAI_API_KEY or AMEM_BASE_URL gives a model that answers well.)"
+)
+
+
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Answer the new message from the token-budgeted context.
 
@@ -873,14 +880,22 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     model = limit_answer_tokens(await answer_model(ctx), ctx.answer_max_tokens)
     answer, call = await ainvoke_text(model, assembled.messages, purpose="answer")
-    if not answer.id:
-        answer.id = str(uuid.uuid4())
     report = {
         "layers": dict(assembled.tokens),
         "left_out": dict(assembled.left_out),
         "prompt_tokens": assembled.total,
         "budget_total": budgets.total,
     }
+    # The offline base model often recites its instructions instead of answering (seen in
+    # a whole session: every answer began with the system prompt). Such an answer is not
+    # kept in the conversation, logged or reflected on; the user is told what happened.
+    echo = prompt_echo(_text(answer), system, [_text(new_message), facts_text, summary_text])
+    if echo is not None:
+        logger.warning("the answer recited the instructions (%r): replaced by a notice", echo)
+        answer = AIMessage(content=ECHOED_ANSWER_NOTICE)
+        report["answer_replaced"] = f"the model recited its instructions ({echo!r})"
+    if not answer.id:
+        answer.id = str(uuid.uuid4())
     return {
         "messages": [answer],
         "settled_through": answer.id,

@@ -287,9 +287,7 @@ async def test_a_failing_node_leaves_the_thread_exactly_as_it_was(
     elif node == "recall_episodic":
         _fail_method(res.episodes, "arecall")(monkeypatch)
     elif node == "recall_semantic":
-        import agentic_memory.graph.nodes as nodes
-
-        _fail_method(nodes, "asearch_knowledge")(monkeypatch)
+        _fail_method(res, "asearch_knowledge")(monkeypatch)
     elif node == "load_procedural":
         _fail_method(res.rules, "alatest")(monkeypatch)
     elif node == "remember_facts":

@@ -367,3 +367,32 @@ def test_the_reflection_prompt_still_holds_the_example_the_checks_look_for() -> 
     text = prompts.load("reflection").template
     assert "Suggesting satay sauce: it contains peanuts." in text
     assert "The user planned a week of dinners" in text
+
+
+# -- answers --------------------------------------------------------------------------------
+
+
+async def test_an_answer_that_recites_the_instructions_is_not_kept(agentic: Any) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentic_memory.graph.graph import compile_graph
+    from agentic_memory.graph.nodes import ECHOED_ANSWER_NOTICE
+
+    # What the base model answered on every turn of a whole session (measured): the first
+    # 256 tokens of its own system prompt.
+    recited = (await prompts.aload("system")).format().strip()[:900]
+    model = ScriptedChatModel(
+        metadata=LOCAL,
+        text_replies=[recited, "Peanuts are in satay sauce, so skip it."],
+        structured_defaults={"ExtractedFacts": {"facts": []}},
+    )
+    app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
+    out = await turn(app, "t", "What should I avoid at a Thai restaurant?")
+    assert out["messages"][-1].content == ECHOED_ANSWER_NOTICE
+    assert "recited its instructions" in out["token_report"]["answer_replaced"]
+    logged = await agentic.memory.messages.alist("alice", thread_id="t")
+    assert recited[:60] not in " ".join(m.content for m in logged)
+    # An answer of its own is kept as it is, even one that repeats the user's words.
+    out = await turn(app, "t", "Peanuts are in satay sauce, so skip it.")
+    assert out["messages"][-1].content == "Peanuts are in satay sauce, so skip it."
+    assert "answer_replaced" not in out["token_report"]
