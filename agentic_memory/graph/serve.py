@@ -37,7 +37,7 @@ __all__ = ["SERVER_DIR", "exposure_line", "main", "prepare"]
 SERVER_DIR = "langgraph-dev"
 """The folder under ``AMEM_HOME`` that ``langgraph dev`` runs in (its ``.langgraph_api/``)."""
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _LINKED = ("graph", "ingest")
 """The packages ``langgraph.json`` names by path (``agentic_memory.graph.graph:graph``, …)."""
 

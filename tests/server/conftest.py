@@ -98,7 +98,9 @@ def run_dev_server(
     for key in ("auth", "store", "checkpointer"):
         if isinstance(settings.get(key), dict) and settings[key].get("path"):
             paths.append(settings[key]["path"])
-    for package in {Path(path.partition(":")[0]).parts[0] for path in paths}:
+    # Module paths (agentic_memory.graph.graph:graph) come from the installed package; only
+    # file paths need their folder beside the copied configuration.
+    for package in {Path(path.partition(":")[0]).parts[0] for path in paths if "/" in path}:
         if package != "." and not (workdir / package).exists():
             (workdir / package).symlink_to(REPO / package, target_is_directory=True)
     home = tmp_path / "amem-home"
