@@ -96,7 +96,12 @@ def _sweep(store: WeaviateStore, minutes: float, stop: threading.Event) -> dict[
 
     async def run() -> None:
         await agentic.start_ttl_sweeper(minutes)
-        while not stop.is_set():
+        # Until the writers are done, and at least one whole sweep (TTL, then retention) has
+        # run: on a loaded machine the writers can finish inside the first sweep.
+        deadline = asyncio.get_running_loop().time() + 120
+        while not stop.is_set() or (
+            tally["retention_runs"] < 1 and asyncio.get_running_loop().time() < deadline
+        ):
             await asyncio.sleep(0.05)
         await agentic.stop_ttl_sweeper()
 
