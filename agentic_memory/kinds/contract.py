@@ -11,36 +11,49 @@ shows it. ``AgenticStore``, :mod:`agentic_memory.forget`, :mod:`agentic_memory.t
 kind is its module plus one line in the registry (``docs/architecture.md``, "Adding a
 memory kind").
 
-Everything that reads or writes the store is a coroutine (the async core); the import checks
-(:meth:`MemoryKind.check_line`, :meth:`MemoryKind.embedding_text`) are pure functions of a
-stored object.
+Everything that reads or writes the store is a coroutine (the async core), but for the
+import: its checks (:meth:`MemoryKind.check_line`, :meth:`MemoryKind.embedding_text`) are pure
+functions of a stored object, and its merge rules (:meth:`MemoryKind.import_group`) write
+through an :class:`ImportTarget`, inside the import's one transaction (storage code, run in a
+worker thread when a loop serves the caller).
 """
 
 from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore
-from agentic_memory.store.types import CollectionSpec, InvalidInputError, Property
+from agentic_memory.store.types import (
+    CollectionSpec,
+    InvalidInputError,
+    MemoryObject,
+    Property,
+    StoredObject,
+)
 
 if TYPE_CHECKING:
     from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
 
 __all__ = [
+    "GateOutcome",
+    "ImportGate",
     "ImportLine",
+    "ImportTarget",
     "KindInfo",
     "KindRegistry",
     "MemoryKind",
+    "StagedLines",
     "UniqueKey",
     "current_kinds",
     "use_kinds",
+    "whose",
 ]
 
 
@@ -86,6 +99,122 @@ class UniqueKey:
     b: str
     clash: str
     """What a second line with that key is, for the error (the first line's number follows)."""
+
+
+class StagedLines(Protocol):
+    """The checked lines of an import file, staged on disk (memory stays bounded)."""
+
+    def groups(self, line_kind: str) -> list[tuple[str, str]]:
+        """Return the ``(collection, user)`` groups holding lines of ``line_kind``, sorted."""
+        ...
+
+    def batches(
+        self,
+        line_kind: str,
+        collection: str,
+        user: str,
+        size: int,
+        *,
+        order_by: str | None = None,
+        descending: bool = False,
+    ) -> Iterator[list[ImportLine]]:
+        """Yield one group's lines in batches of at most ``size``.
+
+        In file order, or by the property ``order_by`` (then file order).
+        """
+        ...
+
+    def has(self, collection: str, user: str, oid: str) -> bool:
+        """Whether the file holds the object ``oid`` of ``user`` in ``collection``."""
+        ...
+
+
+class ImportTarget(Protocol):
+    """What a kind's merge rule (:meth:`MemoryKind.import_group`) reads and writes through.
+
+    Its writes are the import's: one transaction on the embedded store, undone on another
+    backend when the import fails; they are counted in the import's summary.
+    """
+
+    store: MemoryStore
+    """The target store (read it to see what it holds already; write through the methods)."""
+    staged: StagedLines
+    batch_size: int
+
+    def existing(self, collection: str, user: str, oid: str) -> StoredObject | None:
+        """Return the store's object ``oid`` of ``user`` (with its vector), or ``None``."""
+        ...
+
+    def same(
+        self, spec: CollectionSpec, stored: Mapping[str, Any], given: Mapping[str, Any]
+    ) -> bool:
+        """Whether two objects' properties are the same as the store gives them back."""
+        ...
+
+    def create(self, collection: str, user: str, objects: list[MemoryObject]) -> None:
+        """Write new objects of ``user`` ("": a shared collection)."""
+        ...
+
+    def replace(
+        self, collection: str, user: str, before: StoredObject, after: MemoryObject
+    ) -> None:
+        """Overwrite a stored object (restored when the import is undone)."""
+        ...
+
+    def skip(self) -> None:
+        """Count a line the store held unchanged (left as it is)."""
+        ...
+
+    def note(self, text: str) -> None:
+        """Add a remark to the import's summary."""
+        ...
+
+    def fail(self, lineno: int | None, message: str) -> InvalidInputError:
+        """Return the import's error (a ``TransferError``) for ``message``, at a line if given."""
+        ...
+
+    def merge_plain(
+        self,
+        line_kind: str,
+        spec: CollectionSpec,
+        user: str,
+        admit: Callable[[ImportLine], bool] | None = None,
+    ) -> None:
+        """Merge a group by the generic rule (see :meth:`MemoryKind.import_group`).
+
+        ``admit`` is called with each line the store does not hold yet, before it is
+        written: it returns ``False`` to leave the line out (the store holds it in another
+        form: counted as left as it is), or raises ``fail(...)`` to refuse the import.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What a kind's import gate did."""
+
+    note: str
+    """What happened, for the import's summary."""
+    proposal: str | None = None
+    """The pending proposal it made (an operator decides it), if any."""
+
+
+@dataclass(frozen=True)
+class ImportGate:
+    """Lines of a file a kind does not write but passes through its gate after the import.
+
+    ``apply`` runs once the import's own writes are done, and they are undone when it fails.
+    """
+
+    what: str
+    """What the lines are, for errors (``"the shared rules"``)."""
+    apply: Callable[[MemoryStore, Embeddings, str], Awaitable[GateOutcome]]
+    """Called with the store, the target's embeddings and the file's name."""
+
+
+def whose(user: str) -> str:
+    """Say whose a group is in a message: ``of 'alice'``, or ``(shared)``."""
+    return f"of {user!r}" if user else "(shared)"
 
 
 class MemoryKind(ABC):
@@ -201,6 +330,31 @@ class MemoryKind(ABC):
         if spec.per_user:
             return None
         return f"shared {self.info.name}"
+
+    def export_note(self, collection: str) -> str | None:
+        """Say why a collection the kind keeps is not exported; ``None``: not such a one."""
+        del collection
+        return None
+
+    def import_group(
+        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+    ) -> None:
+        """Merge one ``(collection, user)`` group of an import file into the store.
+
+        The generic rule: an object the store holds unchanged is left as it is (importing
+        twice changes nothing), one it holds under the same id with other content is
+        refused (an import never overwrites a memory), a new one is written. A kind with
+        more rules (facts supersede by date, messages keep their turns) overrides this.
+        """
+        target.merge_plain(line_kind, spec, user)
+
+    def import_gate(self, staged: StagedLines) -> ImportGate | None:
+        """Return the gate the file's lines of this kind pass after the import, if any.
+
+        The lines the gate takes are left out by :meth:`import_group`.
+        """
+        del staged
+        return None
 
     # -- the CLI ---------------------------------------------------------------------------
 

@@ -233,6 +233,35 @@ def test_transfer_exports_and_imports_the_toy_kind(
             other.close()
 
 
+def test_transfer_merges_the_toy_kind_by_its_own_rule(
+    store: EmbeddedStore, embeddings: LocalEmbeddings, tmp_path: Path
+) -> None:
+    asyncio.run(_seeded_store(store, embeddings))
+    path = tmp_path / "mem.jsonl"
+    other = EmbeddedStore(tmp_path / "other", dims=embeddings.dims)
+    try:
+        # alice saved the same page under another key in the target store.
+        asyncio.run(
+            _agentic(other, embeddings).aput(
+                ("bookmarks", "alice"), "lc", {"url": "https://langchain.com/docs"}
+            )
+        )
+        with use_kinds(WITH_BOOKMARKS):
+            _export(store, path)
+            summary = import_memories(other, path, embeddings=embeddings, embedding_model=MODEL)
+            assert summary.by_kind() == {"bookmark": 2}  # alice's paris and bob's news
+        assert (
+            "bookmark 'docs' of 'alice': https://langchain.com/docs is saved already as 'lc'"
+            in summary.notes
+        )
+        keys = sorted(
+            str(o.properties["key"]) for o in other.list_objects(BOOKMARKS.name, user="alice")
+        )
+        assert keys == ["lc", "paris"]
+    finally:
+        other.close()
+
+
 def test_transfer_checks_the_toy_kind_s_lines(
     store: EmbeddedStore, embeddings: LocalEmbeddings, tmp_path: Path
 ) -> None:

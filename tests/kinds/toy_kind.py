@@ -2,7 +2,8 @@
 
 It proves that adding a kind is its module plus one registry line: registered in a test
 registry (``BUILTIN_KINDS.with_kind(BookmarksKind())``), it is served by ``AgenticStore``,
-forgotten by ``forget_user``, exported and imported by ``transfer`` and listed by
+forgotten by ``forget_user``, exported and imported by ``transfer`` (by its own merge rule:
+a page saved already is not saved twice) and listed by
 ``amem memories`` without any other edit (``tests/kinds/test_registry.py``).
 ``docs/architecture.md`` ("Adding a memory kind") walks through it.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind
+from agentic_memory.kinds.contract import ImportLine, ImportTarget, KindInfo, MemoryKind, whose
 from agentic_memory.langgraph_store.kinds import KindContext, KindSpace, RecordSpace
 from agentic_memory.store import CollectionSpec, InvalidInputError, Property
 
@@ -69,3 +70,28 @@ class BookmarksKind(MemoryKind):
         """Check that an imported bookmark has an address."""
         if not str(line.properties.get("url") or "").strip():
             raise InvalidInputError("a bookmark needs a url")
+
+    def import_group(
+        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+    ) -> None:
+        """Merge by the generic rule; a page the user saved already is not saved twice.
+
+        A bookmark of the file whose address the user keeps under another key is left out,
+        with a note naming that key.
+        """
+        saved = {
+            str(o.properties.get("url")): str(o.properties.get("key"))
+            for o in target.store.iterate(spec.name, user=user)
+        }
+
+        def new_page(line: ImportLine) -> bool:
+            url = str(line.properties.get("url"))
+            if url not in saved:
+                return True
+            target.note(
+                f"bookmark {line.properties.get('key')!r} {whose(user)}: {url} is saved "
+                f"already as {saved[url]!r}"
+            )
+            return False
+
+        target.merge_plain(line_kind, spec, user, new_page)
