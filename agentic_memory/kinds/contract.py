@@ -424,6 +424,11 @@ class KindRegistry:
         """Every export line kind, in the order an import writes them."""
         return tuple(lk for k in self._kinds for lk in k.info.line_kinds)
 
+    @property
+    def per_user_specs(self) -> tuple[CollectionSpec, ...]:
+        """The kinds' per-user collections with a fixed name, in order."""
+        return tuple(spec for k in self._kinds for spec in k.specs if spec.per_user)
+
     def get(self, name: str) -> MemoryKind:
         """Return the kind named ``name``; raise ``InvalidInputError`` naming the others."""
         for kind in self._kinds:

@@ -19,9 +19,13 @@ from typer.testing import CliRunner
 
 from agentic_memory.cli.main import app
 from agentic_memory.forget import forget_user
+from agentic_memory.kinds import PER_USER_COLLECTIONS
 from agentic_memory.kinds.contract import current_kinds, use_kinds
-from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.kinds.registry import BUILTIN_KINDS
+from agentic_memory.kinds.rules import RULES
 from agentic_memory.langgraph_store import KIND_ROOTS, AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import InvalidInputError
@@ -63,6 +67,11 @@ def test_the_builtin_registry_is_the_store_s_reserved_roots() -> None:
     with use_kinds(WITH_BOOKMARKS):
         assert current_kinds() is WITH_BOOKMARKS
     assert current_kinds() is BUILTIN_KINDS
+
+
+def test_the_per_user_collections_come_from_the_registry() -> None:
+    assert PER_USER_COLLECTIONS == (FACTS, EPISODES, RULES, MESSAGES)
+    assert WITH_BOOKMARKS.per_user_specs == (*PER_USER_COLLECTIONS, BOOKMARKS)
 
 
 def test_two_kinds_cannot_claim_the_same_name_root_or_collection(
