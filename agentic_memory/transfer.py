@@ -197,6 +197,7 @@ def export_memories(
     include_vectors: bool = True,
     embedding_model: str,
     page_size: int = 200,
+    kinds: Sequence[str] | None = None,
 ) -> TransferSummary:
     """Write the store's memories to ``out`` as JSON Lines.
 
@@ -209,6 +210,7 @@ def export_memories(
         include_vectors: Write each object's vector; without them the import re-embeds.
         embedding_model: The name of the embedding model that produced the store's vectors.
         page_size: Objects read per request.
+        kinds: Export only these memory kinds (their registry names; ``None``: every kind).
 
     Returns:
         The counts written per collection and user.
@@ -223,13 +225,20 @@ def export_memories(
     summary = TransferSummary()
     specs: list[CollectionSpec] = []
     registry = current_kinds()
+    if isinstance(kinds, str):
+        raise InvalidInputError("kinds must be a sequence of kind names, not one string")
+    chosen = None if kinds is None else {registry.get(k).info.name for k in kinds}
     for name in sorted(store.collections()):
-        kept = [n for n in (k.export_note(name) for k in registry) if n is not None]
+        # A collection a kind keeps but does not export: said when that kind is exported.
+        kept = [(k.info.name, why) for k in registry if (why := k.export_note(name)) is not None]
         if kept:
-            summary.notes.extend(kept)
+            summary.notes.extend(why for k, why in kept if chosen is None or k in chosen)
             continue
         if kind_of(name) is None:
             summary.notes.append(f"skipped collection {name!r}: not an agent memory collection")
+            continue
+        owner = registry.of_collection(name)
+        if chosen is not None and owner is not None and owner[0].info.name not in chosen:
             continue
         spec = store.spec(name)
         if not spec.per_user and not include_shared:

@@ -329,6 +329,13 @@ class EpisodesKind(MemoryKind):
         listed = await episodes.EpisodicMemory(store, embeddings).alist(user, limit=limit)
         return [e.to_dict() for e in listed]
 
+    async def ashow(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, oid: str
+    ) -> dict[str, Any] | None:
+        """Return one episode with its whole conversation."""
+        episode = await episodes.EpisodicMemory(store, embeddings).aget(user, oid)
+        return None if episode is None else episode.to_dict(with_conversation=True)
+
 
 # -- rules ------------------------------------------------------------------------------------
 

@@ -377,6 +377,23 @@ class MemoryKind(ABC):
                 break
         return rows
 
+    async def ashow(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, oid: str
+    ) -> dict[str, Any] | None:
+        """Return what ``amem memories show <name> ID --user`` shows; ``None``: no such object.
+
+        The default shows the user's stored object as stored (id and properties).
+        """
+        del embeddings
+        for name in await self.collections_in(store):
+            schema = self.expected_schema(name)
+            if schema is None or not schema[1]:
+                continue
+            found = await store.aget(name, oid, user=user)
+            if found is not None:
+                return {"id": found.id, **found.properties}
+        return None
+
 
 class KindRegistry:
     """The memory kinds, in order: what ``AgenticStore``, forget, transfer and the CLI serve.

@@ -271,6 +271,29 @@ def test_transfer_merges_the_toy_kind_by_its_own_rule(
         other.close()
 
 
+def test_the_cli_exports_one_kind_of_the_registry(
+    store: EmbeddedStore, embeddings: LocalEmbeddings, tmp_path: Path
+) -> None:
+    asyncio.run(_seeded_store(store, embeddings))
+    asyncio.run(
+        FactStore(store, embeddings).aremember(
+            "alice", [{"subject": "city", "value": "Paris", "category": "identity"}]
+        )
+    )
+    path = tmp_path / "bookmarks.jsonl"
+    with use_kinds(WITH_BOOKMARKS):
+        done = _json("export", "--all", "--kind", "bookmarks", "-o", str(path))
+        assert done["by_kind"] == {"bookmark": 3}
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        assert list(lines[0]["collections"]) == [BOOKMARKS.name]
+        both = _json("export", "-u", "alice", "-k", "bookmarks", "-k", "facts", "-o", str(path))
+        assert both["by_kind"] == {"bookmark": 2, "fact": 1}
+    wrong = runner.invoke(
+        app, ["memories", "export", "--all", "--kind", "bookmarks", "-o", str(path)]
+    )
+    assert wrong.exit_code == 1 and "no memory kind 'bookmarks'" in wrong.stderr
+
+
 def test_transfer_checks_the_toy_kind_s_lines(
     store: EmbeddedStore, embeddings: LocalEmbeddings, tmp_path: Path
 ) -> None:
@@ -320,6 +343,11 @@ def test_the_cli_lists_the_toy_kind(store: EmbeddedStore, embeddings: LocalEmbed
         ]
         table = runner.invoke(app, ["memories", "list", "bookmarks", "--user", "alice"])
         assert table.exit_code == 0 and "Visit Paris" in table.stdout
+        paris = next(r for r in rows if r["key"] == "paris")
+        shown = _json("show", "bookmarks", paris["id"], "--user", "alice")
+        assert shown == paris
+        missing = runner.invoke(app, ["memories", "show", "bookmarks", paris["id"], "-u", "bob"])
+        assert missing.exit_code == 1 and f"'bob' has no bookmark '{paris['id']}'" in missing.stderr
     result = runner.invoke(app, ["memories", "list", "bookmarks", "--user", "alice"])
     assert result.exit_code == 1 and "no memory kind 'bookmarks'" in result.stderr
     assert _json("users") == []  # only bookmarks are stored: no built-in kind counts them
