@@ -64,7 +64,7 @@ from agentic_memory.checkpoints import auser_threads as checkpoint_user_threads
 from agentic_memory.kinds.contract import current_kinds
 from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, FactStore
-from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import RULES, RuleBook
 from agentic_memory.kinds.shared_rules import PROPOSALS, SharedRules
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
@@ -447,12 +447,8 @@ async def forget_thread(
         raise InvalidInputError("thread id is empty")
     check_text(thread_id, "thread id")
     report = _report(store, user)
-    kinds = _kinds(store, embeddings)
-    known = (
-        thread_id in await kinds.messages.athreads(user)
-        or thread_id in await kinds.episodes.athreads(user)
-        or thread_id in await kinds.facts.athreads(user)
-    )
+    emb = embeddings or _LazyEmbeddings()
+    known = thread_id in await user_threads(store, user)
     has_checkpoints = False
     if checkpointer is not None:
         owner = await athread_owner(checkpointer, thread_id)
@@ -466,12 +462,15 @@ async def forget_thread(
     if server is not None:
         # First, so that a server failure leaves the memories that name the thread.
         await _delete_server_threads(server, [thread_id], report)
-    report.add_deleted(MESSAGES.name, await kinds.messages.aforget(user, thread_id=thread_id))
-    episodes, episode_ids = await kinds.episodes.aforget_thread(user, thread_id)
-    report.add_deleted(EPISODES.name, episodes.deleted)
-    facts = await kinds.facts.aforget_thread(user, thread_id)
-    report.add_deleted(FACTS.name, facts.deleted)
-    report.add_scrubbed(FACTS.name, facts.rewritten)
+    # Every memory kind forgets what it learned in the thread.
+    episode_ids: list[str] = []
+    for kind in current_kinds():
+        done = await kind.aforget_thread(store, emb, user, thread_id)
+        for name, n in done.deleted.items():
+            report.add_deleted(name, n)
+        for name, n in done.rewritten.items():
+            report.add_scrubbed(name, n)
+        episode_ids += done.episodes
     await scrub_rule_provenance(
         store,
         episode_ids=episode_ids,
@@ -488,12 +487,12 @@ async def forget_thread(
 
 
 async def user_threads(store: MemoryStore, user: str) -> list[str]:
-    """Return the threads ``user`` has talked in: from the log, the episodes and the facts."""
+    """Return the threads ``user`` has talked in: every memory kind's (log, episodes, facts)."""
     check_user_id(user)
-    kinds = _kinds(store, None)
-    threads = set(await kinds.messages.athreads(user))
-    threads |= await kinds.episodes.athreads(user)
-    threads |= await kinds.facts.athreads(user)
+    emb = _LazyEmbeddings()  # reading threads embeds nothing: the model is never loaded
+    threads: set[str] = set()
+    for kind in current_kinds():
+        threads |= await kind.athreads(store, emb, user)
     return sorted(t for t in threads if t)
 
 

@@ -26,6 +26,7 @@ from agentic_memory.kinds.contract import (
     KindInfo,
     MemoryKind,
     StagedLines,
+    ThreadForgotten,
     UniqueKey,
     whose,
 )
@@ -113,6 +114,18 @@ class FactsKind(MemoryKind):
     ) -> dict[str, int]:
         """Delete the user's facts, current and past."""
         return {facts.FACTS.name: await facts.FactStore(store, embeddings).aforget_user(user)}
+
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the conversations the user's facts were learned in."""
+        return await facts.FactStore(store, embeddings).athreads(user)
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Delete the values learned in the thread; an older value becomes current again."""
+        done = await facts.FactStore(store, embeddings).aforget_thread(user, thread)
+        name = facts.FACTS.name
+        return ThreadForgotten({name: done.deleted}, {name: done.rewritten})
 
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the subject and value."""
@@ -298,6 +311,18 @@ class EpisodesKind(MemoryKind):
         """Delete the user's episodes."""
         memory = episodes.EpisodicMemory(store, embeddings)
         return {episodes.EPISODES.name: await memory.aforget_user(user)}
+
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the conversations the user's episodes came from."""
+        return await episodes.EpisodicMemory(store, embeddings).athreads(user)
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Delete the thread's episodes (forget then scrubs them from the rules)."""
+        memory = episodes.EpisodicMemory(store, embeddings)
+        done, ids = await memory.aforget_thread(user, thread)
+        return ThreadForgotten({episodes.EPISODES.name: done.deleted}, episodes=ids)
 
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the reflection."""
@@ -566,6 +591,17 @@ class MessagesKind(MemoryKind):
         """Delete the user's log."""
         log = messages.MessageLog(store, embeddings)
         return {messages.MESSAGES.name: await log.aforget_user(user)}
+
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the threads with logged turns."""
+        return set(await messages.MessageLog(store, embeddings).athreads(user))
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Delete the thread's logged turns."""
+        log = messages.MessageLog(store, embeddings)
+        return ThreadForgotten({messages.MESSAGES.name: await log.aforget(user, thread_id=thread)})
 
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the turn's text with its speaker."""

@@ -49,6 +49,7 @@ __all__ = [
     "KindInfo",
     "KindRegistry",
     "MemoryKind",
+    "ThreadForgotten",
     "StagedLines",
     "UniqueKey",
     "current_kinds",
@@ -212,6 +213,18 @@ class ImportGate:
     """Called with the store, the target's embeddings and the file's name."""
 
 
+@dataclass
+class ThreadForgotten:
+    """What one kind forgot of a conversation (:meth:`MemoryKind.aforget_thread`)."""
+
+    deleted: dict[str, int] = field(default_factory=dict)
+    """Objects deleted per collection (zero counts kept, for the report's table)."""
+    rewritten: dict[str, int] = field(default_factory=dict)
+    """Objects rewritten per collection to stay coherent (a fact's history re-linked)."""
+    episodes: list[str] = field(default_factory=list)
+    """The episodes forgotten: the rules learned from them lose what they taught."""
+
+
 def whose(user: str) -> str:
     """Say whose a group is in a message: ``of 'alice'``, or ``(shared)``."""
     return f"of {user!r}" if user else "(shared)"
@@ -281,6 +294,22 @@ class MemoryKind(ABC):
             if schema is not None and schema[1]:
                 out[name] = await store.adelete_user(name, user)
         return out
+
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the conversations of ``user`` the kind remembers something from.
+
+        The default: none (a kind that keeps no thread); forget finds a user's threads and
+        their checkpoints by these.
+        """
+        del store, embeddings, user
+        return set()
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Forget what the kind learned in one conversation of ``user`` (default: nothing)."""
+        del store, embeddings, user, thread
+        return ThreadForgotten()
 
     async def ausers(self, store: MemoryStore) -> set[str]:
         """Return the users the kind holds something for (``_global`` left out)."""

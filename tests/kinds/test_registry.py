@@ -18,7 +18,7 @@ from langgraph.store.base import PutOp
 from typer.testing import CliRunner
 
 from agentic_memory.cli.main import app
-from agentic_memory.forget import forget_user
+from agentic_memory.forget import forget_thread, forget_user, user_threads
 from agentic_memory.kinds import PER_USER_COLLECTIONS
 from agentic_memory.kinds.contract import current_kinds, use_kinds
 from agentic_memory.kinds.episodes import EPISODES
@@ -106,12 +106,13 @@ async def test_the_toy_kind_is_served_under_its_namespace(
     await _seed(amem)
     got = await amem.aget(("bookmarks", "alice"), "paris")
     assert got is not None
-    assert got.value == {"url": "https://paris.fr", "title": "Visit Paris"}
+    assert got.value == {"url": "https://paris.fr", "title": "Visit Paris", "source_thread": None}
     created = got.created_at
     # A put replaces the value and keeps when the item was made.
     await amem.aput(("bookmarks", "alice"), "paris", {"url": "https://paris.fr/en"})
     again = await amem.aget(("bookmarks", "alice"), "paris")
-    assert again is not None and again.value == {"url": "https://paris.fr/en", "title": None}
+    assert again is not None
+    assert again.value == {"url": "https://paris.fr/en", "title": None, "source_thread": None}
     assert again.created_at == created and again.updated_at >= created
 
     listed = await amem.asearch(("bookmarks", "alice"))
@@ -187,6 +188,27 @@ async def test_forget_user_forgets_the_toy_kind(
     assert await amem.asearch(("bookmarks", "alice")) == []
     assert [i.key for i in await amem.asearch(("bookmarks", "bob"))] == ["news"]
     assert await FactStore(store, embeddings).acurrent("alice") == []
+
+
+async def test_forget_thread_forgets_what_the_toy_kind_learned_in_it(
+    store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
+    amem = _agentic(store, embeddings)
+    await _seed(amem)
+    saved = {"url": "https://lyon.fr", "source_thread": "t-trip"}
+    await amem.aput(("bookmarks", "alice"), "lyon", saved)
+    with use_kinds(WITH_BOOKMARKS):
+        assert await user_threads(store, "alice") == ["t-trip"]
+        report = await forget_thread(store, "alice", "t-trip", embeddings=embeddings)
+        assert report.deleted[(report.store, BOOKMARKS.name)] == 1
+        assert await user_threads(store, "alice") == []
+        with pytest.raises(InvalidInputError, match="has no thread 't-trip'"):
+            await forget_thread(store, "alice", "t-trip", embeddings=embeddings)
+    keys = sorted(i.key for i in await amem.asearch(("bookmarks", "alice")))
+    assert keys == ["docs", "paris"]
+    # Without the registry line no kind remembers the thread.
+    await amem.aput(("bookmarks", "alice"), "lyon", saved)
+    assert await user_threads(store, "alice") == []
 
 
 # -- transfer ---------------------------------------------------------------------------------

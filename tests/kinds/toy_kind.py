@@ -13,9 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentic_memory.kinds.contract import ImportLine, ImportTarget, KindInfo, MemoryKind, whose
+from langchain_core.embeddings import Embeddings
+
+from agentic_memory.kinds.contract import (
+    ImportLine,
+    ImportTarget,
+    KindInfo,
+    MemoryKind,
+    ThreadForgotten,
+    whose,
+)
 from agentic_memory.langgraph_store.kinds import KindContext, KindSpace, RecordSpace
-from agentic_memory.store import CollectionSpec, InvalidInputError, Property
+from agentic_memory.store import CollectionSpec, InvalidInputError, MemoryStore, Property, Where
 
 BOOKMARKS = CollectionSpec(
     name="Bookmark",
@@ -25,6 +34,7 @@ BOOKMARKS = CollectionSpec(
         Property("key", "text", description="The bookmark's key in its namespace."),
         Property("url", "text", searchable=True),
         Property("title", "text", searchable=True),
+        Property("source_thread", "text", description="The conversation it was saved in."),
         Property("created_at", "date"),
         Property("updated_at", "date"),
     ),
@@ -36,7 +46,7 @@ class BookmarksSpace(RecordSpace):
 
     root = "bookmarks"
     spec = BOOKMARKS
-    fields = {"url": str, "title": str}
+    fields = {"url": str, "title": str, "source_thread": str}
     required = ("url",)
 
     @classmethod
@@ -61,6 +71,27 @@ class BookmarksKind(MemoryKind):
     def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
         """``("bookmarks", user)``."""
         return (BookmarksSpace(ctx),)
+
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the conversations the user saved bookmarks in."""
+        if BOOKMARKS.name not in await store.acollections():
+            return set()
+        return {
+            str(o.properties["source_thread"])
+            async for o in store.aiterate(BOOKMARKS.name, user=user)
+            if o.properties.get("source_thread")
+        }
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Delete the bookmarks saved in the conversation."""
+        if BOOKMARKS.name not in await store.acollections():
+            return ThreadForgotten()
+        where = [Where("source_thread", "eq", thread)]
+        ids = [o.id async for o in store.aiterate(BOOKMARKS.name, user=user, where=where)]
+        deleted = await store.adelete(BOOKMARKS.name, ids, user=user) if ids else 0
+        return ThreadForgotten({BOOKMARKS.name: deleted})
 
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the title and the address."""
