@@ -14,7 +14,8 @@ and what was rewritten to stop naming the forgotten memories:
 * when forgotten facts had superseded older values of the same subject, the history is
   re-linked so that each subject keeps one current value;
 * forgetting a thread or a user also deletes the thread's checkpoints (working memory) through
-  the checkpointer's ``adelete_thread``; a user's threads are known from their message log,
+  the checkpointer port (:mod:`agentic_memory.checkpoints`, LangGraph's ``adelete_thread`` on
+  every checkpointer); a user's threads are known from their message log,
   episodes and facts, from run metadata (``user_id``) and from the ``owner`` the graph records
   in every thread's state (which also finds a thread whose only turn failed before anything
   was logged);
@@ -35,14 +36,13 @@ and what was rewritten to stop naming the forgotten memories:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from langchain_core.embeddings import Embeddings
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import (
     APIConnectionError,
@@ -54,10 +54,17 @@ from langgraph_sdk.errors import (
     UnprocessableEntityError,
 )
 
+from agentic_memory.checkpoints import (
+    OWNER_KEY,
+    adelete_threads,
+    athread_owner,
+    owner_of,
+)
+from agentic_memory.checkpoints import auser_threads as checkpoint_user_threads
 from agentic_memory.kinds.contract import current_kinds
 from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, FactStore
-from agentic_memory.kinds.messages import MESSAGES, MessageLog
+from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import RULES, RuleBook
 from agentic_memory.kinds.shared_rules import PROPOSALS, SharedRules
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
@@ -66,16 +73,7 @@ from agentic_memory.store.types import CollectionSpec, InvalidInputError, check_
 CHECKPOINTER = "checkpointer"
 SERVER = "server"
 """The store column of the report's row for threads deleted on a LangGraph server."""
-OWNER_KEY = "owner"
-"""The state value in which the graph records the user a thread belongs to."""
-RUN_KEY = "run_before"
-"""The state key where a run under way keeps what a rollback restores, and its user."""
-SQLITE_META_TABLE = "amem_meta"
-"""A table of this package's own in a SQLite checkpoint file (LangGraph ignores it)."""
-ZEROED_KEY = "free_space_zeroed"
-"""Key of ``SQLITE_META_TABLE``: the file's deleted data has been overwritten since then."""
 _PAGE = 500
-_ERASE_ATTEMPTS = 8
 _REFUSED_ID = (BadRequestError, UnprocessableEntityError)
 """What a server answers for a thread id it cannot hold: ``langgraph dev`` answers 422
 "Invalid thread ID: must be a UUID" for ``amem chat``'s ``t-…`` ids, which live only in the
@@ -213,147 +211,24 @@ class _LazyEmbeddings(Embeddings):
         return self._get().embed_query(text)
 
 
-def _owner_of(values: object, metadata: object) -> str:
-    """Return the thread owner in a state's values, else the run's ``user_id`` ("" if none)."""
-    owner = values.get(OWNER_KEY) if isinstance(values, Mapping) else None
-    if isinstance(owner, str) and owner:
-        return owner
-    user = metadata.get("user_id") if isinstance(metadata, Mapping) else None
-    return user if isinstance(user, str) else ""
-
-
-async def _thread_owner(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
-    """Return the owner recorded in the thread's latest checkpoint ("" if none; None: no thread).
-
-    The ``owner`` the graph keeps in the thread's state wins over the run metadata.
-    """
-    latest = await checkpointer.aget_tuple({"configurable": {"thread_id": thread_id}})
-    if latest is None:
-        return None
-    return _owner_of(latest.checkpoint.get("channel_values"), latest.metadata)
-
-
-async def checkpoint_user_threads(checkpointer: BaseCheckpointSaver[Any], user: str) -> list[str]:
-    """Return the threads whose checkpoints belong to ``user``.
-
-    A thread belongs to the user when its latest state records them as ``owner``, or when a
-    run of it carried ``metadata={"user_id": user}``. A thread whose latest state has no
-    owner (its runs were refused or failed, and rolled back) is the user's when an earlier
-    checkpoint names them: as owner, or as the user of the run being rolled back
-    (``run_before``), since that checkpoint still holds the run's input. Every checkpoint is
-    read once (there is no index on state values), which is acceptable for this rare
-    operation.
-    """
-    latest: dict[str, tuple[str, str]] = {}
-    named: dict[str, set[str]] = {}
-    by_metadata: set[str] = set()
-    async for item in checkpointer.alist(None):
-        configurable = item.config.get("configurable", {})
-        thread_id = configurable.get("thread_id")
-        if not isinstance(thread_id, str) or configurable.get("checkpoint_ns", ""):
-            continue
-        if (item.metadata or {}).get("user_id") == user:
-            by_metadata.add(thread_id)
-        checkpoint_id = str(item.checkpoint.get("id", ""))
-        values = item.checkpoint.get("channel_values")
-        owner = values.get(OWNER_KEY) if isinstance(values, Mapping) else None
-        owner = owner if isinstance(owner, str) else ""
-        if thread_id not in latest or checkpoint_id > latest[thread_id][0]:
-            latest[thread_id] = (checkpoint_id, owner)
-        seen = named.setdefault(thread_id, set())
-        seen.add(owner)
-        run = values.get(RUN_KEY) if isinstance(values, Mapping) else None
-        if isinstance(run, Mapping) and isinstance(run.get("user"), str):
-            seen.add(run["user"])
-    owned = {
-        t
-        for t, (_, owner) in latest.items()
-        if owner == user or (not owner and user in named.get(t, set()))
-    }
-    return sorted(owned | by_metadata)
-
-
 async def _delete_checkpoints(
     checkpointer: BaseCheckpointSaver[Any],
     threads: Iterable[str],
     report: ForgetReport,
 ) -> None:
-    await _sqlite_secure_delete(checkpointer)
-    total = 0
-    for thread_id in sorted(set(threads)):
-        owner = await _thread_owner(checkpointer, thread_id)
-        if owner and owner != report.user:
-            # The same thread id used by someone else: their working memory is not ours to drop.
-            report.kept_threads.append(thread_id)
-            continue
-        n = 0
-        async for _ in checkpointer.alist({"configurable": {"thread_id": thread_id}}):
-            n += 1
-        await checkpointer.adelete_thread(thread_id)
-        total += n
-        if n:
-            report.threads.append(thread_id)
-    report.add_deleted("checkpoints", total, store=CHECKPOINTER)
     # A server whose checkpointer is this file (langgraph.json names open_checkpointer) has
     # deleted its threads' rows itself; their old pages are in the same write-ahead log.
-    if (total or report.server_threads) and not await _sqlite_erase(checkpointer):
+    done = await adelete_threads(
+        checkpointer, report.user, threads, erase=bool(report.server_threads)
+    )
+    report.threads.extend(done.threads)
+    report.kept_threads.extend(done.kept)
+    report.add_deleted("checkpoints", done.checkpoints, store=CHECKPOINTER)
+    if not done.erased:
         report.notes.append(
             "the checkpoint file's write-ahead log could not be emptied now (another process "
             "is reading it); it still holds old pages until its next checkpoint"
         )
-
-
-def _sqlite_connection(checkpointer: BaseCheckpointSaver[Any]) -> Any | None:
-    """Return the aiosqlite connection of a SQLite checkpointer, else ``None``."""
-    if isinstance(checkpointer, AsyncSqliteSaver):
-        return checkpointer.conn
-    return None
-
-
-async def _sqlite_secure_delete(checkpointer: BaseCheckpointSaver[Any]) -> None:
-    """Make the checkpointer's SQLite connection overwrite what it deletes with zeros."""
-    conn = _sqlite_connection(checkpointer)
-    if conn is not None:
-        async with checkpointer.lock:  # type: ignore[attr-defined]
-            await conn.execute("PRAGMA secure_delete = ON")
-
-
-async def _sqlite_erase(checkpointer: BaseCheckpointSaver[Any]) -> bool:
-    """Empty a SQLite checkpointer's write-ahead log (vacuum an old file once first).
-
-    Returns False when another connection kept the log from being emptied.
-    """
-    conn = _sqlite_connection(checkpointer)
-    if conn is None:
-        return True
-    async with checkpointer.lock:  # type: ignore[attr-defined]
-        await conn.commit()
-        await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {SQLITE_META_TABLE} "
-            "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-        )
-        async with conn.execute(
-            f"SELECT value FROM {SQLITE_META_TABLE} WHERE key = ?", (ZEROED_KEY,)
-        ) as cursor:
-            zeroed = await cursor.fetchone()
-        await conn.commit()
-        if zeroed is None:
-            # Written before secure deletion was on: its free space may hold old text.
-            await conn.execute("VACUUM")
-            await conn.execute(
-                f"INSERT OR REPLACE INTO {SQLITE_META_TABLE} (key, value) VALUES (?, '1')",
-                (ZEROED_KEY,),
-            )
-            await conn.commit()
-        busy = 1
-        for _ in range(_ERASE_ATTEMPTS):
-            async with conn.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cursor:
-                row = await cursor.fetchone()
-            busy = int(row[0]) if row else 0
-            if not busy:
-                break
-            await asyncio.sleep(0.1)
-    return not busy
 
 
 async def _server_thread_owner(server: LangGraphClient, thread_id: str) -> str | None:
@@ -365,7 +240,7 @@ async def _server_thread_owner(server: LangGraphClient, thread_id: str) -> str |
         thread = await server.threads.get(thread_id)
     except (NotFoundError, *_REFUSED_ID):
         return None
-    return _owner_of(thread.get("values"), thread.get("metadata"))
+    return owner_of(thread.get("values"), thread.get("metadata"))
 
 
 async def _delete_server_threads(
@@ -421,7 +296,7 @@ async def server_user_threads(server: LangGraphClient, user: str) -> list[str]:
                 # The server closed the connection after its error; the next one is fresh.
                 page = await server.threads.search(limit=_PAGE, offset=offset)
             found.update(
-                (t["thread_id"], None) for t in page if _owner_of(t.get("values"), None) == user
+                (t["thread_id"], None) for t in page if owner_of(t.get("values"), None) == user
             )
             if len(page) < _PAGE:
                 break
@@ -572,15 +447,11 @@ async def forget_thread(
         raise InvalidInputError("thread id is empty")
     check_text(thread_id, "thread id")
     report = _report(store, user)
-    kinds = _kinds(store, embeddings)
-    known = (
-        thread_id in await kinds.messages.athreads(user)
-        or thread_id in await kinds.episodes.athreads(user)
-        or thread_id in await kinds.facts.athreads(user)
-    )
+    emb = embeddings or _LazyEmbeddings()
+    known = thread_id in await user_threads(store, user)
     has_checkpoints = False
     if checkpointer is not None:
-        owner = await _thread_owner(checkpointer, thread_id)
+        owner = await athread_owner(checkpointer, thread_id)
         has_checkpoints = owner is not None and owner in ("", user)
     if server is not None and not known and not has_checkpoints:
         owner = await _server_thread_owner(server, thread_id)
@@ -591,12 +462,15 @@ async def forget_thread(
     if server is not None:
         # First, so that a server failure leaves the memories that name the thread.
         await _delete_server_threads(server, [thread_id], report)
-    report.add_deleted(MESSAGES.name, await kinds.messages.aforget(user, thread_id=thread_id))
-    episodes, episode_ids = await kinds.episodes.aforget_thread(user, thread_id)
-    report.add_deleted(EPISODES.name, episodes.deleted)
-    facts = await kinds.facts.aforget_thread(user, thread_id)
-    report.add_deleted(FACTS.name, facts.deleted)
-    report.add_scrubbed(FACTS.name, facts.rewritten)
+    # Every memory kind forgets what it learned in the thread.
+    episode_ids: list[str] = []
+    for kind in current_kinds():
+        done = await kind.aforget_thread(store, emb, user, thread_id)
+        for name, n in done.deleted.items():
+            report.add_deleted(name, n)
+        for name, n in done.rewritten.items():
+            report.add_scrubbed(name, n)
+        episode_ids += done.episodes
     await scrub_rule_provenance(
         store,
         episode_ids=episode_ids,
@@ -613,12 +487,12 @@ async def forget_thread(
 
 
 async def user_threads(store: MemoryStore, user: str) -> list[str]:
-    """Return the threads ``user`` has talked in: from the log, the episodes and the facts."""
+    """Return the threads ``user`` has talked in: every memory kind's (log, episodes, facts)."""
     check_user_id(user)
-    kinds = _kinds(store, None)
-    threads = set(await kinds.messages.athreads(user))
-    threads |= await kinds.episodes.athreads(user)
-    threads |= await kinds.facts.athreads(user)
+    emb = _LazyEmbeddings()  # reading threads embeds nothing: the model is never loaded
+    threads: set[str] = set()
+    for kind in current_kinds():
+        threads |= await kind.athreads(store, emb, user)
     return sorted(t for t in threads if t)
 
 

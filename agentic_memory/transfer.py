@@ -42,11 +42,16 @@ from typing import Any, TextIO
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from agentic_memory.kinds import facts, rules
 from agentic_memory.kinds.builtin import MAX_EPISODE_CHARS
-from agentic_memory.kinds.contract import ImportLine, MemoryKind, current_kinds
+from agentic_memory.kinds.contract import (
+    ImportGate,
+    ImportLine,
+    MemoryKind,
+    StagedLines,
+    current_kinds,
+    whose,
+)
 from agentic_memory.kinds.registry import BUILTIN_KINDS
-from agentic_memory.kinds.shared_rules import PROPOSALS, Proposed, SharedRules
 from agentic_memory.store.base import (
     GLOBAL_SCOPE,
     PAGE_LIMIT,
@@ -61,8 +66,6 @@ from agentic_memory.store.types import (
     MemoryObject,
     Property,
     StoredObject,
-    Where,
-    make_id,
 )
 from agentic_memory.twins import run_sync
 
@@ -194,6 +197,7 @@ def export_memories(
     include_vectors: bool = True,
     embedding_model: str,
     page_size: int = 200,
+    kinds: Sequence[str] | None = None,
 ) -> TransferSummary:
     """Write the store's memories to ``out`` as JSON Lines.
 
@@ -206,6 +210,7 @@ def export_memories(
         include_vectors: Write each object's vector; without them the import re-embeds.
         embedding_model: The name of the embedding model that produced the store's vectors.
         page_size: Objects read per request.
+        kinds: Export only these memory kinds (their registry names; ``None``: every kind).
 
     Returns:
         The counts written per collection and user.
@@ -219,15 +224,21 @@ def export_memories(
         raise InvalidInputError(f"page_size must be in 1..{PAGE_LIMIT}, got {page_size!r}")
     summary = TransferSummary()
     specs: list[CollectionSpec] = []
+    registry = current_kinds()
+    if isinstance(kinds, str):
+        raise InvalidInputError("kinds must be a sequence of kind names, not one string")
+    chosen = None if kinds is None else {registry.get(k).info.name for k in kinds}
     for name in sorted(store.collections()):
-        if name == PROPOSALS.name:
-            summary.notes.append(
-                f"the proposals of the shared rules ({name}) are not exported: an operator "
-                "decides them in this store (`amem memories rules review`)"
-            )
+        # A collection a kind keeps but does not export: said when that kind is exported.
+        kept = [(k.info.name, why) for k in registry if (why := k.export_note(name)) is not None]
+        if kept:
+            summary.notes.extend(why for k, why in kept if chosen is None or k in chosen)
             continue
         if kind_of(name) is None:
             summary.notes.append(f"skipped collection {name!r}: not an agent memory collection")
+            continue
+        owner = registry.of_collection(name)
+        if chosen is not None and owner is not None and owner[0].info.name not in chosen:
             continue
         spec = store.spec(name)
         if not spec.per_user and not include_shared:
@@ -625,26 +636,42 @@ class _Staging:
             self.db.execute("SELECT count(*) FROM objects WHERE vector IS NULL").fetchone()[0]
         )
 
-    def groups(self, kind: Kind) -> list[tuple[str, str]]:
+    def groups(self, line_kind: Kind) -> list[tuple[str, str]]:
         rows = self.db.execute(
-            "SELECT DISTINCT collection, user FROM objects WHERE kind = ? ORDER BY 1, 2", (kind,)
+            "SELECT DISTINCT collection, user FROM objects WHERE kind = ? ORDER BY 1, 2",
+            (line_kind,),
         )
         return [(str(c), str(u)) for c, u in rows]
 
     def batches(
-        self, kind: Kind, collection: str, user: str, size: int, order: str = "seq"
+        self,
+        line_kind: Kind,
+        collection: str,
+        user: str,
+        size: int,
+        *,
+        order_by: str | None = None,
+        descending: bool = False,
     ) -> Iterator[list[_Line]]:
-        """Yield the group's objects in batches of at most ``size``."""
+        """Yield the group's objects in batches of at most ``size``.
+
+        In file order, or by the property ``order_by`` (then file order).
+        """
+        order = "seq"
+        if order_by is not None:
+            if not order_by.isidentifier():
+                raise ValueError(f"not a property name: {order_by!r}")
+            order = f"json_extract(props, '$.{order_by}') {'DESC' if descending else 'ASC'}, seq"
         cursor = self.db.execute(
             "SELECT lineno, id, props, vector FROM objects WHERE kind = ? AND collection = ? "
             f"AND user = ? ORDER BY {order}",
-            (kind, collection, user),
+            (line_kind, collection, user),
         )
         while rows := cursor.fetchmany(size):
             yield [
                 _Line(
                     int(lineno),
-                    kind,
+                    line_kind,
                     collection,
                     user,
                     str(oid),
@@ -770,70 +797,6 @@ def _undo(writes: _Writes) -> None:
         ) from undo_error
 
 
-# -- the shared rules: through their gate ----------------------------------------------------------
-
-
-def _shared_rules_line(staging: _Staging) -> _Line | None:
-    """Return the file's latest version of the shared rules, if it holds any."""
-    for collection, user in staging.groups("rule"):
-        if user == GLOBAL_SCOPE:
-            newest = "json_extract(props, '$.version') DESC"
-            for batch in staging.batches("rule", collection, user, 1, newest):
-                return batch[0]
-    return None
-
-
-def _propose_shared_rules(
-    store: MemoryStore,
-    embeddings: Embeddings,
-    line: _Line,
-    source: Path,
-    summary: TransferSummary,
-) -> None:
-    """Make the file's shared rules a pending proposal of the shared rules (never a version).
-
-    The rules every user's prompt carries change only through ``SharedRules``: what a file
-    holds is proposed from the store's latest version, and applies once an operator
-    approves it. The same file imported again gives the same proposal.
-    """
-    version = line.properties["version"]
-    gate = SharedRules(store, embeddings)
-
-    async def propose() -> tuple[rules.RuleVersion, Proposed]:
-        latest = await gate.rules.alatest(GLOBAL_SCOPE)
-        proposed = await gate.apropose(
-            rules.parse_rule_list(json.loads(str(line.properties["rules_json"]))),
-            proposer=GLOBAL_SCOPE,
-            origin="import",
-            base_version=latest.version,
-            note=f"imported from {source.name[:200]} (its shared rules' version {version})",
-        )
-        return latest, proposed
-
-    # Imports are storage code (sync, in a worker thread when a loop serves the caller).
-    latest, proposed = run_sync(propose(), instead="await asyncio.to_thread(import_memories, ...)")
-    if proposed.proposal is None:
-        summary.notes.append(
-            f"the file's shared rules (version {version}) equal the store's latest version "
-            f"({latest.version}): nothing to propose"
-        )
-        return
-    proposal = proposed.proposal
-    summary.proposal = proposal.id
-    if proposal.status != "pending":
-        summary.notes.append(
-            f"the file's shared rules (version {version}) are proposal {proposal.id}, which "
-            f"was {proposal.status} already by {proposal.decided_by}"
-        )
-        return
-    summary.notes.append(
-        f"the file's shared rules (version {version}) were not written: they are proposal "
-        f"{proposal.id}, from version {latest.version} of the store's, and apply once an "
-        f"operator approves it (`amem memories rules review`, `amem memories rules approve "
-        f"{proposal.id}`)"
-    )
-
-
 # -- merging into what the store holds ------------------------------------------------------------
 
 
@@ -863,18 +826,16 @@ def _same(spec: CollectionSpec, stored: Mapping[str, Any], given: Mapping[str, A
     return _canonical(spec, stored) == _canonical(spec, given)
 
 
-def _whose(user: str) -> str:
-    return f"of {user!r}" if user else "(shared)"
-
-
 class _Import:
-    """Write the staged file into the store, by each kind's rules."""
+    """Write the staged file into the store, each group by its kind's merge rule.
+
+    It is the :class:`~agentic_memory.kinds.contract.ImportTarget` the kinds write through.
+    """
 
     def __init__(
         self,
         store: MemoryStore,
         staging: _Staging,
-        header: ExportHeader,
         writes: _Writes,
         summary: TransferSummary,
         progress: Callable[[int], None] | None,
@@ -882,8 +843,7 @@ class _Import:
     ) -> None:
         self.batch_size = batch_size
         self.store = store
-        self.staging = staging
-        self.header = header
+        self.staged: StagedLines = staging
         self.writes = writes
         self.summary = summary
         self.progress = progress
@@ -891,21 +851,27 @@ class _Import:
         self.skipped = 0
 
     def run(self) -> None:
-        for kind in current_kinds().line_kinds:
-            for collection, user in self.staging.groups(kind):
-                if kind == "rule" and user == GLOBAL_SCOPE:
-                    continue  # through the shared rules' gate: _propose_shared_rules
-                spec = self.store.spec(collection)
-                if kind == "fact":
-                    self._facts(spec, user)
-                else:
-                    self._plain(kind, spec, user)
+        for kind in current_kinds():
+            for line_kind in kind.info.line_kinds:
+                for collection, user in self.staged.groups(line_kind):
+                    kind.import_group(self, line_kind, self.store.spec(collection), user)
         if self.skipped:
             self.summary.notes.append(
                 f"{self.skipped} object(s) the store already held unchanged were left as they are"
             )
 
-    def _count(self, collection: str, user: str, n: int) -> None:
+    # -- the ImportTarget the kinds write through ---------------------------------------------
+
+    def existing(self, collection: str, user: str, oid: str) -> StoredObject | None:
+        return self.store.get(collection, oid, user=user or None, include_vector=True)
+
+    def same(
+        self, spec: CollectionSpec, stored: Mapping[str, Any], given: Mapping[str, Any]
+    ) -> bool:
+        return _same(spec, stored, given)
+
+    def create(self, collection: str, user: str, objects: list[MemoryObject]) -> None:
+        n = self.writes.create(collection, user or None, objects)
         if not n:
             return
         key = (collection, user)
@@ -914,156 +880,47 @@ class _Import:
         if self.progress is not None:
             self.progress(self.written)
 
-    def _existing(self, spec: CollectionSpec, user: str, oid: str) -> StoredObject | None:
-        return self.store.get(spec.name, oid, user=user or None, include_vector=True)
+    def replace(
+        self, collection: str, user: str, before: StoredObject, after: MemoryObject
+    ) -> None:
+        self.writes.replace(collection, user or None, before, after)
 
-    def _plain(self, kind: Kind, spec: CollectionSpec, user: str) -> None:
-        owner = user or None
-        populated = False
-        if kind in ("chunk", "source"):
-            # A shared knowledge base, or this user's part of a user's own one.
-            populated = self.store.count(spec.name, user=owner) > 0
-        if kind == "rule":
-            self._check_rule_history(spec, user)
-        for batch in self.staging.batches(kind, spec.name, user, self.batch_size):
+    def skip(self) -> None:
+        self.skipped += 1
+
+    def note(self, text: str) -> None:
+        self.summary.notes.append(text)
+
+    def fail(self, lineno: int | None, message: str) -> TransferError:
+        return TransferError(message) if lineno is None else _fail(lineno, message)
+
+    def merge_plain(
+        self,
+        line_kind: Kind,
+        spec: CollectionSpec,
+        user: str,
+        admit: Callable[[_Line], bool] | None = None,
+    ) -> None:
+        for batch in self.staged.batches(line_kind, spec.name, user, self.batch_size):
             new: list[MemoryObject] = []
             for line in batch:
-                found = self._existing(spec, user, line.id)
+                found = self.existing(spec.name, user, line.id)
                 if found is not None:
                     if _same(spec, found.properties, line.properties):
-                        self.skipped += 1
+                        self.skip()
                         continue
                     raise _fail(
                         line.lineno,
-                        f"{kind} {line.id} {_whose(user)} is in the store with other content: "
-                        "an import never overwrites a memory; forget it first, or import into "
-                        "an empty store",
+                        f"{line_kind} {line.id} {whose(user)} is in the store with other "
+                        "content: an import never overwrites a memory; forget it first, or "
+                        "import into an empty store",
                     )
-                if populated:
-                    raise _fail(
-                        line.lineno,
-                        f"knowledge base collection {spec.name!r} {_whose(user)} already holds "
-                        "other content: ingest into it, or forget it first, to change it",
-                    )
-                if kind == "message":
-                    self._check_turn_free(spec, user, line)
+                if admit is not None and not admit(line):
+                    self.skip()
+                    continue
                 assert line.vector is not None
                 new.append(MemoryObject(line.id, line.properties, line.vector))
-            self._count(spec.name, user, self.writes.create(spec.name, owner, new))
-
-    def _check_turn_free(self, spec: CollectionSpec, user: str, line: _Line) -> None:
-        thread, turn = line.properties["thread_id"], line.properties["turn"]
-        where = [Where("thread_id", "eq", thread), Where("turn", "eq", turn)]
-        if self.store.count(spec.name, user=user, where=where):
-            raise _fail(
-                line.lineno,
-                f"thread {thread!r} {_whose(user)} already has a turn {turn} (another message): "
-                "turns keep their numbers, so this message cannot come in; forget the thread "
-                "first, or import into an empty store",
-            )
-
-    def _check_rule_history(self, spec: CollectionSpec, scope: str) -> None:
-        latest = self.store.list_objects(
-            spec.name, user=scope, limit=1, sort_by="version", descending=True
-        )
-        if latest and not self.staging.has(spec.name, scope, latest[0].id):
-            version = latest[0].properties.get("version")
-            raise TransferError(
-                f"the rules of {scope!r} already have versions up to {version} in the store, "
-                "and the file's versions do not continue them: importing them would mix two "
-                "histories; forget those rules first, or import into an empty store"
-            )
-
-    def _facts(self, spec: CollectionSpec, user: str) -> None:
-        pending: dict[str, list[_Line]] = {}
-        order = "json_extract(props, '$.subject'), seq"
-        for batch in self.staging.batches("fact", spec.name, user, self.batch_size, order):
-            for line in batch:
-                subject = str(line.properties["subject"])
-                if pending and subject not in pending:
-                    for done, lines in pending.items():
-                        self._subject(spec, user, done, lines)
-                    pending = {}
-                pending.setdefault(subject, []).append(line)
-        for done, lines in pending.items():
-            self._subject(spec, user, done, lines)
-
-    def _subject(self, spec: CollectionSpec, user: str, subject: str, lines: list[_Line]) -> None:
-        """Merge one subject's values: new history, a newer current value, or nothing."""
-        stored = list(
-            self.store.iterate(
-                spec.name, user=user, where=[Where("subject", "eq", subject)], include_vector=True
-            )
-        )
-        if not stored:
-            fresh = [MemoryObject(ln.id, ln.properties, ln.vector or []) for ln in lines]
-            self._count(spec.name, user, self.writes.create(spec.name, user, fresh))
-            return
-        by_id = {o.id: o for o in stored}
-        known = {
-            (str(o.properties.get("value", "")).casefold(), _utc(str(o.properties["valid_from"])))
-            for o in stored
-        }
-        foreign: list[_Line] = []
-        for line in lines:
-            found = by_id.get(line.id)
-            key = (
-                str(line.properties["value"]).casefold(),
-                _utc(str(line.properties["valid_from"])),
-            )
-            if (found is not None and _same(spec, found.properties, line.properties)) or (
-                key in known
-            ):
-                self.skipped += 1
-                continue
-            foreign.append(line)
-        if not foreign:
-            return
-        current = facts.derive_current(user, subject, stored)
-        assert current is not None
-        since = _utc(str(current.properties["valid_from"]))
-        newest = max(foreign, key=lambda ln: _utc(str(ln.properties["valid_from"])))
-        supersedes = bool(newest.properties["current"]) and (
-            _utc(str(newest.properties["valid_from"])) > since
-        )
-        new: list[MemoryObject] = []
-        for line in foreign:
-            props = dict(line.properties)
-            vector = line.vector or []
-            if line is newest and supersedes:
-                successor = facts.successor_id(user, subject, current.id)
-                props.update(current=True)
-                props.pop("valid_to", None)
-                props.pop("superseded_by", None)
-                new.append(MemoryObject(successor, props, vector))
-                retired = {
-                    **current.properties,
-                    "current": False,
-                    "valid_to": props["valid_from"],
-                    "superseded_by": successor,
-                }
-                assert current.vector is not None
-                self.writes.replace(
-                    spec.name, user, current, MemoryObject(current.id, retired, current.vector)
-                )
-                self.summary.notes.append(
-                    f"fact {subject!r} {_whose(user)}: the imported {props['value']!r} is newer "
-                    f"than {current.properties.get('value')!r} and supersedes it"
-                )
-                continue
-            # Older than the current value (or not current in the file): kept as history,
-            # under an id no chain of the store's derives, so it never supersedes anything.
-            props["current"] = False
-            props.pop("superseded_by", None)
-            props.setdefault("valid_to", str(current.properties["valid_from"]))
-            new.append(
-                MemoryObject(make_id("fact", user, subject, "imported", line.id), props, vector)
-            )
-            self.summary.notes.append(
-                f"fact {subject!r} {_whose(user)}: the imported {props['value']!r} is not newer "
-                f"than {current.properties.get('value')!r}: kept as history"
-            )
-        self._count(spec.name, user, self.writes.create(spec.name, user, new))
+            self.create(spec.name, user, new)
 
 
 def import_memories(
@@ -1128,10 +985,10 @@ def import_memories(
                     continue
                 staging.add(_parse_line(lineno, text, header, allow_shared))
             total = staging.count()
-            shared_rules = _shared_rules_line(staging)
-            if shared_rules is not None and embeddings is None:
+            gates = [g for g in (k.import_gate(staging) for k in current_kinds()) if g]
+            if gates and embeddings is None:
                 raise TransferError(
-                    "the file holds the shared rules: proposing them needs the target's "
+                    f"the file holds {gates[0].what}: proposing them needs the target's "
                     "embeddings, but none were given"
                 )
             why = _why_reembed(header, store, embedding_model, reembed, staging.missing_vectors())
@@ -1151,16 +1008,14 @@ def import_memories(
                 summary.notes.append(f"vectors recomputed from the text: {why}")
             with _all_or_nothing(store) as writes:
                 _prepare_collections(store, header, writes)
-                _Import(
-                    store, staging, header, writes, summary, progress, min(batch_size, _BATCH)
-                ).run()
-            if shared_rules is not None:
+                _Import(store, staging, writes, summary, progress, min(batch_size, _BATCH)).run()
+            if gates:
                 assert embeddings is not None
-                # After the other writes (on the embedded store after their transaction: the
+                # After the other writes (on the embedded store after their transaction: a
                 # gate writes from worker threads, which the transaction's lock would keep
                 # waiting), and undone with them when it fails.
                 try:
-                    _propose_shared_rules(store, embeddings, shared_rules, Path(path), summary)
+                    _pass_gates(store, embeddings, gates, Path(path), summary)
                 except BaseException:
                     _undo(writes)
                     raise
@@ -1169,6 +1024,26 @@ def import_memories(
     if total == 0:
         summary.notes.append("the file holds no memories")
     return summary
+
+
+def _pass_gates(
+    store: MemoryStore,
+    embeddings: Embeddings,
+    gates: Sequence[ImportGate],
+    source: Path,
+    summary: TransferSummary,
+) -> None:
+    """Pass the lines the kinds take through their gates (the shared rules: a proposal)."""
+
+    async def apply() -> None:
+        for gate in gates:
+            outcome = await gate.apply(store, embeddings, source.name)
+            summary.notes.append(outcome.note)
+            if outcome.proposal is not None:
+                summary.proposal = outcome.proposal
+
+    # Imports are storage code (sync, in a worker thread when a loop serves the caller).
+    run_sync(apply(), instead="await asyncio.to_thread(import_memories, ...)")
 
 
 def _why_reembed(

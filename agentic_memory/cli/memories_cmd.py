@@ -202,14 +202,10 @@ def users_cmd(json_out: JsonOpt = False) -> None:
             )
 
 
-@app.command("list")
-def list_cmd(
-    kind: Annotated[str, typer.Argument(help="The memory kind (amem memories kinds).")],
-    user: UserOpt = None,
-    limit: LimitOpt = 50,
-    json_out: JsonOpt = False,
-) -> None:
-    """List what one memory kind holds for a user, as the kind shows it."""
+KindArg = Annotated[str, typer.Argument(help="The memory kind (amem memories kinds).")]
+
+
+def _list_kind(kind: str, user: str | None, limit: int, json_out: bool) -> None:
     with cli_errors(), opened() as o:
         chosen = current_kinds().get(kind)
         uid = need_user(user)
@@ -223,6 +219,39 @@ def list_cmd(
                 title=f"{chosen.info.name.capitalize()} of {uid}",
                 empty=f"{uid} has no {chosen.info.name}",
             )
+
+
+def _show_kind(kind: str, oid: str, user: str | None, json_out: bool) -> None:
+    with cli_errors(), opened() as o:
+        chosen = current_kinds().get(kind)
+        uid = need_user(user)
+        what = chosen.info.line_kinds[0]
+        data = asyncio.run(chosen.ashow(o.store, o.embeddings, uid, oid))
+        if data is None:
+            raise CliError(f"user {uid!r} has no {what} {oid!r}")
+        if json_out:
+            render.emit_json(data)
+        else:
+            render.print_mapping(data, title=f"{what.capitalize()} {oid}")
+
+
+@app.command("list")
+def list_cmd(
+    kind: KindArg, user: UserOpt = None, limit: LimitOpt = 50, json_out: JsonOpt = False
+) -> None:
+    """List what one memory kind holds for a user, as the kind shows it."""
+    _list_kind(kind, user, limit, json_out)
+
+
+@app.command("show")
+def show_cmd(
+    kind: KindArg,
+    object_id: Annotated[str, typer.Argument(help="The id (from `list KIND --json`).")],
+    user: UserOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show one memory of a kind, by its id, as the kind shows it."""
+    _show_kind(kind, object_id, user, json_out)
 
 
 @app.command("kinds")
@@ -260,15 +289,8 @@ _EPISODE_COLUMNS = list(EpisodesKind.cli_columns)
 
 @episodes_app.command("list")
 def episodes_list(user: UserOpt = None, limit: LimitOpt = 50, json_out: JsonOpt = False) -> None:
-    """List a user's episodes, newest first."""
-    with cli_errors(), opened() as o:
-        uid = need_user(user)
-        listed = asyncio.run(EpisodicMemory(o.store, o.embeddings).alist(uid, limit=limit))
-        items = [e.to_dict() for e in listed]
-        if json_out:
-            render.emit_json(items)
-        else:
-            render.print_records(items, _EPISODE_COLUMNS, title=f"Episodes of {uid}")
+    """List a user's episodes, newest first (``list episodes``)."""
+    _list_kind(EpisodesKind.info.name, user, limit, json_out)
 
 
 @episodes_app.command("search")
@@ -302,17 +324,8 @@ def episodes_show(
     user: UserOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show one episode with its whole conversation."""
-    with cli_errors(), opened() as o:
-        uid = need_user(user)
-        episode = asyncio.run(EpisodicMemory(o.store, o.embeddings).aget(uid, episode_id))
-        if episode is None:
-            raise CliError(f"user {uid!r} has no episode {episode_id!r}")
-        data = episode.to_dict(with_conversation=True)
-        if json_out:
-            render.emit_json(data)
-        else:
-            render.print_mapping(data, title=f"Episode {episode_id}")
+    """Show one episode with its whole conversation (``show episodes ID``)."""
+    _show_kind(EpisodesKind.info.name, episode_id, user, json_out)
 
 
 @episodes_app.command("important")
@@ -746,42 +759,51 @@ def rules_review(
         )
 
 
+ProposalArg = Annotated[str, typer.Argument(help="The proposal's id (from `review`).")]
+
+
 @rules_app.command("approve")
 def rules_approve(
-    proposal_id: Annotated[str, typer.Argument(help="The proposal's id (from `review`).")],
+    proposal_id: ProposalArg,
     note: Annotated[str, typer.Option("--note", help="Why it was approved.")] = "",
     operator: OperatorOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Approve a proposal: it becomes the next version of the shared rules."""
-    with cli_errors(), opened() as o:
-        gate = SharedRules(o.store, o.embeddings)
-        created = asyncio.run(
-            gate.aapprove(proposal_id, operator=operator_name(operator), note=note)
-        )
-        if json_out:
-            render.emit_json(created.to_dict())
-        else:
-            render.say(f"Shared rules: version {created.version} is proposal {proposal_id}.")
+    _decide(proposal_id, approve=True, why=note, operator=operator, json_out=json_out)
 
 
 @rules_app.command("reject")
 def rules_reject(
-    proposal_id: Annotated[str, typer.Argument(help="The proposal's id (from `review`).")],
+    proposal_id: ProposalArg,
     reason: Annotated[str, typer.Option("--reason", help="Why it was rejected.")] = "",
     operator: OperatorOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Reject a proposal: the shared rules stay as they are; it stays listed with the reason."""
+    _decide(proposal_id, approve=False, why=reason, operator=operator, json_out=json_out)
+
+
+def _decide(
+    proposal_id: str, *, approve: bool, why: str, operator: str | None, json_out: bool
+) -> None:
+    """Record an operator's decision on a proposal of the shared rules; say what it did."""
     with cli_errors(), opened() as o:
         gate = SharedRules(o.store, o.embeddings)
-        rejected = asyncio.run(
-            gate.areject(proposal_id, operator=operator_name(operator), reason=reason)
-        )
-        if json_out:
-            render.emit_json(rejected.to_dict())
+        who = operator_name(operator)
+        if approve:
+            created = asyncio.run(gate.aapprove(proposal_id, operator=who, note=why))
+            data, said = (
+                created.to_dict(),
+                (f"Shared rules: version {created.version} is proposal {proposal_id}."),
+            )
         else:
-            render.say(f"Proposal {proposal_id} rejected.")
+            rejected = asyncio.run(gate.areject(proposal_id, operator=who, reason=why))
+            data, said = rejected.to_dict(), f"Proposal {proposal_id} rejected."
+        if json_out:
+            render.emit_json(data)
+        else:
+            render.say(said)
 
 
 def operator_name(given: str | None) -> str:
@@ -1099,6 +1121,10 @@ def export_cmd(
     no_vectors: Annotated[
         bool, typer.Option("--no-vectors", help="Leave vectors out (the import re-embeds).")
     ] = False,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option("--kind", "-k", help="Only this memory kind (repeat for several)."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Export memories as JSON Lines (one user with --user, everything with --all)."""
@@ -1114,6 +1140,7 @@ def export_cmd(
                 include_shared=all_users,
                 include_vectors=not no_vectors,
                 embedding_model=o.embedding_model,
+                kinds=kind or None,
             )
         if json_out:
             render.emit_json({"file": str(output), **summary.to_dict()})

@@ -31,7 +31,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from agentic_memory.forget import SQLITE_META_TABLE, ZEROED_KEY
+from agentic_memory.checkpoints import SQLITE_META_TABLE, ZEROED_KEY
 from agentic_memory.store.private import private_dir, private_file, tighten
 
 __all__ = [
@@ -93,7 +93,7 @@ async def _secure(saver: AsyncSqliteSaver, target: Path | None, *, new: bool) ->
 
     Conversations are personal data: a deleted thread must not stay readable in the file's
     free pages, whatever the SQLite build's default. A file created with this setting is
-    marked, so forgetting never needs to vacuum it (see ``agentic_memory.forget``).
+    marked, so forgetting never needs to vacuum it (see ``agentic_memory.checkpoints``).
     """
     async with saver.lock:
         await saver.conn.execute("PRAGMA secure_delete = ON")

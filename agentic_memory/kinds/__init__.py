@@ -14,13 +14,11 @@ Each module owns its collection schema, what the memory model writes for it, the
 embedded from, how it is shown in the prompt, and how it is stored, recalled and forgotten.
 """
 
-from agentic_memory.kinds.episodes import EPISODES
-from agentic_memory.kinds.facts import FACTS
-from agentic_memory.kinds.messages import MESSAGES
-from agentic_memory.kinds.rules import RULES
+from agentic_memory.kinds.registry import BUILTIN_KINDS
 from agentic_memory.store import CollectionSpec
 
 __all__ = ["PER_USER_COLLECTIONS"]
 
-PER_USER_COLLECTIONS: tuple[CollectionSpec, ...] = (EPISODES, FACTS, RULES, MESSAGES)
-"""The per-user collections of the memory kinds (rules: per scope, a user or the shared one)."""
+PER_USER_COLLECTIONS: tuple[CollectionSpec, ...] = BUILTIN_KINDS.per_user_specs
+"""The per-user collections with a fixed name of the built-in kinds, in registry order (rules:
+per scope, a user or the shared one); ``KindRegistry.per_user_specs`` of another registry."""

@@ -11,13 +11,25 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory.kinds import episodes, facts, messages, rules
 from agentic_memory.kinds._bound import embedded_part
-from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind, UniqueKey
+from agentic_memory.kinds.contract import (
+    GateOutcome,
+    ImportGate,
+    ImportLine,
+    ImportTarget,
+    KindInfo,
+    MemoryKind,
+    StagedLines,
+    ThreadForgotten,
+    UniqueKey,
+    whose,
+)
 from agentic_memory.kinds.knowledge import (
     CHUNKS_PREFIX,
     KNOWLEDGE_PROPERTIES,
@@ -29,8 +41,16 @@ from agentic_memory.kinds.knowledge import (
     alist_sources,
 )
 from agentic_memory.kinds.rule_guard import screen_rules
+from agentic_memory.kinds.shared_rules import PROPOSALS, SharedRules
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore
-from agentic_memory.store.types import CollectionSpec, InvalidInputError, Property, make_id
+from agentic_memory.store.types import (
+    CollectionSpec,
+    InvalidInputError,
+    MemoryObject,
+    Property,
+    Where,
+    make_id,
+)
 
 if TYPE_CHECKING:
     from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
@@ -55,6 +75,10 @@ def _text(props: Mapping[str, Any], name: str, *, required: bool = True) -> str:
     if not isinstance(value, str) or (required and not value.strip()):
         raise InvalidInputError(f"{name} must be a non-empty string")
     return value
+
+
+def _utc(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
 # -- facts ------------------------------------------------------------------------------------
@@ -91,6 +115,18 @@ class FactsKind(MemoryKind):
         """Delete the user's facts, current and past."""
         return {facts.FACTS.name: await facts.FactStore(store, embeddings).aforget_user(user)}
 
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the conversations the user's facts were learned in."""
+        return await facts.FactStore(store, embeddings).athreads(user)
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Delete the values learned in the thread; an older value becomes current again."""
+        done = await facts.FactStore(store, embeddings).aforget_thread(user, thread)
+        name = facts.FACTS.name
+        return ThreadForgotten({name: done.deleted}, {name: done.rewritten})
+
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the subject and value."""
         return facts.embedding_text(properties)
@@ -126,6 +162,111 @@ class FactsKind(MemoryKind):
                 f"a second current value of {subject!r} for {line.user!r}",
             )
         ]
+
+    def import_group(
+        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+    ) -> None:
+        """Merge by subject: new history, a newer current value, or nothing.
+
+        A value newer than the subject's current one supersedes it; an older one is kept
+        as history, so a newer value is never overwritten.
+        """
+        pending: dict[str, list[ImportLine]] = {}
+        for batch in target.staged.batches(
+            line_kind, spec.name, user, target.batch_size, order_by="subject"
+        ):
+            for line in batch:
+                subject = str(line.properties["subject"])
+                if pending and subject not in pending:
+                    for done, lines in pending.items():
+                        self._merge_subject(target, spec, user, done, lines)
+                    pending = {}
+                pending.setdefault(subject, []).append(line)
+        for done, lines in pending.items():
+            self._merge_subject(target, spec, user, done, lines)
+
+    def _merge_subject(
+        self,
+        target: ImportTarget,
+        spec: CollectionSpec,
+        user: str,
+        subject: str,
+        lines: list[ImportLine],
+    ) -> None:
+        stored = list(
+            target.store.iterate(
+                spec.name, user=user, where=[Where("subject", "eq", subject)], include_vector=True
+            )
+        )
+        if not stored:
+            fresh = [MemoryObject(ln.id, ln.properties, ln.vector or []) for ln in lines]
+            target.create(spec.name, user, fresh)
+            return
+        by_id = {o.id: o for o in stored}
+        known = {
+            (str(o.properties.get("value", "")).casefold(), _utc(str(o.properties["valid_from"])))
+            for o in stored
+        }
+        foreign: list[ImportLine] = []
+        for line in lines:
+            found = by_id.get(line.id)
+            key = (
+                str(line.properties["value"]).casefold(),
+                _utc(str(line.properties["valid_from"])),
+            )
+            if (found is not None and target.same(spec, found.properties, line.properties)) or (
+                key in known
+            ):
+                target.skip()
+                continue
+            foreign.append(line)
+        if not foreign:
+            return
+        current = facts.derive_current(user, subject, stored)
+        assert current is not None
+        since = _utc(str(current.properties["valid_from"]))
+        newest = max(foreign, key=lambda ln: _utc(str(ln.properties["valid_from"])))
+        supersedes = bool(newest.properties["current"]) and (
+            _utc(str(newest.properties["valid_from"])) > since
+        )
+        new: list[MemoryObject] = []
+        for line in foreign:
+            props = dict(line.properties)
+            vector = line.vector or []
+            if line is newest and supersedes:
+                successor = facts.successor_id(user, subject, current.id)
+                props.update(current=True)
+                props.pop("valid_to", None)
+                props.pop("superseded_by", None)
+                new.append(MemoryObject(successor, props, vector))
+                retired = {
+                    **current.properties,
+                    "current": False,
+                    "valid_to": props["valid_from"],
+                    "superseded_by": successor,
+                }
+                assert current.vector is not None
+                target.replace(
+                    spec.name, user, current, MemoryObject(current.id, retired, current.vector)
+                )
+                target.note(
+                    f"fact {subject!r} {whose(user)}: the imported {props['value']!r} is newer "
+                    f"than {current.properties.get('value')!r} and supersedes it"
+                )
+                continue
+            # Older than the current value (or not current in the file): kept as history,
+            # under an id no chain of the store's derives, so it never supersedes anything.
+            props["current"] = False
+            props.pop("superseded_by", None)
+            props.setdefault("valid_to", str(current.properties["valid_from"]))
+            new.append(
+                MemoryObject(make_id("fact", user, subject, "imported", line.id), props, vector)
+            )
+            target.note(
+                f"fact {subject!r} {whose(user)}: the imported {props['value']!r} is not newer "
+                f"than {current.properties.get('value')!r}: kept as history"
+            )
+        target.create(spec.name, user, new)
 
     async def alist_rows(
         self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
@@ -171,6 +312,18 @@ class EpisodesKind(MemoryKind):
         memory = episodes.EpisodicMemory(store, embeddings)
         return {episodes.EPISODES.name: await memory.aforget_user(user)}
 
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the conversations the user's episodes came from."""
+        return await episodes.EpisodicMemory(store, embeddings).athreads(user)
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Delete the thread's episodes (forget then scrubs them from the rules)."""
+        memory = episodes.EpisodicMemory(store, embeddings)
+        done, ids = await memory.aforget_thread(user, thread)
+        return ThreadForgotten({episodes.EPISODES.name: done.deleted}, episodes=ids)
+
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the reflection."""
         return episodes.embedding_text(properties)
@@ -200,6 +353,13 @@ class EpisodesKind(MemoryKind):
         """Return the user's episodes, newest first."""
         listed = await episodes.EpisodicMemory(store, embeddings).alist(user, limit=limit)
         return [e.to_dict() for e in listed]
+
+    async def ashow(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, oid: str
+    ) -> dict[str, Any] | None:
+        """Return one episode with its whole conversation."""
+        episode = await episodes.EpisodicMemory(store, embeddings).aget(user, oid)
+        return None if episode is None else episode.to_dict(with_conversation=True)
 
 
 # -- rules ------------------------------------------------------------------------------------
@@ -289,6 +449,89 @@ class RulesKind(MemoryKind):
             return "the shared rules (imported as a proposal an operator approves)"
         return None
 
+    def export_note(self, collection: str) -> str | None:
+        """Keep the proposals of the shared rules in their store: an operator decides them."""
+        if collection != PROPOSALS.name:
+            return None
+        return (
+            f"the proposals of the shared rules ({collection}) are not exported: an operator "
+            "decides them in this store (`amem memories rules review`)"
+        )
+
+    def import_group(
+        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+    ) -> None:
+        """Write a user's versions when they continue the store's; the shared ones: the gate.
+
+        Versions that do not continue the store's history would mix two histories.
+        """
+        if user == GLOBAL_SCOPE:
+            return  # through the shared rules' gate: import_gate
+        latest = target.store.list_objects(
+            spec.name, user=user, limit=1, sort_by="version", descending=True
+        )
+        if latest and not target.staged.has(spec.name, user, latest[0].id):
+            version = latest[0].properties.get("version")
+            raise target.fail(
+                None,
+                f"the rules of {user!r} already have versions up to {version} in the store, "
+                "and the file's versions do not continue them: importing them would mix two "
+                "histories; forget those rules first, or import into an empty store",
+            )
+        target.merge_plain(line_kind, spec, user)
+
+    def import_gate(self, staged: StagedLines) -> ImportGate | None:
+        """Make the file's latest version of the shared rules a proposal, never a version.
+
+        The rules every user's prompt carries change only through ``SharedRules``: what a
+        file holds is proposed from the store's latest version, and applies once an operator
+        approves it. The same file imported again gives the same proposal.
+        """
+        line = None
+        for collection, user in staged.groups("rule"):
+            if user == GLOBAL_SCOPE:
+                newest = staged.batches(
+                    "rule", collection, user, 1, order_by="version", descending=True
+                )
+                line = next(newest)[0]
+                break
+        if line is None:
+            return None
+        shared = line
+
+        async def propose(store: MemoryStore, embeddings: Embeddings, source: str) -> GateOutcome:
+            version = shared.properties["version"]
+            gate = SharedRules(store, embeddings)
+            latest = await gate.rules.alatest(GLOBAL_SCOPE)
+            proposed = await gate.apropose(
+                rules.parse_rule_list(json.loads(str(shared.properties["rules_json"]))),
+                proposer=GLOBAL_SCOPE,
+                origin="import",
+                base_version=latest.version,
+                note=f"imported from {source[:200]} (its shared rules' version {version})",
+            )
+            proposal = proposed.proposal
+            if proposal is None:
+                return GateOutcome(
+                    f"the file's shared rules (version {version}) equal the store's latest "
+                    f"version ({latest.version}): nothing to propose"
+                )
+            if proposal.status != "pending":
+                return GateOutcome(
+                    f"the file's shared rules (version {version}) are proposal {proposal.id}, "
+                    f"which was {proposal.status} already by {proposal.decided_by}",
+                    proposal.id,
+                )
+            return GateOutcome(
+                f"the file's shared rules (version {version}) were not written: they are "
+                f"proposal {proposal.id}, from version {latest.version} of the store's, and "
+                "apply once an operator approves it (`amem memories rules review`, "
+                f"`amem memories rules approve {proposal.id}`)",
+                proposal.id,
+            )
+
+        return ImportGate("the shared rules", propose)
+
     async def alist_rows(
         self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
     ) -> list[dict[str, Any]]:
@@ -349,6 +592,17 @@ class MessagesKind(MemoryKind):
         log = messages.MessageLog(store, embeddings)
         return {messages.MESSAGES.name: await log.aforget_user(user)}
 
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the threads with logged turns."""
+        return set(await messages.MessageLog(store, embeddings).athreads(user))
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Delete the thread's logged turns."""
+        log = messages.MessageLog(store, embeddings)
+        return ThreadForgotten({messages.MESSAGES.name: await log.aforget(user, thread_id=thread)})
+
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the turn's text with its speaker."""
         return messages.embedding_text_of(properties)
@@ -377,6 +631,25 @@ class MessagesKind(MemoryKind):
                 f"a second message for turn {turn} of thread {thread!r} of {line.user!r}",
             )
         ]
+
+    def import_group(
+        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+    ) -> None:
+        """Merge by the generic rule; messages keep their turn numbers: a taken turn refuses."""
+
+        def turn_free(line: ImportLine) -> bool:
+            thread, turn = line.properties["thread_id"], line.properties["turn"]
+            where = [Where("thread_id", "eq", thread), Where("turn", "eq", turn)]
+            if target.store.count(spec.name, user=user, where=where):
+                raise target.fail(
+                    line.lineno,
+                    f"thread {thread!r} {whose(user)} already has a turn {turn} (another "
+                    "message): turns keep their numbers, so this message cannot come in; "
+                    "forget the thread first, or import into an empty store",
+                )
+            return True
+
+        target.merge_plain(line_kind, spec, user, turn_free)
 
     async def alist_rows(
         self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
@@ -448,6 +721,26 @@ class KnowledgeKind(MemoryKind):
     def shared_what(self, line: ImportLine, spec: CollectionSpec) -> str | None:
         """Say a shared knowledge base is shared (a user's own one is their data)."""
         return None if spec.per_user else "a shared knowledge base"
+
+    def import_group(
+        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+    ) -> None:
+        """Merge by the generic rule, into a knowledge base the store does not hold yet.
+
+        A knowledge base changes by ingestion (its replace protocol), never by merging.
+        """
+        populated = target.store.count(spec.name, user=user or None) > 0
+
+        def empty(line: ImportLine) -> bool:
+            if populated:
+                raise target.fail(
+                    line.lineno,
+                    f"knowledge base collection {spec.name!r} {whose(user)} already holds "
+                    "other content: ingest into it, or forget it first, to change it",
+                )
+            return True
+
+        target.merge_plain(line_kind, spec, user, empty)
 
     async def alist_rows(
         self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int

@@ -11,36 +11,50 @@ shows it. ``AgenticStore``, :mod:`agentic_memory.forget`, :mod:`agentic_memory.t
 kind is its module plus one line in the registry (``docs/architecture.md``, "Adding a
 memory kind").
 
-Everything that reads or writes the store is a coroutine (the async core); the import checks
-(:meth:`MemoryKind.check_line`, :meth:`MemoryKind.embedding_text`) are pure functions of a
-stored object.
+Everything that reads or writes the store is a coroutine (the async core), but for the
+import: its checks (:meth:`MemoryKind.check_line`, :meth:`MemoryKind.embedding_text`) are pure
+functions of a stored object, and its merge rules (:meth:`MemoryKind.import_group`) write
+through an :class:`ImportTarget`, inside the import's one transaction (storage code, run in a
+worker thread when a loop serves the caller).
 """
 
 from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore
-from agentic_memory.store.types import CollectionSpec, InvalidInputError, Property
+from agentic_memory.store.types import (
+    CollectionSpec,
+    InvalidInputError,
+    MemoryObject,
+    Property,
+    StoredObject,
+)
 
 if TYPE_CHECKING:
     from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
 
 __all__ = [
+    "GateOutcome",
+    "ImportGate",
     "ImportLine",
+    "ImportTarget",
     "KindInfo",
     "KindRegistry",
     "MemoryKind",
+    "ThreadForgotten",
+    "StagedLines",
     "UniqueKey",
     "current_kinds",
     "use_kinds",
+    "whose",
 ]
 
 
@@ -86,6 +100,134 @@ class UniqueKey:
     b: str
     clash: str
     """What a second line with that key is, for the error (the first line's number follows)."""
+
+
+class StagedLines(Protocol):
+    """The checked lines of an import file, staged on disk (memory stays bounded)."""
+
+    def groups(self, line_kind: str) -> list[tuple[str, str]]:
+        """Return the ``(collection, user)`` groups holding lines of ``line_kind``, sorted."""
+        ...
+
+    def batches(
+        self,
+        line_kind: str,
+        collection: str,
+        user: str,
+        size: int,
+        *,
+        order_by: str | None = None,
+        descending: bool = False,
+    ) -> Iterator[list[ImportLine]]:
+        """Yield one group's lines in batches of at most ``size``.
+
+        In file order, or by the property ``order_by`` (then file order).
+        """
+        ...
+
+    def has(self, collection: str, user: str, oid: str) -> bool:
+        """Whether the file holds the object ``oid`` of ``user`` in ``collection``."""
+        ...
+
+
+class ImportTarget(Protocol):
+    """What a kind's merge rule (:meth:`MemoryKind.import_group`) reads and writes through.
+
+    Its writes are the import's: one transaction on the embedded store, undone on another
+    backend when the import fails; they are counted in the import's summary.
+    """
+
+    store: MemoryStore
+    """The target store (read it to see what it holds already; write through the methods)."""
+    staged: StagedLines
+    batch_size: int
+
+    def existing(self, collection: str, user: str, oid: str) -> StoredObject | None:
+        """Return the store's object ``oid`` of ``user`` (with its vector), or ``None``."""
+        ...
+
+    def same(
+        self, spec: CollectionSpec, stored: Mapping[str, Any], given: Mapping[str, Any]
+    ) -> bool:
+        """Whether two objects' properties are the same as the store gives them back."""
+        ...
+
+    def create(self, collection: str, user: str, objects: list[MemoryObject]) -> None:
+        """Write new objects of ``user`` ("": a shared collection)."""
+        ...
+
+    def replace(
+        self, collection: str, user: str, before: StoredObject, after: MemoryObject
+    ) -> None:
+        """Overwrite a stored object (restored when the import is undone)."""
+        ...
+
+    def skip(self) -> None:
+        """Count a line the store held unchanged (left as it is)."""
+        ...
+
+    def note(self, text: str) -> None:
+        """Add a remark to the import's summary."""
+        ...
+
+    def fail(self, lineno: int | None, message: str) -> InvalidInputError:
+        """Return the import's error (a ``TransferError``) for ``message``, at a line if given."""
+        ...
+
+    def merge_plain(
+        self,
+        line_kind: str,
+        spec: CollectionSpec,
+        user: str,
+        admit: Callable[[ImportLine], bool] | None = None,
+    ) -> None:
+        """Merge a group by the generic rule (see :meth:`MemoryKind.import_group`).
+
+        ``admit`` is called with each line the store does not hold yet, before it is
+        written: it returns ``False`` to leave the line out (the store holds it in another
+        form: counted as left as it is), or raises ``fail(...)`` to refuse the import.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What a kind's import gate did."""
+
+    note: str
+    """What happened, for the import's summary."""
+    proposal: str | None = None
+    """The pending proposal it made (an operator decides it), if any."""
+
+
+@dataclass(frozen=True)
+class ImportGate:
+    """Lines of a file a kind does not write but passes through its gate after the import.
+
+    ``apply`` runs once the import's own writes are done, and they are undone when it fails.
+    """
+
+    what: str
+    """What the lines are, for errors (``"the shared rules"``)."""
+    apply: Callable[[MemoryStore, Embeddings, str], Awaitable[GateOutcome]]
+    """Called with the store, the target's embeddings and the file's name."""
+
+
+@dataclass
+class ThreadForgotten:
+    """What one kind forgot of a conversation (:meth:`MemoryKind.aforget_thread`)."""
+
+    deleted: dict[str, int] = field(default_factory=dict)
+    """Objects deleted per collection (zero counts kept, for the report's table)."""
+    rewritten: dict[str, int] = field(default_factory=dict)
+    """Objects rewritten per collection to stay coherent (a fact's history re-linked)."""
+    episodes: list[str] = field(default_factory=list)
+    """The episodes forgotten: the rules learned from them lose what they taught."""
+
+
+def whose(user: str) -> str:
+    """Say whose a group is in a message: ``of 'alice'``, or ``(shared)``."""
+    return f"of {user!r}" if user else "(shared)"
 
 
 class MemoryKind(ABC):
@@ -153,6 +295,22 @@ class MemoryKind(ABC):
                 out[name] = await store.adelete_user(name, user)
         return out
 
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the conversations of ``user`` the kind remembers something from.
+
+        The default: none (a kind that keeps no thread); forget finds a user's threads and
+        their checkpoints by these.
+        """
+        del store, embeddings, user
+        return set()
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Forget what the kind learned in one conversation of ``user`` (default: nothing)."""
+        del store, embeddings, user, thread
+        return ThreadForgotten()
+
     async def ausers(self, store: MemoryStore) -> set[str]:
         """Return the users the kind holds something for (``_global`` left out)."""
         users: set[str] = set()
@@ -202,6 +360,31 @@ class MemoryKind(ABC):
             return None
         return f"shared {self.info.name}"
 
+    def export_note(self, collection: str) -> str | None:
+        """Say why a collection the kind keeps is not exported; ``None``: not such a one."""
+        del collection
+        return None
+
+    def import_group(
+        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+    ) -> None:
+        """Merge one ``(collection, user)`` group of an import file into the store.
+
+        The generic rule: an object the store holds unchanged is left as it is (importing
+        twice changes nothing), one it holds under the same id with other content is
+        refused (an import never overwrites a memory), a new one is written. A kind with
+        more rules (facts supersede by date, messages keep their turns) overrides this.
+        """
+        target.merge_plain(line_kind, spec, user)
+
+    def import_gate(self, staged: StagedLines) -> ImportGate | None:
+        """Return the gate the file's lines of this kind pass after the import, if any.
+
+        The lines the gate takes are left out by :meth:`import_group`.
+        """
+        del staged
+        return None
+
     # -- the CLI ---------------------------------------------------------------------------
 
     async def alist_rows(
@@ -222,6 +405,23 @@ class MemoryKind(ABC):
             if len(rows) >= limit:
                 break
         return rows
+
+    async def ashow(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, oid: str
+    ) -> dict[str, Any] | None:
+        """Return what ``amem memories show <name> ID --user`` shows; ``None``: no such object.
+
+        The default shows the user's stored object as stored (id and properties).
+        """
+        del embeddings
+        for name in await self.collections_in(store):
+            schema = self.expected_schema(name)
+            if schema is None or not schema[1]:
+                continue
+            found = await store.aget(name, oid, user=user)
+            if found is not None:
+                return {"id": found.id, **found.properties}
+        return None
 
 
 class KindRegistry:
@@ -269,6 +469,11 @@ class KindRegistry:
     def line_kinds(self) -> tuple[str, ...]:
         """Every export line kind, in the order an import writes them."""
         return tuple(lk for k in self._kinds for lk in k.info.line_kinds)
+
+    @property
+    def per_user_specs(self) -> tuple[CollectionSpec, ...]:
+        """The kinds' per-user collections with a fixed name, in order."""
+        return tuple(spec for k in self._kinds for spec in k.specs if spec.per_user)
 
     def get(self, name: str) -> MemoryKind:
         """Return the kind named ``name``; raise ``InvalidInputError`` naming the others."""

@@ -7,11 +7,14 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import SearchItem
 
 from agentic_memory.store import InvalidInputError, check_text
+
+if TYPE_CHECKING:
+    from agentic_memory.langgraph_store.filters import ItemFilter
 
 __all__ = [
     "MAX_VALUE_CHARS",
@@ -138,6 +141,53 @@ async def pooled(
         if len(kept) >= need or len(got) < k or k >= cap:
             return kept[:need]
         k = min(cap, k * 4)
+
+
+@dataclass(frozen=True)
+class SpaceSearch:
+    """One partition's part of a search: what ``AgenticStore`` asks a namespace family."""
+
+    partition: tuple[str, ...]
+    query: str | None
+    """The query (``None``: a listing)."""
+    flt: ItemFilter
+    need: int
+    """How many matching items to return at most."""
+    alpha: float
+
+    @property
+    def owner(self) -> str:
+        """The partition's second label: the user (or scope) it belongs to."""
+        return self.partition[1]
+
+    def keeps(self, found: Found) -> bool:
+        """Whether a result passes the search's filter."""
+        return self.flt.matches(found.item.value)
+
+    async def ranked(
+        self, fetch: Callable[[int], Awaitable[list[SearchItem]]], cap: int
+    ) -> list[Found]:
+        """Pool ranked items (``fetch(k)``: up to ``k``, best first) until enough pass."""
+
+        async def candidates(k: int) -> list[Found | None]:
+            found: list[Found | None] = [Found(item) for item in await fetch(k)]
+            return found
+
+        return await pooled(candidates, self.keeps, self.need, cap)
+
+    async def paged(
+        self, page: Callable[[int], Awaitable[list[SearchItem]]], size: int
+    ) -> list[Found]:
+        """List items ``size`` at a time (``page(offset)``) until enough pass the filter."""
+        out: list[Found] = []
+        offset = 0
+        while len(out) < self.need:
+            items = await page(offset)
+            out += [Found(item) for item in items if self.flt.matches(item.value)]
+            if len(items) < size:
+                break
+            offset += size
+        return out[: self.need]
 
 
 def item_value(raw: Any) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from agentic_memory.kinds._bound import embedded_part
 from agentic_memory.langgraph_store.common import (
     Clock,
     Found,
+    SpaceSearch,
     Touch,
     check_json_value,
     item_value,
@@ -267,19 +268,13 @@ class GenericSpace:
         )
         return plain, found.touch
 
-    async def search(
-        self,
-        prefix: tuple[str, ...],
-        query: str | None,
-        flt: ItemFilter,
-        need: int,
-        alpha: float,
-    ) -> list[Found]:
-        """Return the first ``need`` live items under ``prefix`` that pass ``flt``.
+    async def search(self, request: SpaceSearch) -> list[Found]:
+        """Return the first ``need`` live items under the prefix that pass the filter.
 
         With a query: the hybrid search over indexed items, best first, then items that
         are not indexed (no score), newest first. Without: newest ``updated_at`` first.
         """
+        prefix, query, flt, need = request.partition, request.query, request.flt, request.need
         await self.ensure()
         where = [Where("prefixes", "contains", join(prefix))] if prefix else []
         stamp = self._clock().timestamp()
@@ -290,7 +285,12 @@ class GenericSpace:
 
         async def fetch(k: int) -> list[Found | None]:
             hits = await self._store.ahybrid(
-                ITEMS.name, query=query, vector=vector, alpha=alpha, limit=k, where=scored_where
+                ITEMS.name,
+                query=query,
+                vector=vector,
+                alpha=request.alpha,
+                limit=k,
+                where=scored_where,
             )
             dead = await self._dead(hits, stamp)
             return [None if h.id in dead else _found(h.id, h.properties, h.score) for h in hits]

@@ -44,8 +44,7 @@ from agentic_memory.kinds.knowledge import (
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import MAX_RULES, RuleBook, RuleConflictError, RuleVersion
 from agentic_memory.kinds.shared_rules import RuleProposal, SharedRules, UnknownProposalError
-from agentic_memory.langgraph_store.common import Found, parse_time, pooled
-from agentic_memory.langgraph_store.filters import ItemFilter
+from agentic_memory.langgraph_store.common import Found, SpaceSearch, parse_time
 from agentic_memory.langgraph_store.namespaces import SEPARATOR, thread_label, thread_of_label
 from agentic_memory.store import (
     GLOBAL_SCOPE,
@@ -187,14 +186,7 @@ class KindSpace(ABC):
         """Check a put (``value`` None: a delete) and return the write."""
 
     @abstractmethod
-    async def search(
-        self,
-        partition: tuple[str, ...],
-        query: str | None,
-        flt: ItemFilter,
-        need: int,
-        alpha: float,
-    ) -> list[Found]:
+    async def search(self, request: SpaceSearch) -> list[Found]:
         """Return the first ``need`` matching items of one partition (ranked with a query)."""
 
 
@@ -244,12 +236,8 @@ class FactsSpace(KindSpace):
                 f"the value names the subject {fields['subject']!r} but the key is {key!r}: "
                 "a fact's key is its subject"
             )
-        category = fields.get("category")
-        if category is not None and not isinstance(category, str):
-            raise InvalidInputError(f"a fact's category must be a string, got {category!r}")
-        source = fields.get("source_thread")
-        if source is not None and not isinstance(source, str):
-            raise InvalidInputError(f"source_thread must be a string or None, got {source!r}")
+        category = _optional(fields, "category", str, "a fact's category must be a string")
+        source = _optional(fields, "source_thread", str, "source_thread must be a string or None")
 
         async def write() -> None:
             history = await facts.ahistory(user, subject)
@@ -278,22 +266,15 @@ class FactsSpace(KindSpace):
 
         return write
 
-    async def search(
-        self,
-        partition: tuple[str, ...],
-        query: str | None,
-        flt: ItemFilter,
-        need: int,
-        alpha: float,
-    ) -> list[Found]:
+    async def search(self, request: SpaceSearch) -> list[Found]:
         """List current facts by subject, or rank them by hybrid search over subject and value."""
-        user = partition[1]
+        user = request.owner
         current = await self.ctx.facts.acurrent(user)
-        if query:
-            ranked = await self._rank(user, query, current, alpha)
+        if request.query:
+            ranked = await self._rank(user, request.query, current, request.alpha)
         else:
             ranked = [(fact, None) for fact in current]
-        chosen = [(f, s) for f, s in ranked if flt.matches(_fact_value(f))][:need]
+        chosen = [(f, s) for f, s in ranked if request.flt.matches(_fact_value(f))][: request.need]
         return [
             Found(self._item(user, f, await self.ctx.facts.ahistory(user, f.subject), s))
             for f, s in chosen
@@ -469,36 +450,24 @@ class EpisodesSpace(KindSpace):
 
         return write
 
-    async def search(
-        self,
-        partition: tuple[str, ...],
-        query: str | None,
-        flt: ItemFilter,
-        need: int,
-        alpha: float,
-    ) -> list[Found]:
+    async def search(self, request: SpaceSearch) -> list[Found]:
         """Episodes newest first, or by ``EpisodicMemory.arecall`` (relevance, recency, importance)."""
-        user = partition[1]
+        user, query = request.owner, request.query
         episodes = self.ctx.episodes
         if query:
             moment = self.ctx.now()
 
-            async def fetch(k: int) -> list[Found | None]:
-                recalled = await episodes.arecall(user, query, k=k, alpha=alpha, now=moment)
-                found: list[Found | None] = [
-                    Found(self._item(user, r.episode, r.score)) for r in recalled
-                ]
-                return found
+            async def recall(k: int) -> list[SearchItem]:
+                recalled = await episodes.arecall(user, query, k=k, alpha=request.alpha, now=moment)
+                return [self._item(user, r.episode, r.score) for r in recalled]
 
-            return await pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
-        out: list[Found] = []
-        async for episode in _all_episodes(episodes, user):
-            found = Found(self._item(user, episode, None))
-            if flt.matches(found.item.value):
-                out.append(found)
-                if len(out) >= need:
-                    break
-        return out
+            return await request.ranked(recall, _RECALL_CAP)
+
+        async def page(offset: int) -> list[SearchItem]:
+            listed = await episodes.alist(user, limit=_PAGE, offset=offset)
+            return [self._item(user, episode, None) for episode in listed]
+
+        return await request.paged(page, _PAGE)
 
     def _item(self, user: str, episode: Episode, score: float | None) -> SearchItem:
         value = episode.to_dict(with_conversation=True)
@@ -742,30 +711,25 @@ class RulesSpace(KindSpace):
 
         return write
 
-    async def search(
-        self,
-        partition: tuple[str, ...],
-        query: str | None,
-        flt: ItemFilter,
-        need: int,
-        alpha: float,
-    ) -> list[Found]:
+    async def search(self, request: SpaceSearch) -> list[Found]:
         """List stored versions newest first, or rank them by hybrid search over their text."""
-        if partition == PROPOSALS_NAMESPACE:
+        if request.partition == PROPOSALS_NAMESPACE:
             listed = await self.ctx.shared_rules.alist()
             found = [Found(_proposal_item(p, None)) for p in reversed(listed)]
-            return [f for f in found if flt.matches(f.item.value)][:need]
-        scope = partition[1]
+            return [f for f in found if request.keeps(f)][: request.need]
+        scope = request.owner
         stored = await self._stored(scope)
         ranked: list[tuple[RuleVersion, float | None]]
-        if query and stored:
+        if request.query and stored:
             limit = min(PAGE_LIMIT, len(stored))
-            hits = await self.ctx.rules.asearch(scope, query, alpha=alpha, limit=limit)
+            hits = await self.ctx.rules.asearch(
+                scope, request.query, alpha=request.alpha, limit=limit
+            )
             ranked = [(version, score) for version, score in hits]
         else:
             ranked = [(v, None) for v in reversed(stored)]
         out = [Found(self._item(scope, v, s)) for v, s in ranked]
-        return [f for f in out if flt.matches(f.item.value)][:need]
+        return [f for f in out if request.keeps(f)][: request.need]
 
     def _require_operator(self, what: str) -> None:
         if self.ctx.operator is None:
@@ -951,12 +915,8 @@ class MessagesSpace(KindSpace):
             )
         if not isinstance(fields["content"], str) or not fields["content"].strip():
             raise InvalidInputError("a logged message's content must be a non-empty string")
-        speaker = fields.get("speaker")
-        if speaker is not None and not isinstance(speaker, str):
-            raise InvalidInputError(f"speaker must be a string or None, got {speaker!r}")
-        metadata = fields.get("metadata")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise InvalidInputError(f"metadata must be an object or None, got {metadata!r:.60}")
+        speaker = _optional(fields, "speaker", str, "speaker must be a string or None")
+        metadata = _optional(fields, "metadata", dict, "metadata must be an object or None")
         message = {"role": fields["role"], "content": fields["content"], "id": key}
         if speaker:
             message["name"] = speaker
@@ -983,34 +943,26 @@ class MessagesSpace(KindSpace):
 
         return write
 
-    async def search(
-        self,
-        partition: tuple[str, ...],
-        query: str | None,
-        flt: ItemFilter,
-        need: int,
-        alpha: float,
-    ) -> list[Found]:
+    async def search(self, request: SpaceSearch) -> list[Found]:
         """List turns by thread and turn number, or find them with ``MessageLog.arecall``."""
-        user = partition[1]
+        user, query, partition = request.owner, request.query, request.partition
         thread = thread_of_label(partition[2]) if len(partition) == 3 else None
         log = self.ctx.messages
         if query:
 
-            async def fetch(k: int) -> list[Found | None]:
-                recalled = await log.arecall(user, query, k=k, alpha=alpha, thread_id=thread)
-                found: list[Found | None] = [
-                    Found(self._logged(user, r, r.score)) for r in recalled
-                ]
-                return found
+            async def recall(k: int) -> list[SearchItem]:
+                recalled = await log.arecall(
+                    user, query, k=k, alpha=request.alpha, thread_id=thread
+                )
+                return [self._logged(user, r, r.score) for r in recalled]
 
-            return await pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
+            return await request.ranked(recall, _RECALL_CAP)
 
         async def page(offset: int) -> list[SearchItem]:
             listed = await log.alist(user, thread_id=thread, limit=_PAGE, offset=offset)
             return [self._logged(user, message, None) for message in listed]
 
-        return await _filtered_pages(page, flt, need)
+        return await request.paged(page, _PAGE)
 
     def _logged(self, user: str, message: Any, score: float | None) -> SearchItem:
         value = {
@@ -1126,53 +1078,44 @@ class KnowledgeSpace(KindSpace):
             "`amem ingest ... --collection <kb>` or the `ingest` graph"
         )
 
-    async def search(
-        self,
-        partition: tuple[str, ...],
-        query: str | None,
-        flt: ItemFilter,
-        need: int,
-        alpha: float,
-    ) -> list[Found]:
+    async def search(self, request: SpaceSearch) -> list[Found]:
         """Chunks by source and position, or by ``search_knowledge`` (hybrid, cited)."""
+        partition, query = request.partition, request.query
         kb, owner = self.base_of(partition)
         store = self.ctx.store
         dates = {info.source: info.ingested_at for info in await alist_sources(store, kb, owner)}
         if query:
 
-            async def fetch(k: int) -> list[Found | None]:
+            async def recall(k: int) -> list[SearchItem]:
                 hits = await asearch_knowledge(
-                    store, self.ctx.embeddings, kb, query, k=k, alpha=alpha, owner=owner
+                    store, self.ctx.embeddings, kb, query, k=k, alpha=request.alpha, owner=owner
                 )
-                found: list[Found | None] = [
-                    Found(
-                        self._chunk(
-                            partition,
-                            h.chunk_id,
-                            {
-                                "text": h.text,
-                                "title": h.title,
-                                "source": h.source,
-                                "page_start": h.page_start,
-                                "page_end": h.page_end,
-                                "chunk_index": h.chunk_index,
-                            },
-                            dates.get(h.source, ""),
-                            h.score,
-                        )
+                return [
+                    self._chunk(
+                        partition,
+                        h.chunk_id,
+                        {
+                            "text": h.text,
+                            "title": h.title,
+                            "source": h.source,
+                            "page_start": h.page_start,
+                            "page_end": h.page_end,
+                            "chunk_index": h.chunk_index,
+                        },
+                        dates.get(h.source, ""),
+                        h.score,
                     )
                     for h in hits
                 ]
-                return found
 
-            return await pooled(fetch, lambda f: flt.matches(f.item.value), need, _RECALL_CAP)
+            return await request.ranked(recall, _RECALL_CAP)
         out: list[Found] = []
         for source, ingested in sorted(dates.items()):
             for obj in await alist_chunks(store, kb, source, owner):
                 found = Found(self._chunk(partition, obj.id, obj.properties, ingested, None))
-                if flt.matches(found.item.value):
+                if request.keeps(found):
                     out.append(found)
-                    if len(out) >= need:
+                    if len(out) >= request.need:
                         return out
         return out
 
@@ -1379,32 +1322,22 @@ class RecordSpace(KindSpace):
 
         return write
 
-    async def search(
-        self,
-        partition: tuple[str, ...],
-        query: str | None,
-        flt: ItemFilter,
-        need: int,
-        alpha: float,
-    ) -> list[Found]:
+    async def search(self, request: SpaceSearch) -> list[Found]:
         """Rank items by hybrid search, or list them by key."""
-        user = partition[1]
+        user, query = request.owner, request.query
         store, name = self.ctx.store, self.spec.name
         if not await self._exists() or user not in await store.ausers(name):
             return []
         if query:
             vector = await self.ctx.embeddings.aembed_query(query)
 
-            async def fetch(k: int) -> list[Found | None]:
+            async def recall(k: int) -> list[SearchItem]:
                 hits = await store.ahybrid(
-                    name, query=query, vector=vector, alpha=alpha, limit=k, user=user
+                    name, query=query, vector=vector, alpha=request.alpha, limit=k, user=user
                 )
-                found: list[Found | None] = [
-                    Found(self._item(user, StoredObject(h.id, h.properties), h.score)) for h in hits
-                ]
-                return found
+                return [self._item(user, StoredObject(h.id, h.properties), h.score) for h in hits]
 
-            return await pooled(fetch, lambda f: flt.matches(f.item.value), need, PAGE_LIMIT)
+            return await request.ranked(recall, PAGE_LIMIT)
 
         async def page(offset: int) -> list[SearchItem]:
             listed = await store.alist_objects(
@@ -1412,7 +1345,7 @@ class RecordSpace(KindSpace):
             )
             return [self._item(user, obj, None) for obj in listed]
 
-        return await _filtered_pages(page, flt, need)
+        return await request.paged(page, _PAGE)
 
     def _item(self, user: str, obj: StoredObject, score: float | None) -> SearchItem:
         props = obj.properties
@@ -1429,19 +1362,12 @@ class RecordSpace(KindSpace):
 # -- helpers ----------------------------------------------------------------------------------
 
 
-async def _filtered_pages(
-    page: Callable[[int], Awaitable[list[SearchItem]]], flt: ItemFilter, need: int
-) -> list[Found]:
-    """List items ``_PAGE`` at a time (``page(offset)``) until ``need`` of them pass ``flt``."""
-    out: list[Found] = []
-    offset = 0
-    while len(out) < need:
-        items = await page(offset)
-        out += [Found(item) for item in items if flt.matches(item.value)]
-        if len(items) < _PAGE:
-            break
-        offset += _PAGE
-    return out[:need]
+def _optional(fields: Mapping[str, Any], name: str, kind: type, rule: str) -> Any:
+    """Return an optional field's value (``None`` when absent); refuse another type."""
+    value = fields.get(name)
+    if value is not None and not isinstance(value, kind):
+        raise InvalidInputError(f"{rule}, got {value!r:.60}")
+    return value
 
 
 def _check_fields(

@@ -36,7 +36,7 @@ from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
-from agentic_memory.langgraph_store.common import Clock, Found, check_json_value
+from agentic_memory.langgraph_store.common import Clock, Found, SpaceSearch, check_json_value
 from agentic_memory.langgraph_store.filters import ALPHA_KEY, check_alpha, parse_filter
 from agentic_memory.langgraph_store.generic import GenericPut, GenericSpace
 from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
@@ -391,7 +391,7 @@ class AgenticStore(BaseStore):
                 sources.append((self._generic, prefix))
             collected: list[Found] = []
             for space, part in sources:
-                collected += await space.search(part, query, flt, need, alpha)
+                collected += await space.search(SpaceSearch(part, query, flt, need, alpha))
                 if query is None and len(collected) >= need:
                     break
             if query is not None and len(sources) > 1:

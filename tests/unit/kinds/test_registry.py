@@ -18,10 +18,14 @@ from langgraph.store.base import PutOp
 from typer.testing import CliRunner
 
 from agentic_memory.cli.main import app
-from agentic_memory.forget import forget_user
+from agentic_memory.forget import forget_thread, forget_user, user_threads
+from agentic_memory.kinds import PER_USER_COLLECTIONS
 from agentic_memory.kinds.contract import current_kinds, use_kinds
-from agentic_memory.kinds.facts import FactStore
+from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.facts import FACTS, FactStore
+from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.kinds.registry import BUILTIN_KINDS
+from agentic_memory.kinds.rules import RULES
 from agentic_memory.langgraph_store import KIND_ROOTS, AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import InvalidInputError
@@ -65,6 +69,11 @@ def test_the_builtin_registry_is_the_store_s_reserved_roots() -> None:
     assert current_kinds() is BUILTIN_KINDS
 
 
+def test_the_per_user_collections_come_from_the_registry() -> None:
+    assert PER_USER_COLLECTIONS == (FACTS, EPISODES, RULES, MESSAGES)
+    assert WITH_BOOKMARKS.per_user_specs == (*PER_USER_COLLECTIONS, BOOKMARKS)
+
+
 def test_two_kinds_cannot_claim_the_same_name_root_or_collection(
     store: EmbeddedStore, embeddings: LocalEmbeddings
 ) -> None:
@@ -97,12 +106,13 @@ async def test_the_toy_kind_is_served_under_its_namespace(
     await _seed(amem)
     got = await amem.aget(("bookmarks", "alice"), "paris")
     assert got is not None
-    assert got.value == {"url": "https://paris.fr", "title": "Visit Paris"}
+    assert got.value == {"url": "https://paris.fr", "title": "Visit Paris", "source_thread": None}
     created = got.created_at
     # A put replaces the value and keeps when the item was made.
     await amem.aput(("bookmarks", "alice"), "paris", {"url": "https://paris.fr/en"})
     again = await amem.aget(("bookmarks", "alice"), "paris")
-    assert again is not None and again.value == {"url": "https://paris.fr/en", "title": None}
+    assert again is not None
+    assert again.value == {"url": "https://paris.fr/en", "title": None, "source_thread": None}
     assert again.created_at == created and again.updated_at >= created
 
     listed = await amem.asearch(("bookmarks", "alice"))
@@ -180,6 +190,27 @@ async def test_forget_user_forgets_the_toy_kind(
     assert await FactStore(store, embeddings).acurrent("alice") == []
 
 
+async def test_forget_thread_forgets_what_the_toy_kind_learned_in_it(
+    store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
+    amem = _agentic(store, embeddings)
+    await _seed(amem)
+    saved = {"url": "https://lyon.fr", "source_thread": "t-trip"}
+    await amem.aput(("bookmarks", "alice"), "lyon", saved)
+    with use_kinds(WITH_BOOKMARKS):
+        assert await user_threads(store, "alice") == ["t-trip"]
+        report = await forget_thread(store, "alice", "t-trip", embeddings=embeddings)
+        assert report.deleted[(report.store, BOOKMARKS.name)] == 1
+        assert await user_threads(store, "alice") == []
+        with pytest.raises(InvalidInputError, match="has no thread 't-trip'"):
+            await forget_thread(store, "alice", "t-trip", embeddings=embeddings)
+    keys = sorted(i.key for i in await amem.asearch(("bookmarks", "alice")))
+    assert keys == ["docs", "paris"]
+    # Without the registry line no kind remembers the thread.
+    await amem.aput(("bookmarks", "alice"), "lyon", saved)
+    assert await user_threads(store, "alice") == []
+
+
 # -- transfer ---------------------------------------------------------------------------------
 
 
@@ -233,6 +264,58 @@ def test_transfer_exports_and_imports_the_toy_kind(
             other.close()
 
 
+def test_transfer_merges_the_toy_kind_by_its_own_rule(
+    store: EmbeddedStore, embeddings: LocalEmbeddings, tmp_path: Path
+) -> None:
+    asyncio.run(_seeded_store(store, embeddings))
+    path = tmp_path / "mem.jsonl"
+    other = EmbeddedStore(tmp_path / "other", dims=embeddings.dims)
+    try:
+        # alice saved the same page under another key in the target store.
+        asyncio.run(
+            _agentic(other, embeddings).aput(
+                ("bookmarks", "alice"), "lc", {"url": "https://langchain.com/docs"}
+            )
+        )
+        with use_kinds(WITH_BOOKMARKS):
+            _export(store, path)
+            summary = import_memories(other, path, embeddings=embeddings, embedding_model=MODEL)
+            assert summary.by_kind() == {"bookmark": 2}  # alice's paris and bob's news
+        assert (
+            "bookmark 'docs' of 'alice': https://langchain.com/docs is saved already as 'lc'"
+            in summary.notes
+        )
+        keys = sorted(
+            str(o.properties["key"]) for o in other.list_objects(BOOKMARKS.name, user="alice")
+        )
+        assert keys == ["lc", "paris"]
+    finally:
+        other.close()
+
+
+def test_the_cli_exports_one_kind_of_the_registry(
+    store: EmbeddedStore, embeddings: LocalEmbeddings, tmp_path: Path
+) -> None:
+    asyncio.run(_seeded_store(store, embeddings))
+    asyncio.run(
+        FactStore(store, embeddings).aremember(
+            "alice", [{"subject": "city", "value": "Paris", "category": "identity"}]
+        )
+    )
+    path = tmp_path / "bookmarks.jsonl"
+    with use_kinds(WITH_BOOKMARKS):
+        done = _json("export", "--all", "--kind", "bookmarks", "-o", str(path))
+        assert done["by_kind"] == {"bookmark": 3}
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        assert list(lines[0]["collections"]) == [BOOKMARKS.name]
+        both = _json("export", "-u", "alice", "-k", "bookmarks", "-k", "facts", "-o", str(path))
+        assert both["by_kind"] == {"bookmark": 2, "fact": 1}
+    wrong = runner.invoke(
+        app, ["memories", "export", "--all", "--kind", "bookmarks", "-o", str(path)]
+    )
+    assert wrong.exit_code == 1 and "no memory kind 'bookmarks'" in wrong.stderr
+
+
 def test_transfer_checks_the_toy_kind_s_lines(
     store: EmbeddedStore, embeddings: LocalEmbeddings, tmp_path: Path
 ) -> None:
@@ -282,6 +365,11 @@ def test_the_cli_lists_the_toy_kind(store: EmbeddedStore, embeddings: LocalEmbed
         ]
         table = runner.invoke(app, ["memories", "list", "bookmarks", "--user", "alice"])
         assert table.exit_code == 0 and "Visit Paris" in table.stdout
+        paris = next(r for r in rows if r["key"] == "paris")
+        shown = _json("show", "bookmarks", paris["id"], "--user", "alice")
+        assert shown == paris
+        missing = runner.invoke(app, ["memories", "show", "bookmarks", paris["id"], "-u", "bob"])
+        assert missing.exit_code == 1 and f"'bob' has no bookmark '{paris['id']}'" in missing.stderr
     result = runner.invoke(app, ["memories", "list", "bookmarks", "--user", "alice"])
     assert result.exit_code == 1 and "no memory kind 'bookmarks'" in result.stderr
     assert _json("users") == []  # only bookmarks are stored: no built-in kind counts them

@@ -2,7 +2,8 @@
 
 It proves that adding a kind is its module plus one registry line: registered in a test
 registry (``BUILTIN_KINDS.with_kind(BookmarksKind())``), it is served by ``AgenticStore``,
-forgotten by ``forget_user``, exported and imported by ``transfer`` and listed by
+forgotten by ``forget_user``, exported and imported by ``transfer`` (by its own merge rule:
+a page saved already is not saved twice) and listed by
 ``amem memories`` without any other edit (``tests/unit/kinds/test_registry.py``).
 ``docs/architecture.md`` ("Adding a memory kind") walks through it.
 """
@@ -12,9 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind
+from langchain_core.embeddings import Embeddings
+
+from agentic_memory.kinds.contract import (
+    ImportLine,
+    ImportTarget,
+    KindInfo,
+    MemoryKind,
+    ThreadForgotten,
+    whose,
+)
 from agentic_memory.langgraph_store.kinds import KindContext, KindSpace, RecordSpace
-from agentic_memory.store import CollectionSpec, InvalidInputError, Property
+from agentic_memory.store import CollectionSpec, InvalidInputError, MemoryStore, Property, Where
 
 BOOKMARKS = CollectionSpec(
     name="Bookmark",
@@ -24,6 +34,7 @@ BOOKMARKS = CollectionSpec(
         Property("key", "text", description="The bookmark's key in its namespace."),
         Property("url", "text", searchable=True),
         Property("title", "text", searchable=True),
+        Property("source_thread", "text", description="The conversation it was saved in."),
         Property("created_at", "date"),
         Property("updated_at", "date"),
     ),
@@ -35,7 +46,7 @@ class BookmarksSpace(RecordSpace):
 
     root = "bookmarks"
     spec = BOOKMARKS
-    fields = {"url": str, "title": str}
+    fields = {"url": str, "title": str, "source_thread": str}
     required = ("url",)
 
     @classmethod
@@ -61,6 +72,27 @@ class BookmarksKind(MemoryKind):
         """``("bookmarks", user)``."""
         return (BookmarksSpace(ctx),)
 
+    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+        """Return the conversations the user saved bookmarks in."""
+        if BOOKMARKS.name not in await store.acollections():
+            return set()
+        return {
+            str(o.properties["source_thread"])
+            async for o in store.aiterate(BOOKMARKS.name, user=user)
+            if o.properties.get("source_thread")
+        }
+
+    async def aforget_thread(
+        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
+    ) -> ThreadForgotten:
+        """Delete the bookmarks saved in the conversation."""
+        if BOOKMARKS.name not in await store.acollections():
+            return ThreadForgotten()
+        where = [Where("source_thread", "eq", thread)]
+        ids = [o.id async for o in store.aiterate(BOOKMARKS.name, user=user, where=where)]
+        deleted = await store.adelete(BOOKMARKS.name, ids, user=user) if ids else 0
+        return ThreadForgotten({BOOKMARKS.name: deleted})
+
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the title and the address."""
         return BookmarksSpace.text_of(properties)
@@ -69,3 +101,28 @@ class BookmarksKind(MemoryKind):
         """Check that an imported bookmark has an address."""
         if not str(line.properties.get("url") or "").strip():
             raise InvalidInputError("a bookmark needs a url")
+
+    def import_group(
+        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+    ) -> None:
+        """Merge by the generic rule; a page the user saved already is not saved twice.
+
+        A bookmark of the file whose address the user keeps under another key is left out,
+        with a note naming that key.
+        """
+        saved = {
+            str(o.properties.get("url")): str(o.properties.get("key"))
+            for o in target.store.iterate(spec.name, user=user)
+        }
+
+        def new_page(line: ImportLine) -> bool:
+            url = str(line.properties.get("url"))
+            if url not in saved:
+                return True
+            target.note(
+                f"bookmark {line.properties.get('key')!r} {whose(user)}: {url} is saved "
+                f"already as {saved[url]!r}"
+            )
+            return False
+
+        target.merge_plain(line_kind, spec, user, new_page)

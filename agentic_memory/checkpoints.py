@@ -1,0 +1,234 @@
+"""The checkpointer port: a user's threads in a LangGraph checkpointer, found and deleted.
+
+Forgetting (:mod:`agentic_memory.forget`) needs three things of the working memory, whatever
+checkpointer keeps it: which threads belong to a user (:func:`auser_threads`), who owns one
+thread (:func:`athread_owner`), and deleting threads so that nothing of them stays readable
+(:func:`adelete_threads`). Every checkpointer deletes through LangGraph's
+``adelete_thread``; what differs per checkpointer is how deleted data is made unreadable,
+which :func:`eraser_of` chooses:
+
+* a SQLite checkpointer (``AsyncSqliteSaver``, :func:`agentic_memory.graph.persistence.
+  sqlite_checkpointer`): deletions overwrite with zeros (``secure_delete``), a file written
+  before that is vacuumed once (and marked in :data:`SQLITE_META_TABLE`), and the
+  write-ahead log, which keeps older copies of changed pages, is checkpointed and
+  truncated;
+* any other (PostgreSQL, the in-memory saver): the deleted rows are the database's to
+  reclaim; nothing more is done here.
+
+:mod:`agentic_memory.graph.persistence` opens the checkpointers and marks a new SQLite file
+with :data:`ZEROED_KEY` from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+__all__ = [
+    "OWNER_KEY",
+    "RUN_KEY",
+    "SQLITE_META_TABLE",
+    "ZEROED_KEY",
+    "CheckpointEraser",
+    "SqliteEraser",
+    "ThreadsDeleted",
+    "adelete_threads",
+    "athread_owner",
+    "auser_threads",
+    "eraser_of",
+    "owner_of",
+]
+
+OWNER_KEY = "owner"
+"""The state value in which the graph records the user a thread belongs to."""
+RUN_KEY = "run_before"
+"""The state key where a run under way keeps what a rollback restores, and its user."""
+SQLITE_META_TABLE = "amem_meta"
+"""A table of this package's own in a SQLite checkpoint file (LangGraph ignores it)."""
+ZEROED_KEY = "free_space_zeroed"
+"""Key of ``SQLITE_META_TABLE``: the file's deleted data has been overwritten since then."""
+_ERASE_ATTEMPTS = 8
+
+
+def owner_of(values: object, metadata: object) -> str:
+    """Return the thread owner in a state's values, else the run's ``user_id`` ("" if none)."""
+    owner = values.get(OWNER_KEY) if isinstance(values, Mapping) else None
+    if isinstance(owner, str) and owner:
+        return owner
+    user = metadata.get("user_id") if isinstance(metadata, Mapping) else None
+    return user if isinstance(user, str) else ""
+
+
+async def athread_owner(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
+    """Return the owner recorded in the thread's latest checkpoint ("" if none; None: no thread).
+
+    The ``owner`` the graph keeps in the thread's state wins over the run metadata.
+    """
+    latest = await checkpointer.aget_tuple({"configurable": {"thread_id": thread_id}})
+    if latest is None:
+        return None
+    return owner_of(latest.checkpoint.get("channel_values"), latest.metadata)
+
+
+async def auser_threads(checkpointer: BaseCheckpointSaver[Any], user: str) -> list[str]:
+    """Return the threads whose checkpoints belong to ``user``.
+
+    A thread belongs to the user when its latest state records them as ``owner``, or when a
+    run of it carried ``metadata={"user_id": user}``. A thread whose latest state has no
+    owner (its runs were refused or failed, and rolled back) is the user's when an earlier
+    checkpoint names them: as owner, or as the user of the run being rolled back
+    (``run_before``), since that checkpoint still holds the run's input. Every checkpoint is
+    read once (there is no index on state values), which is acceptable for this rare
+    operation.
+    """
+    latest: dict[str, tuple[str, str]] = {}
+    named: dict[str, set[str]] = {}
+    by_metadata: set[str] = set()
+    async for item in checkpointer.alist(None):
+        configurable = item.config.get("configurable", {})
+        thread_id = configurable.get("thread_id")
+        if not isinstance(thread_id, str) or configurable.get("checkpoint_ns", ""):
+            continue
+        if (item.metadata or {}).get("user_id") == user:
+            by_metadata.add(thread_id)
+        checkpoint_id = str(item.checkpoint.get("id", ""))
+        values = item.checkpoint.get("channel_values")
+        owner = values.get(OWNER_KEY) if isinstance(values, Mapping) else None
+        owner = owner if isinstance(owner, str) else ""
+        if thread_id not in latest or checkpoint_id > latest[thread_id][0]:
+            latest[thread_id] = (checkpoint_id, owner)
+        seen = named.setdefault(thread_id, set())
+        seen.add(owner)
+        run = values.get(RUN_KEY) if isinstance(values, Mapping) else None
+        if isinstance(run, Mapping) and isinstance(run.get("user"), str):
+            seen.add(run["user"])
+    owned = {
+        t
+        for t, (_, owner) in latest.items()
+        if owner == user or (not owner and user in named.get(t, set()))
+    }
+    return sorted(owned | by_metadata)
+
+
+class CheckpointEraser:
+    """How one checkpointer makes deleted threads unreadable; this one: nothing to do.
+
+    PostgreSQL and the in-memory saver need nothing beyond ``adelete_thread``.
+    """
+
+    def __init__(self, checkpointer: BaseCheckpointSaver[Any]) -> None:
+        self.checkpointer = checkpointer
+
+    async def aprepare(self) -> None:
+        """Make the deletions that follow overwrite what they delete."""
+
+    async def aerase(self) -> bool:
+        """Drop every copy of deleted data; return False when another process prevents it."""
+        return True
+
+
+class SqliteEraser(CheckpointEraser):
+    """A SQLite checkpointer: zeroed deletions, one vacuum of an old file, a truncated log."""
+
+    checkpointer: AsyncSqliteSaver
+
+    async def aprepare(self) -> None:
+        """Make the connection overwrite what it deletes with zeros (``secure_delete``)."""
+        async with self.checkpointer.lock:
+            await self.checkpointer.conn.execute("PRAGMA secure_delete = ON")
+
+    async def aerase(self) -> bool:
+        """Empty the write-ahead log (vacuum a file written before secure deletion, once).
+
+        Returns False when another connection kept the log from being emptied.
+        """
+        conn = self.checkpointer.conn
+        async with self.checkpointer.lock:
+            await conn.commit()
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {SQLITE_META_TABLE} "
+                "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            async with conn.execute(
+                f"SELECT value FROM {SQLITE_META_TABLE} WHERE key = ?", (ZEROED_KEY,)
+            ) as cursor:
+                zeroed = await cursor.fetchone()
+            await conn.commit()
+            if zeroed is None:
+                # Written before secure deletion was on: its free space may hold old text.
+                await conn.execute("VACUUM")
+                await conn.execute(
+                    f"INSERT OR REPLACE INTO {SQLITE_META_TABLE} (key, value) VALUES (?, '1')",
+                    (ZEROED_KEY,),
+                )
+                await conn.commit()
+            busy = 1
+            for _ in range(_ERASE_ATTEMPTS):
+                async with conn.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cursor:
+                    row = await cursor.fetchone()
+                busy = int(row[0]) if row else 0
+                if not busy:
+                    break
+                await asyncio.sleep(0.1)
+        return not busy
+
+
+def eraser_of(checkpointer: BaseCheckpointSaver[Any]) -> CheckpointEraser:
+    """Return how ``checkpointer`` makes deleted data unreadable."""
+    if isinstance(checkpointer, AsyncSqliteSaver):
+        return SqliteEraser(checkpointer)
+    return CheckpointEraser(checkpointer)
+
+
+@dataclass
+class ThreadsDeleted:
+    """What :func:`adelete_threads` did."""
+
+    threads: list[str] = field(default_factory=list)
+    """Threads whose checkpoints were deleted."""
+    kept: list[str] = field(default_factory=list)
+    """Threads another user owns (the same id used by someone else): kept."""
+    checkpoints: int = 0
+    """Checkpoints deleted."""
+    erased: bool = True
+    """Whether every copy of the deleted data is gone (False: another process kept the
+    write-ahead log from being emptied; it holds old pages until its next checkpoint)."""
+
+
+async def adelete_threads(
+    checkpointer: BaseCheckpointSaver[Any],
+    user: str,
+    threads: Iterable[str],
+    *,
+    erase: bool = False,
+) -> ThreadsDeleted:
+    """Delete ``user``'s threads among ``threads``, and make them unreadable.
+
+    A thread whose latest state names another owner is kept. ``erase`` empties the
+    checkpointer's logs even when nothing was deleted here (a server that shares the file
+    deleted its threads' rows itself).
+    """
+    eraser = eraser_of(checkpointer)
+    await eraser.aprepare()
+    done = ThreadsDeleted()
+    for thread_id in sorted(set(threads)):
+        owner = await athread_owner(checkpointer, thread_id)
+        if owner and owner != user:
+            # The same thread id used by someone else: their working memory is not ours to drop.
+            done.kept.append(thread_id)
+            continue
+        n = 0
+        async for _ in checkpointer.alist({"configurable": {"thread_id": thread_id}}):
+            n += 1
+        await checkpointer.adelete_thread(thread_id)
+        done.checkpoints += n
+        if n:
+            done.threads.append(thread_id)
+    if done.checkpoints or erase:
+        done.erased = await eraser.aerase()
+    return done
