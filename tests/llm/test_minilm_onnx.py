@@ -120,7 +120,8 @@ _CHILD = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    
+    from agentic_memory.models import minilm_onnx
+
     folder, home, log, go = (Path(a) for a in sys.argv[1:5])
     build = minilm_onnx._build_bytes
 
