@@ -2,8 +2,10 @@
 
 The offline default is WordLlama's 256-d static model, whose weights ship inside the
 ``wordllama`` wheel (nothing is downloaded). ``AMEM_EMBEDDINGS=minilm`` selects the offline
-all-MiniLM-L6-v2 (384-d, better retrieval, much slower; see ``agentic_memory/models/minilm.py`` and
-``bench/results/embeddings.md``). OpenAI or any OpenAI-compatible endpoint is chosen by
+all-MiniLM-L6-v2 (384-d, better vectors, ~30x slower) run by onnxruntime with int8 weights
+(``agentic_memory/models/minilm_onnx.py``); ``minilm-fp32`` runs it in float32 and
+``minilm-numpy`` with the numpy reference encoder (``agentic_memory/models/minilm.py``).
+Measurements: ``bench/results/minilm_runtimes.md``. OpenAI or any OpenAI-compatible endpoint is chosen by
 configuration. Every vector returned is L2-normalised.
 """
 

@@ -18,8 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agentic_memory.api import Memory
 from agentic_memory.models.embeddings import (
     EmbeddingSettings,
+    LocalEmbeddings,
     MiniLMEmbeddings,
     embedding_dims,
     get_embeddings,
@@ -30,6 +32,7 @@ from agentic_memory.models.minilm_onnx import (
     OnnxRuntimeMissingError,
     ensure_model_file,
 )
+from agentic_memory.store.types import SchemaConflictError
 from tests.llm.test_minilm import HIDDEN, tiny_model  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -295,3 +298,28 @@ def test_real_weights_int8_ranking_holds(monkeypatch: pytest.MonkeyPatch, real_h
         assert sum(t == a for t, a in zip(top1, answers, strict=True)) >= 10, top1
         assert all(a in row for a, row in zip(answers, top3, strict=True))
     assert float((int8.encode(PASSAGES) * fp32.encode(PASSAGES)).sum(axis=1).min()) > 0.97
+
+
+def test_a_wordllama_store_refuses_minilm_vectors_and_keeps_working(
+    tiny_model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    memory = Memory.open(home=home, backend="embedded", embeddings=LocalEmbeddings())
+    memory.remember("ana", "t1", [{"role": "user", "content": "I sail on Sundays"}])
+    memory.close()
+    # Switching AMEM_EMBEDDINGS on an existing store: a clear error naming both sizes, and
+    # nothing written.
+    minilm = MiniLMEmbeddings(tiny_model, HIDDEN, runtime="int8")
+    with pytest.raises(SchemaConflictError, match=r"256-dimensional.*dims=16"):
+        other = Memory.open(home=home, backend="embedded", embeddings=minilm)
+        try:
+            other.remember("ana", "t2", [{"role": "user", "content": "hello"}])
+        finally:
+            other.close()
+    memory = Memory.open(home=home, backend="embedded", embeddings=LocalEmbeddings())
+    try:
+        assert memory.threads("ana") == ["t1"]
+        assert "sail" in memory.recall("ana", "sailing", k=1)[0].content
+    finally:
+        memory.close()
