@@ -110,7 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} CPUs; "
         f"ONNX build: fp32 {built['fp32']:.1f} s, int8 {built['int8']:.1f} s (once per machine)\n"
     )
-    print("| encoder | turns/s (wall) | turns per CPU-second | min cosine to numpy | top-10 overlap |")
+    print(
+        "| encoder | turns/s (wall) | turns per CPU-second | min cosine to numpy | top-10 overlap |"
+    )
     print("|---|---|---|---|---|")
     for name, encode in encoders.items():
         agreement = ""
