@@ -31,6 +31,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.store.open import amem_home
+from agentic_memory.store.private import private_dir
+
 logger = logging.getLogger(__name__)
 
 Matrix = npt.NDArray[np.float32]
@@ -237,8 +240,7 @@ def build_graph(folder: Path) -> Any:
 
 def models_home() -> Path:
     """Return the folder of built models: ``$AMEM_HOME/models`` (default ``~/.agentic-memory``)."""
-    home = os.environ.get("AMEM_HOME") or os.path.join("~", ".agentic-memory")
-    return Path(home).expanduser() / "models"
+    return amem_home() / "models"
 
 
 @contextlib.contextmanager
@@ -309,8 +311,7 @@ def ensure_model_file(folder: Path, variant: Variant, home: Path | None = None) 
     place, then record its SHA-256; a file that does not match its record is rebuilt.
     """
     require_onnxruntime()
-    home = home or models_home()
-    home.mkdir(parents=True, exist_ok=True)
+    home = private_dir(home or models_home())
     key = hashlib.sha256(
         f"{weights_digest(folder)}:{variant}:{BUILDER_VERSION}".encode()
     ).hexdigest()[:16]

@@ -63,6 +63,22 @@ def test_fp32_matches_the_numpy_encoder(tiny_model: Path, tmp_path: Path) -> Non
     assert onnx.encode([]).shape == (0, HIDDEN)
 
 
+def test_huge_and_hostile_texts(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    # Truncated at max_length tokens like the numpy encoder; odd characters are just text.
+    texts = [
+        "sailing " * 50_000,
+        "\x00\ud7ff\u202e lisbon \U0001f600 ]]> <script>",
+        "'; DROP TABLE messages; --",
+    ]
+    reference = NumpyMiniLM(tiny_model, max_length=32).encode(texts)
+    for variant in ("fp32", "int8"):
+        model = OnnxMiniLM(tiny_model, variant=variant, home=tmp_path / "models", max_length=32)
+        vectors = model.encode(texts)
+        assert np.isfinite(vectors).all() and vectors.shape == (3, HIDDEN)
+        if variant == "fp32":
+            assert np.allclose(vectors, reference, atol=1e-5)
+
+
 def test_int8_vector_depends_on_the_text_alone(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
     model = OnnxMiniLM(tiny_model, variant="int8", home=tmp_path / "models")
     together = model.encode(TEXTS, batch_size=8)
