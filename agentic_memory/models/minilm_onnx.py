@@ -18,7 +18,6 @@ without atomic rename, a truncated copy, a bit flip) is rebuilt, never loaded.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -33,6 +32,11 @@ import numpy.typing as npt
 
 from agentic_memory.store.open import amem_home
 from agentic_memory.store.private import private_dir
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no lock; the rename still keeps files whole
+    fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
 
@@ -245,12 +249,19 @@ def models_home() -> Path:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    with path.open("a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    # flock: the kernel releases it when its holder dies, so a killed builder blocks no one.
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -339,3 +340,42 @@ def test_a_wordllama_store_refuses_minilm_vectors_and_keeps_working(
         assert "sail" in memory.recall("ana", "sailing", k=1)[0].content
     finally:
         memory.close()
+
+
+_KILLED_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from agentic_memory.models import minilm_onnx
+
+    folder, home, log = (Path(a) for a in sys.argv[1:4])
+
+    def stuck(*args, **kwargs):
+        log.write_text("building")
+        time.sleep(600)
+
+    minilm_onnx._build_bytes = stuck
+    minilm_onnx.OnnxMiniLM(folder, variant="fp32", home=home)
+    """
+)
+
+
+def test_a_builder_killed_mid_build_blocks_no_one(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    home, log = tmp_path / "models", tmp_path / "building"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_CHILD, str(tiny_model), str(home), str(log)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(6000):  # it holds the build lock once it logs
+            if log.exists() or child.poll() is not None:
+                break
+            time.sleep(0.01)
+        assert log.exists(), child.stderr.read() if child.stderr else ""
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+    model = OnnxMiniLM(tiny_model, variant="fp32", home=home)
+    assert np.allclose(model.encode(TEXTS), NumpyMiniLM(tiny_model).encode(TEXTS), atol=1e-5)
