@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import agentic_memory
 from agentic_memory.api import Memory
 from agentic_memory.models.embeddings import (
     EmbeddingSettings,
@@ -36,7 +37,8 @@ from agentic_memory.models.minilm_onnx import (
 from agentic_memory.store.types import SchemaConflictError
 from tests.llm.test_minilm import HIDDEN, tiny_model  # noqa: F401  (the fixture)
 
-REPO = Path(__file__).resolve().parents[2]
+# The checkout the children import from, wherever this file sits in the tests tree.
+REPO = Path(agentic_memory.__file__).resolve().parents[1]
 TEXTS = [
     "the user lives in lisbon",
     "sailing",
