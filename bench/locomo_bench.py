@@ -931,7 +931,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--embeddings",
-        help="local, minilm or openai:<model> (default: AMEM_EMBEDDINGS, as the agent)",
+        help="local, minilm, minilm-fp32, minilm-numpy or openai:<model> "
+        "(default: AMEM_EMBEDDINGS, as the agent)",
     )
     parser.add_argument("--out", type=Path, help="also write the Markdown tables to this file")
     parser.add_argument("--json", type=Path, help="also write every number as JSON")
@@ -956,7 +957,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    label = f"{settings.provider}:{settings.model} ({embedding_dims(embeddings)}-d)"
+    model = settings.model
+    if settings.provider == "minilm":
+        model += f" {settings.minilm_runtime}"
+    label = f"{settings.provider}:{model} ({embedding_dims(embeddings)}-d)"
     report = run(
         conversations,
         names,

@@ -2,8 +2,10 @@
 
 The offline default is WordLlama's 256-d static model, whose weights ship inside the
 ``wordllama`` wheel (nothing is downloaded). ``AMEM_EMBEDDINGS=minilm`` selects the offline
-all-MiniLM-L6-v2 (384-d, better retrieval, much slower; see ``agentic_memory/models/minilm.py`` and
-``bench/results/embeddings.md``). OpenAI or any OpenAI-compatible endpoint is chosen by
+all-MiniLM-L6-v2 (384-d, better vectors, ~30x slower) run by onnxruntime with int8 weights
+(``agentic_memory/models/minilm_onnx.py``); ``minilm-fp32`` runs it in float32 and
+``minilm-numpy`` with the numpy reference encoder (``agentic_memory/models/minilm.py``).
+Measurements: ``bench/results/minilm_runtimes.md``. OpenAI or any OpenAI-compatible endpoint is chosen by
 configuration. Every vector returned is L2-normalised.
 """
 
@@ -22,13 +24,22 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory.models.minilm import NumpyMiniLM, minilm_dims, minilm_model_dir
+from agentic_memory.models.minilm_onnx import OnnxMiniLM, require_onnxruntime
 
 EmbeddingProvider = Literal["local", "openai", "minilm"]
+# How MiniLM runs: onnxruntime on int8 or float32 weights, or the numpy reference encoder.
+MiniLMRuntime = Literal["int8", "fp32", "numpy"]
+_MINILM_OPTIONS: dict[str, MiniLMRuntime] = {
+    "minilm": "int8",
+    "minilm-int8": "int8",
+    "minilm-fp32": "fp32",
+    "minilm-numpy": "numpy",
+}
 
 _LOCAL_LOCK = threading.Lock()
 _LOCAL_MODEL: Any = None
 _MINILM_LOCK = threading.Lock()
-_MINILM_MODELS: dict[Path, NumpyMiniLM] = {}
+_MINILM_MODELS: dict[tuple[Path, MiniLMRuntime], NumpyMiniLM | OnnxMiniLM] = {}
 
 
 @dataclass(frozen=True)
@@ -46,21 +57,28 @@ class EmbeddingSettings:
     dims: int | None = None
     base_url: str | None = None
     batch_size: int = 256
+    minilm_runtime: MiniLMRuntime = "int8"
 
     @classmethod
     def from_env(cls) -> EmbeddingSettings:
-        """Read ``AMEM_EMBEDDINGS`` ("local", "minilm" or "openai:<model>") and its base URL."""
+        """Read ``AMEM_EMBEDDINGS`` and its base URL.
+
+        Values: "local"; "minilm" (onnxruntime, int8), "minilm-fp32", "minilm-numpy";
+        "openai:<model>".
+        """
         raw = os.environ.get("AMEM_EMBEDDINGS", "local").strip()
         base_url = os.environ.get("AMEM_EMBEDDINGS_BASE_URL") or None
         if raw in ("", "local"):
             return cls()
-        if raw == "minilm":
-            return cls(provider="minilm", model="all-MiniLM-L6-v2")
+        if raw in _MINILM_OPTIONS:
+            return cls(
+                provider="minilm", model="all-MiniLM-L6-v2", minilm_runtime=_MINILM_OPTIONS[raw]
+            )
         provider, _, model = raw.partition(":")
         if provider != "openai" or not model:
             raise ValueError(
-                f"AMEM_EMBEDDINGS={raw!r}: expected 'local', 'minilm' or 'openai:<model>' "
-                "(for example openai:text-embedding-3-small)"
+                f"AMEM_EMBEDDINGS={raw!r}: expected 'local', 'minilm' (or 'minilm-fp32', "
+                "'minilm-numpy') or 'openai:<model>' (for example openai:text-embedding-3-small)"
             )
         dims_env = os.environ.get("AMEM_EMBEDDINGS_DIMS")
         return cls(
@@ -127,24 +145,34 @@ class LocalEmbeddings(Embeddings):
 
 
 class MiniLMEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 (384-d) in numpy, loaded once per process and folder on first use.
+    """all-MiniLM-L6-v2 (384-d), loaded once per process, folder and runtime on first use.
 
     Args:
         model_dir: The weights folder (see :func:`agentic_memory.models.minilm.minilm_model_dir`).
         dims: Its vector size, read from the folder's config.
         batch_size: Texts per forward pass.
+        runtime: "int8" or "fp32" run the model in onnxruntime (the ONNX file is built from
+            the weights once, under ``$AMEM_HOME/models``); "numpy" runs the reference encoder.
     """
 
-    def __init__(self, model_dir: Path, dims: int, batch_size: int = 16) -> None:
+    def __init__(
+        self, model_dir: Path, dims: int, batch_size: int = 16, runtime: MiniLMRuntime = "int8"
+    ) -> None:
         self.model_dir = model_dir
         self.dims = dims
         self.batch_size = batch_size
+        self.runtime = runtime
 
-    def _model(self) -> NumpyMiniLM:
+    def _model(self) -> NumpyMiniLM | OnnxMiniLM:
+        key = (self.model_dir, self.runtime)
         with _MINILM_LOCK:
-            model = _MINILM_MODELS.get(self.model_dir)
+            model = _MINILM_MODELS.get(key)
             if model is None:
-                model = _MINILM_MODELS[self.model_dir] = NumpyMiniLM(self.model_dir)
+                if self.runtime == "numpy":
+                    model = NumpyMiniLM(self.model_dir)
+                else:
+                    model = OnnxMiniLM(self.model_dir, variant=self.runtime)
+                _MINILM_MODELS[key] = model
             return model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -209,8 +237,13 @@ def get_embeddings(settings: EmbeddingSettings | None = None) -> Embeddings:
     if settings.provider == "minilm":
         # Fails here, before anything is stored, when the weights are not installed.
         folder = minilm_model_dir()
+        if settings.minilm_runtime != "numpy":
+            require_onnxruntime()
         return MiniLMEmbeddings(
-            folder, minilm_dims(folder), batch_size=min(settings.batch_size, 32)
+            folder,
+            minilm_dims(folder),
+            batch_size=min(settings.batch_size, 32),
+            runtime=settings.minilm_runtime,
         )
     from langchain_openai import OpenAIEmbeddings  # noqa: PLC0415
 
