@@ -32,7 +32,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from agentic_memory.checkpoints import SQLITE_META_TABLE, ZEROED_KEY
-from agentic_memory.store.private import private_dir, private_file, tighten
+from agentic_memory.paths import private_dir, private_file, tighten
 
 __all__ = [
     "POSTGRES_URI_ENV",

@@ -29,8 +29,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentic_memory.store.open import amem_home
-from agentic_memory.store.private import private_dir, tighten
+from agentic_memory.paths import amem_home, private_dir, tighten
 
 __all__ = ["SERVER_DIR", "exposure_line", "main", "prepare"]
 

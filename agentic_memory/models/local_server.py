@@ -37,8 +37,7 @@ from typing import IO, Any
 from agentic_memory.models._server_main import PARENT_GONE_EXIT
 from agentic_memory.models.chat import LOCAL_GGUF_PACKAGE, LOCAL_MODEL_NAME, ModelNotConfiguredError
 from agentic_memory.models.llama_build import rebuild_command
-from agentic_memory.store.open import amem_home
-from agentic_memory.store.private import private_dir, private_file
+from agentic_memory.paths import amem_home, private_dir, private_file
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from agentic_memory.store.open import amem_home
-from agentic_memory.store.private import private_dir
+from agentic_memory.paths import amem_home, private_dir
 
 try:
     import fcntl

@@ -1,7 +1,8 @@
 """Long-term memory storage: one interface, an embedded backend and a Weaviate backend."""
 
+from agentic_memory.paths import amem_home
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
-from agentic_memory.store.open import amem_home, open_store
+from agentic_memory.store.open import open_store
 from agentic_memory.store.types import (
     CollectionSpec,
     ConflictError,

@@ -5,18 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from agentic_memory.paths import amem_home
 from agentic_memory.store.base import MemoryStore
 from agentic_memory.store.embedded import EmbeddedStore
 from agentic_memory.store.types import InvalidInputError
 
 BACKENDS = ("embedded", "weaviate")
-DEFAULT_HOME = "~/.agentic-memory"
-
-
-def amem_home() -> Path:
-    """Return the local data directory: ``$AMEM_HOME``, else ``~/.agentic-memory``."""
-    raw = os.environ.get("AMEM_HOME", "").strip()
-    return Path(raw or DEFAULT_HOME).expanduser()
+__all__ = ["BACKENDS", "amem_home", "open_store"]
 
 
 def open_store(

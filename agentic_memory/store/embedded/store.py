@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.paths import private_dir, private_file, tighten
 from agentic_memory.store.base import MemoryStore, absent_properties
 from agentic_memory.store.base import check_finite as _finite
 from agentic_memory.store.embedded import blocks as _blocks
@@ -62,7 +63,6 @@ from agentic_memory.store.embedded.sql import (
     normalise_date,
 )
 from agentic_memory.store.embedded.vectors import _cosine_top, maintain_axes
-from agentic_memory.store.private import private_dir, private_file, tighten
 from agentic_memory.store.ranking import (
     fuse_arrays,
     fusion_weights,

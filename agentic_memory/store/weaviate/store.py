@@ -26,6 +26,7 @@ from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
+from agentic_memory.paths import amem_home
 from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, absent_properties
 from agentic_memory.store.coordination import (
     Coordination,
@@ -34,7 +35,6 @@ from agentic_memory.store.coordination import (
     coordination_setting,
 )
 from agentic_memory.store.locks import KeyLocks
-from agentic_memory.store.open import amem_home
 from agentic_memory.store.ranking import (
     fuse_relative_score,
     fusion_weights,

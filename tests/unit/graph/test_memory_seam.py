@@ -21,10 +21,6 @@ STORE_NAMES = {
     "StoreError",
     "MemoryStore",
     "check_user_id",
-    "amem_home",
-    "private_dir",
-    "private_file",
-    "tighten",
 }
 
 

@@ -1,4 +1,8 @@
-"""Files and folders that only their owner can read: the local data under ``AMEM_HOME``.
+"""Where the package keeps local data (``AMEM_HOME``), and files only their owner can read.
+
+The one module that knows the data folder and its permissions: the store, the models'
+caches and the local server, the checkpointer and ``make run`` all ask it.
+
 
 Memories, checkpoints and logs hold what users said. Folders this package creates get mode
 0700 and files 0600 whatever the umask; existing ones that belong to the running user lose
@@ -14,11 +18,26 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "private_dir", "private_file", "tighten"]
+__all__ = [
+    "DEFAULT_HOME",
+    "PRIVATE_DIR_MODE",
+    "PRIVATE_FILE_MODE",
+    "amem_home",
+    "private_dir",
+    "private_file",
+    "tighten",
+]
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 _GROUP_OTHER = 0o077
+DEFAULT_HOME = "~/.agentic-memory"
+
+
+def amem_home() -> Path:
+    """Return the local data directory: ``$AMEM_HOME``, else ``~/.agentic-memory``."""
+    raw = os.environ.get("AMEM_HOME", "").strip()
+    return Path(raw or DEFAULT_HOME).expanduser()
 
 
 def tighten(paths: Iterable[Path]) -> None:
