@@ -21,6 +21,7 @@ from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind, Uniq
 from agentic_memory.kinds.knowledge import (
     CHUNKS_PREFIX,
     KNOWLEDGE_PROPERTIES,
+    KNOWLEDGE_PROPERTIES_V1,
     MANIFEST_PREFIX,
     MANIFEST_PROPERTIES,
     USER_CHUNKS_PREFIX,
@@ -29,7 +30,7 @@ from agentic_memory.kinds.knowledge import (
     alist_sources,
 )
 from agentic_memory.kinds.rule_guard import screen_rules
-from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore
+from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, property_shape
 from agentic_memory.store.types import CollectionSpec, InvalidInputError, Property, make_id
 
 if TYPE_CHECKING:
@@ -55,6 +56,13 @@ def _text(props: Mapping[str, Any], name: str, *, required: bool = True) -> str:
     if not isinstance(value, str) or (required and not value.strip()):
         raise InvalidInputError(f"{name} must be a non-empty string")
     return value
+
+
+def _same_shape(spec: CollectionSpec, properties: Sequence[Property], per_user: bool) -> bool:
+    """Whether ``spec`` has exactly ``properties`` (names, types, indexing) and ``per_user``."""
+    return spec.per_user == per_user and [property_shape(p) for p in spec.properties] == [
+        property_shape(p) for p in properties
+    ]
 
 
 # -- facts ------------------------------------------------------------------------------------
@@ -170,6 +178,13 @@ class EpisodesKind(MemoryKind):
         """Delete the user's episodes."""
         memory = episodes.EpisodicMemory(store, embeddings)
         return {episodes.EPISODES.name: await memory.aforget_user(user)}
+
+    def accepts_earlier_schema(self, spec: CollectionSpec) -> bool:
+        """Accept an earlier version's episodes: ``EpisodicMemory`` upgrades them on first use."""
+        return spec.name == episodes.EPISODES.name and any(
+            _same_shape(spec, old.properties, old.per_user)
+            for old in (episodes.EPISODES_V1, episodes.EPISODES_V2)
+        )
 
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the reflection."""
@@ -337,10 +352,7 @@ class MessagesKind(MemoryKind):
     def accepts_earlier_schema(self, spec: CollectionSpec) -> bool:
         """Accept an earlier version's log: ``MessageLog`` upgrades it on first use."""
         old = messages.MESSAGES_V1
-        return spec.name == old.name and (
-            [(p.name, p.type, p.searchable, p.filterable) for p in spec.properties],
-            spec.per_user,
-        ) == ([(p.name, p.type, p.searchable, p.filterable) for p in old.properties], old.per_user)
+        return spec.name == old.name and _same_shape(spec, old.properties, old.per_user)
 
     async def aforget_user(
         self, store: MemoryStore, embeddings: Embeddings, user: str
@@ -420,6 +432,15 @@ class KnowledgeKind(MemoryKind):
             return None
         own = collection.startswith((USER_CHUNKS_PREFIX, USER_MANIFEST_PREFIX))
         return (KNOWLEDGE_PROPERTIES if kind == "chunk" else MANIFEST_PROPERTIES), own
+
+    def accepts_earlier_schema(self, spec: CollectionSpec) -> bool:
+        """Accept chunks of an earlier version: the knowledge base upgrades them on first use."""
+        expected = self.expected_schema(spec.name)
+        return (
+            self.line_kind(spec.name) == "chunk"
+            and expected is not None
+            and _same_shape(spec, KNOWLEDGE_PROPERTIES_V1, expected[1])
+        )
 
     def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
         """``("knowledge", kb)`` and ``("user_knowledge", user, kb)``."""
