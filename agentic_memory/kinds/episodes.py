@@ -145,6 +145,11 @@ def search_text_of(properties: Mapping[str, Any]) -> str:
     )
 
 
+def _upgrade(store: MemoryStore) -> None:
+    if needs_restage(store, EPISODES, set(store.collections())):
+        restage(store, EPISODES, [EPISODES_V1, EPISODES_V2], _prepared)
+
+
 def _prepared(properties: dict[str, Any]) -> dict[str, Any]:
     """Return the properties of an episode stored before the keyword text, with it."""
     return {**properties, "search_text": search_text_of(properties)}
@@ -305,11 +310,8 @@ class EpisodicMemory(CollectionBound):
         async with self._upgrading:  # two first uses at once: one copies, the other waits
             if self._current:
                 return
-            existing = set(await self.store.acollections())
-            if needs_restage(self.store, EPISODES, existing):
-                await asyncio.to_thread(
-                    restage, self.store, EPISODES, [EPISODES_V1, EPISODES_V2], _prepared
-                )
+            # In a worker thread: the first read of a reopened store's schema is file I/O.
+            await asyncio.to_thread(_upgrade, self.store)
             self._current = True
 
     async def _aensure(self) -> None:
