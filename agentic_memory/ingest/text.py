@@ -7,9 +7,11 @@ back to the pages it came from: a chunk that runs across a page break gets
 Each chunk also gets the section heading it falls under (:func:`find_headings`): the last
 heading line at or before the chunk's first character. A heading is a line of its own that
 is either a numbered section title (``2.1 Node Shapes``, ``4 Command Line Options``, an
-appendix ``A Principal Node Attributes``): a section number, then a capitalised title of at
-most ten words with a word of three letters or more, at most 80 characters, not ending like
-a sentence; or one of the unnumbered headings papers use (``Abstract``, ``References``...).
+appendix ``A Principal Node Attributes``): a section number, then a title of at most ten
+words that starts with a letter that is not lower-case (a capital, or a letter of a script
+without case) and holds a word of two letters or more, the line at most 80 characters and
+not ending like a sentence; or one of the unnumbered headings papers use (``Abstract``,
+``References``...).
 PDFs carry no reliable structure (font sizes differ between producers), so the rule reads
 the text only; on ``dotguide.pdf`` it finds every numbered section and appendix heading and
 nothing else (``bench/results/ingest.md``).
@@ -154,10 +156,10 @@ class TextChunk:
 
 
 _NUMBERED_HEADING = re.compile(
-    r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}|[A-Z](?:\.\d{1,2}){0,3})\.? +([A-Z][^\n]{0,78})$",
+    r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}|[A-Z](?:\.\d{1,2}){0,3})\.? +([^\W\d_][^\n]{0,78})$",
     re.MULTILINE,
 )
-_LONG_WORD = re.compile(r"[^\W\d_]{3}")
+_LONG_WORD = re.compile(r"[^\W\d_]{2}")
 _NAMED_HEADINGS = frozenset(
     {
         "abstract",
@@ -190,6 +192,7 @@ def find_headings(text: str) -> list[tuple[int, str]]:
         if (
             len(line) <= _MAX_HEADING_CHARS
             and len(line.split()) <= _MAX_HEADING_WORDS + 1
+            and not title[0].islower()
             and _LONG_WORD.search(title)
             and not line.endswith((".", ",", ";", ":"))
         ):

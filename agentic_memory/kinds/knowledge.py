@@ -795,7 +795,7 @@ def _search_active(
             user=owner,
             where=[Where("revision", "in", sorted(active))],
         )
-        return [_hit(store, collection, h, vector) for h in found]
+        return [_hit(store, collection, h, vector, owner) for h in found]
     # Too many revisions for one filter: over-fetch and keep the active ones. Invisible
     # chunks are rare (only what a killed run left), so one round nearly always suffices.
     limit = k * 4
@@ -805,11 +805,13 @@ def _search_active(
         )
         kept = [h for h in found if h.properties.get("revision") in active]
         if len(kept) >= k or len(found) < limit:
-            return [_hit(store, collection, h, vector) for h in kept[:k]]
+            return [_hit(store, collection, h, vector, owner) for h in kept[:k]]
         limit *= 4
 
 
-def _similarity(store: MemoryStore, collection: str, hit: SearchHit, vector: list[float]) -> float:
+def _similarity(
+    store: MemoryStore, collection: str, hit: SearchHit, vector: list[float], owner: str | None
+) -> float:
     """Return the hit's cosine similarity to the query vector.
 
     The hybrid search reports it for the chunks among its vector candidates; a chunk found by
@@ -817,7 +819,7 @@ def _similarity(store: MemoryStore, collection: str, hit: SearchHit, vector: lis
     """
     if hit.vector_score is not None:
         return float(hit.vector_score)
-    stored = store.get(collection, hit.id, include_vector=True)
+    stored = store.get(collection, hit.id, user=owner, include_vector=True)
     if stored is None or not stored.vector:
         return 0.0
     a, b = np.asarray(vector, dtype=np.float64), np.asarray(stored.vector, dtype=np.float64)
@@ -826,7 +828,11 @@ def _similarity(store: MemoryStore, collection: str, hit: SearchHit, vector: lis
 
 
 def _hit(
-    store: MemoryStore, collection: str, found: SearchHit, vector: list[float]
+    store: MemoryStore,
+    collection: str,
+    found: SearchHit,
+    vector: list[float],
+    owner: str | None,
 ) -> KnowledgeHit:
     id, props, score = found.id, found.properties, found.score
     return KnowledgeHit(
@@ -838,7 +844,7 @@ def _hit(
         page_end=int(props.get("page_end") or props.get("page_start") or 1),
         score=float(score),
         chunk_index=int(props.get("chunk_index") or 0),
-        similarity=_similarity(store, collection, found, vector),
+        similarity=_similarity(store, collection, found, vector, owner),
         section=str(props.get("section") or ""),
     )
 
