@@ -28,6 +28,8 @@ from agentic_memory.kinds.knowledge import (
     USER_MANIFEST_PREFIX,
     alist_knowledge_bases,
     alist_sources,
+    upgrade_chunk_collection,
+    upgraded_chunk,
 )
 from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, property_shape
@@ -185,6 +187,18 @@ class EpisodesKind(MemoryKind):
             _same_shape(spec, old.properties, old.per_user)
             for old in (episodes.EPISODES_V1, episodes.EPISODES_V2)
         )
+
+    def upgraded_properties(
+        self, collection: str, properties: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Return an earlier version's episode with its keyword text."""
+        del collection
+        return episodes.upgraded_properties(dict(properties))
+
+    def upgrade_collection(self, store: MemoryStore, collection: str) -> None:
+        """Upgrade the episodes an earlier version stored (see ``EpisodicMemory``)."""
+        del collection
+        episodes.upgrade_episodes(store)
 
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the reflection."""
@@ -441,6 +455,19 @@ class KnowledgeKind(MemoryKind):
             and expected is not None
             and _same_shape(spec, KNOWLEDGE_PROPERTIES_V1, expected[1])
         )
+
+    def upgraded_properties(
+        self, collection: str, properties: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Return an earlier version's chunk with its keyword text (its section unknown)."""
+        if self.line_kind(collection) != "chunk":
+            return None
+        return upgraded_chunk(dict(properties))
+
+    def upgrade_collection(self, store: MemoryStore, collection: str) -> None:
+        """Upgrade a knowledge base's chunks an earlier version wrote."""
+        if self.line_kind(collection) == "chunk":
+            upgrade_chunk_collection(store, collection)
 
     def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
         """``("knowledge", kb)`` and ``("user_knowledge", user, kb)``."""

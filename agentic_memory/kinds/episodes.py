@@ -76,6 +76,8 @@ __all__ = [
     "embedding_text",
     "render_episode",
     "search_text_of",
+    "upgrade_episodes",
+    "upgraded_properties",
 ]
 
 RELEVANCE_WEIGHT = 0.6
@@ -145,12 +147,13 @@ def search_text_of(properties: Mapping[str, Any]) -> str:
     )
 
 
-def _upgrade(store: MemoryStore) -> None:
+def upgrade_episodes(store: MemoryStore) -> None:
+    """Bring the episodes an earlier version stored to the current schema (see ``_restage``)."""
     if needs_restage(store, EPISODES, set(store.collections())):
-        restage(store, EPISODES, [EPISODES_V1, EPISODES_V2], _prepared)
+        restage(store, EPISODES, [EPISODES_V1, EPISODES_V2], upgraded_properties)
 
 
-def _prepared(properties: dict[str, Any]) -> dict[str, Any]:
+def upgraded_properties(properties: dict[str, Any]) -> dict[str, Any]:
     """Return the properties of an episode stored before the keyword text, with it."""
     return {**properties, "search_text": search_text_of(properties)}
 
@@ -311,7 +314,7 @@ class EpisodicMemory(CollectionBound):
             if self._current:
                 return
             # In a worker thread: the first read of a reopened store's schema is file I/O.
-            await asyncio.to_thread(_upgrade, self.store)
+            await asyncio.to_thread(upgrade_episodes, self.store)
             self._current = True
 
     async def _aensure(self) -> None:

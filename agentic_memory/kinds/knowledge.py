@@ -168,6 +168,11 @@ def knowledge_collection(kb: str, owner: str | None = None) -> CollectionSpec:
         )
     if owner is not None:
         check_user_id(owner)
+    return _chunks_spec(kb, own=owner is not None)
+
+
+def _chunks_spec(kb: str, *, own: bool) -> CollectionSpec:
+    if own:
         return CollectionSpec(
             name=f"{USER_CHUNKS_PREFIX}{kb[0].upper()}{kb[1:]}",
             per_user=True,
@@ -292,7 +297,7 @@ def ensure_knowledge_base(store: MemoryStore, kb: str, owner: str | None = None)
     return kept
 
 
-def _prepared_chunk(props: dict[str, Any]) -> dict[str, Any]:
+def upgraded_chunk(props: dict[str, Any]) -> dict[str, Any]:
     """Return a chunk stored before the keyword text with it (its section unknown)."""
     text, title = str(props.get("text") or ""), str(props.get("title") or "")
     return {**props, "section": "", "search_text": chunk_search_text(text, title=title)}
@@ -308,11 +313,18 @@ def upgrade_knowledge_base(store: MemoryStore, kb: str, owner: str | None = None
     collection, so every user's chunks are upgraded at once. The manifest is not touched.
     Returns whether anything was upgraded; a current base costs one cached schema read.
     """
-    spec = knowledge_collection(kb, owner)
+    return upgrade_chunk_collection(store, knowledge_collection(kb, owner).name)
+
+
+def upgrade_chunk_collection(store: MemoryStore, collection: str) -> bool:
+    """:func:`upgrade_knowledge_base` of a chunk collection given by name."""
+    own = collection.startswith(USER_CHUNKS_PREFIX)
+    prefix = USER_CHUNKS_PREFIX if own else CHUNKS_PREFIX
+    spec = _chunks_spec(collection.removeprefix(prefix), own=own)
     if not needs_restage(store, spec, set(store.collections())):
         return False
     earlier = dataclasses.replace(spec, properties=KNOWLEDGE_PROPERTIES_V1)
-    return restage(store, spec, [earlier], _prepared_chunk)
+    return restage(store, spec, [earlier], upgraded_chunk)
 
 
 def source_key(path: str | Path) -> str:

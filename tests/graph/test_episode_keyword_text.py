@@ -202,3 +202,23 @@ def test_an_episode_upgrade_killed_after_the_drop_is_finished(
     ]
     assert sorted(reopened.collections()) == [EPISODES.name]
     reopened.close()
+
+
+def test_an_export_of_old_episodes_imports_into_an_upgraded_store(
+    tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    from agentic_memory.transfer import export_memories, import_memories
+
+    old = _old_store(tmp_path / "old", embeddings, EPISODES_V2)
+    path = tmp_path / "old.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        export_memories(old, out, embedding_model="wordllama")
+    old.close()
+    target = EmbeddedStore(tmp_path / "new", dims=embeddings.dims)
+    memory = EpisodicMemory(target, embeddings)
+    asyncio.run(memory.astore("carol", "t9", reflection("Chess openings.", ["games"]), "x"))
+    import_memories(target, path, embeddings=embeddings, embedding_model="wordllama")
+    hits = asyncio.run(memory.arecall("alice", "hikes", alpha=0.0, now=NOW))
+    assert [h.episode.conversation_summary for h in hits] == ["Hiking in Norway."]
+    assert asyncio.run(memory.acount("bob", important=True)) == 1
+    target.close()

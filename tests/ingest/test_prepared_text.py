@@ -381,3 +381,38 @@ def test_an_upgrade_killed_after_the_old_chunks_were_dropped_is_finished(
     assert reopened.count("Knowledge_Docs") == 2
     assert not any(n.startswith(STAGING_PREFIX) for n in reopened.collections())
     reopened.close()
+
+
+def test_an_export_of_an_old_knowledge_base_imports_in_the_current_schema(
+    tmp_path: Path, docs: Path, embeddings: LocalEmbeddings
+) -> None:
+    from agentic_memory.transfer import export_memories, import_memories
+
+    old = EmbeddedStore(tmp_path / "old", dims=embeddings.dims)
+    _old_knowledge_base(old, embeddings, "docs", None, "Kelmar")
+    _old_knowledge_base(old, embeddings, "mine", "alice", "Arvel")
+    path = tmp_path / "old.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        export_memories(old, out, embedding_model="wordllama")
+    old.close()
+    kwargs = {"embeddings": embeddings, "embedding_model": "wordllama", "allow_shared": True}
+
+    # Into a fresh store, and again into the same one (already current: nothing changes).
+    fresh = EmbeddedStore(tmp_path / "fresh", dims=embeddings.dims)
+    import_memories(fresh, path, **kwargs)
+    assert fresh.spec("Knowledge_Docs").searchable == ("search_text",)
+    assert fresh.spec("UserKnowledge_Mine").searchable == ("search_text",)
+    assert search_knowledge(fresh, embeddings, "docs", "observatories", alpha=0.0)
+    again = import_memories(fresh, path, **kwargs)
+    assert sum(again.counts.values()) == 0
+    fresh.close()
+
+    # Into a store the earlier version wrote (its knowledge base emptied): upgraded first.
+    target = EmbeddedStore(tmp_path / "target", dims=embeddings.dims)
+    spec = dataclasses.replace(knowledge_collection("docs"), properties=KNOWLEDGE_PROPERTIES_V1)
+    target.ensure_collection(spec)
+    import_memories(target, path, **kwargs)
+    assert target.spec("Knowledge_Docs").searchable == ("search_text",)
+    hits = search_knowledge(target, embeddings, "docs", "tides", alpha=0.0)
+    assert hits and "Tides" in hits[0].text
+    target.close()
