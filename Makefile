@@ -52,7 +52,7 @@ test: system-deps lint
 
 # The live Weaviate suites (docs/weaviate.md, "Tests"): needs Docker. Starts the pinned
 # docker-compose.yml as a throw-away project on free ports, waits for it, runs the storage
-# conformance and churn suites against it and removes it (tests/live/run_weaviate.py).
+# conformance and churn suites against it and removes it (tests/integration/live/run_weaviate.py).
 # Without Docker, `make test` still runs everything else and skips the live cases.
 test-weaviate: install
-	$(BIN)/python -m tests.live.run_weaviate $(ARGS)
+	$(BIN)/python -m tests.integration.live.run_weaviate $(ARGS)

@@ -26,7 +26,7 @@ C. **A writer killed mid-write**, then another machine writes the same subject: 
    writer's claim stays, and the id it claimed can never be created. And a subject forgotten
    and written again: the ledger still holds its first value's id.
 
-The Weaviate is the tests' fake (``tests/weaviate_unit/network.py``), a Python server: absolute
+The Weaviate is the tests' fake (``tests/unit/store/weaviate/network.py``), a Python server: absolute
 writes/s say little about a real cluster; the ratios between modes and the PostgreSQL costs
 per write are what to compare. PostgreSQL runs on the same machine (loopback round trips).
 

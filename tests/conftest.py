@@ -19,6 +19,8 @@ import pytest
 from blockbuster import BlockBuster, blockbuster_ctx
 from pytest_asyncio import is_async_test
 
+from tests.fake_openai import FakeOpenAIServer
+
 # Variables that would make a test talk to a real service or read a user's data.
 _ISOLATED_ENV = (
     "OPENAI_API_KEY",
@@ -62,17 +64,21 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
     yield
 
 
-GUARDED = frozenset(
-    {
-        "storage",
-        "weaviate_unit",
-        "concurrency",
-        "memory_api",
-        "retention",
-        "langgraph_store",
-        "graph",
-        "ingest",
-    }
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAIServer]:
+    """A scripted OpenAI-compatible HTTP server on a free port (``tests/fake_openai.py``)."""
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+GUARDED = (
+    ("unit", "store"),
+    ("unit", "api"),
+    ("unit", "kinds", "retention"),
+    ("unit", "langgraph_store"),
+    ("unit", "graph"),
+    ("unit", "ingest"),
+    ("integration", "concurrency"),
 )
 """The test directories whose async tests run under blockbuster."""
 
@@ -94,10 +100,31 @@ def _relax(buster: BlockBuster) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     path = Path(str(item.fspath)).resolve()
-    guarded = path.is_relative_to(_TESTS) and path.relative_to(_TESTS).parts[0] in GUARDED
+    guarded = path.is_relative_to(_TESTS) and any(
+        path.relative_to(_TESTS).parts[: len(prefix)] == prefix for prefix in GUARDED
+    )
     if not guarded or not is_async_test(item) or item.get_closest_marker("allow_blocking"):
         yield
         return
     with blockbuster_ctx() as buster:
         _relax(buster)
         yield
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark everything under ``tests/integration`` ``integration``, and refuse the mark elsewhere.
+
+    The folder is the split; the marker only lets ``-m "not integration"`` select it. A unit
+    test that needs a real server or process belongs in ``tests/integration``.
+    """
+    misplaced = []
+    for item in items:
+        parts = Path(str(item.fspath)).resolve().relative_to(_TESTS).parts
+        if parts[0] == "integration":
+            item.add_marker(pytest.mark.integration)
+        elif item.get_closest_marker("integration"):
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError(
+            "integration tests outside tests/integration: " + ", ".join(misplaced)
+        )

@@ -1,8 +1,0 @@
-"""Fixtures for the memory-kind contract tests: the CLI tests' real embedded store and embeddings.
-
-The store lives where ``amem memories`` looks (``AMEM_HOME``, ``tests/conftest.py``).
-"""
-
-from tests.cli.conftest import embeddings, store
-
-__all__ = ["embeddings", "store"]

@@ -1,0 +1,70 @@
+"""``graph/store.py``, the store ``langgraph.json`` names, loaded the way the server loads it."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from langgraph_cli.config import validate_config_file
+
+from agentic_memory.langgraph_store import AgenticStore
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def load_store_module() -> ModuleType:
+    # langgraph_api.store._load_store: a file path is imported under a made-up module name.
+    spec = importlib.util.spec_from_file_location("served_store_module", REPO / "graph/store.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("config", ["langgraph.json", "langgraph.auth.json"])
+def test_both_configurations_name_the_store(config: str) -> None:
+    validated = validate_config_file(REPO / config)
+    assert validated["store"] == {"path": "agentic_memory.graph.store.store"}
+    assert (
+        json.loads((REPO / config).read_text())["store"]["path"]
+        == "agentic_memory.graph.store.store"
+    )
+
+
+def test_the_ttl_settings_come_from_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load_store_module()
+    assert module.server_ttl_config({"path": "x"}) is None
+    monkeypatch.delenv("LANGGRAPH_STORE", raising=False)
+    assert module.server_ttl_config() is None
+    settings = {"path": "agentic_memory.graph.store.store", "ttl": {"default_ttl": 60}}
+    monkeypatch.setenv("LANGGRAPH_STORE", json.dumps(settings))
+    assert module.server_ttl_config() == {"default_ttl": 60}
+    monkeypatch.setenv("LANGGRAPH_STORE", "[1]")
+    with pytest.raises(ValueError, match="JSON object"):
+        module.server_ttl_config()
+
+
+async def test_the_store_opens_sweeps_and_closes(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = await asyncio.to_thread(load_store_module)  # file reads: off the guarded loop
+    settings = {"path": "agentic_memory.graph.store.store", "ttl": {"default_ttl": 60}}
+    monkeypatch.setenv("LANGGRAPH_STORE", json.dumps(settings))
+    async with module.store() as opened:
+        assert opened.ttl_config == {"default_ttl": 60}
+        assert isinstance(opened, AgenticStore)
+        assert opened._sweeper is not None and not opened._sweeper.done()
+        await opened.aput(("notes", "alice"), "k", {"text": "hello"})
+        item = await opened.aget(("notes", "alice"), "k")
+        assert item is not None and item.value == {"text": "hello"}
+        sweeper = opened._sweeper
+    assert sweeper.done()
+    with pytest.raises(ValueError, match="closed"):
+        await opened.aget(("notes", "alice"), "k")
+    # Everything lives under AMEM_HOME (tests point it at a temporary directory).
+    assert await asyncio.to_thread((Path(os.environ["AMEM_HOME"]) / "store").is_dir)

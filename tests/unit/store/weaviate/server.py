@@ -1,0 +1,274 @@
+"""An in-memory Weaviate behind the real client's transport, for races through the wire.
+
+``FakeWeaviate`` extends the scripted ``Wire`` with object storage, so that the store and the
+memory classes above it run unchanged against it: gRPC batches (upserts), searches with
+filters, sorting and paging, counts and filtered deletes, and the REST create ``POST
+/v1/objects``, which behaves as the pinned Weaviate version's ``AddObject`` does
+(``usecases/objects/add.go``): it checks that the id is free, answers 422 "id '…' already
+exists" if not, and otherwise writes, holding nothing between the check and the write. A test
+can pause a create in that window (``pause_create``, ``in_window``) to force the race, or keep
+the window open for every create (``create_window`` seconds): on a replicated cluster the
+write goes through the replicator between the check and the put, so the window is
+milliseconds, and writers on several machines that take no common lock lose updates in it.
+
+Only what the store sends is implemented; anything else fails loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import httpx
+from weaviate.proto.v1 import (
+    aggregate_pb2,
+    base_pb2,
+    batch_delete_pb2,
+    properties_pb2,
+    search_get_pb2,
+)
+
+from tests.unit.store.weaviate.conftest import Wire
+
+_OP = base_pb2.Filters
+
+
+class FakeWeaviate(Wire):
+    """A ``Wire`` that keeps objects per (collection, tenant) and answers from them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.objects: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self.state = threading.Lock()
+        self.pause_create: Callable[[str], None] | None = None
+        """Called between a create's existence check and its write, with the object id."""
+        self.in_window: Callable[[dict[str, Any]], None] | None = None
+        """Called there too, with the request body (the write lands whatever it does)."""
+        self.create_window = 0.0
+        """Seconds every create waits between its check and its write."""
+        self.creates = 0
+
+    # -- REST ---------------------------------------------------------------------------
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/objects" and request.method == "POST":
+            return self._create(request)
+        response = super().handle(request)
+        if request.method == "DELETE" and request.url.path.endswith("/tenants"):
+            name = request.url.path.split("/")[3]
+            with self.state:
+                for tenant in json.loads(request.content):
+                    self.objects.pop((name, tenant), None)
+        return response
+
+    def _create(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.rest.append(("POST", "/v1/objects", body))
+        key = (body["class"], body.get("tenant") or "")
+        oid = str(uuid.UUID(body["id"]))
+        with self.state:
+            exists = oid in self.objects.get(key, {})
+        if exists:
+            return httpx.Response(
+                422, json={"error": [{"message": f"id '{body['id']}' already exists"}]}
+            )
+        if self.pause_create is not None:
+            self.pause_create(oid)
+        if self.in_window is not None:
+            self.in_window(body)
+        if self.create_window:
+            time.sleep(self.create_window)
+        types = self._types(body["class"])
+        with self.state:
+            self.creates += 1
+            self.objects.setdefault(key, {})[oid] = {
+                "properties": {k: _typed(types.get(k), v) for k, v in body["properties"].items()},
+                "vector": list(body["vectors"]["default"]),
+                **_times(self.objects.get(key, {}).get(oid)),
+            }
+        return httpx.Response(200, json=body)
+
+    # -- gRPC ---------------------------------------------------------------------------
+
+    def batch_objects(self, request: Any, timeout: float, max_retries: float) -> dict[int, str]:
+        self.grpc.append(("batch_objects", request))
+        with self.state:
+            for obj in request.objects:
+                types = self._types(obj.collection)
+                props: dict[str, Any] = {}
+                for name, value in obj.properties.non_ref_properties.fields.items():
+                    kind = value.WhichOneof("kind")
+                    if kind != "null_value":
+                        props[name] = _typed(types.get(name), getattr(value, kind))
+                for arr in obj.properties.text_array_properties:
+                    props[arr.prop_name] = list(arr.values)
+                for name in obj.properties.empty_list_props:
+                    props[name] = []
+                (vec,) = [v for v in obj.vectors if v.name == "default"]
+                floats = list(struct.unpack(f"{len(vec.vector_bytes) // 4}f", vec.vector_bytes))
+                key = (obj.collection, obj.tenant)
+                oid = str(uuid.UUID(obj.uuid))
+                self.objects.setdefault(key, {})[oid] = {
+                    "properties": props,
+                    "vector": floats,
+                    **_times(self.objects.get(key, {}).get(oid)),
+                }
+        return {}
+
+    def search(self, request: Any) -> Any:
+        self.grpc.append(("search", request))
+        if request.HasField("hybrid_search") or request.HasField("near_vector"):
+            raise AssertionError("FakeWeaviate does not rank")
+        with self.state:
+            rows = self._matching(request.collection, request.tenant, request.filters)
+        for sort in reversed(list(request.sort_by)):
+            field = sort.path[0]
+            rows.sort(
+                key=lambda r, f=field: _sort_key(r[0] if f == "_id" else r[1]["properties"].get(f)),
+                reverse=not sort.ascending,
+            )
+        rows = rows[request.offset : request.offset + (request.limit or 10)]
+        types = self._types(request.collection)
+        wanted = list(request.metadata.vectors)
+        return search_get_pb2.SearchReply(
+            results=[_result(oid, obj, types, wanted) for oid, obj in rows]
+        )
+
+    def aggregate(self, request: Any) -> Any:
+        self.grpc.append(("aggregate", request))
+        with self.state:
+            n = len(self._matching(request.collection, request.tenant, request.filters))
+        single = aggregate_pb2.AggregateReply.Single(objects_count=n)
+        return aggregate_pb2.AggregateReply(single_result=single)
+
+    def batch_delete(self, request: Any) -> Any:
+        self.grpc.append(("batch_delete", request))
+        with self.state:
+            rows = self._matching(request.collection, request.tenant, request.filters)
+            stored = self.objects.get((request.collection, request.tenant), {})
+            for oid, _ in rows:
+                stored.pop(oid, None)
+        return batch_delete_pb2.BatchDeleteReply(matches=len(rows), successful=len(rows), failed=0)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _types(self, collection: str) -> dict[str, str]:
+        schema = self.schemas[collection]
+        return {p["name"]: p["dataType"][0] for p in schema.get("properties", [])}
+
+    def _matching(
+        self, collection: str, tenant: str, filters: Any
+    ) -> list[tuple[str, dict[str, Any]]]:
+        stored = self.objects.get((collection, tenant), {})
+        has_filter = filters.ByteSize() > 0
+        return [
+            (oid, obj)
+            for oid, obj in stored.items()
+            if not has_filter or _match(oid, obj["properties"], filters)
+        ]
+
+
+def _times(previous: dict[str, Any] | None) -> dict[str, int]:
+    now = time.time_ns() // 1_000_000
+    return {"created": previous["created"] if previous else now, "updated": now}
+
+
+def _typed(dtype: str | None, value: Any) -> Any:
+    if dtype == "int":
+        return int(value)
+    if dtype == "number":
+        return float(value)
+    if dtype == "date" and isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    return (0, "") if value is None else (1, value)
+
+
+def _filter_value(f: Any) -> Any:
+    kind = f.WhichOneof("test_value")
+    value = getattr(f, kind)
+    if kind.endswith("_array"):
+        return list(value.values)
+    return value
+
+
+def _match(oid: str, props: dict[str, Any], f: Any) -> bool:
+    op = f.operator
+    if op == _OP.OPERATOR_AND:
+        return all(_match(oid, props, sub) for sub in f.filters)
+    if op == _OP.OPERATOR_OR:
+        return any(_match(oid, props, sub) for sub in f.filters)
+    target = f.target.property
+    actual = oid if target == "_id" else props.get(target)
+    wanted = _filter_value(f)
+    if isinstance(actual, datetime) and isinstance(wanted, str):
+        wanted = datetime.fromisoformat(wanted.replace("Z", "+00:00"))
+    if op == _OP.OPERATOR_CONTAINS_ANY:
+        values = actual if isinstance(actual, list) else [actual]
+        return any(v in wanted for v in values)
+    if op == _OP.OPERATOR_NOT_EQUAL:
+        return actual is None or actual != wanted
+    if actual is None:
+        return False
+    compare: dict[int, Callable[[Any, Any], bool]] = {
+        _OP.OPERATOR_EQUAL: lambda a, b: a == b,
+        _OP.OPERATOR_GREATER_THAN: lambda a, b: a > b,
+        _OP.OPERATOR_GREATER_THAN_EQUAL: lambda a, b: a >= b,
+        _OP.OPERATOR_LESS_THAN: lambda a, b: a < b,
+        _OP.OPERATOR_LESS_THAN_EQUAL: lambda a, b: a <= b,
+    }
+    if op not in compare:
+        raise AssertionError(f"FakeWeaviate does not implement filter operator {op}")
+    return compare[op](actual, wanted)
+
+
+def _value(dtype: str | None, value: Any) -> Any:
+    if dtype == "text[]":
+        return properties_pb2.Value(
+            list_value=properties_pb2.ListValue(text_values=properties_pb2.TextValues(values=value))
+        )
+    if dtype == "int":
+        return properties_pb2.Value(int_value=value)
+    if dtype == "number":
+        return properties_pb2.Value(number_value=value)
+    if dtype == "boolean":
+        return properties_pb2.Value(bool_value=value)
+    if dtype == "date":
+        return properties_pb2.Value(date_value=value.isoformat())
+    return properties_pb2.Value(text_value=value)
+
+
+def _result(oid: str, obj: dict[str, Any], types: dict[str, str], vectors: list[str]) -> Any:
+    fields = {k: _value(types.get(k), v) for k, v in obj["properties"].items()}
+    packed = []
+    if vectors:
+        vec = obj["vector"]
+        packed = [
+            base_pb2.Vectors(
+                name="default",
+                vector_bytes=struct.pack(f"{len(vec)}f", *vec),
+                type=base_pb2.Vectors.VECTOR_TYPE_SINGLE_FP32,
+            )
+        ]
+    return search_get_pb2.SearchResult(
+        properties=search_get_pb2.PropertiesResult(
+            non_ref_props=properties_pb2.Properties(fields=fields), target_collection="X"
+        ),
+        metadata=search_get_pb2.MetadataResult(
+            id_as_bytes=uuid.UUID(oid).bytes,
+            vectors=packed,
+            creation_time_unix=obj["created"],
+            creation_time_unix_present=True,
+            last_update_time_unix=obj["updated"],
+            last_update_time_unix_present=True,
+        ),
+    )
