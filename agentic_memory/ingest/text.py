@@ -5,7 +5,9 @@ back to the pages it came from: a chunk that runs across a page break gets
 ``page_start < page_end``.
 
 Each chunk also gets the section heading it falls under (:func:`find_headings`): the last
-heading line at or before the chunk's first character. A heading is a line of its own that
+heading line that starts before the chunk's 100th character, or its first quarter when it
+is shorter (:data:`HEADING_LOOKAHEAD`: a chunk that begins at the top of a page often opens
+with the running header, then the heading). A heading is a line of its own that
 is either a numbered section title (``2.1 Node Shapes``, ``4 Command Line Options``, an
 appendix ``A Principal Node Attributes``): a section number, then a title of at most ten
 words that starts with a letter that is not lower-case (a capital, or a letter of a script
@@ -252,15 +254,22 @@ def split_document(
                 char_end=end,
                 page_start=document.page_at(start),
                 page_end=document.page_at(end - 1),
-                section=_section_at(headings, heading_offsets, start),
+                section=_section_at(headings, heading_offsets, start, end),
             )
         )
         previous_start, previous_end = start, end
     return chunks
 
 
-def _section_at(headings: list[tuple[int, str]], offsets: list[int], position: int) -> str:
-    at = bisect.bisect_right(offsets, position) - 1
+HEADING_LOOKAHEAD = 100
+"""A heading that starts this few characters into a chunk (at most a quarter of the chunk) is
+the chunk's own: a chunk that begins at a page's top often starts with the running header,
+then the new section."""
+
+
+def _section_at(headings: list[tuple[int, str]], offsets: list[int], start: int, end: int) -> str:
+    ahead = min(HEADING_LOOKAHEAD, (end - start) // 4)
+    at = bisect.bisect_right(offsets, start + ahead) - 1
     return headings[at][1] if at >= 0 else ""
 
 

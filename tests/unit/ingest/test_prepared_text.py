@@ -36,7 +36,10 @@ from tests.unit.store import weaviate_reference as ref
 
 # Each section's body never names its heading's words: only the heading says "lighthouse".
 SECTIONED = [
-    "Abstract\n\nA short account of a coastal survey.\n\n1 Introduction\n\n" + filler(1, 10),
+    "Abstract\n\nA short account of a coastal survey. "
+    + filler(7, 3)
+    + "\n\n1 Introduction\n\n"
+    + filler(1, 10),
     "2 Lighthouse Maintenance\n\n" + filler(2, 40),
     "3 Harbour Dredging\n\n" + filler(3, 12) + " The Quenwick channel is dredged every spring.",
 ]
@@ -99,6 +102,20 @@ def test_each_chunk_carries_the_heading_it_falls_under(
         )
         if p["page_start"] == 2 and p["page_end"] == 2:
             assert p["section"] == "2 Lighthouse Maintenance"
+
+
+def test_a_chunk_that_opens_with_a_running_header_gets_the_heading_after_it() -> None:
+    body = "Words of the first section go on and on here. " * 20
+    document = assemble(
+        [
+            f"1 First Part\n{body}",
+            f"Field Manual, June 2015 2\n2 Second Part\n{body}",
+        ]
+    )
+    chunks = split_document(document, chunk_size=800, chunk_overlap=0)
+    second = [c for c in chunks if c.text.startswith("Field Manual")]
+    assert second and second[0].section == "2 Second Part"
+    assert chunks[0].section == "1 First Part"
 
 
 def test_a_chunk_before_any_heading_has_none(tmp_path: Path) -> None:
