@@ -47,7 +47,11 @@ from agentic_memory.kinds._bound import (
     embedded_part,
 )
 from agentic_memory.kinds._restage import needs_restage, restage
-from agentic_memory.kinds.recall_text import episode_search_text, keyword_query
+from agentic_memory.kinds.recall_text import (
+    episode_search_text,
+    keyword_query,
+    search_text_property,
+)
 from agentic_memory.kinds.retention import EpisodePurge
 from agentic_memory.store import (
     CollectionSpec,
@@ -98,14 +102,7 @@ EPISODES = CollectionSpec(
         Property("created_at", "date"),
         Property("importance", "number", description="0..1, set by the reflection"),
         Property("important", "bool", description="marked important by the user: never pruned"),
-        Property(
-            "search_text",
-            "text",
-            searchable=True,
-            filterable=False,
-            description="prepared keyword text (agentic_memory.kinds.recall_text): stems of the "
-            "tags, reflection and conversation, without stop words",
-        ),
+        search_text_property("the tags, reflection and conversation"),
     ),
 )
 """The per-user collection of episodes: one reflection per finished conversation. Keyword

@@ -60,7 +60,11 @@ from langchain_core.embeddings import Embeddings
 
 from agentic_memory.kinds._bound import check_user_id, embedded_part
 from agentic_memory.kinds._restage import needs_restage, restage
-from agentic_memory.kinds.recall_text import chunk_search_text, keyword_query
+from agentic_memory.kinds.recall_text import (
+    chunk_search_text,
+    keyword_query,
+    search_text_property,
+)
 from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
@@ -130,14 +134,7 @@ KNOWLEDGE_PROPERTIES: tuple[Property, ...] = (
         filterable=False,
         description="the heading of the section the chunk falls under ('' when none was found)",
     ),
-    Property(
-        "search_text",
-        "text",
-        searchable=True,
-        filterable=False,
-        description="prepared keyword text (agentic_memory.kinds.recall_text): stems of the "
-        "title, section heading and text, without stop words",
-    ),
+    search_text_property("the title, section heading and text"),
 )
 """A chunk's properties. Keyword search reads ``search_text`` only; ``text`` is what is shown
 and cited."""

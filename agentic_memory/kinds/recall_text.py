@@ -27,6 +27,7 @@ from datetime import datetime
 import snowballstemmer
 
 from agentic_memory.kinds._bound import embedded_part
+from agentic_memory.store import Property
 
 __all__ = [
     "STOPWORDS",
@@ -38,6 +39,7 @@ __all__ = [
     "keyword_text",
     "keywords",
     "search_text",
+    "search_text_property",
 ]
 
 STOPWORDS = frozenset(
@@ -145,4 +147,20 @@ def episode_search_text(
     """Return the prepared keyword text of an episode: its tags, reflection and conversation."""
     return keyword_text(
         [" ".join(context_tags), conversation_summary, what_worked, what_to_avoid, conversation]
+    )
+
+
+def search_text_property(holds: str) -> Property:
+    """Return the ``search_text`` property of a collection: the one its keyword search reads.
+
+    Args:
+        holds: What the prepared text is made of, for the schema's description.
+    """
+    return Property(
+        "search_text",
+        "text",
+        searchable=True,
+        filterable=False,
+        description=f"prepared keyword text (agentic_memory.kinds.recall_text): stems of {holds}, "
+        "without stop words",
     )
