@@ -27,6 +27,7 @@ proposal (:class:`agentic_memory.kinds.shared_rules.SharedRules`) that an operat
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -840,8 +841,10 @@ class _Import:
         summary: TransferSummary,
         progress: Callable[[int], None] | None,
         batch_size: int,
+        converted: dict[str, CollectionSpec],
     ) -> None:
         self.batch_size = batch_size
+        self.converted = converted
         self.store = store
         self.staged: StagedLines = staging
         self.writes = writes
@@ -904,6 +907,12 @@ class _Import:
         for batch in self.staged.batches(line_kind, spec.name, user, self.batch_size):
             new: list[MemoryObject] = []
             for line in batch:
+                if spec.name in self.converted:
+                    upgraded = _memory_kind(line_kind).upgraded_properties(
+                        spec.name, line.properties
+                    )
+                    assert upgraded is not None  # _converted asked the kind
+                    line.properties = upgraded
                 found = self.existing(spec.name, user, line.id)
                 if found is not None:
                     if _same(spec, found.properties, line.properties):
@@ -1006,9 +1015,12 @@ def import_memories(
                 staging.reembed(embeddings, store.dims)
                 summary.reembedded = True
                 summary.notes.append(f"vectors recomputed from the text: {why}")
+            converted = _converted(header)
             with _all_or_nothing(store) as writes:
-                _prepare_collections(store, header, writes)
-                _Import(store, staging, writes, summary, progress, min(batch_size, _BATCH)).run()
+                _prepare_collections(store, header, writes, converted)
+                _Import(
+                    store, staging, writes, summary, progress, min(batch_size, _BATCH), converted
+                ).run()
             if gates:
                 assert embeddings is not None
                 # After the other writes (on the embedded store after their transaction: a
@@ -1060,10 +1072,36 @@ def _why_reembed(
     return None
 
 
-def _prepare_collections(store: MemoryStore, header: ExportHeader, writes: _Writes) -> None:
-    existing = set(store.collections())
-    older: set[str] = set()
+def _converted(header: ExportHeader) -> dict[str, CollectionSpec]:
+    """Return the current schema of each collection whose objects the import converts.
+
+    Those the file holds in an earlier schema that their kind converts one object at a time
+    (``MemoryKind.upgraded_properties``): they are written in the current schema.
+    """
+    out: dict[str, CollectionSpec] = {}
     for name, spec in header.collections.items():
+        found = current_kinds().of_collection(name)
+        if found is None or not found[0].accepts_earlier_schema(spec):
+            continue
+        expected = found[0].expected_schema(name)
+        if expected is not None and found[0].upgraded_properties(name, {}) is not None:
+            out[name] = dataclasses.replace(spec, properties=expected[0], per_user=expected[1])
+    return out
+
+
+def _prepare_collections(
+    store: MemoryStore, header: ExportHeader, writes: _Writes, converted: dict[str, CollectionSpec]
+) -> None:
+    existing = set(store.collections())
+    for name in header.collections:
+        found = current_kinds().of_collection(name)
+        if name in existing and found is not None:
+            # A target an earlier version wrote: brought to the current schema first.
+            found[0].upgrade_collection(store, name)
+    existing = set(store.collections())
+    specs = {name: converted.get(name, spec) for name, spec in header.collections.items()}
+    older: set[str] = set()
+    for name, spec in specs.items():
         if name not in existing:
             continue
         stored = store.spec(name)
@@ -1073,7 +1111,7 @@ def _prepare_collections(store: MemoryStore, header: ExportHeader, writes: _Writ
             older.add(name)  # the file was written before properties the target has
         elif not _extends(spec, stored):
             raise TransferError(f"collection {name!r} exists in the target with another schema")
-    for spec in header.collections.values():
+    for spec in specs.values():
         if spec.name not in older:
             # Creates it, or adds what a target written by an earlier version lacks.
             store.extend_collection(spec)

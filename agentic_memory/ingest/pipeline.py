@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from langchain_core.embeddings import Embeddings
 
@@ -57,6 +57,7 @@ from agentic_memory.kinds.knowledge import (
     source_key,
     upload_source,
 )
+from agentic_memory.kinds.recall_text import chunk_search_text
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
 from agentic_memory.store import (
     InvalidInputError,
@@ -67,8 +68,9 @@ from agentic_memory.store import (
     open_store,
 )
 
-PIPELINE_VERSION = "1"
-"""Part of every revision: bump it when cleaning or splitting changes, so files are redone."""
+PIPELINE_VERSION = "2"
+"""Part of every revision: bump it when cleaning or splitting changes, so files are redone.
+Version 2 finds each chunk's section heading (``ingest.text.find_headings``)."""
 
 DEFAULT_BATCH_SIZE = 128
 """Chunks embedded and written per call."""
@@ -104,6 +106,26 @@ class FileResult:
     seconds: float = 0.0
 
 
+class _Total:
+    """A total of an ``IngestReport``: the ``FileResult`` field of the same name, summed."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self.field = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = name
+
+    @overload
+    def __get__(self, report: None, owner: type) -> _Total: ...
+    @overload
+    def __get__(self, report: IngestReport, owner: type) -> int: ...
+    def __get__(self, report: IngestReport | None, owner: type) -> int | _Total:
+        if report is None:
+            return self
+        return sum(int(getattr(f, self.field)) for f in report.files)
+
+
 @dataclass
 class IngestReport:
     """Per-file results and totals of one ``ingest_paths`` call."""
@@ -128,30 +150,11 @@ class IngestReport:
         """Whether every input was ingested (or was already up to date)."""
         return not self.failed
 
-    @property
-    def pages(self) -> int:
-        """Pages of the files ingested or found unchanged."""
-        return sum(f.pages for f in self.files)
-
-    @property
-    def chunks_written(self) -> int:
-        """Chunks written."""
-        return sum(f.chunks_written for f in self.files)
-
-    @property
-    def chunks_unchanged(self) -> int:
-        """Chunks already present and left alone."""
-        return sum(f.chunks_unchanged for f in self.files)
-
-    @property
-    def chunks_removed(self) -> int:
-        """Chunks of old revisions deleted."""
-        return sum(f.chunks_removed for f in self.files)
-
-    @property
-    def warnings(self) -> int:
-        """PDF reader warnings, summed over the files."""
-        return sum(f.warnings for f in self.files)
+    pages = _Total("Pages of the files ingested or found unchanged.")
+    chunks_written = _Total("Chunks written.")
+    chunks_unchanged = _Total("Chunks already present and left alone.")
+    chunks_removed = _Total("Chunks of old revisions deleted.")
+    warnings = _Total("PDF reader warnings, summed over the files.")
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dictionary with the totals and every file."""
@@ -566,6 +569,10 @@ class _Job:
                     "char_start": chunk.char_start,
                     "char_end": chunk.char_end,
                     "revision": revision,
+                    "section": chunk.section,
+                    "search_text": chunk_search_text(
+                        chunk.text, title=title, section=chunk.section
+                    ),
                 },
                 vector=vector,
             )

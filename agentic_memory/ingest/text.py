@@ -3,6 +3,20 @@
 Offsets are character positions in the cleaned document text, so every chunk can be mapped
 back to the pages it came from: a chunk that runs across a page break gets
 ``page_start < page_end``.
+
+Each chunk also gets the section heading it falls under (:func:`find_headings`): the last
+heading line that starts before the chunk's 100th character, or its first quarter when it
+is shorter (:data:`HEADING_LOOKAHEAD`: a chunk that begins at the top of a page often opens
+with the running header, then the heading). A heading is a line of its own that
+is either a numbered section title (``2.1 Node Shapes``, ``4 Command Line Options``, an
+appendix ``A Principal Node Attributes``): a section number, then a title of at most ten
+words that starts with a letter that is not lower-case (a capital, or a letter of a script
+without case) and holds a word of two letters or more, the line at most 80 characters and
+not ending like a sentence; or one of the unnumbered headings papers use (``Abstract``,
+``References``...).
+PDFs carry no reliable structure (font sizes differ between producers), so the rule reads
+the text only; on ``dotguide.pdf`` it finds every numbered section and appendix heading and
+nothing else (``bench/results/ingest.md``).
 """
 
 from __future__ import annotations
@@ -139,6 +153,58 @@ class TextChunk:
     char_end: int
     page_start: int
     page_end: int
+    section: str = ""
+    """The heading of the section the chunk falls under ("" before the first heading)."""
+
+
+_NUMBERED_HEADING = re.compile(
+    r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}|[A-Z](?:\.\d{1,2}){0,3})\.? +([^\W\d_][^\n]{0,78})$",
+    re.MULTILINE,
+)
+_LONG_WORD = re.compile(r"[^\W\d_]{2}")
+_NAMED_HEADINGS = frozenset(
+    {
+        "abstract",
+        "introduction",
+        "background",
+        "related work",
+        "discussion",
+        "conclusion",
+        "conclusions",
+        "acknowledgments",
+        "acknowledgements",
+        "references",
+        "bibliography",
+        "appendix",
+    }
+)
+"""Unnumbered headings of papers, compared case-insensitively with a whole line."""
+_MAX_HEADING_WORDS = 10
+_MAX_HEADING_CHARS = 80
+
+
+def find_headings(text: str) -> list[tuple[int, str]]:
+    """Return the section headings of a cleaned document: ``(offset of the line, the line)``.
+
+    See the module doc for the rule. Offsets ascend.
+    """
+    found: dict[int, str] = {}
+    for match in _NUMBERED_HEADING.finditer(text):
+        line, title = match.group(0), match.group(1)
+        if (
+            len(line) <= _MAX_HEADING_CHARS
+            and len(line.split()) <= _MAX_HEADING_WORDS + 1
+            and not title[0].islower()
+            and _LONG_WORD.search(title)
+            and not line.endswith((".", ",", ";", ":"))
+        ):
+            found[match.start()] = line
+    start = 0
+    for line in text.split("\n"):
+        if len(line) <= 20 and line.strip().lower() in _NAMED_HEADINGS:
+            found[start] = line.strip()
+        start += len(line) + 1
+    return sorted(found.items())
 
 
 def check_split_settings(chunk_size: object, chunk_overlap: object) -> tuple[int, int]:
@@ -173,6 +239,8 @@ def split_document(
         strip_whitespace=True,
     )
     text = document.text
+    headings = find_headings(text)
+    heading_offsets = [offset for offset, _ in headings]
     chunks: list[TextChunk] = []
     previous_start, previous_end = -1, 0
     for piece in splitter.split_text(text):
@@ -186,10 +254,23 @@ def split_document(
                 char_end=end,
                 page_start=document.page_at(start),
                 page_end=document.page_at(end - 1),
+                section=_section_at(headings, heading_offsets, start, end),
             )
         )
         previous_start, previous_end = start, end
     return chunks
+
+
+HEADING_LOOKAHEAD = 100
+"""A heading that starts this few characters into a chunk (at most a quarter of the chunk) is
+the chunk's own: a chunk that begins at a page's top often starts with the running header,
+then the new section."""
+
+
+def _section_at(headings: list[tuple[int, str]], offsets: list[int], start: int, end: int) -> str:
+    ahead = min(HEADING_LOOKAHEAD, (end - start) // 4)
+    at = bisect.bisect_right(offsets, start + ahead) - 1
+    return headings[at][1] if at >= 0 else ""
 
 
 def _locate(text: str, piece: str, previous_start: int, previous_end: int, overlap: int) -> int:

@@ -33,16 +33,19 @@ from agentic_memory.kinds.contract import (
 from agentic_memory.kinds.knowledge import (
     CHUNKS_PREFIX,
     KNOWLEDGE_PROPERTIES,
+    KNOWLEDGE_PROPERTIES_V1,
     MANIFEST_PREFIX,
     MANIFEST_PROPERTIES,
     USER_CHUNKS_PREFIX,
     USER_MANIFEST_PREFIX,
     alist_knowledge_bases,
     alist_sources,
+    upgrade_chunk_collection,
+    upgraded_chunk,
 )
 from agentic_memory.kinds.rule_guard import screen_rules
 from agentic_memory.kinds.shared_rules import PROPOSALS, SharedRules
-from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore
+from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, property_shape
 from agentic_memory.store.types import (
     CollectionSpec,
     InvalidInputError,
@@ -79,6 +82,13 @@ def _text(props: Mapping[str, Any], name: str, *, required: bool = True) -> str:
 
 def _utc(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _same_shape(spec: CollectionSpec, properties: Sequence[Property], per_user: bool) -> bool:
+    """Whether ``spec`` has exactly ``properties`` (names, types, indexing) and ``per_user``."""
+    return spec.per_user == per_user and [property_shape(p) for p in spec.properties] == [
+        property_shape(p) for p in properties
+    ]
 
 
 # -- facts ------------------------------------------------------------------------------------
@@ -323,6 +333,25 @@ class EpisodesKind(MemoryKind):
         memory = episodes.EpisodicMemory(store, embeddings)
         done, ids = await memory.aforget_thread(user, thread)
         return ThreadForgotten({episodes.EPISODES.name: done.deleted}, episodes=ids)
+
+    def accepts_earlier_schema(self, spec: CollectionSpec) -> bool:
+        """Accept an earlier version's episodes: ``EpisodicMemory`` upgrades them on first use."""
+        return spec.name == episodes.EPISODES.name and any(
+            _same_shape(spec, old.properties, old.per_user)
+            for old in (episodes.EPISODES_V1, episodes.EPISODES_V2)
+        )
+
+    def upgraded_properties(
+        self, collection: str, properties: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Return an earlier version's episode with its keyword text."""
+        del collection
+        return episodes.upgraded_properties(dict(properties))
+
+    def upgrade_collection(self, store: MemoryStore, collection: str) -> None:
+        """Upgrade the episodes an earlier version stored (see ``EpisodicMemory``)."""
+        del collection
+        episodes.upgrade_episodes(store)
 
     def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the reflection."""
@@ -580,10 +609,7 @@ class MessagesKind(MemoryKind):
     def accepts_earlier_schema(self, spec: CollectionSpec) -> bool:
         """Accept an earlier version's log: ``MessageLog`` upgrades it on first use."""
         old = messages.MESSAGES_V1
-        return spec.name == old.name and (
-            [(p.name, p.type, p.searchable, p.filterable) for p in spec.properties],
-            spec.per_user,
-        ) == ([(p.name, p.type, p.searchable, p.filterable) for p in old.properties], old.per_user)
+        return spec.name == old.name and _same_shape(spec, old.properties, old.per_user)
 
     async def aforget_user(
         self, store: MemoryStore, embeddings: Embeddings, user: str
@@ -693,6 +719,28 @@ class KnowledgeKind(MemoryKind):
             return None
         own = collection.startswith((USER_CHUNKS_PREFIX, USER_MANIFEST_PREFIX))
         return (KNOWLEDGE_PROPERTIES if kind == "chunk" else MANIFEST_PROPERTIES), own
+
+    def accepts_earlier_schema(self, spec: CollectionSpec) -> bool:
+        """Accept chunks of an earlier version: the knowledge base upgrades them on first use."""
+        expected = self.expected_schema(spec.name)
+        return (
+            self.line_kind(spec.name) == "chunk"
+            and expected is not None
+            and _same_shape(spec, KNOWLEDGE_PROPERTIES_V1, expected[1])
+        )
+
+    def upgraded_properties(
+        self, collection: str, properties: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Return an earlier version's chunk with its keyword text (its section unknown)."""
+        if self.line_kind(collection) != "chunk":
+            return None
+        return upgraded_chunk(dict(properties))
+
+    def upgrade_collection(self, store: MemoryStore, collection: str) -> None:
+        """Upgrade a knowledge base's chunks an earlier version wrote."""
+        if self.line_kind(collection) == "chunk":
+            upgrade_chunk_collection(store, collection)
 
     def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
         """``("knowledge", kb)`` and ``("user_knowledge", user, kb)``."""

@@ -267,6 +267,28 @@ class MemoryKind(ABC):
         del spec
         return False
 
+    def upgraded_properties(
+        self, collection: str, properties: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Return an object of an accepted earlier schema as the current schema stores it.
+
+        ``None``: the kind cannot convert one object alone (the message log needs the turn
+        before). An import writes the objects of a kind that can into the current schema
+        directly (also into a target already upgraded); otherwise it creates the earlier
+        schema, which the kind upgrades on first use. Called with ``{}`` to ask whether the
+        kind converts ``collection``'s objects at all.
+        """
+        del collection, properties
+        return None
+
+    def upgrade_collection(self, store: MemoryStore, collection: str) -> None:
+        """Bring one of the kind's collections an earlier version wrote to the current schema.
+
+        Synchronous storage work (an import runs it before writing); by default nothing:
+        the kind upgrades on first use.
+        """
+        del store, collection
+
     # -- LangGraph namespaces --------------------------------------------------------------
 
     @abstractmethod

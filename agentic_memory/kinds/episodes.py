@@ -7,6 +7,10 @@ relativeScoreFusion into a relevance in [0, 1]) by a weighted sum::
     recency = 0.5 ** (age_in_days / half_life_days)
 
 so a relevant episode wins, and among similar ones the recent and important come first.
+The keyword side of the hybrid search reads an episode's prepared keyword text
+(``search_text``: the stems of its tags, reflection and conversation without stop words,
+see :mod:`agentic_memory.kinds.recall_text`) with the query prepared the same way;
+episodes an earlier version stored are upgraded to it on first use.
 ``importance`` (0..1) is set by the reflection itself; an episode the user marked
 ``important`` counts 1. The weights are :data:`RELEVANCE_WEIGHT`, :data:`RECENCY_WEIGHT`
 and :data:`IMPORTANCE_WEIGHT`.
@@ -24,6 +28,7 @@ embedded from (:func:`embedding_text`), how a recalled episode is shown in the p
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import uuid
 from collections.abc import Mapping, Sequence
@@ -31,6 +36,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol
 
+from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_memory.kinds._bound import (
@@ -40,11 +46,18 @@ from agentic_memory.kinds._bound import (
     check_user_id,
     embedded_part,
 )
+from agentic_memory.kinds._restage import needs_restage, restage
+from agentic_memory.kinds.recall_text import (
+    episode_search_text,
+    keyword_query,
+    search_text_property,
+)
 from agentic_memory.kinds.retention import EpisodePurge
 from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
     MemoryObject,
+    MemoryStore,
     Property,
     StoredObject,
     Where,
@@ -55,6 +68,7 @@ from agentic_memory.store import (
 __all__ = [
     "EPISODES",
     "EPISODES_V1",
+    "EPISODES_V2",
     "IMPORTANCE_WEIGHT",
     "RECENCY_WEIGHT",
     "RELEVANCE_WEIGHT",
@@ -65,6 +79,9 @@ __all__ = [
     "ReflectionLike",
     "embedding_text",
     "render_episode",
+    "search_text_of",
+    "upgrade_episodes",
+    "upgraded_properties",
 ]
 
 RELEVANCE_WEIGHT = 0.6
@@ -76,27 +93,67 @@ EPISODES = CollectionSpec(
     per_user=True,
     description="One reflection per finished conversation, with the conversation itself.",
     properties=(
+        Property("conversation", "text", filterable=False),
+        Property("context_tags", "text[]"),
+        Property("conversation_summary", "text", filterable=False),
+        Property("what_worked", "text", filterable=False),
+        Property("what_to_avoid", "text", filterable=False),
+        Property("thread_id", "text"),
+        Property("created_at", "date"),
+        Property("importance", "number", description="0..1, set by the reflection"),
+        Property("important", "bool", description="marked important by the user: never pruned"),
+        search_text_property("the tags, reflection and conversation"),
+    ),
+)
+"""The per-user collection of episodes: one reflection per finished conversation. Keyword
+search reads ``search_text`` only."""
+
+EPISODES_V2 = CollectionSpec(
+    name=EPISODES.name,
+    per_user=True,
+    description=EPISODES.description,
+    properties=(
         Property("conversation", "text", searchable=True, filterable=False),
         Property("context_tags", "text[]", searchable=True),
         Property("conversation_summary", "text", searchable=True, filterable=False),
         Property("what_worked", "text", searchable=True, filterable=False),
         Property("what_to_avoid", "text", searchable=True, filterable=False),
-        Property("thread_id", "text"),
-        Property("created_at", "date"),
-        Property("importance", "number", description="0..1, set by the reflection"),
-        # Added later: a collection without it gets it on first use (see EPISODES_V1).
-        Property("important", "bool", description="marked important by the user: never pruned"),
+        *EPISODES.properties[5:9],
     ),
 )
-"""The per-user collection of episodes: one reflection per finished conversation."""
+"""The schema before the prepared keyword text: the raw texts and tags were searched. A
+store holding it is upgraded on first use (see :meth:`EpisodicMemory._aensure`)."""
 
 EPISODES_V1 = CollectionSpec(
     name=EPISODES.name,
     per_user=True,
     description=EPISODES.description,
-    properties=EPISODES.properties[:-1],
+    properties=EPISODES_V2.properties[:-1],
 )
-"""The schema before ``important``; a store holding it gets the property on first use."""
+"""The schema before ``important``; a store holding it is upgraded on first use too."""
+
+
+def search_text_of(properties: Mapping[str, Any]) -> str:
+    """Return the prepared keyword text of an episode's properties."""
+    return episode_search_text(
+        context_tags=[str(t) for t in properties.get("context_tags") or []],
+        conversation_summary=str(properties.get("conversation_summary") or ""),
+        what_worked=str(properties.get("what_worked") or ""),
+        what_to_avoid=str(properties.get("what_to_avoid") or ""),
+        conversation=str(properties.get("conversation") or ""),
+    )
+
+
+def upgrade_episodes(store: MemoryStore) -> None:
+    """Bring the episodes an earlier version stored to the current schema (see ``_restage``)."""
+    if needs_restage(store, EPISODES, set(store.collections())):
+        restage(store, EPISODES, [EPISODES_V1, EPISODES_V2], upgraded_properties)
+
+
+def upgraded_properties(properties: dict[str, Any]) -> dict[str, Any]:
+    """Return the properties of an episode stored before the keyword text, with it."""
+    return {**properties, "search_text": search_text_of(properties)}
+
 
 Tag = Annotated[str, Field(min_length=1, max_length=40)]
 
@@ -237,6 +294,34 @@ class EpisodicMemory(CollectionBound):
 
     spec = EPISODES
 
+    def __init__(self, store: MemoryStore, embeddings: Embeddings) -> None:
+        super().__init__(store, embeddings)
+        self._current = False
+        self._upgrading = asyncio.Lock()
+
+    async def _aupgrade(self) -> None:
+        """Bring episodes an earlier version stored to the current schema, once per instance.
+
+        Their keyword text is computed from what they hold and their vectors kept, through a
+        staging copy (:mod:`agentic_memory.kinds._restage`), before anything reads them.
+        """
+        if self._current:
+            return
+        async with self._upgrading:  # two first uses at once: one copies, the other waits
+            if self._current:
+                return
+            # In a worker thread: the first read of a reopened store's schema is file I/O.
+            await asyncio.to_thread(upgrade_episodes, self.store)
+            self._current = True
+
+    async def _aensure(self) -> None:
+        await self._aupgrade()
+        await super()._aensure()
+
+    async def _aexists(self) -> bool:
+        await self._aupgrade()
+        return await super()._aexists()
+
     @staticmethod
     def episode_id(user: str, thread_id: str, conversation: int) -> str:
         """Return the id of conversation number ``conversation`` (1-based) on a thread."""
@@ -298,6 +383,7 @@ class EpisodicMemory(CollectionBound):
             "created_at": _rfc3339(now),
             "importance": importance,
         }
+        props["search_text"] = search_text_of(props)
         vector = (await self.embeddings.aembed_documents([embedding_text(props)]))[0]
         episode_id = self.episode_id(user, thread_id, conversation)
 
@@ -339,7 +425,12 @@ class EpisodicMemory(CollectionBound):
             return []
         vector = await self.embeddings.aembed_query(embedded_part(query))
         hits = await self.store.ahybrid(
-            EPISODES.name, query=query, vector=vector, alpha=alpha, limit=max(4 * k, 10), user=user
+            EPISODES.name,
+            query=keyword_query(query),
+            vector=vector,
+            alpha=alpha,
+            limit=max(4 * k, 10),
+            user=user,
         )
         ranked: builtins.list[RecalledEpisode] = []
         for hit in hits:

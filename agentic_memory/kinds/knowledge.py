@@ -8,6 +8,11 @@ A knowledge base ``kb`` lives in two collections of the store:
   revision, plus one *generation* object whose token changes before any chunk is deleted.
 
 Searches only return chunks of active revisions, so the manifest decides what is visible.
+Their keyword side reads a chunk's prepared keyword text (``search_text``: the stems of its
+document's title, its section heading and its text, without stop words; see
+:mod:`agentic_memory.kinds.recall_text`), the same on both backends; the raw ``text`` is
+kept for display and citations. A knowledge base written before that text existed is
+upgraded on first use (:func:`upgrade_knowledge_base`).
 Replacing a changed file (see ``agentic_memory.ingest.pipeline``) first records a *pending* entry for the
 source (so that a run killed half-way is known even if the file then disappears), writes the
 new chunks (invisible), upserts the source's manifest object (one single-object write: the
@@ -38,6 +43,7 @@ it, and every function here resolves the name it is given.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -53,6 +59,12 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory.kinds._bound import check_user_id, embedded_part
+from agentic_memory.kinds._restage import needs_restage, restage
+from agentic_memory.kinds.recall_text import (
+    chunk_search_text,
+    keyword_query,
+    search_text_property,
+)
 from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
@@ -102,8 +114,8 @@ MANIFEST_PROPERTIES: tuple[Property, ...] = (
 
 
 KNOWLEDGE_PROPERTIES: tuple[Property, ...] = (
-    Property("text", "text", searchable=True, filterable=False),
-    Property("title", "text", searchable=True),
+    Property("text", "text", filterable=False, description="the chunk as read, for citations"),
+    Property("title", "text"),
     Property("source", "text", description="absolute path of the file, symlinks resolved"),
     Property("sha256", "text", description="of the whole file"),
     Property("page_start", "int"),
@@ -116,7 +128,25 @@ KNOWLEDGE_PROPERTIES: tuple[Property, ...] = (
         "text",
         description="the ingestion of (source, file sha256, splitter settings) the chunk belongs to",
     ),
+    Property(
+        "section",
+        "text",
+        filterable=False,
+        description="the heading of the section the chunk falls under ('' when none was found)",
+    ),
+    search_text_property("the title, section heading and text"),
 )
+"""A chunk's properties. Keyword search reads ``search_text`` only; ``text`` is what is shown
+and cited."""
+
+KNOWLEDGE_PROPERTIES_V1: tuple[Property, ...] = (
+    Property("text", "text", searchable=True, filterable=False),
+    Property("title", "text", searchable=True),
+    *KNOWLEDGE_PROPERTIES[2:10],
+)
+"""A chunk's properties before the prepared keyword text: the raw text and title were
+searched. A knowledge base holding them is upgraded on first use (:func:`upgrade_knowledge_base`)."""
+
 
 _KB_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,40}$")
 
@@ -135,6 +165,11 @@ def knowledge_collection(kb: str, owner: str | None = None) -> CollectionSpec:
         )
     if owner is not None:
         check_user_id(owner)
+    return _chunks_spec(kb, own=owner is not None)
+
+
+def _chunks_spec(kb: str, *, own: bool) -> CollectionSpec:
+    if own:
         return CollectionSpec(
             name=f"{USER_CHUNKS_PREFIX}{kb[0].upper()}{kb[1:]}",
             per_user=True,
@@ -248,11 +283,45 @@ def find_knowledge_base(store: MemoryStore, kb: str, owner: str | None = None) -
 
 
 def ensure_knowledge_base(store: MemoryStore, kb: str, owner: str | None = None) -> str:
-    """Create the chunk and manifest collections of ``kb`` if missing; return its kept spelling."""
+    """Create the chunk and manifest collections of ``kb`` if missing; return its kept spelling.
+
+    A knowledge base an earlier version wrote is upgraded first (:func:`upgrade_knowledge_base`).
+    """
     kept = resolve_kb(store, kb, owner)
+    upgrade_knowledge_base(store, kept, owner)
     store.ensure_collection(knowledge_collection(kept, owner))
     store.ensure_collection(manifest_collection(kept, owner))
     return kept
+
+
+def upgraded_chunk(props: dict[str, Any]) -> dict[str, Any]:
+    """Return a chunk stored before the keyword text with it (its section unknown)."""
+    text, title = str(props.get("text") or ""), str(props.get("title") or "")
+    return {**props, "section": "", "search_text": chunk_search_text(text, title=title)}
+
+
+def upgrade_knowledge_base(store: MemoryStore, kb: str, owner: str | None = None) -> bool:
+    """Bring the chunks of ``kb`` written before the prepared keyword text to the current schema.
+
+    Every chunk gets its ``search_text`` (from its title and text; its section is unknown,
+    the next ingestion of a changed file finds it), keeping its id and vector, through a
+    staging copy (:mod:`agentic_memory.kinds._restage`: a process killed at any point loses
+    nothing, and the next use finishes the job). The users' own bases of one name share a
+    collection, so every user's chunks are upgraded at once. The manifest is not touched.
+    Returns whether anything was upgraded; a current base costs one cached schema read.
+    """
+    return upgrade_chunk_collection(store, knowledge_collection(kb, owner).name)
+
+
+def upgrade_chunk_collection(store: MemoryStore, collection: str) -> bool:
+    """:func:`upgrade_knowledge_base` of a chunk collection given by name."""
+    own = collection.startswith(USER_CHUNKS_PREFIX)
+    prefix = USER_CHUNKS_PREFIX if own else CHUNKS_PREFIX
+    spec = _chunks_spec(collection.removeprefix(prefix), own=own)
+    if not needs_restage(store, spec, set(store.collections())):
+        return False
+    earlier = dataclasses.replace(spec, properties=KNOWLEDGE_PROPERTIES_V1)
+    return restage(store, spec, [earlier], upgraded_chunk)
 
 
 def source_key(path: str | Path) -> str:
@@ -338,6 +407,8 @@ class KnowledgeHit:
     chunk_index: int = 0
     similarity: float = 0.0
     """Cosine similarity of the chunk to the query: what the relevance floor compares."""
+    section: str = ""
+    """The heading of the section the chunk falls under ("" when none was found)."""
 
     @property
     def citation(self) -> str:
@@ -667,7 +738,11 @@ def search_knowledge(
     """Hybrid-search a knowledge base; return up to ``k`` chunks with their citations.
 
     A knowledge base that does not exist, or a blank query, gives no hits. ``alpha`` weighs
-    vector against keyword similarity (0 is pure BM25, 1 pure vector). ``owner``: search
+    vector against keyword similarity (0 is pure BM25, 1 pure vector); the keyword side
+    searches the chunks' prepared keyword text (``search_text``: stems of the document
+    title, the section heading and the text, see :mod:`agentic_memory.kinds.recall_text`)
+    with the query prepared the same way. A knowledge base an earlier version wrote is
+    upgraded first (:func:`upgrade_knowledge_base`). ``owner``: search
     that user's own knowledge base ``kb`` instead of the shared one. ``min_similarity`` is a
     relevance floor (``None``: none): a chunk whose cosine similarity to the query is below
     it is left out, so a message the documents do not answer gets no passage at all (the fused score cannot
@@ -686,16 +761,22 @@ def search_knowledge(
     kb = _collection_spelling(kb, existing, owner)
     spec = knowledge_collection(kb, owner)
     manifest = manifest_collection(kb, owner).name
-    if not query.strip() or spec.name not in existing or manifest not in existing:
+    if not query.strip() or manifest not in existing:
+        return []
+    if needs_restage(store, spec, existing):
+        upgrade_knowledge_base(store, kb, owner)
+        existing = set(store.collections())
+    if spec.name not in existing:
         return []
     vector = embeddings.embed_query(embedded_part(query))
+    keywords = keyword_query(query)
     hits: list[KnowledgeHit] = []
     for _ in range(_SEARCH_ATTEMPTS):
         before = _generation(store, manifest, owner)
         active = _active_revisions(store, manifest, before, owner)
         if not active:
             return []
-        hits = _search_active(store, spec.name, query, vector, k, alpha, active, owner)
+        hits = _search_active(store, spec.name, keywords, vector, k, alpha, active, owner)
         if _generation(store, manifest, owner) == before:
             break
     if min_similarity is None:
@@ -723,7 +804,7 @@ def _search_active(
             user=owner,
             where=[Where("revision", "in", sorted(active))],
         )
-        return [_hit(store, collection, h, vector) for h in found]
+        return [_hit(store, collection, h, vector, owner) for h in found]
     # Too many revisions for one filter: over-fetch and keep the active ones. Invisible
     # chunks are rare (only what a killed run left), so one round nearly always suffices.
     limit = k * 4
@@ -733,11 +814,13 @@ def _search_active(
         )
         kept = [h for h in found if h.properties.get("revision") in active]
         if len(kept) >= k or len(found) < limit:
-            return [_hit(store, collection, h, vector) for h in kept[:k]]
+            return [_hit(store, collection, h, vector, owner) for h in kept[:k]]
         limit *= 4
 
 
-def _similarity(store: MemoryStore, collection: str, hit: SearchHit, vector: list[float]) -> float:
+def _similarity(
+    store: MemoryStore, collection: str, hit: SearchHit, vector: list[float], owner: str | None
+) -> float:
     """Return the hit's cosine similarity to the query vector.
 
     The hybrid search reports it for the chunks among its vector candidates; a chunk found by
@@ -745,7 +828,7 @@ def _similarity(store: MemoryStore, collection: str, hit: SearchHit, vector: lis
     """
     if hit.vector_score is not None:
         return float(hit.vector_score)
-    stored = store.get(collection, hit.id, include_vector=True)
+    stored = store.get(collection, hit.id, user=owner, include_vector=True)
     if stored is None or not stored.vector:
         return 0.0
     a, b = np.asarray(vector, dtype=np.float64), np.asarray(stored.vector, dtype=np.float64)
@@ -754,7 +837,11 @@ def _similarity(store: MemoryStore, collection: str, hit: SearchHit, vector: lis
 
 
 def _hit(
-    store: MemoryStore, collection: str, found: SearchHit, vector: list[float]
+    store: MemoryStore,
+    collection: str,
+    found: SearchHit,
+    vector: list[float],
+    owner: str | None,
 ) -> KnowledgeHit:
     id, props, score = found.id, found.properties, found.score
     return KnowledgeHit(
@@ -766,7 +853,8 @@ def _hit(
         page_end=int(props.get("page_end") or props.get("page_start") or 1),
         score=float(score),
         chunk_index=int(props.get("chunk_index") or 0),
-        similarity=_similarity(store, collection, found, vector),
+        similarity=_similarity(store, collection, found, vector, owner),
+        section=str(props.get("section") or ""),
     )
 
 

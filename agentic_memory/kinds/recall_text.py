@@ -8,6 +8,13 @@ other word reduced to its Snowball stem, with what a bare message lacks and a qu
 often names: who spoke, the date it was said, and the turn it answers. A query is prepared
 the same way. Both backends index the prepared text as an ordinary searchable property, so
 they rank it alike; nothing here depends on one backend.
+
+Knowledge chunks and episodes get the same treatment (:func:`chunk_search_text`,
+:func:`episode_search_text`): a chunk's keyword text holds its document's title and the
+section heading it sits under, which a question names far more often than the chunk
+itself does ("What are the node shapes in dot?" against a passage of the section "Node
+Shapes" that only lists them); an episode's holds its tags and reflection besides the
+conversation. The raw text stays stored beside it for display and citations.
 """
 
 from __future__ import annotations
@@ -20,15 +27,19 @@ from datetime import datetime
 import snowballstemmer
 
 from agentic_memory.kinds._bound import embedded_part
+from agentic_memory.store import Property
 
 __all__ = [
     "STOPWORDS",
+    "chunk_search_text",
     "date_words",
     "embedding_text",
+    "episode_search_text",
     "keyword_query",
     "keyword_text",
     "keywords",
     "search_text",
+    "search_text_property",
 ]
 
 STOPWORDS = frozenset(
@@ -112,3 +123,44 @@ def embedding_text(content: str, *, speaker: str = "") -> str:
     At most ``MAX_EMBEDDED_CHARS`` of it: the beginning of a long message.
     """
     return embedded_part(f"{speaker}: {content}" if speaker else content)
+
+
+def chunk_search_text(text: str, *, title: str = "", section: str = "") -> str:
+    """Return the prepared keyword text of a knowledge chunk.
+
+    Args:
+        text: The chunk's text.
+        title: The title of the document it comes from.
+        section: The heading of the section it falls under ("" when none was found).
+    """
+    return keyword_text([title, section, text])
+
+
+def episode_search_text(
+    *,
+    context_tags: Iterable[str] = (),
+    conversation_summary: str = "",
+    what_worked: str = "",
+    what_to_avoid: str = "",
+    conversation: str = "",
+) -> str:
+    """Return the prepared keyword text of an episode: its tags, reflection and conversation."""
+    return keyword_text(
+        [" ".join(context_tags), conversation_summary, what_worked, what_to_avoid, conversation]
+    )
+
+
+def search_text_property(holds: str) -> Property:
+    """Return the ``search_text`` property of a collection: the one its keyword search reads.
+
+    Args:
+        holds: What the prepared text is made of, for the schema's description.
+    """
+    return Property(
+        "search_text",
+        "text",
+        searchable=True,
+        filterable=False,
+        description=f"prepared keyword text (agentic_memory.kinds.recall_text): stems of {holds}, "
+        "without stop words",
+    )

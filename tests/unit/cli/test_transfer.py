@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.episodes import EPISODES, EPISODES_V1
 from agentic_memory.kinds.facts import FACTS
 from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.kinds.rules import RULES, RuleBook
@@ -347,13 +347,14 @@ def _as_before_importance(path: Path) -> list[dict[str, object]]:
     """Rewrite an export as the version before importance wrote it (no such properties)."""
     lines = _lines(path)
     added = {"important", "important_by"}
-    for name in (MESSAGES.name, EPISODES.name):
-        spec = lines[0]["collections"][name]  # type: ignore[index]
-        spec["properties"] = [p for p in spec["properties"] if p["name"] not in added]
+    spec = lines[0]["collections"][MESSAGES.name]  # type: ignore[index]
+    spec["properties"] = [p for p in spec["properties"] if p["name"] not in added]
+    # That version's episodes had no keyword text either: their raw texts were searched.
+    lines[0]["collections"][EPISODES.name] = EPISODES_V1.to_dict()  # type: ignore[index]
     for line in lines[1:]:
         if line["kind"] in ("message", "episode"):
             props = line["properties"]
-            for key in added:
+            for key in (*added, *(("search_text",) if line["kind"] == "episode" else ())):
                 props.pop(key, None)  # type: ignore[attr-defined]
     path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
     return lines

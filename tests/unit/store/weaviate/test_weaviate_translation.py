@@ -19,7 +19,7 @@ from weaviate.collections.classes.filters import _FilterAnd, _FilterValue, _Oper
 import agentic_memory.store.weaviate as wv
 import agentic_memory.store.weaviate.store as wv_store
 from agentic_memory.kinds import PER_USER_COLLECTIONS
-from agentic_memory.kinds.episodes import EPISODES
+from agentic_memory.kinds.episodes import EPISODES, EPISODES_V2
 from agentic_memory.kinds.facts import FACTS
 from agentic_memory.kinds.knowledge import knowledge_collection
 from agentic_memory.kinds.messages import MESSAGES
@@ -351,8 +351,14 @@ def test_single_conditions() -> None:
         _Operator.CONTAINS_ANY,
         ["bob"],
     )
-    assert _leaf(wv.build_filter(EPISODES, [Where("context_tags", "contains", "travel")])) == (
+    # Searchable and filterable (episodes before the prepared keyword text): the exact copy.
+    assert _leaf(wv.build_filter(EPISODES_V2, [Where("context_tags", "contains", "travel")])) == (
         "context_tags__exact",
+        _Operator.CONTAINS_ANY,
+        ["travel"],
+    )
+    assert _leaf(wv.build_filter(EPISODES, [Where("context_tags", "contains", "travel")])) == (
+        "context_tags",
         _Operator.CONTAINS_ANY,
         ["travel"],
     )
