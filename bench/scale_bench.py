@@ -373,17 +373,18 @@ def messages_query(folder: Path) -> dict[str, Any]:
 
     corpus = Corpus()
     texts, vectors = corpus.chunk(1, salt=2)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     store = EmbeddedStore(folder, dims=_DIMS)
     store.hybrid(MESSAGES.name, query=texts[0][:40], vector=vectors[0].tolist(), user="alice")
     cold = (time.perf_counter() - start) * 1000
+    cold_cpu = (time.process_time() - cpu) * 1000
     times = []
     for i in range(1, 51):
         start = time.perf_counter()
         store.hybrid(MESSAGES.name, query=texts[i][:40], vector=vectors[i].tolist(), user="alice")
         times.append((time.perf_counter() - start) * 1000)
     store.close()
-    return {"cold_ms": cold, "p50": statistics.median(times)}
+    return {"cold_ms": cold, "cold_cpu_ms": cold_cpu, "p50": statistics.median(times)}
 
 
 def _child(*args: str) -> dict[str, Any]:
