@@ -1,0 +1,175 @@
+"""Resident memory over many turns of the message log, as the graph drives it (issue 22).
+
+One user's log holds ``--messages`` messages (threads of 50 turns, 5-40 words each drawn by
+frequency from the standard library's English words, written straight into the store); then
+``--turns`` turns each log a question and an answer (``MessageLog.aremember``, threads of 50
+turns) and recall the user's log for a new question (``MessageLog.arecall``, k=5), which is
+what the graph's ``log_turn`` and recall do per turn. Every 100 turns the process's resident
+set (``VmRSS``, after a garbage collection) is read. The index of the partition grows with
+the rows (2 per turn), so some growth is the data's; the rest is what the process keeps per
+turn. Embeddings are a fixed-cost hash (``message_write_bench._HashEmbeddings``), so the
+numbers are the store's and the recall's.
+
+``--baseline DIR`` runs the same turns with another checkout of the code first (a
+subprocess), for a before / after table of one run.
+
+Run: ``python bench/memory_creep_bench.py [--messages 20000] [--turns 1000] [--baseline DIR]
+[--out bench/results/memory_creep.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from knowledge_corpus import vocabulary
+from message_write_bench import _HashEmbeddings
+
+_EVERY = 100
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def measure(messages: int, turns: int) -> dict[str, Any]:
+    """Run the turns with the code importable in this process; return RSS every 100 turns."""
+    from agentic_memory.kinds.messages import MESSAGES, MessageLog
+    from agentic_memory.store import MemoryObject, make_id
+    from agentic_memory.store.embedded import EmbeddedStore
+
+    words, p = vocabulary()
+    rng = np.random.default_rng(7)
+    emb = _HashEmbeddings()
+
+    def sentence(low: int, high: int) -> str:
+        return " ".join(words[i] for i in rng.choice(len(words), int(rng.integers(low, high)), p=p))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = EmbeddedStore(tmp, dims=len(emb.embed_query("x")))
+        store.ensure_collection(MESSAGES)
+        rows = []
+        for n in range(messages):
+            thread, turn = f"old-{n // 50}", n % 50
+            content = sentence(5, 40)
+            props = {
+                "content": content,
+                "role": "human" if turn % 2 == 0 else "ai",
+                "thread_id": thread,
+                "turn": turn,
+                "created_at": "2026-01-01T00:00:00+00:00",
+            }
+            rows.append(
+                MemoryObject(
+                    make_id("msg", "alice", thread, f"#{turn}"), props, emb.embed_query(content)
+                )
+            )
+            if len(rows) == 2000:
+                store.upsert(MESSAGES.name, rows, user="alice")
+                rows = []
+        if rows:
+            store.upsert(MESSAGES.name, rows, user="alice")
+        log = MessageLog(store, emb)
+
+        async def run() -> list[float]:
+            rss = []
+            for i in range(turns):
+                await log.aremember(
+                    "alice",
+                    f"new-{i // 50}",
+                    [
+                        {"role": "user", "content": sentence(5, 25), "id": f"h{i}"},
+                        {"role": "ai", "content": sentence(10, 40), "id": f"a{i}"},
+                    ],
+                )
+                await log.arecall("alice", sentence(3, 12), k=5)
+                if (i + 1) % _EVERY == 0:
+                    gc.collect()
+                    rss.append(_rss_mb())
+            return rss
+
+        rss = asyncio.run(run())
+        store.close()
+    return {"rss": rss}
+
+
+def _baseline(path: Path, messages: int, turns: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(path.resolve())}
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]); "
+        "import memory_creep_bench as b; "
+        "print(json.dumps(b.measure(int(sys.argv[3]), int(sys.argv[4]))))"
+    )
+    bench = str(Path(__file__).parent.resolve())
+    args = [sys.executable, "-c", code, str(path.resolve()), bench, str(messages), str(turns)]
+    done = subprocess.run(args, check=True, capture_output=True, text=True, env=env, cwd=path)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _per_100(rss: list[float]) -> float:
+    """Least-squares growth per 100 turns over the second half of the run."""
+    half = rss[len(rss) // 2 :]
+    if len(half) < 2:
+        return 0.0
+    slope = np.polyfit(np.arange(len(half)), np.asarray(half), 1)[0]
+    return float(slope)
+
+
+def main() -> None:
+    """Measure, print and write the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout")
+    parser.add_argument("--baseline-label", default="before")
+    parser.add_argument("--label", default="after")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    runs: list[tuple[str, dict[str, Any]]] = []
+    if args.baseline is not None:
+        runs.append((args.baseline_label, _baseline(args.baseline, args.messages, args.turns)))
+        print(runs[-1], flush=True)
+    runs.append((args.label, measure(args.messages, args.turns)))
+    print(runs[-1], flush=True)
+    marks = [_EVERY * (i + 1) for i in range(args.turns // _EVERY)]
+    lines = [
+        "| code | " + " | ".join(f"RSS MB at {m}" for m in marks) + " | MB per 100 turns "
+        "(second half) |",
+        "|---|" + "---:|" * (len(marks) + 1),
+    ]
+    for label, result in runs:
+        cells = " | ".join(f"{v:.1f}" for v in result["rss"])
+        lines.append(f"| {label} | {cells} | {_per_100(result['rss']):.2f} |")
+    load = os.getloadavg()[0]
+    report = (
+        "# Memory over many turns of the message log\n\n"
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `python bench/memory_creep_bench.py "
+        f"--messages {args.messages} --turns {args.turns}"
+        f"{' --baseline DIR' if args.baseline else ''}` ({platform.machine()}, "
+        f"{os.cpu_count()} cores shared with other jobs, load average {load:.1f}, Python "
+        f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}).\n\n" + "\n".join(lines)
+    )
+    print(report)
+    if args.out is not None:
+        args.out.write_text(report + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
