@@ -37,8 +37,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from knowledge_corpus import vocabulary
-from message_write_bench import _HashEmbeddings
+
+if __package__ in (None, ""):
+    # Run as a script: the repository's root makes ``bench`` importable; appended, so that
+    # a baseline run's checkout (first on the path) still provides ``agentic_memory``.
+    sys.path.append(str(Path(__file__).resolve().parent.parent))
+from bench.knowledge_corpus import vocabulary
+from bench.message_write_bench import _HashEmbeddings
 
 _EVERY = 100
 

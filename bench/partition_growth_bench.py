@@ -56,8 +56,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from knowledge_corpus import DIMS as _DIMS
-from knowledge_corpus import Embedded, Lance, query_near, vocabulary
+
+if __package__ in (None, ""):
+    # Run as a script: the repository's root makes ``bench`` importable; appended, so that
+    # a baseline run's checkout (first on the path) still provides ``agentic_memory``.
+    sys.path.append(str(Path(__file__).resolve().parent.parent))
+from bench.knowledge_corpus import DIMS as _DIMS
+from bench.knowledge_corpus import Embedded, Lance, query_near, vocabulary
 
 _BATCH = 2000
 _SEED = 11
