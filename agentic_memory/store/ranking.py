@@ -171,7 +171,7 @@ def sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     ``np.unique`` asks ``np.ma.is_masked`` first, which imports ``numpy.ma`` (about 30-60 ms,
     once per process): a cold search paid it.
     """
-    ordered = np.sort(values, kind="stable")
+    ordered = np.sort(values)
     if ordered.size < 2:
         return ordered
     keep = np.empty(ordered.size, dtype=bool)
