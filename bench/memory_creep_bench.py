@@ -24,11 +24,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import platform
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import tracemalloc
@@ -43,7 +41,7 @@ if __package__ in (None, ""):
     # a baseline run's checkout (first on the path) still provides ``agentic_memory``.
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 from bench.knowledge_corpus import vocabulary
-from bench.message_write_bench import _HashEmbeddings
+from bench.message_write_bench import _HashEmbeddings, add_baseline_arguments, in_checkout
 
 _EVERY = 100
 
@@ -136,20 +134,6 @@ def long_turns(words: list[str], p: np.ndarray, turns: int = 1500) -> float:
     return size / 1e6
 
 
-def _baseline(path: Path, messages: int, turns: int) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(path.resolve())}
-    code = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]); "
-        "import memory_creep_bench as b; "
-        "print(json.dumps(b.measure(int(sys.argv[3]), int(sys.argv[4]))))"
-    )
-    bench = str(Path(__file__).parent.resolve())
-    args = [sys.executable, "-c", code, str(path.resolve()), bench, str(messages), str(turns)]
-    done = subprocess.run(args, check=True, capture_output=True, text=True, env=env, cwd=path)
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
 def _per_100(rss: list[float]) -> float:
     """Least-squares growth per 100 turns over the second half of the run."""
     half = rss[len(rss) // 2 :]
@@ -164,14 +148,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--turns", type=int, default=1000)
-    parser.add_argument("--baseline", type=Path, default=None, help="another checkout")
-    parser.add_argument("--baseline-label", default="before")
-    parser.add_argument("--label", default="after")
-    parser.add_argument("--out", type=Path, default=None)
+    add_baseline_arguments(parser)
     args = parser.parse_args()
     runs: list[tuple[str, dict[str, Any]]] = []
     if args.baseline is not None:
-        runs.append((args.baseline_label, _baseline(args.baseline, args.messages, args.turns)))
+        before = in_checkout(
+            args.baseline, "memory_creep_bench", "measure", args.messages, args.turns
+        )
+        runs.append((args.baseline_label, before))
         print(runs[-1], flush=True)
     runs.append((args.label, measure(args.messages, args.turns)))
     print(runs[-1], flush=True)
