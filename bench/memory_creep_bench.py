@@ -41,7 +41,12 @@ if __package__ in (None, ""):
     # a baseline run's checkout (first on the path) still provides ``agentic_memory``.
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 from bench.knowledge_corpus import vocabulary
-from bench.message_write_bench import _HashEmbeddings, add_baseline_arguments, in_checkout
+from bench.message_write_bench import (
+    _HashEmbeddings,
+    add_baseline_arguments,
+    in_checkout,
+    write_history,
+)
 
 _EVERY = 100
 
@@ -57,7 +62,6 @@ def _rss_mb() -> float:
 def measure(messages: int, turns: int) -> dict[str, Any]:
     """Run the turns with the code importable in this process; return RSS every 100 turns."""
     from agentic_memory.kinds.messages import MESSAGES, MessageLog
-    from agentic_memory.store import MemoryObject, make_id
     from agentic_memory.store.embedded import EmbeddedStore
 
     words, p = vocabulary()
@@ -70,27 +74,7 @@ def measure(messages: int, turns: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         store = EmbeddedStore(tmp, dims=len(emb.embed_query("x")))
         store.ensure_collection(MESSAGES)
-        rows = []
-        for n in range(messages):
-            thread, turn = f"old-{n // 50}", n % 50
-            content = sentence(5, 40)
-            props = {
-                "content": content,
-                "role": "human" if turn % 2 == 0 else "ai",
-                "thread_id": thread,
-                "turn": turn,
-                "created_at": "2026-01-01T00:00:00+00:00",
-            }
-            rows.append(
-                MemoryObject(
-                    make_id("msg", "alice", thread, f"#{turn}"), props, emb.embed_query(content)
-                )
-            )
-            if len(rows) == 2000:
-                store.upsert(MESSAGES.name, rows, user="alice")
-                rows = []
-        if rows:
-            store.upsert(MESSAGES.name, rows, user="alice")
+        write_history(store, emb, messages, lambda n: sentence(5, 40))
         log = MessageLog(store, emb)
 
         async def run() -> list[float]:

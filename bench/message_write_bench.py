@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,11 +57,37 @@ class _HashEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
+def write_history(store: Any, emb: Embeddings, size: int, content: Callable[[int], str]) -> None:
+    """Write ``size`` messages (``content(n)`` each) of user alice straight into ``store``.
+
+    In threads of 50 turns, alternating human and AI, 2,000 rows per upsert.
+    """
+    from agentic_memory.kinds.messages import MESSAGES
+    from agentic_memory.store import MemoryObject, make_id
+
+    rows = []
+    for n in range(size):
+        thread, turn = f"old-{n // 50}", n % 50
+        props: dict[str, Any] = {
+            "content": content(n),
+            "role": "human" if turn % 2 == 0 else "ai",
+            "thread_id": thread,
+            "turn": turn,
+            "created_at": "2026-01-01T00:00:00+00:00",
+        }
+        vector = emb.embed_query(props["content"])
+        rows.append(MemoryObject(make_id("msg", "alice", thread, f"#{turn}"), props, vector))
+        if len(rows) == 2000:
+            store.upsert(MESSAGES.name, rows, user="alice")
+            rows = []
+    if rows:
+        store.upsert(MESSAGES.name, rows, user="alice")
+
+
 def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, Any]]:
     """Measure the code importable in this process; one result per size."""
     # Imported here, from whichever checkout of the code this process runs.
     from agentic_memory.kinds.messages import MESSAGES, MessageLog
-    from agentic_memory.store import MemoryObject, make_id
     from agentic_memory.store.embedded import EmbeddedStore
 
     emb = _HashEmbeddings()
@@ -69,25 +96,7 @@ def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, 
         with tempfile.TemporaryDirectory() as tmp:
             store = EmbeddedStore(tmp, dims=_DIMS)
             store.ensure_collection(MESSAGES)
-            rows = []
-            for n in range(size):
-                thread, turn = f"old-{n // 50}", n % 50
-                props: dict[str, Any] = {
-                    "content": f"message {n} of the history",
-                    "role": "human" if turn % 2 == 0 else "ai",
-                    "thread_id": thread,
-                    "turn": turn,
-                    "created_at": "2026-01-01T00:00:00+00:00",
-                }
-                vector = emb.embed_query(props["content"])
-                rows.append(
-                    MemoryObject(make_id("msg", "alice", thread, f"#{turn}"), props, vector)
-                )
-                if len(rows) == 2000:
-                    store.upsert(MESSAGES.name, rows, user="alice")
-                    rows = []
-            if rows:
-                store.upsert(MESSAGES.name, rows, user="alice")
+            write_history(store, emb, size, lambda n: f"message {n} of the history")
             log = MessageLog(store, emb)
             steps = 0
 
