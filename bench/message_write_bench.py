@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,11 +57,37 @@ class _HashEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
+def write_history(store: Any, emb: Embeddings, size: int, content: Callable[[int], str]) -> None:
+    """Write ``size`` messages (``content(n)`` each) of user alice straight into ``store``.
+
+    In threads of 50 turns, alternating human and AI, 2,000 rows per upsert.
+    """
+    from agentic_memory.kinds.messages import MESSAGES
+    from agentic_memory.store import MemoryObject, make_id
+
+    rows = []
+    for n in range(size):
+        thread, turn = f"old-{n // 50}", n % 50
+        props: dict[str, Any] = {
+            "content": content(n),
+            "role": "human" if turn % 2 == 0 else "ai",
+            "thread_id": thread,
+            "turn": turn,
+            "created_at": "2026-01-01T00:00:00+00:00",
+        }
+        vector = emb.embed_query(props["content"])
+        rows.append(MemoryObject(make_id("msg", "alice", thread, f"#{turn}"), props, vector))
+        if len(rows) == 2000:
+            store.upsert(MESSAGES.name, rows, user="alice")
+            rows = []
+    if rows:
+        store.upsert(MESSAGES.name, rows, user="alice")
+
+
 def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, Any]]:
     """Measure the code importable in this process; one result per size."""
     # Imported here, from whichever checkout of the code this process runs.
     from agentic_memory.kinds.messages import MESSAGES, MessageLog
-    from agentic_memory.store import MemoryObject, make_id
     from agentic_memory.store.embedded import EmbeddedStore
 
     emb = _HashEmbeddings()
@@ -69,25 +96,7 @@ def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, 
         with tempfile.TemporaryDirectory() as tmp:
             store = EmbeddedStore(tmp, dims=_DIMS)
             store.ensure_collection(MESSAGES)
-            rows = []
-            for n in range(size):
-                thread, turn = f"old-{n // 50}", n % 50
-                props: dict[str, Any] = {
-                    "content": f"message {n} of the history",
-                    "role": "human" if turn % 2 == 0 else "ai",
-                    "thread_id": thread,
-                    "turn": turn,
-                    "created_at": "2026-01-01T00:00:00+00:00",
-                }
-                vector = emb.embed_query(props["content"])
-                rows.append(
-                    MemoryObject(make_id("msg", "alice", thread, f"#{turn}"), props, vector)
-                )
-                if len(rows) == 2000:
-                    store.upsert(MESSAGES.name, rows, user="alice")
-                    rows = []
-            if rows:
-                store.upsert(MESSAGES.name, rows, user="alice")
+            write_history(store, emb, size, lambda n: f"message {n} of the history")
             log = MessageLog(store, emb)
             steps = 0
 
@@ -147,32 +156,34 @@ def measure(sizes: list[int], writes: int, recalls: int = 40) -> list[dict[str, 
     return results
 
 
-def _baseline(path: Path, sizes: list[int], writes: int, recalls: int) -> list[dict[str, Any]]:
+def in_checkout(path: Path, module: str, function: str, *args: Any) -> Any:
+    """Return ``module.function(*args)`` run in a subprocess on the code of checkout ``path``.
+
+    ``module`` is a bench script of this checkout's ``bench/``; ``agentic_memory`` comes from
+    ``path``. The arguments and the result travel as JSON.
+    """
     env = {**os.environ, "PYTHONPATH": str(path.resolve())}
+    # ``bench`` is this checkout's folder alone, so that a checkout's older bench scripts
+    # never stand in for these; ``agentic_memory`` comes from the path, i.e. from ``path``.
     code = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); "
-        "sys.path.insert(0, sys.argv[2]); import message_write_bench as b; "
-        "print(json.dumps(b.measure(json.loads(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))))"
+        "import json, sys, types; sys.path.insert(0, sys.argv[1]); "
+        "pkg = types.ModuleType('bench'); pkg.__path__ = [sys.argv[2]]; "
+        "sys.modules['bench'] = pkg; "
+        f"from bench import {module} as b; "
+        f"print(json.dumps(b.{function}(*json.loads(sys.argv[3]))))"
     )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code,
-            str(path.resolve()),
-            str(Path(__file__).parent.resolve()),
-            json.dumps(sizes),
-            str(writes),
-            str(recalls),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=path,
-    )
-    result: list[dict[str, Any]] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    bench = str(Path(__file__).parent.resolve())
+    call = [sys.executable, "-c", code, str(path.resolve()), bench, json.dumps(args)]
+    done = subprocess.run(call, check=True, capture_output=True, text=True, env=env, cwd=path)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--baseline DIR`` (another checkout), its label, this checkout's, and ``--out``."""
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout")
+    parser.add_argument("--baseline-label", default="before")
+    parser.add_argument("--label", default="after")
+    parser.add_argument("--out", type=Path, default=None)
 
 
 def main() -> None:
@@ -181,17 +192,15 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,5000,20000")
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--recalls", type=int, default=40)
-    parser.add_argument("--baseline", type=Path, default=None, help="another checkout")
-    parser.add_argument("--baseline-label", default="before")
-    parser.add_argument("--label", default="after")
-    parser.add_argument("--out", type=Path, default=None)
+    add_baseline_arguments(parser)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     runs: list[tuple[str, list[dict[str, Any]]]] = []
     if args.baseline is not None:
-        runs.append(
-            (args.baseline_label, _baseline(args.baseline, sizes, args.writes, args.recalls))
+        before = in_checkout(
+            args.baseline, "message_write_bench", "measure", sizes, args.writes, args.recalls
         )
+        runs.append((args.baseline_label, before))
     runs.append((args.label, measure(sizes, args.writes, args.recalls)))
     lines = [
         "| code | messages of the user | write p50 ms | write p95 ms | SQLite steps per write (k) "

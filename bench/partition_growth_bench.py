@@ -40,16 +40,13 @@ Run: ``python bench/partition_growth_bench.py [--objects 100000] [--queries 200]
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import platform
-import re
 import sqlite3
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -60,7 +57,13 @@ from typing import Any
 
 import numpy as np
 
-_DIMS = 256
+if __package__ in (None, ""):
+    # Run as a script: the repository's root makes ``bench`` importable; appended, so that
+    # a baseline run's checkout (first on the path) still provides ``agentic_memory``.
+    sys.path.append(str(Path(__file__).resolve().parent.parent))
+from bench.knowledge_corpus import DIMS as _DIMS
+from bench.knowledge_corpus import Embedded, Lance, query_near, vocabulary
+
 _BATCH = 2000
 _SEED = 11
 
@@ -77,15 +80,7 @@ class Data:
 
 def make_data(objects: int, extra: int, queries: int) -> Data:
     """Return ``objects + extra`` documents (the extra ones for new writes) and the queries."""
-    counts: collections.Counter[str] = collections.Counter()
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    for path in sorted(stdlib.glob("*.py")):
-        counts.update(
-            re.findall(r"\b[a-z]{3,12}\b", path.read_text(encoding="utf-8", errors="ignore"))
-        )
-    words, freq = zip(*counts.most_common(6000), strict=True)
-    p = np.asarray(freq, dtype=np.float64)
-    p /= p.sum()
+    words, p = vocabulary()
     rng = np.random.default_rng(_SEED)
     total = objects + extra
     lengths = rng.integers(50, 101, size=total)
@@ -102,141 +97,8 @@ def make_data(objects: int, extra: int, queries: int) -> Data:
     asked: list[tuple[str, list[float]]] = []
     for _ in range(queries):
         i = int(rng.integers(0, objects))
-        text_words = texts[i].split()
-        k = int(rng.integers(2, 7))
-        at = int(rng.integers(0, len(text_words) - k))
-        near = vectors[i] + 0.5 * rng.standard_normal(_DIMS).astype(np.float32)
-        asked.append((" ".join(text_words[at : at + k]), near.tolist()))
+        asked.append(query_near(rng, texts[i], vectors[i]))
     return Data(texts=texts, vectors=vectors, queries=asked, words=list(words))
-
-
-def properties(data: Data, i: int) -> dict[str, Any]:
-    """Return the knowledge-chunk properties of document ``i``."""
-    return {
-        "text": data.texts[i],
-        "title": f"document {i // 100}",
-        "source": f"/data/library/file-{i // 100:05d}.txt",
-        "sha256": f"{i // 100:064x}",
-        "page_start": 1 + (i % 100) // 10,
-        "page_end": 1 + (i % 100) // 10,
-        "chunk_index": i % 100,
-        "char_start": (i % 100) * 600,
-        "char_end": (i % 100) * 600 + 600,
-        "revision": f"rev-{i // 100}",
-    }
-
-
-class Embedded:
-    """The embedded store of whichever checkout this process imports."""
-
-    name = "embedded"
-
-    def __init__(self, folder: Path) -> None:
-        """Create a store in ``folder``."""
-        from agentic_memory.kinds.knowledge import knowledge_collection
-        from agentic_memory.store.embedded import EmbeddedStore
-
-        self.folder = folder
-        self.spec = knowledge_collection("bench")
-        self.store = EmbeddedStore(folder, dims=_DIMS)
-        self.store.ensure_collection(self.spec)
-
-    def write(self, data: Data, rows: range) -> None:
-        """Upsert documents ``rows``."""
-        from agentic_memory.store import MemoryObject, make_id
-
-        self.store.upsert(
-            self.spec.name,
-            [
-                MemoryObject(make_id("doc", str(i)), properties(data, i), data.vectors[i].tolist())
-                for i in rows
-            ],
-        )
-
-    def finish(self) -> None:
-        """Nothing to build after the writes."""
-
-    def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
-        """Return the ids of a hybrid search's hits."""
-        from agentic_memory.store import Where
-
-        where = [Where("chunk_index", "lt", 50)] if filtered else []
-        hits = self.store.hybrid(
-            self.spec.name, query=text, vector=vector, alpha=0.5, limit=10, where=where
-        )
-        return [h.id for h in hits]
-
-    def doc_id(self, i: int) -> str:
-        """Return the id document ``i`` is stored under."""
-        from agentic_memory.store import make_id
-
-        return make_id("doc", str(i))
-
-    def size(self) -> int:
-        """Close the store and return its file size in bytes."""
-        self.store.close()
-        return sum(f.stat().st_size for f in self.folder.glob("store.sqlite3*"))
-
-
-class Lance:
-    """LanceDB with a full-text index and exact vector search."""
-
-    name = "lancedb"
-
-    def __init__(self, folder: Path) -> None:
-        """Connect to a database in ``folder``."""
-        import lancedb
-
-        self.folder = folder
-        self.db = lancedb.connect(str(folder))
-        self.table: Any = None
-
-    def _rows(self, data: Data, rows: range) -> Any:
-        import pyarrow as pa  # type: ignore[import-untyped]
-
-        columns: dict[str, list[Any]] = collections.defaultdict(list)
-        for i in rows:
-            columns["id"].append(str(i))
-            for key, value in properties(data, i).items():
-                columns[key].append(value)
-        table = {k: pa.array(v) for k, v in columns.items()}
-        table["vector"] = pa.FixedSizeListArray.from_arrays(
-            pa.array(data.vectors[rows.start : rows.stop].ravel()), _DIMS
-        )
-        return pa.table(table)
-
-    def write(self, data: Data, rows: range) -> None:
-        """Append documents ``rows``."""
-        batch = self._rows(data, rows)
-        if self.table is None:
-            self.table = self.db.create_table("bench", data=batch)
-        else:
-            self.table.add(batch)
-
-    def finish(self) -> None:
-        """Build the full-text index over everything written so far."""
-        from lancedb.index import FTS
-
-        self.table.create_index("text", config=FTS())
-
-    def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
-        """Return the ids of a hybrid search's hits (RRF)."""
-        query = (
-            self.table.search(query_type="hybrid", vector_column_name="vector")
-            .vector(vector)
-            .text(text)
-        )
-        if filtered:
-            query = query.where("chunk_index < 50", prefilter=True)
-        return [str(r["id"]) for r in query.limit(10).to_list()]
-
-    def doc_id(self, i: int) -> str:
-        """Return the id document ``i`` is stored under."""
-        return str(i)
-
-    def size(self) -> int:
-        """Return the bytes of the database folder."""
-        return sum(f.stat().st_size for f in self.folder.rglob("*") if f.is_file())
 
 
 System = Embedded | Lance
@@ -258,7 +120,11 @@ def measure(
             rows = range(first, min(objects, first + _BATCH))
             for system in systems:
                 start = time.perf_counter()
-                system.write(data, rows)
+                system.write(
+                    list(rows),
+                    data.texts[rows.start : rows.stop],
+                    data.vectors[rows.start : rows.stop],
+                )
                 spent[system.name] += time.perf_counter() - start
         for system in systems:
             start = time.perf_counter()
@@ -290,7 +156,11 @@ def measure(
             words = data.texts[target].split()
             for system in systems:
                 start = time.perf_counter()
-                system.write(data, rows)
+                system.write(
+                    list(rows),
+                    data.texts[rows.start : rows.stop],
+                    data.vectors[rows.start : rows.stop],
+                )
                 wrote = time.perf_counter()
                 hits = system.search(" ".join(words[:8]), data.vectors[target].tolist(), False)
                 done = time.perf_counter()

@@ -20,12 +20,13 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from tokenizers import Tokenizer
+
+from agentic_memory.text_cache import TextCache
 
 __all__ = [
     "MESSAGE_OVERHEAD_TOKENS",
@@ -125,9 +126,13 @@ def load_tokenizer() -> Tokenizer:
         return _TOKENIZER
 
 
-@lru_cache(maxsize=16384)
-def _count_cached(text: str) -> int:
+def _count(text: str) -> int:
     return len(load_tokenizer().encode(text, add_special_tokens=False).ids)
+
+
+TOKEN_COUNTS: TextCache[int] = TextCache(_count, max_entries=1 << 14, max_chars=1 << 22)
+"""Token counts of the texts counted lately. Bounded by the characters of those texts too,
+since they are whole messages: 16,384 pasted documents would be hundreds of megabytes."""
 
 
 def count_tokens(text: str) -> int:
@@ -142,7 +147,7 @@ def count_tokens(text: str) -> int:
         raise TypeError(f"count_tokens expects a str, got {type(text).__name__}")
     if not text:
         return 0
-    return _count_cached(text)
+    return TOKEN_COUNTS(text)
 
 
 def _content_text(content: str | list[str | dict[str, Any]]) -> str:

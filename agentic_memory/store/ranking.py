@@ -165,6 +165,21 @@ def top_positions(
     return np.concatenate((better, tied[: k - better.size]))
 
 
+def sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Return the distinct values, ascending: ``np.unique`` without its cost on first use.
+
+    ``np.unique`` asks ``np.ma.is_masked`` first, which imports ``numpy.ma`` (about 30-60 ms,
+    once per process): a cold search paid it.
+    """
+    ordered = np.sort(values)
+    if ordered.size < 2:
+        return ordered
+    keep = np.empty(ordered.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 def fusion_weights(alpha: float) -> tuple[np.float32, np.float32]:
     """Return the (vector, keyword) weights of a hybrid search.
 
@@ -190,7 +205,7 @@ def fuse_arrays(
     if not present:
         empty = np.zeros(0, dtype=np.float32)
         return np.zeros(0, dtype=np.int64), empty, empty
-    keys = np.unique(np.concatenate([k for _, k, _ in present]))
+    keys = sorted_unique(np.concatenate([k for _, k, _ in present]))
     fused = np.zeros(keys.size, dtype=np.float32)
     secondary = np.zeros(keys.size, dtype=np.float32)
     seen = np.zeros(keys.size, dtype=bool)

@@ -13,6 +13,7 @@ from agentic_memory.store import (
     StoredObject,
 )
 from agentic_memory.store.ranking import refuse, side_agreement
+from agentic_memory.text_cache import TextCache
 
 RERANK_POOL = 50
 """How many hybrid hits recall re-ranks (at least; more when ``k`` is larger)."""
@@ -46,10 +47,20 @@ a turn somewhat more relevant, but not a clearly better match. When every candid
 equally important the order does not change (the lift is monotonic)."""
 
 
-@functools.lru_cache(maxsize=1 << 14)
+def _keyword_set(text: str) -> frozenset[str]:
+    return frozenset(keywords(text))
+
+
+OWN_KEYWORDS: TextCache[frozenset[str]] = TextCache(
+    _keyword_set, max_entries=1 << 12, max_chars=1 << 19
+)
+"""The keywords of recalled turns (speaker and content): the same turns come back query after
+query. Bounded by the characters it holds, so a long-running process does not grow with
+every new turn it recalls (a set of stems costs about 12 bytes per character of its text)."""
+
+
 def _own_keywords(speaker: str, content: str) -> frozenset[str]:
-    # The same turns come back query after query: their keywords are worth keeping.
-    return frozenset(keywords(f"{speaker} {content}"))
+    return OWN_KEYWORDS(f"{speaker} {content}")
 
 
 def adaptive_fusion(hits: Sequence[SearchHit], limit: int) -> list[SearchHit]:

@@ -51,6 +51,7 @@ import numpy.typing as npt
 from agentic_memory.store.embedded.arrays import FloatArray, IntArray
 from agentic_memory.store.embedded.keyword import _Pairs, _Postings, _Terms
 from agentic_memory.store.embedded.vectors import load_axes, project, unit_rows
+from agentic_memory.store.ranking import sorted_unique
 from agentic_memory.store.types import StoreError
 
 BLOCK_ROWS = 1024
@@ -386,7 +387,7 @@ class PartitionBlocks:
         """
         if rids.size == 0:
             return
-        wanted = np.unique(rids)
+        wanted = sorted_unique(rids)
         newest = np.full(wanted.size, -1, dtype=np.int64)
         home = np.full(wanted.size, -1, dtype=np.int64)
         for block_id, block_rids, block_births in self._holding(wanted):
@@ -404,7 +405,7 @@ class PartitionBlocks:
             "INSERT INTO amem_superseded (block, rid) VALUES (?, ?)",
             zip(home.tolist(), wanted.tolist(), strict=True),
         )
-        for block_id in np.unique(home).tolist():
+        for block_id in sorted_unique(home).tolist():
             (rows, marked) = self.conn.execute(
                 "SELECT rows, (SELECT count(*) FROM amem_superseded WHERE block = ?) "
                 "FROM amem_blocks WHERE block = ?",
@@ -447,7 +448,7 @@ class PartitionBlocks:
         """Take rows out of every block that names them (each rewritten without them)."""
         if rids.size == 0:
             return
-        wanted = np.unique(rids)
+        wanted = sorted_unique(rids)
         gone: list[int] = []
         for block_id, _, _ in self._holding(wanted):
             block = self._load(block_id)

@@ -31,6 +31,7 @@ from agentic_memory.store.embedded.filters import Column
 from agentic_memory.store.embedded.keyword import _KeywordIndex, _Pairs, _Terms
 from agentic_memory.store.embedded.sql import _column, _table
 from agentic_memory.store.embedded.vectors import _CoarseIndex, load_axes, project, unit_rows
+from agentic_memory.store.ranking import sorted_unique
 from agentic_memory.store.types import CollectionSpec, StoreError
 
 _CACHE_ENTRIES = 16
@@ -401,7 +402,7 @@ class PartitionCache:
         empty = np.zeros(0, dtype=np.int64)
         new_rids = np.concatenate([infos[b][0] for b in new]) if new else empty
         new_births = np.concatenate([infos[b][1] for b in new]) if new else empty
-        named = np.unique(new_rids)
+        named = sorted_unique(new_rids)
         new_rids, new_births = _current(new_rids, new_births)
         n = part.slots
         pos = np.searchsorted(part.rowids, new_rids)

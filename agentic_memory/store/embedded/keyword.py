@@ -25,6 +25,7 @@ from agentic_memory.store.ranking import (
     BM25_K1,
     bm25_idf,
     per_property_limit,
+    sorted_unique,
     tokenize,
     top_positions,
 )
@@ -569,7 +570,7 @@ def _bm25_top(
         kept_rows.append(best)
     if not kept_rows:
         return _NO_HITS
-    rows_kept = np.unique(np.concatenate(kept_rows))
+    rows_kept = sorted_unique(np.concatenate(kept_rows))
     best = rows_kept[top_positions(total[rows_kept], candidates)]
     return best, total[best]
 

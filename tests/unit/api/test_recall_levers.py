@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from agentic_memory.kinds.recall_text import (
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import InvalidInputError, MemoryObject, make_id
 from agentic_memory.store.embedded import EmbeddedStore, tokenize
+from agentic_memory.text_cache import TextCache
 from tests.unit.api.conftest import logged
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -360,3 +362,86 @@ def test_an_export_of_an_old_log_imports_and_is_upgraded(
     assert [h.content for h in hits] == ["Where do you go swimming?"]
     assert target.spec(MESSAGES.name).searchable == ("search_text",)
     target.close()
+
+
+# -- bounded caches ----------------------------------------------------------------------------
+
+
+def test_text_cache_drops_the_least_recently_used_past_either_bound() -> None:
+    calls: list[str] = []
+
+    def compute(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    cache = TextCache(compute, max_entries=3, max_chars=10)
+    assert [cache(t) for t in ("aa", "bb", "cc")] == [2, 2, 2]
+    assert cache("aa") == 2  # a hit, and "aa" is now the most recently used
+    assert calls == ["aa", "bb", "cc"]
+    cache("dd")  # a fourth entry: "bb", the least recently used, goes
+    assert len(cache) == 3 and cache.chars == 6
+    cache("bb")
+    assert calls[-1] == "bb", "bb was dropped and computed again"
+    cache("eeeeeeee")  # 8 characters: the oldest go until 10 or fewer are held
+    assert cache.chars <= 10 and len(cache) == 2
+    cache("x" * 11)  # longer than the whole cache: computed, never kept
+    assert cache.chars <= 10 and "x" * 11 not in cache._entries
+    cache.clear()
+    assert len(cache) == 0 and cache.chars == 0
+    with pytest.raises(ValueError, match="positive"):
+        TextCache(compute, max_entries=0, max_chars=10)
+
+
+def test_text_cache_stays_consistent_under_threads() -> None:
+    cache = TextCache(len, max_entries=50, max_chars=400)
+    texts = [f"text number {i}" for i in range(300)]
+
+    def work(offset: int) -> list[int]:
+        return [cache(texts[(offset + i) % len(texts)]) for i in range(2000)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(work, range(0, 400, 100)))
+    for offset, got in zip(range(0, 400, 100), results, strict=True):
+        assert got == [len(texts[(offset + i) % len(texts)]) for i in range(2000)]
+    assert len(cache) <= 50
+    assert cache.chars == sum(len(t) for t in cache._entries) <= 400
+
+
+def test_recalled_turns_keywords_are_cached_within_bounds() -> None:
+    # A long-running process recalls new turns every turn: keyed by whole messages, the
+    # cache of their keywords grew until 16,384 of them were held, whatever their length.
+    cache = recall_module.OWN_KEYWORDS
+    cache.clear()
+    long_turn = " ".join(f"word{i}" for i in range(150))
+    for n in range(2000):
+        got = recall_module._own_keywords("Caroline", f"turn {n} {long_turn}")
+        assert got == frozenset(keywords(f"Caroline turn {n} {long_turn}"))
+    assert len(cache) <= cache.max_entries
+    assert 0 < cache.chars <= cache.max_chars
+    assert cache.max_chars < 2000 * len(long_turn), "the test must overflow the bound"
+    cache.clear()
+
+
+def test_recall_with_a_small_keyword_cache_ranks_as_without_one(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(12):
+        asyncio.run(
+            mem.messages.aremember(
+                "alice",
+                f"t{n % 3}",
+                [
+                    {"role": "user", "content": f"hiking trip {n} with the dogs", "id": f"h{n}"},
+                    {"role": "ai", "content": f"sounds fun, trip {n}", "id": f"a{n}"},
+                ],
+                now=T0,
+            )
+        )
+    queries = ["hiking with dogs", "trip 7", "fun"]
+    want = [[(m.id, m.score) for m in mem.recall("alice", q, k=5)] for q in queries]
+    small = TextCache(recall_module._keyword_set, max_entries=3, max_chars=60)
+    monkeypatch.setattr(recall_module, "OWN_KEYWORDS", small)
+    for _ in range(2):
+        got = [[(m.id, m.score) for m in mem.recall("alice", q, k=5)] for q in queries]
+        assert got == want
+    assert 0 < len(small) <= 3 and small.chars <= 60

@@ -36,7 +36,7 @@ from agentic_memory.store.embedded import (
     query_terms,
     tokenize,
 )
-from agentic_memory.store.ranking import fuse_relative_score
+from agentic_memory.store.ranking import fuse_relative_score, sorted_unique
 from tests.unit.store.conftest import DIMS, count_extensions, make_spec, vec
 
 WRITER = textwrap.dedent(
@@ -1245,3 +1245,54 @@ def test_an_edit_writes_one_small_block_and_erase_deleted_drops_superseded_terms
             assert _hits(got) == _hits(want)
     fresh.close()
     store.close()
+
+
+COLD_SEARCH = textwrap.dedent(
+    """
+    import sys
+    from agentic_memory.store import MemoryObject, make_id
+    from agentic_memory.store.embedded import EmbeddedStore
+    from tests.storage.conftest import make_spec, vec
+
+    store = EmbeddedStore(sys.argv[1], dims=8)
+    spec = make_spec("Cold_Imports")
+    store.ensure_collection(spec)
+    store.upsert(
+        spec.name,
+        [MemoryObject(make_id(str(i)), {"body": f"note {i}"}, vec(1, i)) for i in range(50)],
+        user="alice",
+    )
+    store.upsert(spec.name, [MemoryObject(make_id("3"), {"body": "edited"}, vec(0, 1))], user="alice")
+    store.delete(spec.name, [make_id("4")], user="alice")
+    fresh = EmbeddedStore(sys.argv[1], dims=8)
+    hits = fresh.hybrid(spec.name, query="note edited", vector=vec(0, 1), user="alice")
+    assert hits, "the search found nothing"
+    print("numpy.ma" in sys.modules)
+    """
+)
+
+
+def test_a_cold_search_does_not_import_numpy_ma(tmp_path: Path) -> None:
+    # np.unique imports numpy.ma on its first call (30-60 ms once per process): the first
+    # search of a new process, e.g. a server's first recall, paid it.
+    done = subprocess.run(
+        [sys.executable, "-c", COLD_SEARCH, str(tmp_path / "store")],
+        cwd=Path(__file__).resolve().parents[3],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 7, 1000])
+def test_sorted_unique_is_numpy_unique(size: int) -> None:
+    rng = np.random.default_rng(size)
+    values = rng.integers(-5, 20, size=size).astype(np.int64)
+    before = values.copy()
+    got = sorted_unique(values)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, np.unique(values))
+    assert np.array_equal(values, before), "the input was changed"

@@ -370,7 +370,7 @@ async def test_first_load_does_no_blocking_io_on_the_event_loop(
     import agentic_memory.graph.context_window as cw
 
     monkeypatch.setattr(cw, "_TOKENIZER", None)
-    cw._count_cached.cache_clear()
+    cw.TOKEN_COUNTS.clear()
     detector = BlockBuster()
     detector.activate()
     try:
@@ -378,3 +378,22 @@ async def test_first_load_does_no_blocking_io_on_the_event_loop(
     finally:
         detector.deactivate()
     assert cw._TOKENIZER is not None
+
+
+def test_token_counts_are_cached_within_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Keyed by whole messages, 16,384 pasted documents stayed in memory for the life of the
+    # process: the cache is bounded by the characters of its texts too.
+    import agentic_memory.graph.context_window as cw
+    from agentic_memory.text_cache import TextCache
+
+    assert cw.TOKEN_COUNTS.max_chars <= 1 << 22
+    small = TextCache(cw._count, max_entries=100, max_chars=5000)
+    monkeypatch.setattr(cw, "TOKEN_COUNTS", small)
+    texts = [f"document {n}: " + "lorem ipsum dolor " * 40 for n in range(30)]
+    for _ in range(2):
+        for text in texts:
+            assert count_tokens(text) == cw._count(text)
+    assert 0 < len(small) < len(texts)
+    assert small.chars <= 5000
+    count_tokens("x" * 6000)  # longer than the cache: counted, not kept
+    assert "x" * 6000 not in small._entries

@@ -1,0 +1,187 @@
+"""The synthetic knowledge base the large-partition benches share, and the systems they drive.
+
+Documents are knowledge-base chunks (``knowledge_collection``) of words sampled by frequency
+from the English words of the Python standard library's source; each bench draws its texts
+and vectors from its own seeds. ``Embedded`` is the embedded store of whichever checkout the
+process imports, ``Lance`` LanceDB 0.40 (the ``bench`` dependency group) with a full-text
+index on ``text``, hybrid search with its default RRF reranker and filters as pre-filters.
+Imported by ``partition_growth_bench.py`` and ``scale_bench.py`` (run from ``bench/``, or
+with ``bench/`` on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DIMS = 256
+
+
+def vocabulary() -> tuple[list[str], np.ndarray]:
+    """Return the 6,000 most common words of the standard library's source and their shares."""
+    counts: collections.Counter[str] = collections.Counter()
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        counts.update(
+            re.findall(r"\b[a-z]{3,12}\b", path.read_text(encoding="utf-8", errors="ignore"))
+        )
+    words, freq = zip(*counts.most_common(6000), strict=True)
+    p = np.asarray(freq, dtype=np.float64)
+    return list(words), p / p.sum()
+
+
+def properties(i: int, text: str) -> dict[str, Any]:
+    """Return the knowledge-chunk properties of document ``i``."""
+    return {
+        "text": text,
+        "title": f"document {i // 100}",
+        "source": f"/data/library/file-{i // 100:05d}.txt",
+        "sha256": f"{i // 100:064x}",
+        "page_start": 1 + (i % 100) // 10,
+        "page_end": 1 + (i % 100) // 10,
+        "chunk_index": i % 100,
+        "char_start": (i % 100) * 600,
+        "char_end": (i % 100) * 600 + 600,
+        "revision": f"rev-{i // 100}",
+    }
+
+
+def query_near(rng: np.random.Generator, text: str, vector: np.ndarray) -> tuple[str, list[float]]:
+    """Return a query for a document: 2-6 of its words in a row and a vector near its own."""
+    words = text.split()
+    k = int(rng.integers(2, 7))
+    at = int(rng.integers(0, len(words) - k))
+    near = vector + 0.5 * rng.standard_normal(DIMS).astype(np.float32)
+    return " ".join(words[at : at + k]), near.tolist()
+
+
+class Embedded:
+    """The embedded store of whichever checkout this process imports."""
+
+    name = "embedded"
+
+    def __init__(self, folder: Path) -> None:
+        """Open (or create) the store in ``folder``."""
+        from agentic_memory.kinds.knowledge import knowledge_collection
+        from agentic_memory.store.embedded import EmbeddedStore
+
+        self.folder = folder
+        self.spec = knowledge_collection("bench")
+        self.store = EmbeddedStore(folder, dims=DIMS)
+        self.store.ensure_collection(self.spec)
+
+    def write(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> None:
+        """Upsert documents (new or existing ids)."""
+        from agentic_memory.store import MemoryObject, make_id
+
+        self.store.upsert(
+            self.spec.name,
+            [
+                MemoryObject(make_id("doc", str(i)), properties(i, t), v.tolist())
+                for i, t, v in zip(ids, texts, vectors, strict=True)
+            ],
+        )
+
+    def finish(self) -> None:
+        """Nothing to build after the writes."""
+
+    def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
+        """Return the ids of a hybrid search's hits (``filtered``: ``chunk_index < 50``)."""
+        from agentic_memory.store import Where
+
+        where = [Where("chunk_index", "lt", 50)] if filtered else []
+        hits = self.store.hybrid(
+            self.spec.name, query=text, vector=vector, alpha=0.5, limit=10, where=where
+        )
+        return [h.id for h in hits]
+
+    def doc_id(self, i: int) -> str:
+        """Return the id document ``i`` is stored under."""
+        from agentic_memory.store import make_id
+
+        return make_id("doc", str(i))
+
+    def size(self) -> int:
+        """Close the store and return its file size in bytes."""
+        self.store.close()
+        return sum(f.stat().st_size for f in self.folder.glob("store.sqlite3*"))
+
+
+class Lance:
+    """LanceDB with a full-text index; ``vector_index``: also an ``IVF_HNSW_SQ`` index.
+
+    Without the vector index its vector search is an exact scan. Writes append, or, once the
+    caller sets ``finished``, rewrite existing ids in place (merge on ``id``).
+    """
+
+    name = "lancedb"
+
+    def __init__(self, folder: Path, *, vector_index: bool = False) -> None:
+        """Connect to the database in ``folder`` (opening its table if there is one)."""
+        import lancedb
+
+        self.folder = folder
+        self.vector_index = vector_index
+        self.finished = False
+        self.db = lancedb.connect(str(folder))
+        self.table: Any = self.db.open_table("bench") if "bench" in self.db.table_names() else None
+
+    def _rows(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> Any:
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        columns: dict[str, list[Any]] = collections.defaultdict(list)
+        for i, text in zip(ids, texts, strict=True):
+            columns["id"].append(str(i))
+            for key, value in properties(i, text).items():
+                columns[key].append(value)
+        table = {k: pa.array(v) for k, v in columns.items()}
+        table["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMS)
+        return pa.table(table)
+
+    def write(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> None:
+        """Add documents, or (once ``finished``) rewrite existing ones in place."""
+        batch = self._rows(ids, texts, vectors)
+        if self.table is None:
+            self.table = self.db.create_table("bench", data=batch)
+        elif self.finished:
+            (
+                self.table.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(batch)
+            )
+        else:
+            self.table.add(batch)
+
+    def finish(self) -> None:
+        """Build the indexes over everything written so far."""
+        from lancedb.index import FTS
+
+        self.table.create_index("text", config=FTS())
+        if self.vector_index:
+            self.table.create_index(
+                metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
+            )
+
+    def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
+        """Return the ids of a hybrid search's hits (RRF)."""
+        query = (
+            self.table.search(query_type="hybrid", vector_column_name="vector")
+            .vector(vector)
+            .text(text)
+        )
+        if filtered:
+            query = query.where("chunk_index < 50", prefilter=True)
+        return [str(r["id"]) for r in query.limit(10).to_list()]
+
+    def doc_id(self, i: int) -> str:
+        """Return the id document ``i`` is stored under."""
+        return str(i)
+
+    def size(self) -> int:
+        """Return the bytes of the database folder."""
+        return sum(f.stat().st_size for f in self.folder.rglob("*") if f.is_file())
