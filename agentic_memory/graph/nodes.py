@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -66,7 +66,12 @@ from agentic_memory.kinds.knowledge import (
     default_relevance_floor,
 )
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
-from agentic_memory.kinds.model_output import is_protected, keep_protected, prompt_echo
+from agentic_memory.kinds.model_output import (
+    copied_share,
+    is_protected,
+    keep_protected,
+    prompt_echo,
+)
 from agentic_memory.kinds.rule_guard import RejectedRule, screen_rules
 from agentic_memory.kinds.rules import (
     MAX_RULES,
@@ -215,7 +220,7 @@ def _require_new_message(state: State) -> HumanMessage:
 
 def _transcript(messages: Sequence[BaseMessage]) -> str:
     lines = []
-    for m in messages:
+    for m in _without_notices(messages):
         if isinstance(m, HumanMessage):
             lines.append(f"user: {_text(m)}")
         elif isinstance(m, AIMessage) and _text(m).strip():
@@ -799,16 +804,38 @@ def _fit_tokens(text: str, budget: int) -> str:
 
 
 def _history(state: State) -> list[AnyMessage]:
-    if state.messages and isinstance(state.messages[-1], HumanMessage):
-        return list(state.messages[:-1])
-    return list(state.messages)
+    messages = state.messages
+    if messages and isinstance(messages[-1], HumanMessage):
+        messages = messages[:-1]
+    return _without_notices(messages)
 
 
 ECHOED_ANSWER_NOTICE = (
-    "(The model repeated its instructions instead of answering, so no answer was kept. "
+    "(The model repeated its prompt instead of answering, so no answer was kept. "
     "The offline model is a small base model; a short, direct question works best, and "
     "OPENAI_API_KEY or AMEM_BASE_URL gives a model that answers well.)"
 )
+NOTICE_MARK = "amem_notice"
+"""``additional_kwargs`` key of an answer the agent wrote itself in place of the model's."""
+RECITED_SHARE = 0.5
+"""An offline answer whose runs of words come at least this much from the conversation so
+far recites it (the base model continuing the transcript) rather than answering; an answer
+that quotes the user's words in a sentence of its own stays well below."""
+
+
+_Message = TypeVar("_Message", bound=BaseMessage)
+
+
+def _is_notice(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage) and (
+        bool(message.additional_kwargs.get(NOTICE_MARK)) or _text(message) == ECHOED_ANSWER_NOTICE
+    )
+
+
+def _without_notices(messages: Sequence[_Message]) -> list[_Message]:
+    # A notice is shown to the user only: as model input the base model copied it into
+    # every later answer (seen in a whole offline session), and it is nobody's memory.
+    return [m for m in messages if not _is_notice(m)]
 
 
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -886,14 +913,24 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "prompt_tokens": assembled.total,
         "budget_total": budgets.total,
     }
-    # The offline base model often recites its instructions instead of answering (seen in
-    # a whole session: every answer began with the system prompt). Such an answer is not
-    # kept in the conversation, logged or reflected on; the user is told what happened.
+    # The offline base model often recites its prompt instead of answering (seen in whole
+    # sessions: every answer began with the system prompt, or with the earlier turns). The
+    # user is told so by a notice, which is never model input, logged or reflected on.
     echo = prompt_echo(_text(answer), system, [_text(new_message), facts_text, summary_text])
-    if echo is not None:
-        logger.warning("the answer recited the instructions (%r): replaced by a notice", echo)
-        answer = AIMessage(content=ECHOED_ANSWER_NOTICE)
-        report["answer_replaced"] = f"the model recited its instructions ({echo!r})"
+    # Only the offline base model continues the transcript instead of answering; a chat
+    # model asked to repeat the user's words must be free to.
+    recited = 0.0
+    if describe_model(model).startswith("local:"):
+        recited = copied_share(_text(answer), [_transcript(_history(state)), summary_text])
+    if echo is not None or recited >= RECITED_SHARE:
+        why = (
+            f"the model recited its instructions ({echo!r})"
+            if echo is not None
+            else f"the model recited the conversation ({recited:.0%} of its answer)"
+        )
+        logger.warning("%s: the answer was replaced by a notice", why)
+        answer = AIMessage(content=ECHOED_ANSWER_NOTICE, additional_kwargs={NOTICE_MARK: True})
+        report["answer_replaced"] = why
     if not answer.id:
         answer.id = str(uuid.uuid4())
     return {
@@ -918,7 +955,7 @@ async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         raise InvalidInputError("log_turn found no user message in this turn")
     turn: list[BaseMessage | dict[str, Any]] = [
         m
-        for m in state.messages[last_human:]
+        for m in _without_notices(state.messages[last_human:])
         if isinstance(m, HumanMessage | AIMessage) and _text(m).strip()
     ]
     if state.turn_important and turn and isinstance(turn[0], HumanMessage):

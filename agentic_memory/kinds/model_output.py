@@ -88,6 +88,22 @@ def prompt_echo(text: str, prompt_template: str, given: Iterable[str] = ()) -> s
     return None
 
 
+def copied_share(text: str, sources: Iterable[str]) -> float:
+    """Return the share of ``text``'s runs of :data:`ECHO_RUN` words that ``sources`` hold.
+
+    1.0 for a text copied whole from the sources, near 0 for one written afresh; a text
+    shorter than one run shares nothing (0.0).
+    """
+    words = _words(text)
+    runs = [tuple(words[i : i + ECHO_RUN]) for i in range(len(words) - ECHO_RUN + 1)]
+    if not runs:
+        return 0.0
+    held: set[tuple[str, ...]] = set()
+    for source in sources:
+        held |= _runs(_words(source), ECHO_RUN)
+    return sum(run in held for run in runs) / len(runs)
+
+
 def protects_constraint(instruction: str, rationale: str = "") -> bool:
     """Tell whether a rule protects a stated constraint (allergies, diets, budgets, health)."""
     return _CONSTRAINT.search(f"{instruction} {rationale}") is not None

@@ -396,3 +396,75 @@ async def test_an_answer_that_recites_the_instructions_is_not_kept(agentic: Any)
     out = await turn(app, "t", "Peanuts are in satay sauce, so skip it.")
     assert out["messages"][-1].content == "Peanuts are in satay sauce, so skip it."
     assert "answer_replaced" not in out["token_report"]
+
+
+async def test_the_notice_is_never_model_input_nor_memory(agentic: Any) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentic_memory.graph.graph import compile_graph
+    from agentic_memory.graph.nodes import ECHOED_ANSWER_NOTICE
+
+    recited = (await prompts.aload("system")).format().strip()[:900]
+    # Measured in a whole offline session: once a notice was in the recent turns, the base
+    # model began every later answer with it, followed by the earlier turns.
+    model = ScriptedChatModel(
+        metadata=LOCAL,
+        text_replies=[recited, "Lisbon is lovely in March; pack a light jacket."],
+        structured_defaults={
+            "ExtractedFacts": {"facts": []},
+            "Reflection": REFLECTION,
+            "RuleSet": RULES,
+        },
+    )
+    app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
+    await turn(app, "t", "I'm vegetarian, any dinner ideas for tonight?")
+    out = await turn(app, "t", "I'm planning a trip to Lisbon in March. Any tips?")
+    assert out["messages"][-1].content == "Lisbon is lovely in March; pack a light jacket."
+    second_prompt = " ".join(str(m.content) for m in model.calls_for(None)[1].messages)
+    assert "repeated its prompt" not in second_prompt
+    assert "I'm vegetarian, any dinner ideas" in second_prompt  # the user's turn stays
+    # The thread keeps the notice for the user to see.
+    contents = [m.content for m in out["messages"]]
+    assert ECHOED_ANSWER_NOTICE in contents
+    logged = await agentic.memory.messages.alist("alice", thread_id="t")
+    assert all("repeated its prompt" not in m.content for m in logged)
+    assert [m.role for m in logged] == ["human", "human", "ai"]
+    await end(app, "t")
+    reflected = " ".join(str(m.content) for m in model.calls_for("Reflection")[0].messages)
+    assert "Lisbon" in reflected
+    assert "repeated its prompt" not in reflected
+    episodes = await agentic.memory.episodes.alist("alice")
+    assert episodes and all("repeated its prompt" not in str(e) for e in episodes)
+
+
+async def test_an_offline_answer_that_recites_the_conversation_is_replaced(
+    agentic: Any,
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentic_memory.graph.graph import compile_graph
+    from agentic_memory.graph.nodes import ECHOED_ANSWER_NOTICE
+
+    first = "My laptop is a ThinkPad X1 and the Wi-Fi keeps dropping on Ubuntu."
+    continued = f"{first} I am planning to go"
+    quoting = "Since the Wi-Fi keeps dropping on Ubuntu, try turning off power saving."
+    for metadata, reply, kept in (
+        (LOCAL, continued, False),
+        (LOCAL, quoting, True),  # quotes a few words in a sentence of its own
+        ({"amem_model": "openai:gpt-4o-mini"}, continued, True),  # a chat model may repeat
+    ):
+        model = ScriptedChatModel(
+            metadata=metadata,
+            text_replies=["Noted.", reply],
+            structured_defaults={"ExtractedFacts": {"facts": []}},
+        )
+        app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
+        thread = f"t-{metadata['amem_model']}-{kept}"
+        await turn(app, thread, first)
+        out = await turn(app, thread, "What do you think?")
+        if kept:
+            assert out["messages"][-1].content == reply
+            assert "answer_replaced" not in out["token_report"]
+        else:
+            assert out["messages"][-1].content == ECHOED_ANSWER_NOTICE
+            assert "recited the conversation" in out["token_report"]["answer_replaced"]

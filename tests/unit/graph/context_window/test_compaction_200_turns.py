@@ -8,6 +8,7 @@ counts are read from the prompts the fake model actually received.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,8 @@ def _pairs_intact(messages: list[BaseMessage]) -> bool:
 
 async def test_two_hundred_turns_stay_flat_and_keep_the_early_fact(tmp_path: Path) -> None:
     embeddings = LocalEmbeddings()
-    store = EmbeddedStore(tmp_path / "store", dims=embeddings.dims)
+    # Opening a store reads its folder: off the loop, as a server opens it at start-up.
+    store = await asyncio.to_thread(EmbeddedStore, tmp_path / "store", dims=embeddings.dims)
     model = ScriptedChatModel(
         default_text=_answer,
         structured_defaults={"ExtractedFacts": _facts, "Summary": _summary},
