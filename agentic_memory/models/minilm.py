@@ -17,7 +17,7 @@ import importlib.util
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -201,21 +201,43 @@ class NumpyMiniLM:
 
         Batches group texts of similar token length so little padding is computed.
         """
-        if not texts:
-            return np.zeros((0, self.dims), dtype=np.float32)
-        encodings = self.tokenizer.encode_batch(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            longest = max(len(encodings[i].ids) for i in chunk)
-            ids = np.zeros((len(chunk), longest), dtype=np.int64)
-            mask = np.zeros((len(chunk), longest), dtype=np.float32)
-            for row, i in enumerate(chunk):
-                seq = encodings[i].ids
-                ids[row, : len(seq)] = seq
-                mask[row, : len(seq)] = 1.0
-            out[chunk] = self._forward(ids, mask)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        result: Matrix = out / np.maximum(norms, np.float32(1e-12))
-        return result
+        return encode_by_length(
+            self.tokenizer,
+            texts,
+            self.dims,
+            batch_size,
+            lambda ids, mask: self._forward(ids, mask.astype(np.float32)),
+        )
+
+
+def encode_by_length(
+    tokenizer: Any,
+    texts: Sequence[str],
+    dims: int,
+    batch_size: int,
+    forward: Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], Matrix],
+) -> Matrix:
+    """Embed ``texts`` with ``forward`` in batches of similar token length; L2-normalised rows.
+
+    Batches group texts of similar length so little padding is computed; ``forward`` gets a
+    batch's token ids and attention mask (1 for a token, 0 for padding) and returns its
+    pooled rows. The rows come back in input order.
+    """
+    if not texts:
+        return np.zeros((0, dims), dtype=np.float32)
+    encodings = tokenizer.encode_batch(list(texts))
+    order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+    out = np.zeros((len(texts), dims), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        longest = max(len(encodings[i].ids) for i in chunk)
+        ids = np.zeros((len(chunk), longest), dtype=np.int64)
+        mask = np.zeros((len(chunk), longest), dtype=np.int64)
+        for row, i in enumerate(chunk):
+            seq = encodings[i].ids
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        out[chunk] = forward(ids, mask)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    result: Matrix = out / np.maximum(norms, np.float32(1e-12))
+    return result

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.models.minilm import encode_by_length
 from agentic_memory.paths import amem_home, private_dir
 
 try:
@@ -393,25 +394,13 @@ class OnnxMiniLM:
         """
         if self.variant == "int8":
             batch_size = 1
-        if not texts:
-            return np.zeros((0, self.dims), dtype=np.float32)
-        encodings = self.tokenizer.encode_batch(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            longest = max(len(encodings[i].ids) for i in chunk)
-            ids = np.zeros((len(chunk), longest), dtype=np.int64)
-            mask = np.zeros((len(chunk), longest), dtype=np.int64)
-            for row, i in enumerate(chunk):
-                seq = encodings[i].ids
-                ids[row, : len(seq)] = seq
-                mask[row, : len(seq)] = 1
+
+        def forward(ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Matrix:
             (pooled,) = self.session.run(["pooled"], {"input_ids": ids, "attention_mask": mask})
-            out[chunk] = pooled
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        result: Matrix = out / np.maximum(norms, np.float32(1e-12))
-        return result
+            rows: Matrix = pooled
+            return rows
+
+        return encode_by_length(self.tokenizer, texts, self.dims, batch_size, forward)
 
 
 def _available_cpus() -> int:
