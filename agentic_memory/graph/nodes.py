@@ -67,9 +67,9 @@ from agentic_memory.kinds.knowledge import (
 )
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
 from agentic_memory.kinds.model_output import (
-    copied_share,
     is_protected,
     keep_protected,
+    longest_copy,
     prompt_echo,
 )
 from agentic_memory.kinds.rule_guard import RejectedRule, screen_rules
@@ -767,6 +767,13 @@ async def compact(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         records = calls_of(exc)
         text = _excerpt(state.summary, plan.summarise)
     removals: list[BaseMessage] = [RemoveMessage(id=m.id) for m in plan.summarise if m.id]
+    # The notices among the summarised turns go with them (the plan never sees them), so
+    # a long offline session does not keep them in its state for good.
+    summarised = {m.id for m in plan.summarise if m.id}
+    last = max((i for i, m in enumerate(state.messages) if m.id in summarised), default=-1)
+    removals += [
+        RemoveMessage(id=m.id) for m in state.messages[: last + 1] if _is_notice(m) and m.id
+    ]
     room = ctx.budget_summary - count_tokens(_SUMMARY_HEADING) - 2
     return {
         "summary": _fit_tokens(text, room),
@@ -817,18 +824,22 @@ ECHOED_ANSWER_NOTICE = (
 )
 NOTICE_MARK = "amem_notice"
 """``additional_kwargs`` key of an answer the agent wrote itself in place of the model's."""
-RECITED_SHARE = 0.5
-"""An offline answer whose runs of words come at least this much from the conversation so
-far recites it (the base model continuing the transcript) rather than answering; an answer
-that quotes the user's words in a sentence of its own stays well below."""
-
-
+RECITED_WORDS = 20
+"""An offline answer that copies this many words in a row from the user's earlier turns
+recites the transcript (the base model continuing it) rather than answering. An answer
+that recalls what the user said ("You told me you live in Berlin and work as a nurse")
+copies far fewer; repeating an earlier answer is not counted."""
+_NOTICE_OPENING = "(The model repeated its "
+"""How every notice begins, the wording of earlier versions ("its instructions") included."""
 _Message = TypeVar("_Message", bound=BaseMessage)
 
 
 def _is_notice(message: BaseMessage) -> bool:
-    return isinstance(message, AIMessage) and (
-        bool(message.additional_kwargs.get(NOTICE_MARK)) or _text(message) == ECHOED_ANSWER_NOTICE
+    if not isinstance(message, AIMessage):
+        return False
+    text = _text(message)
+    return bool(message.additional_kwargs.get(NOTICE_MARK)) or (
+        text.startswith(_NOTICE_OPENING) and "so no answer was kept" in text
     )
 
 
@@ -919,14 +930,15 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     echo = prompt_echo(_text(answer), system, [_text(new_message), facts_text, summary_text])
     # Only the offline base model continues the transcript instead of answering; a chat
     # model asked to repeat the user's words must be free to.
-    recited = 0.0
+    recited = 0
     if describe_model(model).startswith("local:"):
-        recited = copied_share(_text(answer), [_transcript(_history(state)), summary_text])
-    if echo is not None or recited >= RECITED_SHARE:
+        said = [_text(m) for m in _history(state) if isinstance(m, HumanMessage)]
+        recited = longest_copy(_text(answer), said)
+    if echo is not None or recited >= RECITED_WORDS:
         why = (
             f"the model recited its instructions ({echo!r})"
             if echo is not None
-            else f"the model recited the conversation ({recited:.0%} of its answer)"
+            else f"the model recited the conversation ({recited} words in a row)"
         )
         logger.warning("%s: the answer was replaced by a notice", why)
         answer = AIMessage(content=ECHOED_ANSWER_NOTICE, additional_kwargs={NOTICE_MARK: True})

@@ -88,20 +88,21 @@ def prompt_echo(text: str, prompt_template: str, given: Iterable[str] = ()) -> s
     return None
 
 
-def copied_share(text: str, sources: Iterable[str]) -> float:
-    """Return the share of ``text``'s runs of :data:`ECHO_RUN` words that ``sources`` hold.
+def longest_copy(text: str, sources: Iterable[str]) -> int:
+    """Return how many words in a row ``text`` copies from ``sources`` (0 when under a run).
 
-    1.0 for a text copied whole from the sources, near 0 for one written afresh; a text
-    shorter than one run shares nothing (0.0).
+    Counted over runs of :data:`ECHO_RUN` words: a copied span of ``n`` words is
+    ``n - ECHO_RUN + 1`` consecutive runs that the sources hold.
     """
     words = _words(text)
-    runs = [tuple(words[i : i + ECHO_RUN]) for i in range(len(words) - ECHO_RUN + 1)]
-    if not runs:
-        return 0.0
     held: set[tuple[str, ...]] = set()
     for source in sources:
         held |= _runs(_words(source), ECHO_RUN)
-    return sum(run in held for run in runs) / len(runs)
+    best = streak = 0
+    for i in range(len(words) - ECHO_RUN + 1):
+        streak = streak + 1 if tuple(words[i : i + ECHO_RUN]) in held else 0
+        best = max(best, streak)
+    return best + ECHO_RUN - 1 if best else 0
 
 
 def protects_constraint(instruction: str, rationale: str = "") -> bool:

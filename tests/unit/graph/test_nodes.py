@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Syst
 from agentic_memory.graph.context import Context
 from agentic_memory.graph.context_window import ContextOverflowError
 from agentic_memory.graph.nodes import (
+    ECHOED_ANSWER_NOTICE,
     FAN_OUT,
     compact,
     generate,
@@ -293,6 +294,23 @@ async def test_compact_summarises_old_turns(run_node, model) -> None:
     prompt = model.calls_for("Summary")[0].text
     assert "Older: greetings." in prompt and "user: question 0" in prompt
     assert [c["purpose"] for c in out["model_calls"]] == ["summary"]
+
+
+async def test_compact_removes_the_notices_among_the_summarised_turns(run_node, model) -> None:
+    # A notice (and one in the wording of earlier versions, unmarked) is never summarised,
+    # but must not stay in the state once the turns around it are folded away.
+    model.structured["Summary"] = [{"text": "The user asked about ten topics."}]
+    old = "(The model repeated its instructions instead of answering, so no answer was kept.)"
+    history = []
+    for i in range(10):
+        notice = AIMessage(old if i == 0 else ECHOED_ANSWER_NOTICE, id=f"n{i}")
+        history += [human(f"question {i} " + "word " * 40, f"h{i}"), notice]
+    state = State(messages=[*history, human("new", "hn")])
+    out = await run_node(compact, state, user_id="alice", budget_recent=400)
+    removed = {m.id for m in out["messages"]}
+    assert {"h0", "n0", "n1"} <= removed and "hn" not in removed and "n9" not in removed
+    prompt = model.calls_for("Summary")[0].text
+    assert "repeated its" not in prompt and "user: question 0" in prompt
 
 
 async def test_generate_builds_the_layered_prompt(run_node, model) -> None:

@@ -445,21 +445,28 @@ async def test_an_offline_answer_that_recites_the_conversation_is_replaced(
     from agentic_memory.graph.graph import compile_graph
     from agentic_memory.graph.nodes import ECHOED_ANSWER_NOTICE
 
-    first = "My laptop is a ThinkPad X1 and the Wi-Fi keeps dropping on Ubuntu."
+    first = (
+        "I live in Berlin and work as a nurse at the Charite hospital, and my laptop is a "
+        "ThinkPad X1 whose Wi-Fi keeps dropping on Ubuntu every evening."
+    )
     continued = f"{first} I am planning to go"
     quoting = "Since the Wi-Fi keeps dropping on Ubuntu, try turning off power saving."
+    recalling = "You told me you live in Berlin and work as a nurse at the Charite hospital."
+    thread_number = 0
     for metadata, reply, kept in (
         (LOCAL, continued, False),
         (LOCAL, quoting, True),  # quotes a few words in a sentence of its own
+        (LOCAL, recalling, True),  # recalls what the user said: the agent's job
         ({"amem_model": "openai:gpt-4o-mini"}, continued, True),  # a chat model may repeat
     ):
+        thread_number += 1
         model = ScriptedChatModel(
             metadata=metadata,
             text_replies=["Noted.", reply],
             structured_defaults={"ExtractedFacts": {"facts": []}},
         )
         app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
-        thread = f"t-{metadata['amem_model']}-{kept}"
+        thread = f"t{thread_number}"
         await turn(app, thread, first)
         out = await turn(app, thread, "What do you think?")
         if kept:
