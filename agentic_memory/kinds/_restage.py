@@ -16,6 +16,7 @@ first use finishes the job. The message log's upgrade
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +33,16 @@ STAGING_PREFIX = "Upgrade_"
 staging copy is never listed, exported or searched as memories."""
 
 _PAGE = 500
+_LOCKS: dict[tuple[int, str], threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock(store: MemoryStore, collection: str) -> threading.Lock:
+    # One upgrade of a collection at a time in this process: two users' first turns on a
+    # server would otherwise both copy it, and one could drop what the other rebuilt.
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault((id(store), collection), threading.Lock())
+
 
 Convert = Callable[[dict[str, Any]], dict[str, Any]]
 """Turns an object's properties under an earlier schema into its properties under the current."""
@@ -69,9 +80,21 @@ def restage(
     """Bring the collection ``spec.name`` to ``spec`` if it holds one of the ``earlier`` schemas.
 
     Finishes an upgrade a killed process left half-done. A collection of another, unknown
-    schema is left alone (``ensure_collection`` then says what differs). Returns whether
-    anything was upgraded.
+    schema is left alone (``ensure_collection`` then says what differs). Callers in one
+    process take turns (the second finds the collection current); processes do not, so two
+    processes first using an old collection at the same moment can make one of them fail,
+    and its next use finishes the job. Returns whether anything was upgraded.
     """
+    with _lock(store, spec.name):
+        return _restage(store, spec, earlier, convert)
+
+
+def _restage(
+    store: MemoryStore,
+    spec: CollectionSpec,
+    earlier: Sequence[CollectionSpec],
+    convert: Convert,
+) -> bool:
     staging = staging_spec(spec)
     names = set(store.collections())
     if spec.name in names:

@@ -6,6 +6,7 @@ Every test ingests real files (PDFs made by fpdf2, text files) into real embedde
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -353,6 +354,34 @@ def test_an_old_knowledge_base_is_upgraded_on_first_search(
     assert bob and "Brisk" in bob[0].text
     assert not any(n.startswith(STAGING_PREFIX) for n in reopened.collections())
     assert upgrade_knowledge_base(reopened, "docs") is False  # nothing left to do
+    reopened.close()
+
+
+def test_users_searching_an_old_shared_base_at_once_upgrade_it_once(
+    tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    # Two users' first turns on one server: both searches find the base of the earlier
+    # schema; one upgrades it while the other waits, and neither loses or fails.
+    store = EmbeddedStore(tmp_path / "s", dims=embeddings.dims)
+    for owner, word in (("alice", "Arvel"), ("bob", "Brisk"), ("carol", "Cobalt")):
+        _old_knowledge_base(store, embeddings, "mine", owner, word)
+    store.close()
+    reopened = EmbeddedStore(tmp_path / "s", dims=embeddings.dims)
+    users = ["alice", "bob", "carol"] * 4
+    with ThreadPoolExecutor(len(users)) as pool:
+        found = list(
+            pool.map(
+                lambda owner: search_knowledge(
+                    reopened, embeddings, "mine", "observatory comets", alpha=0.0, owner=owner
+                ),
+                users,
+            )
+        )
+    words = {"alice": "Arvel", "bob": "Brisk", "carol": "Cobalt"}
+    for owner, hits in zip(users, found, strict=True):
+        assert hits and words[owner] in hits[0].text
+    assert not any(n.startswith(STAGING_PREFIX) for n in reopened.collections())
+    assert sum(1 for _ in reopened.iterate("UserKnowledge_Mine", user="bob")) == 2
     reopened.close()
 
 
