@@ -8,6 +8,7 @@ are listed, in order, in :mod:`agentic_memory.kinds.registry`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from langchain_core.embeddings import Embeddings
 
 from agentic_memory.kinds import episodes, facts, messages, rules
 from agentic_memory.kinds._bound import embedded_part
+from agentic_memory.kinds._restage import STAGING_PREFIX
 from agentic_memory.kinds.contract import (
     GateOutcome,
     ImportGate,
@@ -741,6 +743,24 @@ class KnowledgeKind(MemoryKind):
         """Upgrade a knowledge base's chunks an earlier version wrote."""
         if self.line_kind(collection) == "chunk":
             upgrade_chunk_collection(store, collection)
+
+    async def aforget_user(
+        self, store: MemoryStore, embeddings: Embeddings, user: str
+    ) -> dict[str, int]:
+        """Delete the user's own knowledge bases, after finishing any half-done upgrade.
+
+        A staging copy a killed upgrade left behind belongs to no kind: forgetting around
+        it would leave the user's chunks there, and the next use would copy them back.
+        """
+
+        def finish_upgrades() -> None:
+            for name in store.collections():
+                target = name.removeprefix(STAGING_PREFIX)
+                if target != name and self.line_kind(target) == "chunk":
+                    upgrade_chunk_collection(store, target)
+
+        await asyncio.to_thread(finish_upgrades)
+        return await super().aforget_user(store, embeddings, user)
 
     def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
         """``("knowledge", kb)`` and ``("user_knowledge", user, kb)``."""

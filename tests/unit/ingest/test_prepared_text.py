@@ -5,6 +5,7 @@ Every test ingests real files (PDFs made by fpdf2, text files) into real embedde
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,6 +16,7 @@ from agentic_memory.ingest import ingest_paths, ingest_uploads
 from agentic_memory.ingest.inputs import Upload
 from agentic_memory.ingest.text import assemble, find_headings, split_document
 from agentic_memory.kinds._restage import STAGING_PREFIX
+from agentic_memory.kinds.builtin import KnowledgeKind
 from agentic_memory.kinds.knowledge import (
     KNOWLEDGE_PROPERTIES,
     KNOWLEDGE_PROPERTIES_V1,
@@ -383,6 +385,34 @@ def test_users_searching_an_old_shared_base_at_once_upgrade_it_once(
     assert not any(n.startswith(STAGING_PREFIX) for n in reopened.collections())
     assert sum(1 for _ in reopened.iterate("UserKnowledge_Mine", user="bob")) == 2
     reopened.close()
+
+
+def test_forgetting_a_user_during_a_killed_upgrade_leaves_nothing_to_come_back(
+    tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    store = EmbeddedStore(tmp_path / "s", dims=embeddings.dims)
+    for owner, word in (("alice", "Arvel"), ("bob", "Brisk")):
+        _old_knowledge_base(store, embeddings, "mine", owner, word)
+    real_drop = store.drop_collection
+
+    def drop_then_die(name: str) -> None:
+        real_drop(name)
+        if name == "UserKnowledge_Mine":
+            raise RuntimeError("killed")
+
+    store.drop_collection = drop_then_die  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="killed"):
+        upgrade_knowledge_base(store, "mine", "alice")
+    store.drop_collection = real_drop  # type: ignore[method-assign]
+    assert STAGING_PREFIX + "UserKnowledge_Mine" in store.collections()
+
+    asyncio.run(KnowledgeKind().aforget_user(store, embeddings, "alice"))
+    assert not any(n.startswith(STAGING_PREFIX) for n in store.collections())
+    assert list(store.iterate("UserKnowledge_Mine", user="alice")) == []
+    bob = search_knowledge(store, embeddings, "mine", "brisk", alpha=0.0, owner="bob")
+    assert bob and "Brisk" in bob[0].text
+    assert search_knowledge(store, embeddings, "mine", "arvel", alpha=0.0, owner="alice") == []
+    store.close()
 
 
 def test_an_old_knowledge_base_is_upgraded_before_an_ingestion_writes_to_it(
