@@ -51,8 +51,9 @@ CONTEXT = {
     "model": "local",
     "memory_model": "local",
     "answer_max_tokens": 48,
-    # A small window, so that six short turns of a talkative model are compacted.
-    "budget_recent": 500,
+    # A small window, so that six short turns are compacted even when every answer of the
+    # base model was replaced by a notice (a notice is never part of the history).
+    "budget_recent": 60,
 }
 
 
