@@ -1252,7 +1252,7 @@ COLD_SEARCH = textwrap.dedent(
     import sys
     from agentic_memory.store import MemoryObject, make_id
     from agentic_memory.store.embedded import EmbeddedStore
-    from tests.storage.conftest import make_spec, vec
+    from tests.unit.store.conftest import make_spec, vec
 
     store = EmbeddedStore(sys.argv[1], dims=8)
     spec = make_spec("Cold_Imports")
