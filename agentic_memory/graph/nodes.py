@@ -238,6 +238,14 @@ def _label(chunk: dict[str, Any]) -> str:
     return citation_label(str(chunk["source"]), int(chunk["page_start"]), int(chunk["page_end"]))
 
 
+def _passage(chunk: dict[str, Any]) -> str:
+    # The heading tells the model what a passage cut mid-section is about; the label stays
+    # first so the citation the model copies is still matched by plain comparison.
+    section = str(chunk.get("section") or "")
+    where = f" ({section})" if section else ""
+    return f"{chunk['label']}{where} {chunk['text']}"
+
+
 def _config() -> RunnableConfig:
     try:
         return get_config()
@@ -624,6 +632,7 @@ async def recall_semantic(state: State, runtime: Runtime[Context]) -> dict[str, 
                 "text": h.text,
                 "source": h.source,
                 "title": h.title,
+                "section": h.section,
                 "page_start": h.page_start,
                 "page_end": h.page_end,
                 "score": round(float(h.score), 4),
@@ -891,7 +900,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # The frame (headings, time, constraints) is paid from the semantic budget, with a
     # margin because tokens can merge across the joins.
     semantic_room = max(0, budgets.semantic - count_tokens(frame) - 16)
-    chunk_items = [f"{c['label']} {c['text']}" for c in state.chunks]
+    chunk_items = [_passage(c) for c in state.chunks]
     kept_chunks, _, left_semantic = pack_items(chunk_items, semantic_room)
     variable = turn_prompt.format(
         episodes="\n".join(kept_eps) or _NONE,

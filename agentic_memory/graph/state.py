@@ -130,7 +130,8 @@ class State(InputState):
 
     chunks: list[dict[str, Any]] = field(default_factory=list)
     """Knowledge-base passages recalled for this turn: chunk_id, kb, own (from the user's own
-    knowledge base, else a shared one), text, source, title, page_start, page_end, label
+    knowledge base, else a shared one), text, source, title, section (the heading the passage
+    falls under, "" when none was found), page_start, page_end, label
     ("[source p.N]"), score, similarity (cosine to the message; passages below the run's
     relevance floor are not recalled)."""
 

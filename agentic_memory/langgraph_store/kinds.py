@@ -1097,6 +1097,7 @@ class KnowledgeSpace(KindSpace):
                         {
                             "text": h.text,
                             "title": h.title,
+                            "section": h.section,
                             "source": h.source,
                             "page_start": h.page_start,
                             "page_end": h.page_end,
@@ -1137,6 +1138,7 @@ class KnowledgeSpace(KindSpace):
             text=str(props.get("text") or ""),
             source=str(props.get("source") or ""),
             title=str(props.get("title") or ""),
+            section=str(props.get("section") or ""),
             page_start=start,
             page_end=int(props.get("page_end") or start),
             score=0.0 if score is None else score,
@@ -1149,6 +1151,7 @@ class KnowledgeSpace(KindSpace):
             value={
                 "text": hit.text,
                 "title": hit.title,
+                "section": hit.section,
                 "source": hit.source,
                 "page_start": hit.page_start,
                 "page_end": hit.page_end,

@@ -104,7 +104,9 @@ async def test_recall_semantic_returns_labelled_chunks(run_node, resources, tmp_
         tmp_path / "physics.pdf",
         [
             "Chapter one is about the history of bread baking in old Europe. " * 8,
-            "At high altitude water boils at a lower temperature, about 90 degrees at 3000 m. " * 3,
+            "2 Boiling at Altitude\n"
+            + "At high altitude water boils at a lower temperature, about 90 degrees at 3000 m. "
+            * 3,
         ],
     )
     report = await asyncio.to_thread(
@@ -127,6 +129,7 @@ async def test_recall_semantic_returns_labelled_chunks(run_node, resources, tmp_
     (chunk,) = out["chunks"]
     assert chunk["label"] == "[physics.pdf p.2]" and chunk["kb"] == "science"
     assert "boils" in chunk["text"] and chunk["own"] is False
+    assert chunk["section"] == "2 Boiling at Altitude"
 
 
 async def test_recall_semantic_reads_the_users_own_knowledge_base_and_nobody_elses(
@@ -355,6 +358,19 @@ async def test_generate_builds_the_layered_prompt(run_node, model) -> None:
         report["prompt_tokens"] > sum(v for k, v in report["layers"].items() if k != "reserve") - 1
     )
     assert [c["purpose"] for c in out["model_calls"]] == ["answer"]
+
+
+async def test_generate_shows_a_passages_section_after_its_label(run_node, model) -> None:
+    model.text_replies = ["It boils at about 90 degrees [physics.pdf p.2]."]
+    chunks = [
+        {"label": "[physics.pdf p.2]", "section": "2 Boiling at Altitude", "text": "It boils."},
+        {"label": "[physics.pdf p.1]", "section": "", "text": "Bread history."},
+    ]
+    state = State(messages=[human("boiling?", "h1")], chunks=chunks)
+    await run_node(generate, state, user_id="alice")
+    variable = model.calls_for(None)[-1].messages[-2].content
+    assert "[physics.pdf p.2] (2 Boiling at Altitude) It boils." in variable
+    assert "[physics.pdf p.1] Bread history." in variable
 
 
 async def test_generate_stable_prefix_is_byte_identical_across_turns(run_node, model) -> None:

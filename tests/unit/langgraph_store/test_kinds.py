@@ -381,8 +381,8 @@ def test_a_value_that_is_not_a_message_is_refused(
 def test_knowledge_is_read_only(amem: AgenticStore, tmp_path: Path) -> None:
     doc = tmp_path / "printers.md"
     doc.write_text(
-        "# Printers\n\nThe LaserJet 4 takes toner cartridge 92298A.\n\n"
-        "# Scanners\n\nThe ScanJet needs a SCSI card.\n"
+        "1 Printers\n\nThe LaserJet 4 takes toner cartridge 92298A.\n\n"
+        "2 Scanners\n\nThe ScanJet needs a SCSI card.\n"
     )
     report = ingest_paths([doc], kb="manuals", store=amem.memory_store, embeddings=amem.embeddings)
     assert report.ok
@@ -391,6 +391,8 @@ def test_knowledge_is_read_only(amem: AgenticStore, tmp_path: Path) -> None:
     hits = amem.search(("knowledge", "Manuals"), query="toner cartridge")
     assert "92298A" in hits[0].value["text"]
     assert hits[0].value["citation"] == "[printers.md p.1]"
+    assert hits[0].value["section"] == "1 Printers"
+    assert amem.get(("knowledge", "manuals"), hits[0].key).value["section"] == "1 Printers"
     assert amem.get(("knowledge", "manuals"), hits[0].key) is not None
     assert ("knowledge", "manuals") in amem.list_namespaces(prefix=("knowledge",))
     with pytest.raises(InvalidInputError, match="read-only"):
