@@ -68,9 +68,10 @@ from agentic_memory.store import (
     open_store,
 )
 
-PIPELINE_VERSION = "2"
+PIPELINE_VERSION = "3"
 """Part of every revision: bump it when cleaning or splitting changes, so files are redone.
-Version 2 finds each chunk's section heading (``ingest.text.find_headings``)."""
+Version 2 finds each chunk's section heading (``ingest.text.find_headings``); version 3 also
+reads Markdown's ``#`` headings."""
 
 DEFAULT_BATCH_SIZE = 128
 """Chunks embedded and written per call."""
@@ -518,7 +519,10 @@ class _Job:
         result.warning_sample = raw.warnings[0][:200] if raw.warnings else None
         document = assemble(raw.pages)
         chunks = split_document(
-            document, chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap
+            document,
+            chunk_size=self.chunk_size,
+            chunk_overlap=self.chunk_overlap,
+            markdown=raw.kind == "markdown",
         )
         if not chunks:
             raise IngestFileError("no extractable text")

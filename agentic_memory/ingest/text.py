@@ -13,7 +13,8 @@ appendix ``A Principal Node Attributes``): a section number, then a title of at 
 words that starts with a letter that is not lower-case (a capital, or a letter of a script
 without case) and holds a word of two letters or more, the line at most 80 characters and
 not ending like a sentence; or one of the unnumbered headings papers use (``Abstract``,
-``References``...).
+``References``...). Markdown files also have their ATX headings (``## Node Shapes``, outside
+fenced code, where ``#`` starts a comment), cut to 80 characters.
 PDFs carry no reliable structure (font sizes differ between producers), so the rule reads
 the text only; on ``dotguide.pdf`` it finds every numbered section and appendix heading and
 nothing else (``bench/results/ingest.md``).
@@ -181,14 +182,32 @@ _NAMED_HEADINGS = frozenset(
 """Unnumbered headings of papers, compared case-insensitively with a whole line."""
 _MAX_HEADING_WORDS = 10
 _MAX_HEADING_CHARS = 80
+_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
-def find_headings(text: str) -> list[tuple[int, str]]:
-    """Return the section headings of a cleaned document: ``(offset of the line, the line)``.
-
-    See the module doc for the rule. Offsets ascend.
-    """
+def _markdown_headings(text: str) -> dict[int, str]:
     found: dict[int, str] = {}
+    fence: str | None = None
+    start = 0
+    for line in text.split("\n"):
+        opened = _FENCE.match(line)
+        if opened and (fence is None or opened.group(1) == fence):
+            fence = opened.group(1) if fence is None else None
+        elif fence is None and (match := _ATX_HEADING.match(line)):
+            title = match.group(1).strip()
+            if _LONG_WORD.search(title):
+                found[start] = title[:_MAX_HEADING_CHARS]
+        start += len(line) + 1
+    return found
+
+
+def find_headings(text: str, *, markdown: bool = False) -> list[tuple[int, str]]:
+    """Return the section headings of a cleaned document: ``(offset of the line, the heading)``.
+
+    See the module doc for the rule; ``markdown`` adds the ATX headings. Offsets ascend.
+    """
+    found: dict[int, str] = _markdown_headings(text) if markdown else {}
     for match in _NUMBERED_HEADING.finditer(text):
         line, title = match.group(0), match.group(1)
         if (
@@ -225,8 +244,12 @@ def split_document(
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    markdown: bool = False,
 ) -> list[TextChunk]:
-    """Split a cleaned document into chunks with their offsets and page ranges."""
+    """Split a cleaned document into chunks with their offsets, page ranges and sections.
+
+    ``markdown`` says the document is Markdown, whose ``#`` headings are sections.
+    """
     check_split_settings(chunk_size, chunk_overlap)
     if not document.text:
         return []
@@ -239,7 +262,7 @@ def split_document(
         strip_whitespace=True,
     )
     text = document.text
-    headings = find_headings(text)
+    headings = find_headings(text, markdown=markdown)
     heading_offsets = [offset for offset, _ in headings]
     chunks: list[TextChunk] = []
     previous_start, previous_end = -1, 0

@@ -492,3 +492,36 @@ def test_an_export_of_an_old_knowledge_base_imports_in_the_current_schema(
     hits = search_knowledge(target, embeddings, "docs", "tides", alpha=0.0)
     assert hits and "Tides" in hits[0].text
     target.close()
+
+
+def test_markdown_headings_are_sections_outside_fenced_code() -> None:
+    text = "\n".join(
+        [
+            "# Printers",
+            "The LaserJet 4 takes toner 92298A.",
+            "```bash",
+            "# install the driver",  # a shell comment, not a heading
+            "```",
+            "## Scanners ##",
+            "#hashtag is not a heading",
+            "### " + "Long " * 40,
+        ]
+    )
+    found = [line for _, line in find_headings(text, markdown=True)]
+    assert found == ["Printers", "Scanners", ("Long " * 40)[:80]]
+    assert find_headings(text) == []  # a PDF's "# ..." line is no heading
+
+
+def test_a_markdown_files_chunks_carry_its_headings(
+    docs: Path, store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
+    notes = docs / "manual.md"
+    notes.write_text(
+        "# Printers\n\n" + "The LaserJet 4 takes toner cartridge 92298A. " * 30 + "\n\n"
+        "# Scanners\n\n" + "The ScanJet needs a SCSI card and its driver. " * 30 + "\n"
+    )
+    _ingest(store, embeddings, notes)
+    chunks = list_chunks(store, "docs", str(notes.resolve()))
+    for name, section in (("LaserJet", "Printers"), ("ScanJet", "Scanners")):
+        found = {c.properties["section"] for c in chunks if name in c.properties["text"]}
+        assert found == {section}
