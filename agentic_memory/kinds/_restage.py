@@ -16,7 +16,6 @@ first use finishes the job. The message log's upgrade
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,15 +32,6 @@ STAGING_PREFIX = "Upgrade_"
 staging copy is never listed, exported or searched as memories."""
 
 _PAGE = 500
-_LOCKS: dict[tuple[int, str], threading.Lock] = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def _lock(store: MemoryStore, collection: str) -> threading.Lock:
-    # One upgrade of a collection at a time in this process: two users' first turns on a
-    # server would otherwise both copy it, and one could drop what the other rebuilt.
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault((id(store), collection), threading.Lock())
 
 
 Convert = Callable[[dict[str, Any]], dict[str, Any]]
@@ -80,12 +70,12 @@ def restage(
     """Bring the collection ``spec.name`` to ``spec`` if it holds one of the ``earlier`` schemas.
 
     Finishes an upgrade a killed process left half-done. A collection of another, unknown
-    schema is left alone (``ensure_collection`` then says what differs). Callers in one
-    process take turns (the second finds the collection current); processes do not, so two
-    processes first using an old collection at the same moment can make one of them fail,
-    and its next use finishes the job. Returns whether anything was upgraded.
+    schema is left alone (``ensure_collection`` then says what differs). Callers take
+    turns (``MemoryStore.exclusive``: threads, processes and, for Weaviate with a
+    coordinator, machines), and the second finds the collection current: otherwise one
+    could drop what the other rebuilt. Returns whether anything was upgraded.
     """
-    with _lock(store, spec.name):
+    with store.exclusive("upgrade", spec.name):
         return _restage(store, spec, earlier, convert)
 
 
@@ -98,7 +88,8 @@ def _restage(
     staging = staging_spec(spec)
     names = set(store.collections())
     if spec.name in names:
-        current = shape(store.spec(spec.name))
+        # Read again: another process may have upgraded it while this one waited.
+        current = shape(store.spec(spec.name, reload=True))
         if current in {shape(e) for e in earlier}:
             store.ensure_collection(staging)
             _copy(store, spec, staging.name, convert)

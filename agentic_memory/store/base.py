@@ -12,12 +12,14 @@ import math
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.store.locks import KeyLocks
 from agentic_memory.store.types import (
     COLLECTION_NAME_RE,
     MAX_USER_ID_LENGTH,
@@ -75,6 +77,7 @@ class MemoryStore(ABC):
             raise InvalidInputError(f"dims must be a positive integer, got {dims!r}")
         self.dims = dims
         self._specs: dict[str, CollectionSpec] = {}
+        self._exclusive = KeyLocks(None)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -84,8 +87,14 @@ class MemoryStore(ABC):
         self._ensure_collection(spec)
         self._specs[spec.name] = spec
 
-    def spec(self, name: str) -> CollectionSpec:
-        """Return the schema of an existing collection or raise ``UnknownCollectionError``."""
+    def spec(self, name: str, *, reload: bool = False) -> CollectionSpec:
+        """Return the schema of an existing collection or raise ``UnknownCollectionError``.
+
+        The schema is cached after its first read; ``reload`` reads it again, for a caller
+        that must see what another process may have changed (inside ``exclusive``).
+        """
+        if reload:
+            self._specs.pop(name, None)
         if name not in self._specs:
             loaded = self._load_spec(name)
             if loaded is None:
@@ -427,6 +436,19 @@ class MemoryStore(ABC):
         Returns False when the work could not be completed now (see the backend).
         """
         return True
+
+    @contextmanager
+    def exclusive(self, *key: str) -> Iterator[None]:
+        """Hold ``key`` against every other user of this store for the ``with`` block.
+
+        For work that no single write makes atomic, such as a collection's upgrade through a
+        staging copy: two writers doing it at once would drop what the other rebuilt. Here,
+        the threads sharing this handle; the embedded store adds its other handles and
+        processes, Weaviate the processes of this machine and, with a PostgreSQL
+        coordinator, other machines. Blocks are not re-entrant: never nest two.
+        """
+        with self._exclusive.hold(*key):
+            yield
 
     @abstractmethod
     def close(self) -> None:

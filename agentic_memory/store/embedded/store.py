@@ -63,6 +63,7 @@ from agentic_memory.store.embedded.sql import (
     normalise_date,
 )
 from agentic_memory.store.embedded.vectors import _cosine_top, maintain_axes
+from agentic_memory.store.locks import KeyLocks
 from agentic_memory.store.ranking import (
     fuse_arrays,
     fusion_weights,
@@ -113,6 +114,8 @@ class EmbeddedStore(MemoryStore):
         except OSError as exc:
             raise StoreError(f"cannot create the embedded store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
+        # Every handle and process on this folder shares its exclusive blocks' lock files.
+        self._exclusive = KeyLocks(self.path / "locks")
         self._in_transaction = False
         self._cache = PartitionCache(dims)
         conn = sqlite3.connect(

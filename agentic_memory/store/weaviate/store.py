@@ -11,7 +11,8 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -162,12 +163,14 @@ class WeaviateStore(MemoryStore):
         self._lock = threading.Lock()
         # Tenants known to exist, per collection: saves a round trip on every call.
         self._tenants: dict[str, set[str]] = {}
+        locks = Path(lock_dir) if lock_dir is not None else amem_home() / "locks" / "weaviate"
         self._inserts = WriteLocks(
-            KeyLocks(
-                Path(lock_dir) if lock_dir is not None else amem_home() / "locks" / "weaviate"
-            ),
+            KeyLocks(locks),
             PostgresLocks(self.coordination.uri) if self.coordination.uri is not None else None,
         )
+        # Lock files of their own: an insert made inside an exclusive block must not wait
+        # for its own stripe. PostgreSQL's keys are hashed apart from the inserts' keys.
+        self._exclusive_locks = WriteLocks(KeyLocks(locks / "exclusive"), self._inserts.remote)
         logger.info("Weaviate create-only writes coordinated by %s", self.coordination.describe())
 
     @classmethod
@@ -219,6 +222,12 @@ class WeaviateStore(MemoryStore):
         except BaseException:
             client.close()
             raise
+
+    @contextmanager
+    def exclusive(self, *key: str) -> Iterator[None]:
+        """Hold ``key`` against this machine's processes and, with a coordinator, others'."""
+        with self._exclusive_locks.hold("exclusive", *key):
+            yield
 
     def close(self) -> None:
         """Close the client's HTTP and gRPC connections (and PostgreSQL's, if used).
