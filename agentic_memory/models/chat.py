@@ -68,11 +68,6 @@ The server stops by itself when the model emits ``<end_of_turn>`` (an end-of-gen
 token of the GGUF); the base model rarely does, so answers are also bounded by
 ``max_tokens``."""
 
-BASE_MODEL_ANSWER_STOP = "\n\n"
-"""Where a free-text answer of the packaged base model ends: one paragraph. Past a blank line
-it goes on with the prompt's next section (measured: 6 to 15 tokens of answer, then up to the
-token limit of recital)."""
-
 _NOT_CONFIGURED = (
     "No chat model is configured. Choose one of:\n"
     "  - OpenAI: set OPENAI_API_KEY (optionally AMEM_OPENAI_MODEL, default gpt-4o-mini, "
@@ -159,26 +154,19 @@ class LocalChatOpenAI(ChatOpenAI):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Shape the request for llama.cpp's server and its ``amem-transcript`` format.
+        """Shape the request for llama.cpp's server and the Gemma chat format.
 
-        A request with tools is formatted by the server in Gemma's format, which drops
-        system messages: they are merged into the user turns here, and string bounds are
-        capped to what llama.cpp's grammar compiles. Any other request keeps its system
-        messages, which the server renders as paragraphs of a plain transcript
-        (``models/llama_server.py``); for the packaged base model its answer also ends at
-        a blank line, after which it recites the prompt. Gemma's turn markers are stop
-        sequences of every request.
+        The system messages are merged into the user turns (the ``gemma`` format drops
+        them), string bounds are capped to what llama.cpp's grammar compiles, and Gemma's
+        turn markers are stop sequences.
         """
         payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        payload["messages"] = merge_system_messages(payload.get("messages", []))
+        if payload.get("tools"):
+            payload["tools"] = [_grammar_safe_tool(t) for t in payload["tools"]]
         stops = payload.get("stop") or []
         stops = [stops] if isinstance(stops, str) else list(stops)
-        extra: tuple[str, ...] = LOCAL_STOP
-        if payload.get("tools"):
-            payload["messages"] = merge_system_messages(payload.get("messages", []))
-            payload["tools"] = [_grammar_safe_tool(t) for t in payload["tools"]]
-        elif self.local_label == LOCAL_MODEL_NAME:
-            extra = (*LOCAL_STOP, BASE_MODEL_ANSWER_STOP)
-        payload["stop"] = stops + [s for s in extra if s not in stops]
+        payload["stop"] = stops + [s for s in LOCAL_STOP if s not in stops]
         return payload
 
     def _generate(

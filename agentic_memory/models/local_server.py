@@ -37,7 +37,6 @@ from typing import IO, Any
 from agentic_memory.models._server_main import PARENT_GONE_EXIT
 from agentic_memory.models.chat import LOCAL_GGUF_PACKAGE, LOCAL_MODEL_NAME, ModelNotConfiguredError
 from agentic_memory.models.llama_build import rebuild_command
-from agentic_memory.models.llama_server import TRANSCRIPT_FORMAT
 from agentic_memory.paths import amem_home, private_dir, private_file
 
 logger = logging.getLogger(__name__)
@@ -51,8 +50,6 @@ _LOG_TAIL_CHARS = 2000
 # What `python -m llama_cpp.server` imports beyond llama_cpp itself.
 _SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 _LAUNCHER = Path(__file__).with_name("_server_main.py")
-DEFAULT_SERVER = str(Path(__file__).with_name("llama_server.py"))
-"""llama.cpp's server with the offline model's chat format (``models/llama_server.py``)."""
 
 
 class LocalServerError(RuntimeError):
@@ -188,7 +185,7 @@ class LocalModelServer:
         n_threads: int | None = None,
         ready_timeout: float = 120.0,
         alias: str = LOCAL_MODEL_NAME,
-        server: str = DEFAULT_SERVER,
+        server: str = "llama_cpp.server",
     ) -> None:
         if n_ctx < 256:
             raise ValueError(f"n_ctx must be at least 256, got {n_ctx}")
@@ -248,10 +245,9 @@ class LocalModelServer:
             str(model),
             "--model_alias",
             self.alias,
-            # The packaged GGUF carries no chat template; the base model answers a plain
-            # transcript (models/llama_server.py).
+            # The packaged GGUF carries no chat template.
             "--chat_format",
-            TRANSCRIPT_FORMAT,
+            "gemma",
             "--host",
             "127.0.0.1",
             "--port",
@@ -296,7 +292,7 @@ class LocalModelServer:
         )
 
     def _check_installed(self) -> None:
-        if self.server != DEFAULT_SERVER:
+        if self.server != "llama_cpp.server":
             return
         if importlib.util.find_spec("llama_cpp") is None:
             raise ModelNotConfiguredError(
@@ -479,16 +475,15 @@ def get_local_server() -> LocalModelServer:
     """Return the process-wide local server (created, not started); stopped at exit.
 
     Tests and the chat model share it, so the model loads once per process. It runs
-    ``models/llama_server.py`` (llama.cpp's server with the ``amem-transcript`` chat format),
-    or the module or ``.py`` file ``AMEM_LOCAL_SERVER`` names (a wrapper taking the same
-    arguments, which runs that file in the end).
+    ``llama_cpp.server``, or the module or ``.py`` file ``AMEM_LOCAL_SERVER`` names (a wrapper
+    taking the same arguments).
     """
     global _SINGLETON
     with _SINGLETON_LOCK:
         if _SINGLETON is None:
             # AMEM_LOCAL_SERVER runs a wrapper of llama.cpp's server instead (a .py file that
             # takes its arguments), e.g. one that records what the model is fed.
-            server = os.environ.get(LOCAL_SERVER_ENV, "").strip() or DEFAULT_SERVER
+            server = os.environ.get(LOCAL_SERVER_ENV, "").strip() or "llama_cpp.server"
             _SINGLETON = LocalModelServer(server=server)
             atexit.register(_SINGLETON.stop)
         return _SINGLETON

@@ -26,12 +26,7 @@ import agentic_memory.models.chat as chat
 import agentic_memory.models.local_server as local_server
 from agentic_memory.models.calls import ainvoke_text
 from agentic_memory.models.chat import resolve_chat_model
-from agentic_memory.models.local_server import (
-    DEFAULT_SERVER,
-    LocalModelServer,
-    LocalServerDied,
-    describe_exit,
-)
+from agentic_memory.models.local_server import LocalModelServer, LocalServerDied, describe_exit
 from tests.unit.models.conftest import requires_local
 
 STANDIN = str(Path(__file__).resolve().parents[2] / "unit" / "models" / "standin_server.py")
@@ -267,7 +262,7 @@ def test_the_server_exits_when_its_parent_dies(
 @pytest.mark.integration
 @requires_local
 def test_the_real_llama_server_exits_when_its_parent_is_killed(local_model_file: Path) -> None:
-    parent, server_pid = _start_parent(local_model_file, DEFAULT_SERVER)
+    parent, server_pid = _start_parent(local_model_file, "llama_cpp.server")
     try:
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=10)

@@ -1,6 +1,6 @@
 """llama.cpp's server, recording every prompt exactly as the model is fed it.
 
-Run in place of ``models/llama_server.py`` (``AMEM_LOCAL_SERVER=<this file>``), with
+Run in place of ``llama_cpp.server`` (``AMEM_LOCAL_SERVER=<this file>``), with
 ``RECORD_PROMPTS`` naming a file: each completion appends one JSON line with the prompt
 detokenised with its special tokens (Gemma's turn markers included), whether a grammar
 constrained it, and its token limit. Everything else is the real server.
@@ -14,8 +14,6 @@ import runpy
 from typing import Any
 
 import llama_cpp
-
-from agentic_memory.models.local_server import DEFAULT_SERVER
 
 _create_completion = llama_cpp.Llama.create_completion
 
@@ -37,4 +35,4 @@ def _recording(self: llama_cpp.Llama, prompt: Any, *args: Any, **kwargs: Any) ->
 
 
 llama_cpp.Llama.create_completion = _recording  # type: ignore[method-assign]
-runpy.run_path(DEFAULT_SERVER, run_name="__main__")
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)

@@ -5,9 +5,8 @@ starting rules) is answered through each way a model is reached: OpenAI (``opena
 ``OPENAI_BASE_URL``), an OpenAI-compatible server (``compatible:``) and the offline model
 (``local``). The request is read where it arrives: the recording OpenAI-compatible server
 (``tests/fake_openai.py``), or the stand-in that takes llama.cpp's place under the real
-launcher. The offline model's server renders a free-text request as a plain transcript
-(``models/llama_server.py``), system messages as its paragraphs: there every layer must
-arrive, the layers first and the user's message last.
+launcher. The offline model's chat format has no system role (llama-cpp-python's ``gemma``
+format drops system messages), so there every layer must arrive inside the user turns.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from agentic_memory.ingest.pipeline import ingest_paths
 from agentic_memory.kinds.episodes import Reflection
 from agentic_memory.kinds.facts import ExtractedFact
 from agentic_memory.langgraph_store import AgenticStore
-from agentic_memory.models.llama_server import render_transcript
 from tests.fake_openai import FakeOpenAIServer, message_text
 from tests.integration.local_model.test_local_server_lifecycle import standin
 
@@ -151,7 +149,7 @@ async def test_remote_models_receive_every_layer_with_the_system_role(
     assert out["token_report"]["layers"]["variable"] > 0
 
 
-async def test_the_offline_model_receives_every_layer_in_its_transcript(
+async def test_the_offline_model_receives_every_layer_in_its_user_turn(
     recorded: Path, agentic: AgenticStore, tmp_path: Path
 ) -> None:
     await _seed(agentic, tmp_path)
@@ -159,12 +157,10 @@ async def test_the_offline_model_receives_every_layer_in_its_transcript(
     lines = (await asyncio.to_thread(recorded.read_text)).splitlines()
     bodies = [json.loads(line) for line in lines]
     [answer] = [b for b in bodies if not b.get("tools")]
+    roles = [m["role"] for m in answer["messages"]]
+    assert roles == ["user"], roles  # no system message: the format would drop it
     _check_every_layer(answer["messages"])
-    # What the server feeds the model: the layers first, the user's message last.
-    transcript = render_transcript(answer["messages"])
-    assert transcript.startswith(LAYERS["system prompt"])
-    assert transcript.endswith(f"User: {QUESTION}\nAssistant:")
-    # Structured calls still reach Gemma's format, which has no system role.
-    tools = [b for b in bodies if b.get("tools")]
-    assert tools and all(m["role"] != "system" for b in tools for m in b["messages"])
+    # The layers come first, the user's message last, as Gemma's template orders them.
+    content = message_text(answer["messages"][0])
+    assert content.startswith(LAYERS["system prompt"]) and content.endswith(QUESTION)
     assert out["messages"][-1].content.startswith("hello from start")

@@ -1,12 +1,10 @@
 """What a request to the local model carries: the whole prompt, grammars llama.cpp compiles.
 
-A free-text request keeps its system messages: the server's ``amem-transcript`` format
-renders them as paragraphs of a plain transcript (``models/llama_server.py``). A request
-with tools is formatted in llama-cpp-python's ``gemma`` format, which keeps only user and
-model turns, so there the system layers must reach the model inside the user turns; and a
-JSON schema's ``maxLength`` becomes nested grammar rules that llama.cpp refuses past about a
-thousand (the server then dies). These tests look at the request body as it leaves the
-client, at what the stand-in server receives, and at the transcript the server renders.
+llama-cpp-python's ``gemma`` chat format keeps only user and model turns, so the system
+layers must reach the model inside the user turns; and a JSON schema's ``maxLength`` becomes
+nested grammar rules that llama.cpp refuses past about a thousand (the server then dies).
+These tests look at the request body as it leaves the client, and at what the stand-in
+server receives.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ from agentic_memory.models.chat import (
     merge_system_messages,
     resolve_chat_model,
 )
-from agentic_memory.models.llama_server import render_transcript
 from tests.integration.local_model.test_local_server_lifecycle import standin
 
 __all__ = ["standin"]  # the fixture, imported for this module
@@ -126,74 +123,30 @@ def test_blank_system_messages_add_nothing() -> None:
     assert merged == [{"role": "user", "content": "hi"}]
 
 
-LAYERED = [
-    SystemMessage("You are a helpful assistant. Rules: cite passages."),
-    SystemMessage("Known facts: diet vegetarian"),
-    HumanMessage("hi"),
-    AIMessage("hello"),
-    SystemMessage("Passages: [coala.pdf p.3] four kinds of memory"),
-    HumanMessage("What are the kinds of memory?"),
-]
-
-
-def test_a_free_text_request_keeps_its_layers_and_ends_at_a_paragraph(
-    local: LocalChatOpenAI,
-) -> None:
-    payload = local._get_request_payload(LAYERED)
-    roles = [m["role"] for m in payload["messages"]]
-    assert roles == ["system", "system", "user", "assistant", "system", "user"]
-    # The base model's answer is one paragraph; past it, it recites the prompt.
-    assert payload["stop"] == ["<end_of_turn>", "<start_of_turn>", "\n\n"]
-    # The token limit every server reads.
-    assert payload["extra_body"] == {"max_tokens": 1024}
-
-
-def test_another_gguf_may_answer_in_paragraphs(
-    local: LocalChatOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(local, "local_label", "my-instruct-model")
-    payload = local._get_request_payload(LAYERED)
-    assert payload["stop"] == ["<end_of_turn>", "<start_of_turn>"]
-
-
-def test_the_server_renders_a_free_text_request_as_a_transcript(local: LocalChatOpenAI) -> None:
-    payload = local._get_request_payload(LAYERED)
-    assert render_transcript(payload["messages"]) == (
-        "You are a helpful assistant. Rules: cite passages.\n\n"
-        "Known facts: diet vegetarian\n\n"
-        "User: hi\nAssistant: hello\n\n"
-        "Passages: [coala.pdf p.3] four kinds of memory\n\n"
-        "User: What are the kinds of memory?\nAssistant:"
+def test_local_request_carries_every_layer_and_the_stop_markers(local: LocalChatOpenAI) -> None:
+    payload = local._get_request_payload(
+        [
+            SystemMessage("You are a helpful assistant. Rules: cite passages."),
+            SystemMessage("Known facts: diet vegetarian"),
+            HumanMessage("hi"),
+            AIMessage("hello"),
+            SystemMessage("Passages: [coala.pdf p.3] four kinds of memory"),
+            HumanMessage("What are the kinds of memory?"),
+        ]
     )
-
-
-def test_the_transcript_keeps_text_parts_and_skips_empty_turns() -> None:
-    messages = [
-        {"role": "system", "content": "  "},
-        {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url"}]},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
-        {"role": "tool", "content": "42"},
-        {"role": "user", "content": "and?"},
-    ]
-    assert render_transcript(messages) == ("User: look\nTool result: 42\nUser: and?\nAssistant:")
-    assert render_transcript([]) == "Assistant:"
-
-
-def test_a_tool_request_carries_every_layer_in_its_user_turns(local: LocalChatOpenAI) -> None:
-    bound: Any = local.bind_tools([Summary], tool_choice="Summary")
-    payload = local._get_request_payload(LAYERED, **bound.kwargs)
     roles = [m["role"] for m in payload["messages"]]
     assert roles == ["user", "assistant", "user"]
     text = json.dumps(payload["messages"])
     for layer in ("helpful assistant", "cite passages", "diet vegetarian", "coala.pdf p.3"):
         assert layer in text
-    # A blank line may sit inside JSON text: no paragraph stop under a grammar.
-    assert payload["stop"] == ["<end_of_turn>", "<start_of_turn>"]
+    assert "<end_of_turn>" in payload["stop"] and "<start_of_turn>" in payload["stop"]
+    # The token limit every server reads.
+    assert payload["extra_body"] == {"max_tokens": 1024}
 
 
 def test_a_caller_stop_sequence_is_kept(local: LocalChatOpenAI) -> None:
-    payload = local._get_request_payload([HumanMessage("hi")], stop=["###"])
-    assert payload["stop"] == ["###", "<end_of_turn>", "<start_of_turn>", "\n\n"]
+    payload = local._get_request_payload([HumanMessage("hi")], stop=["\n\n"])
+    assert payload["stop"] == ["\n\n", "<end_of_turn>", "<start_of_turn>"]
 
 
 @pytest.mark.parametrize("schema", [Summary, Reflection, RuleSet, ExtractedFacts])
@@ -258,7 +211,7 @@ def test_limit_answer_tokens_lowers_both_limits(local: LocalChatOpenAI) -> None:
         limit_answer_tokens(local, 0)
 
 
-async def test_the_local_server_receives_the_system_layers_of_a_free_text_request(
+async def test_the_local_server_receives_the_system_layers_in_the_user_turn(
     recorded: Path, local: LocalChatOpenAI
 ) -> None:
     await ainvoke_text(
@@ -268,31 +221,5 @@ async def test_the_local_server_receives_the_system_layers_of_a_free_text_reques
     )
     lines = (await asyncio.to_thread(recorded.read_text)).splitlines()
     [body] = [json.loads(line) for line in lines]
-    assert render_transcript(body["messages"]) == (
-        "SYSTEM PROMPT\n\nFACTS\n\nUser: question\nAssistant:"
-    )
+    assert body["messages"] == [{"role": "user", "content": "SYSTEM PROMPT\n\nFACTS\n\nquestion"}]
     assert body["max_tokens"] == 1024
-
-
-def test_the_servers_chat_format_is_gemmas_for_tools_and_a_transcript_otherwise() -> None:
-    pytest.importorskip("llama_cpp", reason="the [local] extra (llama-cpp-python) is not installed")
-    from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
-
-    from agentic_memory.models.llama_server import (
-        TRANSCRIPT_FORMAT,
-        TRANSCRIPT_STOP,
-        format_transcript,
-        register,
-    )
-
-    messages = [{"role": "user", "content": "hi"}]
-    plain = format_transcript(messages)
-    assert plain.prompt == "User: hi\nAssistant:" and plain.stop == list(TRANSCRIPT_STOP)
-    tool = {"type": "function", "function": {"name": "Summary", "parameters": {}}}
-    gemma = format_transcript(messages, tools=[tool])
-    assert gemma.prompt == "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"
-    register()
-    handler = LlamaChatCompletionHandlerRegistry().get_chat_completion_handler_by_name(
-        TRANSCRIPT_FORMAT
-    )
-    assert callable(handler)
