@@ -330,3 +330,27 @@ def test_a_collection_this_store_did_not_create_is_still_refused(
     foreign = dataclasses.replace(MESSAGES, name="Foreign")
     with pytest.raises(SchemaConflictError, match="did not create"):
         store.ensure_collection(foreign)
+
+
+def test_exclusive_blocks_of_two_processes_take_turns_and_an_insert_inside_does_not_wait(
+    open_store: Callable[..., wv.WeaviateStore],
+) -> None:
+    # Two handles with one lock directory: two processes of one machine upgrading a
+    # collection. The second waits for the first; an insert made inside the block (on
+    # whatever stripe its key falls) is not held up by the block's own lock.
+    first, second = open_store(), open_store()
+    first.ensure_collection(MESSAGES)
+    inside = threading.Event()
+    with first.exclusive("upgrade", MESSAGES.name):
+        for i in range(70):  # more keys than stripes: one shares the block's stripe
+            first.insert(MESSAGES.name, [msg(f"k{i}", i)], user="alice")
+
+        def enter() -> None:
+            with second.exclusive("upgrade", MESSAGES.name):
+                inside.set()
+
+        waiter = threading.Thread(target=enter)
+        waiter.start()
+        assert not inside.wait(0.5)
+    assert inside.wait(30)
+    waiter.join(30)
