@@ -319,9 +319,7 @@ def _merge(a: Block, b: Block) -> Block:
         props,
         np.concatenate((a.projected, b.projected))[order] if both else None,  # type: ignore[arg-type]
         a.axes if both else None,
-        None
-        if a.unit is None or b.unit is None
-        else np.concatenate((a.unit, b.unit))[order],
+        None if a.unit is None or b.unit is None else np.concatenate((a.unit, b.unit))[order],
     )
 
 
@@ -476,9 +474,7 @@ class PartitionBlocks:
         if axes is not None and unit is not None:
             projected = (axes[0], project(unit, axes[1]))
         birth = self._next_id()
-        block = block_of(
-            rids, np.full(rids.size, birth, dtype=np.int64), postings, projected, unit
-        )
+        block = block_of(rids, np.full(rids.size, birth, dtype=np.int64), postings, projected, unit)
         for start in range(0, block.rows, BLOCK_ROWS):
             keep = np.zeros(block.rows, dtype=bool)
             keep[start : start + BLOCK_ROWS] = True

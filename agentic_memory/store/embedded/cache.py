@@ -284,8 +284,7 @@ class PartitionCache:
         missing: list[IntArray] = []
         listed = iter(part.blocks.items())
         for block, blob in conn.execute(
-            "SELECT block, unit FROM amem_blocks WHERE collection = ? AND scope = ? "
-            "ORDER BY block",
+            "SELECT block, unit FROM amem_blocks WHERE collection = ? AND scope = ? ORDER BY block",
             (collection, scope),
         ):
             held, (block_rids, block_births) = next(listed, (None, (None, None)))
