@@ -37,8 +37,8 @@ blocks of ``BLOCK_ROWS`` rows. A row's current entry is the one with the largest
 newer version is born in a newer block). A block is rewritten without its superseded entries
 once they are a quarter of its rows (``COMPACT_SHARE``), when it is rewritten or merged for
 another reason, and by ``compact_superseded`` (``EmbeddedStore.erase_deleted``); until then
-the old version's term hashes and token counts stay in the file (its text does not: the row
-itself is overwritten). A deleted row leaves every block that names it in its transaction.
+the old version's term hashes, token counts and unit vector stay in the file (its text does
+not: the row itself is overwritten). A deleted row leaves every block that names it in its transaction.
 
 Small blocks are merged as they come (``_merge_tail``): the newest block joins the one before
 it once it holds a quarter of its rows, up to ``BLOCK_ROWS``, so a partition written one

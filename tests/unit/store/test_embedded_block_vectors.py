@@ -370,3 +370,35 @@ def test_block_vectors_stay_the_rows_when_processes_write_one_user_at_once(
     fresh.close()
     assert got == _answers_from_rows(path, spec.name, [query])[0]
     store.close()
+
+
+def test_erase_deleted_takes_an_edited_rows_old_vector_out_of_the_blocks(tmp_path: Path) -> None:
+    # An upsert of an existing id leaves the old version's entry, unit vector included, in
+    # its block until the block is compacted; erase_deleted compacts it, and a delete takes
+    # every entry of the row at once.
+    spec = make_spec("Erase")
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    store.ensure_collection(spec)
+    ids = [make_id(str(i)) for i in range(12)]
+    store.upsert(
+        spec.name,
+        [MemoryObject(i, {"body": f"row {n}"}, vec(1, n, 0.5)) for n, i in enumerate(ids)],
+        user="alice",
+    )
+    conn = store._conn
+    assert conn is not None
+    old = unit_rows([np.asarray(vec(1, 3, 0.5), dtype=np.float32).tobytes()], DIMS).tobytes()
+    gone = unit_rows([np.asarray(vec(1, 7, 0.5), dtype=np.float32).tobytes()], DIMS).tobytes()
+
+    def held(blob: bytes) -> bool:
+        return any(blob in unit for (unit,) in conn.execute("SELECT unit FROM amem_blocks"))
+
+    assert held(old) and held(gone)
+    store.upsert(spec.name, [MemoryObject(ids[3], {"body": "edited"}, vec(0, 1))], user="alice")
+    assert held(old), "superseded, not yet compacted"
+    store.delete(spec.name, [ids[7]], user="alice")
+    assert not held(gone)
+    assert store.erase_deleted()
+    assert not held(old)
+    _blocks_match_rows(conn, spec.name, "alice")
+    store.close()
