@@ -370,9 +370,8 @@ class PartitionBlocks:
         if projected is not None:
             block.projected = decode_projected(projected, block.rows)
             block.axes = axes
-        if unit is not None:
-            if len(unit) % (4 * block.rows):
-                raise StoreError("the unit vectors of a keyword block are damaged")
+        if unit is not None and len(unit) % (4 * block.rows) == 0:
+            # Damaged (a size no rows fit) is left out: the rows are read instead, then filled.
             block.unit = decode_unit(unit, block.rows, len(unit) // (4 * block.rows))
         marked = [
             r[0]
@@ -559,16 +558,18 @@ class PartitionBlocks:
     def fill_units(self, table: str, user: str | None, dims: int, most: int) -> int:
         """Give blocks of the partition that have no unit vectors theirs, ``most`` rows' worth.
 
-        Blocks written before they were kept (or merged with one) have none; each write to
+        Blocks written before they were kept (or merged with one) have none (a damaged
+        block's are taken for none); each write to
         the partition fills some in its own transaction, so an old partition is upgraded
         after a few writes at a bounded cost per write, and a crash loses nothing. The blocks
         keep their ids: their rows did not change, and a cache holds those vectors already.
         Returns the number of rows filled.
         """
+        # length() of a blob reads its size from the record header, not its pages.
         listed = self.conn.execute(
             "SELECT block, rows FROM amem_blocks WHERE collection = ? AND scope = ? "
-            "AND unit IS NULL ORDER BY block",
-            (self.collection, self.scope),
+            "AND (unit IS NULL OR length(unit) != 4 * rows * ?) ORDER BY block",
+            (self.collection, self.scope, dims),
         ).fetchall()
         filled = 0
         for block_id, rows in listed:

@@ -256,8 +256,8 @@ class PartitionCache:
         part._unit = Growing.unfilled(all_rids.size, (self.dims,), np.float32)
         (without,) = conn.execute(
             "SELECT coalesce(sum(rows), 0) FROM amem_blocks WHERE collection = ? AND scope = ? "
-            "AND unit IS NULL",
-            (spec.name, scope),
+            "AND (unit IS NULL OR length(unit) != 4 * rows * ?)",
+            (spec.name, scope, self.dims),
         ).fetchone()
         # Mostly blocks without vectors (a file of older code): one pass over the rows.
         if 2 * int(without) > all_rids.size:

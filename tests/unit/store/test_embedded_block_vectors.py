@@ -402,3 +402,36 @@ def test_erase_deleted_takes_an_edited_rows_old_vector_out_of_the_blocks(tmp_pat
     assert not held(old)
     _blocks_match_rows(conn, spec.name, "alice")
     store.close()
+
+
+def test_a_damaged_blocks_vectors_are_read_from_the_rows_and_rewritten(tmp_path: Path) -> None:
+    # Vectors of a size that fits no rows (a damaged file) are taken for none: a load reads
+    # that block's rows, with the same answers, and the next write fills it again.
+    spec = make_spec("Damaged")
+    store = EmbeddedStore(tmp_path, dims=DIMS)
+    store.ensure_collection(spec)
+    for start in range(0, 60, 20):
+        store.upsert(
+            spec.name,
+            [
+                MemoryObject(make_id(str(n)), {"body": f"row {n}"}, vec(1, n, n % 3))
+                for n in range(start, start + 20)
+            ],
+            user="alice",
+        )
+    conn = store._conn
+    assert conn is not None
+    query: dict[str, object] = {"query": "row", "vector": vec(1, 2), "limit": 60, "user": "alice"}
+    want = _answers_from_rows(tmp_path, spec.name, [query])
+    conn.execute(
+        "UPDATE amem_blocks SET unit = substr(unit, 1, 12) WHERE block = "
+        "(SELECT min(block) FROM amem_blocks)"
+    )
+    fresh = EmbeddedStore(tmp_path, dims=DIMS)
+    assert [_hits(fresh.hybrid(spec.name, **query))] == want  # type: ignore[arg-type]
+    fresh.close()
+    store.upsert(
+        spec.name, [MemoryObject(make_id("new"), {"body": "new"}, vec(0, 1))], user="alice"
+    )
+    _blocks_match_rows(conn, spec.name, "alice")
+    store.close()
