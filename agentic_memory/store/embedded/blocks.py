@@ -22,6 +22,14 @@ for every block, in place, by the transaction that chooses new axes. A cache loa
 partition reads them instead of projecting every vector; a block whose tag is not the
 partition's axes' version (none is, unless the file was damaged) is projected afresh.
 
+Each block also keeps its rows' unit vectors (``unit``: the stored vectors scaled to unit
+length by ``vectors.unit_rows``, float32, the very bits a load computes from the rows), made by
+the transaction that writes the rows and carried along by rewrites and merges like the
+projections. A cache loading the partition reads a few of these blobs instead of every row's
+vector (20,000 rows read one by one were most of a cold search's time); a block without them
+(written before they were kept, or merged with such a block) has its rows' vectors read from
+the object table, and a write to its partition fills them in (``fill_units``).
+
 A row rewritten in place (an upsert of an existing id) joins a new block with its new
 content, and its entry in the block that held it becomes *superseded* (``amem_superseded``)
 instead of that block being rewritten: an edit of 10 rows writes one small block, not 10
@@ -29,8 +37,8 @@ blocks of ``BLOCK_ROWS`` rows. A row's current entry is the one with the largest
 newer version is born in a newer block). A block is rewritten without its superseded entries
 once they are a quarter of its rows (``COMPACT_SHARE``), when it is rewritten or merged for
 another reason, and by ``compact_superseded`` (``EmbeddedStore.erase_deleted``); until then
-the old version's term hashes and token counts stay in the file (its text does not: the row
-itself is overwritten). A deleted row leaves every block that names it in its transaction.
+the old version's term hashes, token counts and unit vector stay in the file (its text does
+not: the row itself is overwritten). A deleted row leaves every block that names it in its transaction.
 
 Small blocks are merged as they come (``_merge_tail``): the newest block joins the one before
 it once it holds a quarter of its rows, up to ``BLOCK_ROWS``, so a partition written one
@@ -80,8 +88,12 @@ def create_tables(conn: sqlite3.Connection) -> None:
         "CREATE TABLE IF NOT EXISTS amem_blocks ("
         "block INTEGER PRIMARY KEY AUTOINCREMENT, collection TEXT NOT NULL, "
         "scope TEXT NOT NULL, rows INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, "
-        "rowinfo BLOB NOT NULL, postings BLOB NOT NULL, axes INTEGER, projected BLOB)"
+        "rowinfo BLOB NOT NULL, postings BLOB NOT NULL, axes INTEGER, projected BLOB, unit BLOB)"
     )
+    # Files written before blocks kept unit vectors: the column is added (NULL: the rows are
+    # read instead); code of that time names its columns, so it still reads and writes them.
+    if "unit" not in {r[1] for r in conn.execute("PRAGMA table_info(amem_blocks)")}:
+        conn.execute("ALTER TABLE amem_blocks ADD COLUMN unit BLOB")
     # Covering for the block list a cache compares and a writer merges by.
     conn.execute(
         "CREATE INDEX IF NOT EXISTS amem_blocks_partition "
@@ -107,6 +119,8 @@ class Block:
     """(rows, axes): the rows' unit vectors on the partition's PCA axes, if it has axes."""
     axes: int | None = None
     """The version of the axes ``projected`` was computed on."""
+    unit: FloatArray | None = None
+    """(rows, dims): the rows' unit vectors (a superseded entry's may be its newer content's)."""
 
     @property
     def rows(self) -> int:
@@ -212,6 +226,18 @@ def decode_projected(blob: bytes, rows: int) -> FloatArray:
     return flat.reshape(rows, flat.size // rows)
 
 
+def encode_unit(unit: FloatArray) -> bytes:
+    """Return a block's ``unit``: its rows' unit vectors, float32 each."""
+    return np.ascontiguousarray(unit, dtype="<f4").tobytes()
+
+
+def decode_unit(blob: bytes | None, rows: int, dims: int) -> FloatArray | None:
+    """Return the (rows, dims) unit vectors of a block's ``unit``, None if absent or not those."""
+    if blob is None or rows == 0 or len(blob) != 4 * rows * dims:
+        return None
+    return np.frombuffer(blob, dtype="<f4").reshape(rows, dims)
+
+
 def _padded(size: int) -> int:
     return size + (-size % 8)
 
@@ -227,12 +253,13 @@ def block_of(
     births: IntArray,
     postings: _Postings,
     projected: tuple[int, FloatArray] | None = None,
+    unit: FloatArray | None = None,
 ) -> Block:
     """Return the block of rows ``rids`` (any order) with the postings of a batch.
 
     ``postings`` numbers the rows 0..n-1 in the order of ``rids`` (as does ``projected``, the
-    rows' projections and the axes' version); the block orders them by rid and its pairs by
-    term hash, then row.
+    rows' projections and the axes' version, and ``unit``, their unit vectors); the block
+    orders them by rid and its pairs by term hash, then row.
     """
     order = np.argsort(rids, kind="stable")
     place = np.empty_like(order)
@@ -249,6 +276,7 @@ def block_of(
         props,
         None if projected is None else projected[1][order],
         None if projected is None else projected[0],
+        None if unit is None else unit[order],
     )
 
 
@@ -266,6 +294,7 @@ def _keep_rows(block: Block, keep: npt.NDArray[np.bool_]) -> Block:
         props,
         None if block.projected is None else block.projected[keep],
         block.axes,
+        None if block.unit is None else block.unit[keep],
     )
 
 
@@ -290,6 +319,7 @@ def _merge(a: Block, b: Block) -> Block:
         props,
         np.concatenate((a.projected, b.projected))[order] if both else None,  # type: ignore[arg-type]
         a.axes if both else None,
+        None if a.unit is None or b.unit is None else np.concatenate((a.unit, b.unit))[order],
     )
 
 
@@ -313,8 +343,8 @@ class PartitionBlocks:
         block_id = self._next_id()
         self.conn.execute(
             "INSERT INTO amem_blocks "
-            "(block, collection, scope, rows, lo, hi, rowinfo, postings, axes, projected) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "(block, collection, scope, rows, lo, hi, rowinfo, postings, axes, projected, unit) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 block_id,
                 self.collection,
@@ -326,19 +356,23 @@ class PartitionBlocks:
                 encode_postings(block),
                 block.axes,
                 None if block.projected is None else encode_projected(block.projected),
+                None if block.unit is None else encode_unit(block.unit),
             ),
         )
         return block_id
 
     def _load(self, block_id: int) -> Block:
-        rowinfo, postings, axes, projected = self.conn.execute(
-            "SELECT rowinfo, postings, axes, projected FROM amem_blocks WHERE block = ?",
+        rowinfo, postings, axes, projected, unit = self.conn.execute(
+            "SELECT rowinfo, postings, axes, projected, unit FROM amem_blocks WHERE block = ?",
             (block_id,),
         ).fetchone()
         block = decode_postings(postings, *decode_rowinfo(rowinfo))
         if projected is not None:
             block.projected = decode_projected(projected, block.rows)
             block.axes = axes
+        if unit is not None and len(unit) % (4 * block.rows) == 0:
+            # Damaged (a size no rows fit) is left out: the rows are read instead, then filled.
+            block.unit = decode_unit(unit, block.rows, len(unit) // (4 * block.rows))
         marked = [
             r[0]
             for r in self.conn.execute(
@@ -427,17 +461,19 @@ class PartitionBlocks:
         """Add rows not held by any block (new rows, or rows ``remove`` just took out).
 
         Their births are the id of the first block they go in. ``vectors`` (the rows' stored
-        vectors, in the order of ``rids``) are projected on the partition's axes if it has
-        any; None leaves the blocks without projections (``reproject`` gives them theirs).
+        vectors, in the order of ``rids``) are kept as unit vectors and projected on the
+        partition's axes if it has any; None leaves the blocks without either (``reproject``
+        and ``fill_units`` give them theirs).
         """
         if rids.size == 0:
             return
         axes = None if vectors is None else load_axes(self.conn, self.collection, self.scope, dims)
+        unit = None if vectors is None else unit_rows(vectors, dims)
         projected = None
-        if axes is not None and vectors is not None:
-            projected = (axes[0], project(unit_rows(vectors, dims), axes[1]))
+        if axes is not None and unit is not None:
+            projected = (axes[0], project(unit, axes[1]))
         birth = self._next_id()
-        block = block_of(rids, np.full(rids.size, birth, dtype=np.int64), postings, projected)
+        block = block_of(rids, np.full(rids.size, birth, dtype=np.int64), postings, projected, unit)
         for start in range(0, block.rows, BLOCK_ROWS):
             keep = np.zeros(block.rows, dtype=bool)
             keep[start : start + BLOCK_ROWS] = True
@@ -476,11 +512,28 @@ class PartitionBlocks:
             self._delete([prev, last])
             self._insert(merged)
 
+    def _unit_of(self, table: str, user: str | None, rids: IntArray, dims: int) -> FloatArray:
+        """Return the unit vectors of the stored rows ``rids`` (ascending), read from ``table``.
+
+        A superseded entry gets its row's current vector: no search reads it.
+        """
+        rows = sorted(
+            self.conn.execute(
+                f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o "
+                "ON o.rid = j.value WHERE o.user IS ?",
+                (json.dumps(rids.tolist()), user),
+            ).fetchall()
+        )
+        if [r[0] for r in rows] != rids.tolist():
+            raise StoreError("a keyword block names rows that are not stored")
+        return unit_rows([r[1] for r in rows], dims)
+
     def reproject(self, table: str, user: str | None, dims: int) -> None:
         """Give every block the projections of its rows on the partition's current axes.
 
         Run by the transaction that chose them; the blocks keep their ids (their rows did
         not change), and a cache sees the axes' new version and reads the projections again.
+        A block without unit vectors gets them too (the rows' vectors are read anyway).
         """
         axes = load_axes(self.conn, self.collection, self.scope, dims)
         listed = self.conn.execute(
@@ -495,20 +548,42 @@ class PartitionBlocks:
                 )
                 continue
             rids, _ = decode_rowinfo(rowinfo)
-            rows = sorted(
-                self.conn.execute(
-                    f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o "
-                    "ON o.rid = j.value WHERE o.user IS ?",
-                    (json.dumps(rids.tolist()), user),
-                ).fetchall()
-            )
-            if [r[0] for r in rows] != rids.tolist():
-                raise StoreError("a keyword block names rows that are not stored")
-            projected = project(unit_rows([r[1] for r in rows], dims), axes[1])
+            unit = self._unit_of(table, user, rids, dims)
             self.conn.execute(
-                "UPDATE amem_blocks SET axes = ?, projected = ? WHERE block = ?",
-                (axes[0], encode_projected(projected), block_id),
+                "UPDATE amem_blocks SET axes = ?, projected = ?, unit = coalesce(unit, ?) "
+                "WHERE block = ?",
+                (axes[0], encode_projected(project(unit, axes[1])), encode_unit(unit), block_id),
             )
+
+    def fill_units(self, table: str, user: str | None, dims: int, most: int) -> int:
+        """Give blocks of the partition that have no unit vectors theirs, ``most`` rows' worth.
+
+        Blocks written before they were kept (or merged with one) have none (a damaged
+        block's are taken for none); each write to
+        the partition fills some in its own transaction, so an old partition is upgraded
+        after a few writes at a bounded cost per write, and a crash loses nothing. The blocks
+        keep their ids: their rows did not change, and a cache holds those vectors already.
+        Returns the number of rows filled.
+        """
+        # length() of a blob reads its size from the record header, not its pages.
+        listed = self.conn.execute(
+            "SELECT block, rows FROM amem_blocks WHERE collection = ? AND scope = ? "
+            "AND (unit IS NULL OR length(unit) != 4 * rows * ?) ORDER BY block",
+            (self.collection, self.scope, dims),
+        ).fetchall()
+        filled = 0
+        for block_id, rows in listed:
+            if filled and filled + rows > most:
+                break
+            (rowinfo,) = self.conn.execute(
+                "SELECT rowinfo FROM amem_blocks WHERE block = ?", (block_id,)
+            ).fetchone()
+            unit = self._unit_of(table, user, decode_rowinfo(rowinfo)[0], dims)
+            self.conn.execute(
+                "UPDATE amem_blocks SET unit = ? WHERE block = ?", (encode_unit(unit), block_id)
+            )
+            filled += int(rows)
+        return filled
 
     def rows(self) -> int:
         """Return the number of rows the partition's blocks hold (superseded entries aside)."""

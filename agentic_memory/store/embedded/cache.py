@@ -12,7 +12,8 @@ updates the slots in place: a deleted row's slot is marked dead, a replaced row'
 are replaced by a new chunk (``keyword._KeywordIndex``). The cache reloads instead once dead
 slots or stale postings are a quarter of what it holds.
 
-Loading reads the vectors and, on the first keyword search, the blocks' postings: no text is
+Loading reads the unit vectors the blocks keep (a block without them has its rows' vectors
+read and normalised) and, on the first keyword search, the blocks' postings: no text is
 tokenised or decompressed. Either way the answers equal a fresh load's.
 """
 
@@ -26,7 +27,12 @@ import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growing, IntArray
-from agentic_memory.store.embedded.blocks import decode_projected, decode_rowinfo, decode_terms
+from agentic_memory.store.embedded.blocks import (
+    decode_projected,
+    decode_rowinfo,
+    decode_terms,
+    decode_unit,
+)
 from agentic_memory.store.embedded.filters import Column
 from agentic_memory.store.embedded.keyword import _KeywordIndex, _Pairs, _Terms
 from agentic_memory.store.embedded.sql import _column, _table
@@ -248,30 +254,111 @@ class PartitionCache:
         part._births = Growing(all_births)
         part._alive = Growing(np.ones(all_rids.size, dtype=bool))
         part._unit = Growing.unfilled(all_rids.size, (self.dims,), np.float32)
-        unit = part._unit.view
+        (without,) = conn.execute(
+            "SELECT coalesce(sum(rows), 0) FROM amem_blocks WHERE collection = ? AND scope = ? "
+            "AND (unit IS NULL OR length(unit) != 4 * rows * ?)",
+            (spec.name, scope, self.dims),
+        ).fetchone()
+        # Mostly blocks without vectors (a file of older code): one pass over the rows.
+        if 2 * int(without) > all_rids.size:
+            self._scan_units(conn, spec.name, user, part)
+        else:
+            missing = self._stored_units(conn, spec.name, scope, part)
+            if missing.size:
+                self._read_units(conn, spec.name, user, part, missing)
+            # The blocks' vectors stand for the rows': check that the rows are those.
+            (count,) = conn.execute(
+                f"SELECT count(*) FROM {_table(spec.name)} WHERE user IS ?", (user,)
+            ).fetchone()
+            if count != all_rids.size:
+                raise StoreError(
+                    f"the keyword blocks of {spec.name!r} are out of step with its rows"
+                )
+        if part.axes is not None:
+            part._coarse = self._stored_projection(part, part.axes, rids, births, stored)
+        return part
+
+    def _stored_units(
+        self, conn: sqlite3.Connection, collection: str, scope: str, part: _Partition
+    ) -> IntArray:
+        """Fill the slots' unit vectors from the blocks that keep them; return the slots left.
+
+        Read block by block (a second pass over the blocks the load listed, in its snapshot),
+        so that no more than one block's vectors are held besides the slots'.
+        """
+        unit = part.unit
+        missing: list[IntArray] = []
+        listed = iter(part.blocks.items())
+        for block, blob in conn.execute(
+            "SELECT block, unit FROM amem_blocks WHERE collection = ? AND scope = ? ORDER BY block",
+            (collection, scope),
+        ):
+            held, (block_rids, block_births) = next(listed, (None, (None, None)))
+            if held != block or block_rids is None or block_births is None:
+                raise StoreError("partition changed while it was loaded")
+            slots = np.searchsorted(part.rowids, block_rids)
+            mine = part.births[slots] == block_births  # superseded entries left out
+            stored = decode_unit(blob, block_rids.size, self.dims)
+            if stored is None:
+                missing.append(slots[mine])
+            elif mine.all() and int(slots[-1]) - int(slots[0]) + 1 == slots.size:
+                unit[int(slots[0]) : int(slots[-1]) + 1] = stored  # a run of slots: no gather
+            else:
+                unit[slots[mine]] = stored[mine]
+        if next(listed, None) is not None:
+            raise StoreError("partition changed while it was loaded")
+        return np.sort(np.concatenate(missing)) if missing else np.zeros(0, dtype=np.int64)
+
+    def _scan_units(
+        self, conn: sqlite3.Connection, collection: str, user: str | None, part: _Partition
+    ) -> None:
+        """Fill every slot's unit vector from the rows' vectors, in one pass over the rows."""
+        all_rids = part.rowids
+        unit = part.unit
+        table = _table(collection)
         at = 0
-        (largest,) = conn.execute(f"SELECT max(rid) FROM {_table(spec.name)}").fetchone()
+        (largest,) = conn.execute(f"SELECT max(rid) FROM {table}").fetchone()
         # A partition holding most of its table is read faster in one pass over the table
         # than through the user index (a lookup per row).
         scan = " NOT INDEXED" if 2 * all_rids.size >= int(largest or 0) else ""
         cursor = conn.execute(
-            f"SELECT rid, vector FROM {_table(spec.name)}{scan} WHERE user IS ? ORDER BY rid",
-            (user,),
+            f"SELECT rid, vector FROM {table}{scan} WHERE user IS ? ORDER BY rid", (user,)
         )
         while rows := cursor.fetchmany(_READ_ROWS):
             end = at + len(rows)
             chunk_rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             if end > all_rids.size or not np.array_equal(chunk_rids, all_rids[at:end]):
                 raise StoreError(
-                    f"the keyword blocks of {spec.name!r} are out of step with its rows"
+                    f"the keyword blocks of {collection!r} are out of step with its rows"
                 )
             unit_rows([r[1] for r in rows], self.dims, out=unit[at:end])
             at = end
         if at != all_rids.size:
-            raise StoreError(f"the keyword blocks of {spec.name!r} are out of step with its rows")
-        if part.axes is not None:
-            part._coarse = self._stored_projection(part, part.axes, rids, births, stored)
-        return part
+            raise StoreError(f"the keyword blocks of {collection!r} are out of step with its rows")
+
+    def _read_units(
+        self,
+        conn: sqlite3.Connection,
+        collection: str,
+        user: str | None,
+        part: _Partition,
+        slots: IntArray,
+    ) -> None:
+        """Fill the unit vectors of ``slots`` (ascending) from their rows' vectors."""
+        for start in range(0, slots.size, _READ_ROWS):
+            chunk = slots[start : start + _READ_ROWS]
+            rows = sorted(
+                conn.execute(
+                    f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN "
+                    f"{_table(collection)} AS o ON o.rid = j.value WHERE o.user IS ?",
+                    (json.dumps(part.rowids[chunk].tolist()), user),
+                ).fetchall()
+            )
+            if [r[0] for r in rows] != part.rowids[chunk].tolist():
+                raise StoreError(
+                    f"the keyword blocks of {collection!r} are out of step with its rows"
+                )
+            part.unit[chunk] = unit_rows([r[1] for r in rows], self.dims)
 
     def _stored_projection(
         self,

@@ -90,6 +90,8 @@ from agentic_memory.store.types import (
 _BUSY_RETRIES = 8
 _BUSY_TIMEOUT_MS = 30_000
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FILL_ROWS = 2048
+"""The most rows of blocks without unit vectors a write gives theirs (``fill_units``)."""
 
 T = TypeVar("T")
 
@@ -439,6 +441,8 @@ class EmbeddedStore(MemoryStore):
         blocks.supersede(np.asarray(replaced, dtype=np.int64))
         blocks.add(rids, postings, vectors, self.dims)
         table = _table(spec.name)
+        # Blocks written before they kept unit vectors get them, a few per write.
+        blocks.fill_units(table, user, self.dims, _FILL_ROWS)
         if maintain_axes(conn, spec.name, user or "", table, user, blocks.rows()):
             blocks.reproject(table, user, self.dims)
         _bump(conn, spec.name, user)
