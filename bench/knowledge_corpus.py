@@ -105,6 +105,30 @@ class Embedded:
 
         return make_id("doc", str(i))
 
+    def vector_recall(self, vectors: list[list[float]]) -> dict[str, float]:
+        """Return how much of the exact scan's vector candidates the search keeps.
+
+        ``recall_10``: the share of the exact top 10 by cosine among the search's top 10;
+        ``recall_candidates``: of the exact candidates a hybrid search takes, the share
+        kept. The bench looks inside the store on purpose: recall is not in the API.
+        """
+        from agentic_memory.store.embedded import _cosine_top
+        from agentic_memory.store.ranking import vector_candidates
+
+        store = self.store
+        with store._read() as conn:
+            part = store._cache.partition(conn, self.spec, None)
+        ten, kept = [], []
+        wanted = vector_candidates(10)
+        for v in vectors:
+            fast_rows, fast_sims = _cosine_top(part, v, part.alive(), wanted)
+            exact_rows, exact_sims = _cosine_top(part, v, part.alive(), wanted, exact=True)
+            top = set(fast_rows[np.argsort(-fast_sims, kind="stable")[:10]].tolist())
+            best = set(exact_rows[np.argsort(-exact_sims, kind="stable")[:10]].tolist())
+            ten.append(len(top & best) / len(best))
+            kept.append(len(set(fast_rows.tolist()) & set(exact_rows.tolist())) / exact_rows.size)
+        return {"recall_10": float(np.mean(ten)), "recall_candidates": float(np.mean(kept))}
+
     def size(self) -> int:
         """Close the store and return its file size in bytes."""
         self.store.close()
