@@ -35,9 +35,15 @@ def vocabulary() -> tuple[list[str], np.ndarray]:
 
 
 def properties(i: int, text: str) -> dict[str, Any]:
-    """Return the knowledge-chunk properties of document ``i``."""
+    """Return the knowledge-chunk properties of document ``i``.
+
+    With its ``search_text`` (the stems keyword search reads), as the knowledge base writes it.
+    """
+    from agentic_memory.kinds.recall_text import chunk_search_text
+
     return {
         "text": text,
+        "search_text": chunk_search_text(text, title=f"document {i // 100}"),
         "title": f"document {i // 100}",
         "source": f"/data/library/file-{i // 100:05d}.txt",
         "sha256": f"{i // 100:064x}",
@@ -91,11 +97,18 @@ class Embedded:
 
     def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
         """Return the ids of a hybrid search's hits (``filtered``: ``chunk_index < 50``)."""
+        from agentic_memory.kinds.recall_text import keyword_query
         from agentic_memory.store import Where
 
         where = [Where("chunk_index", "lt", 50)] if filtered else []
+        # The query prepared as the knowledge base's search prepares it (stems).
         hits = self.store.hybrid(
-            self.spec.name, query=text, vector=vector, alpha=0.5, limit=10, where=where
+            self.spec.name,
+            query=keyword_query(text),
+            vector=vector,
+            alpha=0.5,
+            limit=10,
+            where=where,
         )
         return [h.id for h in hits]
 
@@ -161,7 +174,8 @@ class Lance:
         for i, text in zip(ids, texts, strict=True):
             columns["id"].append(str(i))
             for key, value in properties(i, text).items():
-                columns[key].append(value)
+                if key != "search_text":  # LanceDB's full-text index reads ``text``
+                    columns[key].append(value)
         table = {k: pa.array(v) for k, v in columns.items()}
         table["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMS)
         return pa.table(table)
