@@ -125,7 +125,7 @@ def test_upserts_deletes_and_filters_are_seen_on_the_lists_at_once(
     assert all(
         int(i) < ROWS // 2 for i in (store.get(name, h, user="u").properties["rank"] for h in got)
     )  # type: ignore[union-attr]
-    vectors[17] = 0  # deleted above
+    keep[17] = False  # deleted above
     assert len(set(got) & set(_exact(vectors, query, 10, keep))) >= 8
     store.close()
 
