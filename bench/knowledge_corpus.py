@@ -35,9 +35,15 @@ def vocabulary() -> tuple[list[str], np.ndarray]:
 
 
 def properties(i: int, text: str) -> dict[str, Any]:
-    """Return the knowledge-chunk properties of document ``i``."""
+    """Return the knowledge-chunk properties of document ``i``.
+
+    With its ``search_text`` (the stems keyword search reads), as the knowledge base writes it.
+    """
+    from agentic_memory.kinds.recall_text import chunk_search_text
+
     return {
         "text": text,
+        "search_text": chunk_search_text(text, title=f"document {i // 100}"),
         "title": f"document {i // 100}",
         "source": f"/data/library/file-{i // 100:05d}.txt",
         "sha256": f"{i // 100:064x}",
@@ -91,11 +97,18 @@ class Embedded:
 
     def search(self, text: str, vector: list[float], filtered: bool) -> list[str]:
         """Return the ids of a hybrid search's hits (``filtered``: ``chunk_index < 50``)."""
+        from agentic_memory.kinds.recall_text import keyword_query
         from agentic_memory.store import Where
 
         where = [Where("chunk_index", "lt", 50)] if filtered else []
+        # The query prepared as the knowledge base's search prepares it (stems).
         hits = self.store.hybrid(
-            self.spec.name, query=text, vector=vector, alpha=0.5, limit=10, where=where
+            self.spec.name,
+            query=keyword_query(text),
+            vector=vector,
+            alpha=0.5,
+            limit=10,
+            where=where,
         )
         return [h.id for h in hits]
 
@@ -104,6 +117,30 @@ class Embedded:
         from agentic_memory.store import make_id
 
         return make_id("doc", str(i))
+
+    def vector_recall(self, vectors: list[list[float]]) -> dict[str, float]:
+        """Return how much of the exact scan's vector candidates the search keeps.
+
+        ``recall_10``: the share of the exact top 10 by cosine among the search's top 10;
+        ``recall_candidates``: of the exact candidates a hybrid search takes, the share
+        kept. The bench looks inside the store on purpose: recall is not in the API.
+        """
+        from agentic_memory.store.embedded import _cosine_top
+        from agentic_memory.store.ranking import vector_candidates
+
+        store = self.store
+        with store._read() as conn:
+            part = store._cache.partition(conn, self.spec, None)
+        ten, kept = [], []
+        wanted = vector_candidates(10)
+        for v in vectors:
+            fast_rows, fast_sims = _cosine_top(part, v, part.alive(), wanted)
+            exact_rows, exact_sims = _cosine_top(part, v, part.alive(), wanted, exact=True)
+            top = set(fast_rows[np.argsort(-fast_sims, kind="stable")[:10]].tolist())
+            best = set(exact_rows[np.argsort(-exact_sims, kind="stable")[:10]].tolist())
+            ten.append(len(top & best) / len(best))
+            kept.append(len(set(fast_rows.tolist()) & set(exact_rows.tolist())) / exact_rows.size)
+        return {"recall_10": float(np.mean(ten)), "recall_candidates": float(np.mean(kept))}
 
     def size(self) -> int:
         """Close the store and return its file size in bytes."""
@@ -137,7 +174,8 @@ class Lance:
         for i, text in zip(ids, texts, strict=True):
             columns["id"].append(str(i))
             for key, value in properties(i, text).items():
-                columns[key].append(value)
+                if key != "search_text":  # LanceDB's full-text index reads ``text``
+                    columns[key].append(value)
         table = {k: pa.array(v) for k, v in columns.items()}
         table["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMS)
         return pa.table(table)

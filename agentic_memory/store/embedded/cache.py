@@ -36,7 +36,13 @@ from agentic_memory.store.embedded.blocks import (
 from agentic_memory.store.embedded.filters import Column
 from agentic_memory.store.embedded.keyword import _KeywordIndex, _Pairs, _Terms
 from agentic_memory.store.embedded.sql import _column, _table
-from agentic_memory.store.embedded.vectors import _CoarseIndex, load_axes, project, unit_rows
+from agentic_memory.store.embedded.vectors import (
+    _CoarseIndex,
+    load_axes,
+    load_centroids,
+    project,
+    unit_rows,
+)
 from agentic_memory.store.ranking import sorted_unique
 from agentic_memory.store.types import CollectionSpec, StoreError
 
@@ -68,6 +74,8 @@ class _Partition:
         """Built on the first keyword search."""
         self.axes: tuple[int, FloatArray64] | None = None
         """The partition's PCA axes in the file, if it has any."""
+        self.centroids: IntArray | None = None
+        """Its inverted lists' centroids in the file, if it has any."""
         self._coarse: _CoarseIndex | None = None
         self.columns: dict[str, Column] = {}
         """Filter columns, each loaded by the first search filtering on it."""
@@ -104,7 +112,7 @@ class _Partition:
     def coarse(self) -> _CoarseIndex | None:
         """Return the PCA projection of the slots (built on first use), None without axes."""
         if self._coarse is None and self.axes is not None:
-            self._coarse = _CoarseIndex(self.unit, self.axes)
+            self._coarse = _CoarseIndex(self.unit, self.axes, centroids=self.centroids)
         return self._coarse
 
     def append(self, rids: IntArray, births: IntArray, unit: FloatArray) -> None:
@@ -233,6 +241,7 @@ class PartitionCache:
         scope = user or ""
         part = _Partition(token, self.dims, len(spec.searchable))
         part.axes = load_axes(conn, spec.name, scope, self.dims)
+        part.centroids = load_centroids(conn, spec.name, scope)
         rids: list[IntArray] = []
         births: list[IntArray] = []
         stored: list[tuple[int, bytes | None]] = []
@@ -385,7 +394,7 @@ class PartitionCache:
         if missing:
             redo = np.concatenate(missing)
             projected.view[redo] = project(part.unit[redo], axes[1])
-        return _CoarseIndex(part.unit, axes, projected)
+        return _CoarseIndex(part.unit, axes, projected, part.centroids)
 
     def keyword(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, part: _Partition
@@ -570,6 +579,9 @@ class PartitionCache:
         ):
             part.axes = axes
             part._coarse = None
+        part.centroids = load_centroids(conn, spec.name, scope)
+        if part._coarse is not None:
+            part._coarse.set_centroids(part.centroids)
         part.token = token
 
     def _assign_postings(

@@ -544,8 +544,8 @@ def _bm25_top(
     if not any(idfs):
         return _NO_HITS
     keep_each = per_property_limit(candidates)
-    total = np.zeros(n, dtype=np.float32)
     kept_rows: list[IntArray] = []
+    kept_scores: list[FloatArray] = []
     for p in range(index.width):
         docs: list[IntArray] = []
         weights: list[FloatArray64] = []
@@ -558,21 +558,58 @@ def _bm25_top(
             weights.append(idf * (tf / (tf + index.norm_of(p, rows))))
         if not docs:
             continue
-        # bincount adds each row's contributions in input order, i.e. query-term order, in
-        # float64: the same sums as the server's per-document loop over the terms.
-        scores: FloatArray64 = np.asarray(
-            np.bincount(np.concatenate(docs), weights=np.concatenate(weights), minlength=n),
-            dtype=np.float64,
+        best, narrow = _property_top(
+            np.concatenate(docs), np.concatenate(weights), n, allowed, keep_each
         )
-        best, narrow = _best_rows(scores, allowed, keep_each)
-        # float32 sums in property order, as combineResults adds the kept scores.
-        total[best] += narrow
         kept_rows.append(best)
+        kept_scores.append(narrow)
     if not kept_rows:
         return _NO_HITS
     rows_kept = sorted_unique(np.concatenate(kept_rows))
-    best = rows_kept[top_positions(total[rows_kept], candidates)]
-    return best, total[best]
+    # float32 sums in property order, as combineResults adds the kept scores: add.at adds
+    # in input order, which is property order.
+    total = np.zeros(rows_kept.size, dtype=np.float32)
+    np.add.at(
+        total, np.searchsorted(rows_kept, np.concatenate(kept_rows)), np.concatenate(kept_scores)
+    )
+    best = top_positions(total, candidates)
+    return rows_kept[best], total[best]
+
+
+SPARSE_SHARE = 8
+"""A property's scores are kept per matching row, not per slot, while the query's postings
+in it are fewer than an ``SPARSE_SHARE``-th of the slots."""
+
+
+def _property_top(
+    docs: IntArray,
+    weights: FloatArray64,
+    slots: int,
+    allowed: npt.NDArray[np.bool_] | None,
+    k: int,
+) -> tuple[IntArray, FloatArray]:
+    """Return one property's best ``k`` allowed rows and float32 scores from its postings.
+
+    ``docs`` and ``weights``: every posting the query read, in query-term order. A row's
+    score is the float64 sum of its postings' weights in that order (the server's loop over
+    the terms), whichever way it is computed: by ``bincount`` over every slot, or, when the
+    postings are few next to the slots, over the distinct matching rows only, so that a
+    query on a large partition costs what it matched instead of what the partition holds.
+    """
+    if docs.size * SPARSE_SHARE >= slots:
+        # bincount adds each row's contributions in input order, in float64.
+        scores: FloatArray64 = np.asarray(
+            np.bincount(docs, weights=weights, minlength=slots), dtype=np.float64
+        )
+        return _best_rows(scores, allowed, k)
+    rows = sorted_unique(docs)
+    compact: FloatArray64 = np.asarray(
+        np.bincount(np.searchsorted(rows, docs), weights=weights, minlength=rows.size),
+        dtype=np.float64,
+    )
+    # Rows ascending: positions order as the slots do, so ties still keep the lowest slots.
+    best, narrow = _best_rows(compact, None if allowed is None else allowed[rows], k)
+    return rows[best], narrow
 
 
 def _best_rows(

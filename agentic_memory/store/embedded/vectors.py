@@ -1,4 +1,11 @@
-"""Vector search: cosine top-k over unit vectors, with a PCA shortlist on large partitions."""
+"""Vector search: cosine top-k over unit vectors, with a PCA shortlist on large partitions.
+
+Up to ``EXACT_VECTOR_ROWS`` rows every row is scored exactly. Above, a coarse pass ranks the
+rows on a 64-axis PCA projection and the best of them get an exact cosine. Above
+``IVF_ROWS`` the coarse pass itself covers only the rows of the inverted lists nearest the
+query (``lists.py``): k-means centroids of the projections, chosen with the axes and kept
+in the file beside them.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,14 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.store.embedded import lists as inverted
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growing, IntArray
+from agentic_memory.store.embedded.lists import (
+    InvertedLists,
+    choose_centroids,
+    encode_centroids,
+    split_axes,
+)
 from agentic_memory.store.ranking import top_rows
 
 EXACT_VECTOR_ROWS = 20_000
@@ -20,6 +34,9 @@ COARSE_MIN_SHORTLIST = 2000
 """The coarse pass keeps ``COARSE_RERANK * candidates`` rows (at least ``COARSE_MIN_SHORTLIST``)
 for exact cosine."""
 
+
+IVF_ROWS = 150_000
+"""Above this many rows the coarse pass covers the nearest inverted lists only."""
 
 _SAMPLE = 8192
 _FIXED = 2.0**15
@@ -63,15 +80,19 @@ def maintain_axes(
 
     The axes are kept in the file (``amem_axes``), so every process, and a cache updated in
     place, projects with the same ones whatever rows were replaced or deleted since; they
-    come from a sample (``_SAMPLE`` rows, a fixed seed) of the partition's rows then.
-    Returns whether it chose axes (the caller then projects every row on them).
+    come from a sample (``_SAMPLE`` rows, a fixed seed) of the partition's rows then. The
+    inverted lists' centroids (``lists.choose_centroids``) come from the same sample and are
+    kept after the axes in the same value; axes stored without them (files written before
+    the lists existed) get theirs from the next write, without a new version. Returns
+    whether it chose axes (the caller then projects every row on them).
     """
     if rows <= EXACT_VECTOR_ROWS:
         return False
     row = conn.execute(
-        "SELECT rows FROM amem_axes WHERE collection = ? AND scope = ?", (collection, scope)
+        "SELECT rows, axes FROM amem_axes WHERE collection = ? AND scope = ?", (collection, scope)
     ).fetchone()
-    if row is not None and rows < 2 * int(row[0]):
+    renew = row is None or rows >= 2 * int(row[0])
+    if not renew and split_axes(row[1])[1] is not None:
         return False
     rids = np.fromiter(
         (
@@ -90,13 +111,20 @@ def maintain_axes(
         )
     ]
     dims = len(blobs[0]) // 4
-    fixed = choose_axes(unit_rows(blobs, dims))
+    sample = unit_rows(blobs, dims)
+    if renew:
+        version, fixed = rids.size, choose_axes(sample)
+    else:
+        version = int(row[0])
+        fixed = np.frombuffer(split_axes(row[1])[0], dtype="<i4").astype(np.float64)
+        fixed = fixed.reshape(-1, dims)
+    centroids = choose_centroids(project(sample, fixed), version)
     conn.execute(
         "INSERT INTO amem_axes (collection, scope, rows, axes) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (collection, scope) DO UPDATE SET rows = excluded.rows, axes = excluded.axes",
-        (collection, scope, rids.size, fixed.astype("<i4").tobytes()),
+        (collection, scope, version, fixed.astype("<i4").tobytes() + encode_centroids(centroids)),
     )
-    return True
+    return renew
 
 
 def load_axes(
@@ -108,8 +136,19 @@ def load_axes(
     ).fetchone()
     if row is None:
         return None
-    fixed = np.frombuffer(row[1], dtype="<i4").astype(np.float64).reshape(-1, dims)
+    axes, _ = split_axes(row[1])
+    fixed = np.frombuffer(axes, dtype="<i4").astype(np.float64).reshape(-1, dims)
     return int(row[0]), fixed
+
+
+def load_centroids(conn: sqlite3.Connection, collection: str, scope: str) -> IntArray | None:
+    """Return a partition's inverted lists' centroids (fixed point), None if it has none."""
+    row = conn.execute(
+        "SELECT axes FROM amem_axes WHERE collection = ? AND scope = ?", (collection, scope)
+    ).fetchone()
+    if row is None:
+        return None
+    return split_axes(row[0])[1]
 
 
 class _CoarseIndex:
@@ -127,10 +166,12 @@ class _CoarseIndex:
         unit: FloatArray,
         axes: tuple[int, FloatArray64],
         projected: Growing | None = None,
+        centroids: IntArray | None = None,
     ) -> None:
         """Project every row of ``unit`` on ``axes`` (their version, fixed-point axes).
 
-        ``projected``: those projections, already made (read from the file).
+        ``projected``: those projections, already made (read from the file). ``centroids``:
+        the partition's inverted lists' centroids, if it has any.
         """
         self.version, self.fixed = axes
         self.basis: FloatArray = (self.fixed / _FIXED).astype(np.float32)
@@ -140,14 +181,41 @@ class _CoarseIndex:
             project(unit, self.fixed, projected.view)
         self.projected = projected
         """(rows, axes): the unit vectors on those axes."""
+        self.centroids = centroids
+        self._lists: InvertedLists | None = None
+
+    def lists(self) -> InvertedLists | None:
+        """Return the inverted lists (sorted on first use), None without centroids."""
+        if self._lists is None and self.centroids is not None:
+            if self.centroids.shape[1] != self.fixed.shape[0]:
+                return None  # centroids of other axes: the next write chooses new ones
+            self._lists = InvertedLists(self.centroids, self.projected)
+        return self._lists
+
+    def set_centroids(self, centroids: IntArray | None) -> None:
+        """Use new centroids (a write gave axes stored without them theirs)."""
+        same = (
+            centroids is not None
+            and self.centroids is not None
+            and np.array_equal(centroids, self.centroids)
+        )
+        if not same:
+            self.centroids = centroids
+            self._lists = None
 
     def append(self, unit: FloatArray) -> None:
         """Project rows added at the end."""
-        self.projected.append(project(unit, self.fixed))
+        added = project(unit, self.fixed)
+        self.projected.append(added)
+        if self._lists is not None:
+            self._lists.append(added)
 
     def update(self, slots: IntArray, unit: FloatArray) -> None:
         """Project rows whose vectors changed."""
-        self.projected.view[slots] = project(unit, self.fixed)
+        changed = project(unit, self.fixed)
+        self.projected.view[slots] = changed
+        if self._lists is not None:
+            self._lists.update(slots, changed)
 
 
 def project(unit: FloatArray, fixed: FloatArray64, out: FloatArray | None = None) -> FloatArray:
@@ -194,19 +262,35 @@ def _cosine_top(
     ``allowed`` (None: every slot) must leave out deleted slots. Large partitions are first
     ranked on a PCA projection (a quarter of the memory traffic) and only the best
     ``COARSE_RERANK * candidates`` rows get an exact cosine, the way an ANN index such as
-    Weaviate's HNSW trades a little recall for speed. ``exact`` forces the full scan (the
-    benchmark uses it to measure that recall).
+    Weaviate's HNSW trades a little recall for speed; above ``IVF_ROWS`` rows only the rows
+    of the inverted lists nearest the query are ranked so (``lists.py``), unless a filter
+    leaves fewer than twice as many rows as a probe takes. ``exact`` forces the full scan
+    (the benchmarks use it to measure that recall).
     """
     query = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(query))
     if norm > 0:
         query = query / norm
     unit = part.unit
-    pool = np.flatnonzero(allowed) if allowed is not None else np.arange(unit.shape[0])
+    allowed_rows = unit.shape[0] if allowed is None else int(np.count_nonzero(allowed))
     shortlist = max(COARSE_RERANK * candidates, COARSE_MIN_SHORTLIST)
     coarse = None
-    if not exact and part.live > EXACT_VECTOR_ROWS and pool.size > shortlist:
+    if not exact and part.live > EXACT_VECTOR_ROWS and allowed_rows > shortlist:
         coarse = part.coarse()
+    lists = None
+    if coarse is not None and part.live > IVF_ROWS and allowed_rows > 2 * inverted.PROBE_ROWS:
+        lists = coarse.lists()
+    if coarse is not None and lists is not None:
+        # The rows of the lists nearest the query stand in for the partition: a pool sized
+        # by PROBE_ROWS (lists.py) whatever the partition holds.
+        reduced = np.einsum("ij,j->i", coarse.basis, query)
+        pool, approx = lists.probe(reduced, allowed, allowed_rows / part.live, part.live)
+        pool = np.sort(_best_coarse(pool, approx, shortlist))
+        sims = np.einsum("ij,j->i", unit[pool], query)
+        distance = np.float32(1) - sims
+        keep = top_rows(distance, np.arange(pool.size), candidates, smallest=True)
+        return pool[keep], np.float32(1) - distance[keep]
+    pool = np.flatnonzero(allowed) if allowed is not None else np.arange(unit.shape[0])
     if coarse is not None:
         # Uncentred: the mean's contribution is the same for every row, so it cannot change
         # the order.
@@ -224,3 +308,18 @@ def _cosine_top(
     distance = np.float32(1) - sims
     keep = top_rows(distance, np.arange(pool.size), candidates, smallest=True)
     return pool[keep], np.float32(1) - distance[keep]
+
+
+def _best_coarse(pool: IntArray, approx: FloatArray, k: int) -> IntArray:
+    """Return the ``k`` slots of ``pool`` with the best coarse scores (ties: the lowest slots).
+
+    The choice depends on the set of (slot, score) pairs only, not on their order: a cache
+    updated in place lists its rows in another order than a fresh load, and must choose the
+    same rows (equal vectors, written twice, tie).
+    """
+    if pool.size <= k:
+        return pool
+    kth = np.partition(approx, approx.size - k)[approx.size - k]
+    better = pool[approx > kth]
+    tied = np.sort(pool[approx == kth])
+    return np.concatenate((better, tied[: k - better.size]))

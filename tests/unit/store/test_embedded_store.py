@@ -620,6 +620,10 @@ def _live_view(store: EmbeddedStore, spec: CollectionSpec, user: str) -> dict[st
     coarse = part._coarse
     view["axes"] = None if part.axes is None else (part.axes[0], part.axes[1].tolist())
     view["projected"] = None if coarse is None else coarse.projected.view[live]
+    lists = None if coarse is None else coarse._lists
+    view["centroids"] = None if part.centroids is None else part.centroids.tolist()
+    if lists is not None:
+        view["labels"] = lists.labels[live]
     return view
 
 
@@ -629,7 +633,7 @@ def _sorted_by_rid(pairs: embedded.keyword._Pairs, rowids: np.ndarray) -> embedd
 
 
 @pytest.mark.parametrize("seed", [7, 11, 23])
-@pytest.mark.parametrize("vectors", ["exact", "two-pass"])
+@pytest.mark.parametrize("vectors", ["exact", "two-pass", "lists"])
 @pytest.mark.parametrize("block_rows", [1024, 8])
 def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, vectors: str, block_rows: int
@@ -642,12 +646,27 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
     # rows, replaced rows leave superseded entries in many blocks, which merges, compactions
     # and deletes then drop.
     monkeypatch.setattr(embedded.blocks, "BLOCK_ROWS", block_rows)
-    if vectors == "two-pass":
+    if vectors != "exact":
         # Tiny thresholds, so the PCA shortlist runs on these few rows (3 axes of 8 dims).
         monkeypatch.setattr(embedded.vectors, "EXACT_VECTOR_ROWS", 10)
         monkeypatch.setattr(embedded.vectors, "COARSE_MIN_SHORTLIST", 6)
         monkeypatch.setattr(embedded.vectors, "COARSE_RERANK", 0)
         monkeypatch.setattr(embedded.vectors, "COARSE_DIMS", 3)
+    probes: list[int] = []
+    if vectors == "lists":
+        # And the inverted lists: 16 lists, a probe takes about 8 rows; rows changed since
+        # the lists were sorted are sorted in again after 3 changes.
+        monkeypatch.setattr(embedded.vectors, "IVF_ROWS", 10)
+        monkeypatch.setattr(embedded.lists, "PROBE_ROWS", 8)
+        monkeypatch.setattr(embedded.lists, "_REBUILD_FLOOR", 3)
+        real_probe = embedded.lists.InvertedLists.probe
+
+        def probe(self: object, *args: object) -> object:
+            found = real_probe(self, *args)  # type: ignore[arg-type]
+            probes.append(found[0].size)
+            return found
+
+        monkeypatch.setattr(embedded.lists.InvertedLists, "probe", probe)
     extended = count_extensions(monkeypatch)
     projected_in_place: list[int] = []
     for method in ("append", "update"):
@@ -722,14 +741,17 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
         dead_seen |= part.dead > 0
         if part.axes is not None:
             axes_versions.add(part.axes[0])
-        assert vectors == "two-pass" or part.axes is None
+        assert vectors != "exact" or part.axes is None
         fresh.close()
     assert len(extended) == expected_extensions > 40
     assert reader._cache.loads == 1, "every change should have been taken in place"
     assert stale_seen and dead_seen, "replaced and deleted rows should have been seen"
-    if vectors == "two-pass":
+    if vectors != "exact":
         assert len(axes_versions) > 1, "the partition doubled, so the axes were chosen again"
         assert projected_in_place, "some rows should have been projected on existing axes"
+    if vectors == "lists":
+        assert probes, "the inverted lists should have been probed"
+        assert min(probes) < len(ids) // 2, "a probe should have scanned part of the rows"
     reader.close()
     writer.close()
 
@@ -1167,9 +1189,15 @@ def _hits(hits: list[SearchHit]) -> list[tuple[str, float, float | None, float |
 def _no_projection(real: object) -> object:
     """Wrap ``_CoarseIndex.__init__`` so that it refuses to project every row itself."""
 
-    def init(self: object, unit: np.ndarray, axes: object, projected: object = None) -> None:
+    def init(
+        self: object,
+        unit: np.ndarray,
+        axes: object,
+        projected: object = None,
+        centroids: object = None,
+    ) -> None:
         assert projected is not None, "a loaded partition should not project all its rows"
-        real(self, unit, axes, projected)  # type: ignore[operator]
+        real(self, unit, axes, projected, centroids)  # type: ignore[operator]
 
     return init
 
