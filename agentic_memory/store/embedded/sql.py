@@ -35,7 +35,7 @@ from agentic_memory.store.types import (
 )
 
 DB_FILENAME = "store.sqlite3"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 PAGE_SIZE = 16_384
 """Bytes per database page. A row (a 256-d vector and its compressed text) takes ~1.5 KB: a
 4 KB page holds two and leaves the rest empty, a 16 KB page wastes ~5 %."""
@@ -128,14 +128,16 @@ def _create_catalogue(conn: sqlite3.Connection) -> None:
         )
         # Written with secure_delete from the start: no stale text in its free space.
         conn.execute(f"INSERT INTO amem_meta (key, value) VALUES ('{_ZEROED_KEY}', '1')")
-    elif int(row[0]) in (1, 2, 3, 4):
+    elif int(row[0]) in (1, 2, 3, 4, 5):
         if int(row[0]) == 1:
             _migrate_from_v1(conn)
         if int(row[0]) <= 2:
             _migrate_from_v2(conn)
         if int(row[0]) <= 3:
             _migrate_from_v3(conn)
-        _migrate_from_v4(conn)
+        if int(row[0]) <= 4:
+            _migrate_from_v4(conn)
+        _migrate_from_v5(conn)
     elif int(row[0]) != SCHEMA_VERSION:
         raise SchemaConflictError(
             f"store file has layout version {row[0]}, this code reads {SCHEMA_VERSION}"
@@ -376,6 +378,8 @@ def _migrate_from_v3(conn: sqlite3.Connection) -> None:
 def _migrate_from_v4(conn: sqlite3.Connection) -> None:
     """Keep each partition's keyword postings in blocks, and large partitions' axes (layout 5).
 
+    Leaves the version at 5: ``_migrate_from_v5`` follows.
+
     Tokenises every row once, partition by partition in rid order, into blocks of
     ``BLOCK_ROWS`` rows, and chooses the axes of partitions above ``EXACT_VECTOR_ROWS``. The
     generation rows lose the lineage and deletion count layouts 2 to 4 kept (caches now
@@ -412,6 +416,19 @@ def _migrate_from_v4(conn: sqlite3.Connection) -> None:
     for gone in ("lineage", "removed"):
         if gone in columns:
             conn.execute(f"ALTER TABLE amem_generations DROP COLUMN {gone}")
+    conn.execute("UPDATE amem_meta SET value = '5' WHERE key = 'schema_version'")
+
+
+def _migrate_from_v5(conn: sqlite3.Connection) -> None:
+    """Layout 6: keyword blocks may keep their rows' unit vectors, axes their lists' centroids.
+
+    Only the ``unit`` column is added here (``blocks.create_tables``): the blocks get their
+    vectors from later writes (``PartitionBlocks.fill_units``), the axes their centroids from
+    the next write to a partition that has axes. The version says that code reading layout 5
+    cannot read what this code writes (axes followed by centroids): it refuses the file with
+    a clear error instead of failing on its first large partition.
+    """
+    _partition_tables(conn)
     conn.execute(
         "UPDATE amem_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
     )

@@ -189,7 +189,9 @@ def _strip_units(db: Path, *, drop_column: bool) -> None:
     """Make the file as code before block vectors wrote it (no ``unit`` column or values)."""
     conn = sqlite3.connect(db, isolation_level=None)
     if drop_column:
+        # Layout 5: the code before block vectors (and before the lists' centroids).
         conn.execute("ALTER TABLE amem_blocks DROP COLUMN unit")
+        conn.execute("UPDATE amem_meta SET value = '5' WHERE key = 'schema_version'")
     else:
         conn.execute("UPDATE amem_blocks SET unit = NULL")
     conn.close()
@@ -236,6 +238,9 @@ def test_a_store_written_before_block_vectors_is_read_and_filled_by_writes(
         "SELECT count(*) FILTER (WHERE unit IS NULL), count(*) FROM amem_blocks"
     ).fetchone()
     assert empty == total > 5, "opening alone should write no vectors"
+    assert conn.execute("SELECT value FROM amem_meta WHERE key = 'schema_version'").fetchone() == (
+        str(embedded.SCHEMA_VERSION),
+    )
     filled: list[int] = []
     reads: list[list[int]] = []
     for _ in range(20):  # 7 blocks, one or two filled per write
