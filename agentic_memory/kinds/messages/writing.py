@@ -286,7 +286,7 @@ async def alog(
         for oid in _keyed_ids(user, thread_id, turns):
             if (obj := await store.aget(MESSAGES.name, oid, user=user)) is not None:
                 known[oid] = obj
-        last = await _alast(store, user, thread_id)
+        last, before_last = await _alast(store, user, thread_id)
         around = {
             turn: await _aturn_text(store, user, thread_id, turn)
             for turn in _neighbour_turns_needed(user, thread_id, turns, known, last)
@@ -308,7 +308,7 @@ async def alog(
         except ConflictError:
             continue
         if new and last is not None:
-            await _afollow(store, user, thread_id, last, plan)
+            await _afollow(store, user, thread_id, last, before_last, plan)
         return [item.id for item in plan]
     raise _gave_up(user, thread_id)
 
@@ -344,9 +344,16 @@ async def _arelog(
 
 
 async def _afollow(
-    store: MemoryStore, user: str, thread_id: str, last: StoredObject, plan: list[_Planned]
+    store: MemoryStore,
+    user: str,
+    thread_id: str,
+    last: StoredObject,
+    previous: str,
+    plan: list[_Planned],
 ) -> None:
     """Put the first new turn's text into the keyword text of the turn it follows.
+
+    ``previous`` is the text of the turn before that one, read with it.
 
     Runs once the new turns are stored: the guard of their insert made sure nothing came
     between. The new turns are logged by then, so a store failure here is reported as a
@@ -362,7 +369,6 @@ async def _afollow(
     if following is None:
         return
     try:
-        previous = await _aturn_text(store, user, thread_id, last_turn - 1) if last_turn else ""
         await store.aupdate(
             MESSAGES.name,
             [last.id],
@@ -379,18 +385,24 @@ async def _afollow(
         )
 
 
-async def _alast(store: MemoryStore, user: str, thread_id: str) -> StoredObject | None:
-    # One row through the (thread_id, turn) index: the cost does not grow with the
-    # user's other threads, nor with this one.
+async def _alast(store: MemoryStore, user: str, thread_id: str) -> tuple[StoredObject | None, str]:
+    """Return the thread's last turn and the text of the turn before it ("" when none)."""
+    # Two rows through the (thread_id, turn) index: the cost does not grow with the
+    # user's other threads, nor with this one. The second is the "turn before" of the
+    # last one's keyword text, rewritten once new turns follow it.
     top = await store.alist_objects(
         MESSAGES.name,
         user=user,
         where=[Where("thread_id", "eq", thread_id)],
-        limit=1,
+        limit=2,
         sort_by="turn",
         descending=True,
     )
-    return top[0] if top else None
+    if not top:
+        return None, ""
+    last_turn = int(top[0].properties.get("turn", 0))
+    before = [o for o in top[1:] if int(o.properties.get("turn", 0)) == last_turn - 1]
+    return top[0], str(before[0].properties.get("content", "")) if before else ""
 
 
 async def _aturn_text(store: MemoryStore, user: str, thread_id: str, turn: int) -> str:
