@@ -3,8 +3,10 @@
 New turns are numbered after the thread's last stored turn and created with the store's
 create-only ``insert``, guarded by "no message of this thread after that turn"; a writer that
 finds one reads the thread's last turn again and renumbers. A write reads only the given
-messages' ids and the thread's last turn, so its cost does not grow with the user's log. The
-plan of a write is computed by pure functions; ``alog`` runs the read-plan-write loop.
+messages' ids and the thread's last two turns, and then rewrites the keyword text of the
+former last turn (it now holds the turn after it), so its cost does not grow with the
+user's log. The plan of a write is computed by pure functions; ``alog`` runs the
+read-plan-write loop.
 """
 
 from __future__ import annotations
