@@ -6,7 +6,9 @@ candidates the default recall fuses (``FUSION_POOL`` hits of an alpha-0.5 search
 its raw BM25 and cosine scores). Every variant is then ranked from those same candidates by
 the product's own functions: ``adaptive_fusion`` or ``ranking.refuse`` at a fixed alpha,
 then ``_rerank`` with the weights of the variant. So the variants differ only in the lever,
-and the default row equals the benchmark's ``amem`` row. Fixed-alpha rows fuse the same 200
+and the default row equals the benchmark's ``amem`` row. The keyword text's turn after
+(each turn's keyword text holds the turn that follows it) is an index-time lever: a copy of
+the log with the keyword text computed without it, the same vectors, is searched too. Fixed-alpha rows fuse the same 200
 candidates instead of the store's own search at that alpha: they match the benchmark's
 fixed-alpha rows to about ±0.005.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -31,9 +34,9 @@ if __package__ in (None, ""):
 
 from agentic_memory.kinds.messages import MESSAGES, adaptive_fusion
 from agentic_memory.kinds.messages import recall as log_module
-from agentic_memory.kinds.recall_text import keyword_query
+from agentic_memory.kinds.recall_text import keyword_query, search_text
 from agentic_memory.models.embeddings import EmbeddingSettings, get_embeddings
-from agentic_memory.store import SearchHit
+from agentic_memory.store import MemoryObject, MemoryStore, SearchHit
 from agentic_memory.store.ranking import refuse, side_agreement
 from bench.locomo_bench import (
     DEPTH,
@@ -48,15 +51,21 @@ from bench.locomo_bench import (
     summarise,
 )
 
+WITHOUT_FOLLOWING = "MessageLogWithoutFollowing"
+"""A copy of the indexed log whose keyword texts leave out the turn after each turn: the
+keyword text before that lever, searched with the same vectors."""
+
 
 @dataclass(frozen=True)
 class Asked:
-    """One question with the store's candidates for it."""
+    """One question with the store's candidates for it, from each keyword text."""
 
     category: int
     text: str
     evidence: tuple[str, ...]
-    hits: list[SearchHit]
+    hits: dict[bool, list[SearchHit]]
+    """The candidates with the turn after in the keyword text (``True``, the product's
+    index) and without it (``False``)."""
     dia: dict[str, str]
 
 
@@ -69,7 +78,12 @@ class Variant:
     weights: tuple[tuple[str, float], ...] = ()
     depth: int | None = None
     cap: float = 1.0
+    following: bool = False
+    """Whether each turn's keyword text holds the turn after it (the default since then)."""
 
+
+DEFAULT = "the default: both + the turn after in the keyword text"
+"""The row that equals the benchmark's ``amem`` row."""
 
 BEFORE = (("SPEAKER_WEIGHT", 0.0),)
 VARIANTS = (
@@ -77,7 +91,7 @@ VARIANTS = (
     Variant("the same, alpha 0 (its keyword side)", 0.0, BEFORE),
     Variant("+ per-query alpha (side agreement) alone", None, BEFORE),
     Variant("+ speaker term alone (alpha 0.4)", 0.4),
-    Variant("both: the default", None),
+    Variant("both (the default before the turn after)", None),
     Variant("both, alpha 0 (keyword side)", 0.0),
     Variant("both, alpha 1 (vector side)", 1.0),
     Variant("agreement depth 5", None, depth=5),
@@ -87,7 +101,32 @@ VARIANTS = (
     Variant("speaker weight 0.5", None, (("SPEAKER_WEIGHT", 0.5),)),
     Variant("speaker term, fixed alpha 0.2", 0.2),
     Variant("speaker term, fixed alpha 0.3", 0.3),
+    Variant("+ the turn after alone (alpha 0.4, no speaker term)", 0.4, BEFORE, following=True),
+    Variant(DEFAULT, None, following=True),
+    Variant("the default, alpha 0 (keyword side)", 0.0, following=True),
+    Variant("the default without the speaker term", None, BEFORE, following=True),
 )
+
+
+def _copy_without_following(store: MemoryStore, users: Sequence[str]) -> None:
+    """Copy the log, each turn's keyword text computed without the turn after it."""
+    store.ensure_collection(dataclasses.replace(MESSAGES, name=WITHOUT_FOLLOWING))
+    for user in users:
+        stored = list(store.iterate(MESSAGES.name, user=user, include_vector=True))
+        text = {(o.properties["thread_id"], o.properties["turn"]): o.properties for o in stored}
+        copies = []
+        for o in stored:
+            p = o.properties
+            before = text.get((p["thread_id"], p["turn"] - 1), {}).get("content", "")
+            prepared = search_text(
+                p["content"],
+                speaker=p.get("speaker") or "",
+                created_at=p["created_at"],
+                previous=before,
+            )
+            assert o.vector is not None
+            copies.append(MemoryObject(o.id, {**p, "search_text": prepared}, o.vector))
+        store.upsert(WITHOUT_FOLLOWING, copies, user=user).raise_for_failures()
 
 
 def ask_all(conversations: Sequence[Conversation], folder: Path) -> list[Asked]:
@@ -99,18 +138,23 @@ def ask_all(conversations: Sequence[Conversation], folder: Path) -> list[Asked]:
         for conversation in conversations:
             index.index(conversation)
         store = index.log.store
+        _copy_without_following(store, [_user(c) for c in conversations])
         for conversation in conversations:
             user = _user(conversation)
             for q in conversation.questions:
-                hits = store.hybrid(
-                    MESSAGES.name,
-                    query=keyword_query(q.text),
-                    vector=embeddings.embed_query(q.text),
-                    alpha=log_module.ADAPTIVE_PROBE_ALPHA,
-                    limit=log_module.FUSION_POOL,
-                    user=user,
-                )
-                dia = {h.id: index._dia[h.id] for h in hits}
+                vector = embeddings.embed_query(q.text)
+                hits = {
+                    following: store.hybrid(
+                        MESSAGES.name if following else WITHOUT_FOLLOWING,
+                        query=keyword_query(q.text),
+                        vector=vector,
+                        alpha=log_module.ADAPTIVE_PROBE_ALPHA,
+                        limit=log_module.FUSION_POOL,
+                        user=user,
+                    )
+                    for following in (True, False)
+                }
+                dia = {h.id: index._dia[h.id] for found in hits.values() for h in found}
                 asked.append(Asked(q.category, q.text, q.evidence, hits, dia))
     finally:
         index.close()
@@ -152,7 +196,7 @@ def evaluate(asked: Sequence[Asked], variant: Variant) -> dict[str, Any]:
     scores: list[QuestionScore] = []
     with _weights(settings):
         for q in asked:
-            ranked = log_module._rerank(_fused(q.hits, variant), DEPTH, q.text)
+            ranked = log_module._rerank(_fused(q.hits[variant.following], variant), DEPTH, q.text)
             recall, hit, rr = score_ranking([q.dia[m.id] for m in ranked], q.evidence)
             scores.append(QuestionScore(q.category, recall, hit, rr))
     overall = summarise([s for s in scores if s.category in HEADLINE_CATEGORIES])

@@ -5,7 +5,7 @@ nor drops more than a handful of stop words, so "hiking" never meets "hike" and 
 she say" matches every turn containing "did". The message log therefore stores a prepared
 keyword text next to the message (``search_text``): English stop words dropped and every
 other word reduced to its Snowball stem, with what a bare message lacks and a question
-often names: who spoke, the date it was said, and the turn it answers. A query is prepared
+often names: who spoke, the date it was said, and the turns just before and after it. A query is prepared
 the same way. Both backends index the prepared text as an ordinary searchable property, so
 they rank it alike; nothing here depends on one backend.
 
@@ -103,7 +103,12 @@ def date_words(created_at: str) -> str:
 
 
 def search_text(
-    content: str, *, speaker: str = "", created_at: str = "", previous: str = ""
+    content: str,
+    *,
+    speaker: str = "",
+    created_at: str = "",
+    previous: str = "",
+    following: str = "",
 ) -> str:
     """Return the prepared keyword text of a logged message.
 
@@ -113,8 +118,11 @@ def search_text(
         created_at: When it was said (RFC 3339); its date is added in words.
         previous: The text of the turn before it in the same thread: a reply ("yes, twice a
             week") is found by the words of the question it answers.
+        following: The text of the turn after it in the same thread ("" while it is the
+            last): a remark ("we went camping again") is found by the words its answer
+            adds ("in the forest? which one?"), as a reply is found by its question's.
     """
-    return keyword_text([date_words(created_at), speaker, content, previous])
+    return keyword_text([date_words(created_at), speaker, content, previous, following])
 
 
 def embedding_text(content: str, *, speaker: str = "") -> str:

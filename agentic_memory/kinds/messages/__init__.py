@@ -15,12 +15,13 @@ Turn numbers are unique and increasing per thread, also with concurrent writers:
 are numbered after the thread's last stored turn and created with the store's create-only
 ``insert``, guarded by "no message of this thread after that turn"; a writer that finds one
 reads the thread's last turn again and renumbers. A write reads only the given messages'
-ids and the thread's last turn, so its cost does not grow with the user's log.
+ids and the thread's last two turns (and rewrites the former last turn's keyword text), so
+its cost does not grow with the user's log.
 
 A message's ``name`` (LangChain's field, or a dict's ``"name"``) is kept as its ``speaker``.
 Recall searches a keyword text the log prepares for every message (``search_text``, see
 :mod:`agentic_memory.kinds.recall_text`: stems without stop words, of the message, its speaker, its date
-and the turn before it) and the vector of ``"<speaker>: <content>"``. The hybrid hits are
+and the turns before and after it) and the vector of ``"<speaker>: <content>"``. The hybrid hits are
 then re-ranked with their context (see :meth:`MessageLog.arecall`).
 
 Importance: a turn can be marked important by the user (:meth:`MessageLog.amark_important`,

@@ -37,7 +37,7 @@ SPEAKER_WEIGHT = 0.25
 about a person asks about what that person said. Equal to the other context weights."""
 OWN_WORDS_WEIGHT = 1.0
 """Weight of the share of the query's keywords the turn itself says (its speaker and text,
-not the turn before it that its keyword text also holds): a classic coordination factor,
+not the turns before and after it that its keyword text also holds): a classic coordination factor,
 counted like the hybrid relevance, so a turn that says the words outranks the reply that
 only follows them."""
 IMPORTANCE_WEIGHT = 0.2

@@ -47,7 +47,7 @@ MESSAGES = CollectionSpec(
             searchable=True,
             filterable=False,
             description="prepared keyword text (agentic_memory.kinds.recall_text): stems of the content, "
-            "speaker, date and preceding turn, without stop words",
+            "speaker, date and the turns before and after it, without stop words",
         ),
         # Added in the third schema (a store of the second gets them on first use, its
         # messages untouched): see MESSAGES_V2.
@@ -191,8 +191,13 @@ def message_properties(
     speaker: str,
     meta_json: str | None,
     previous: str,
+    following: str = "",
 ) -> dict[str, Any]:
-    """Return the stored properties of a turn; ``previous`` is the text of the turn before it."""
+    """Return the stored properties of a turn.
+
+    ``previous`` and ``following`` are the texts of the turns before and after it in its
+    thread ("" when there is none yet).
+    """
     props: dict[str, Any] = {
         "content": content,
         "role": role,
@@ -200,7 +205,11 @@ def message_properties(
         "turn": turn,
         "created_at": created_at,
         "search_text": search_text(
-            content, speaker=speaker, created_at=created_at, previous=previous
+            content,
+            speaker=speaker,
+            created_at=created_at,
+            previous=previous,
+            following=following,
         ),
     }
     if speaker:

@@ -111,6 +111,7 @@ async def _acopy_upgraded(
                     "",
                     p.get("metadata_json"),
                     texts.get((thread, turn - 1), ""),
+                    texts.get((thread, turn + 1), ""),
                 )
             )
         vectors = await embeddings.aembed_documents([embedding_text_of(p) for p in props])

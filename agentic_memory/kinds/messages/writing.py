@@ -3,13 +3,16 @@
 New turns are numbered after the thread's last stored turn and created with the store's
 create-only ``insert``, guarded by "no message of this thread after that turn"; a writer that
 finds one reads the thread's last turn again and renumbers. A write reads only the given
-messages' ids and the thread's last turn, so its cost does not grow with the user's log. The
-plan of a write is computed by pure functions; ``alog`` runs the read-plan-write loop.
+messages' ids and the thread's last two turns, and then rewrites the keyword text of the
+former last turn (it now holds the turn after it), so its cost does not grow with the
+user's log. The plan of a write is computed by pure functions; ``alog`` runs the
+read-plan-write loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,13 +27,17 @@ from agentic_memory.kinds.messages.schema import (
     message_id,
     message_properties,
 )
+from agentic_memory.kinds.recall_text import search_text
 from agentic_memory.store import (
     ConflictError,
     MemoryObject,
     MemoryStore,
     StoredObject,
+    StoreError,
     Where,
 )
+
+logger = logging.getLogger("agentic_memory.kinds.messages")
 
 _COMPARED = (
     "content",
@@ -103,7 +110,7 @@ def _plan(
     turns: list[_Turn],
     existing: dict[str, StoredObject],
     last: StoredObject | None,
-    before: dict[int, str],
+    around: dict[int, str],
     meta_json: str | None,
     created_at: str,
     marked_by: str = "user",
@@ -112,15 +119,16 @@ def _plan(
 
     ``existing`` holds the stored messages among the turns' own ids; new turns are numbered
     after ``last``, the thread's stored message with the largest turn (``None``: the thread
-    is empty). ``before`` holds the text of stored turns just before rewritten ones (see
-    :func:`_earlier_turns_needed`), for the "turn before" part of the keyword text.
+    is empty). ``around`` holds the text of stored turns just before and after rewritten
+    ones (see :func:`_neighbour_turns_needed`), for the "turn before" and "turn after" parts
+    of the keyword text.
     """
     last_turn = _number(last)
     next_turn = 0 if last_turn is None else last_turn + 1
-    texts = dict(before)
+    texts = dict(around)
     if last is not None and last_turn is not None:
         texts[last_turn] = str(last.properties.get("content", ""))
-    plan: list[_Planned] = []
+    numbered: list[tuple[_Turn, StoredObject | None, int, str, str | None]] = []
     for t in turns:
         key = t.message_id
         old = existing.get(message_id(user, thread_id, key)) if key else None
@@ -134,10 +142,23 @@ def _plan(
         else:
             turn, stamp = next_turn, created_at
             next_turn += 1
-        oid = message_id(user, thread_id, key or f"#{turn}")
         texts[turn] = t.text
+        numbered.append((t, old, turn, stamp, meta))
+    # A second pass: a turn's keyword text holds the turn after it, which may come later
+    # in this same call (a user message and its answer).
+    plan: list[_Planned] = []
+    for t, old, turn, stamp, meta in numbered:
+        oid = message_id(user, thread_id, t.message_id or f"#{turn}")
         props = message_properties(
-            t.text, t.role, thread_id, turn, stamp, t.name, meta, texts.get(turn - 1, "")
+            t.text,
+            t.role,
+            thread_id,
+            turn,
+            stamp,
+            t.name,
+            meta,
+            texts.get(turn - 1, ""),
+            texts.get(turn + 1, ""),
         )
         props.update(_importance(t.important, old, marked_by))
         unchanged = old is not None and all(
@@ -145,6 +166,25 @@ def _plan(
         )
         plan.append(_Planned(oid, props, not unchanged, old is None))
     return plan
+
+
+def _followed(current: StoredObject, previous: str, following: str) -> MemoryObject | None:
+    """Return the thread's former last turn with the turn now after it in its keyword text.
+
+    Computed from what is stored at the moment of the write (its text may have been
+    logged again meanwhile); ``None`` when the keyword text already holds it.
+    """
+    p = current.properties
+    text = search_text(
+        str(p.get("content", "")),
+        speaker=str(p.get("speaker") or ""),
+        created_at=str(p.get("created_at", "")),
+        previous=previous,
+        following=following,
+    )
+    if p.get("search_text") == text or current.vector is None:
+        return None
+    return MemoryObject(current.id, {**p, "search_text": text}, current.vector)
 
 
 def _relogged(
@@ -193,7 +233,7 @@ def _number(last: StoredObject | None) -> int | None:
     return None if last is None else int(last.properties.get("turn", 0))
 
 
-def _earlier_turns_needed(
+def _neighbour_turns_needed(
     user: str,
     thread_id: str,
     turns: list[_Turn],
@@ -202,16 +242,21 @@ def _earlier_turns_needed(
 ) -> list[int]:
     """Turn numbers whose stored text a rewrite of an already logged message needs.
 
-    A new turn follows ``last`` (or the turn before it in this call); a message logged
-    again keeps its turn number, and its keyword text holds the turn before it.
+    A new turn follows ``last`` (or the turn before it in this call) and is the thread's
+    last; a message logged again keeps its turn number, and its keyword text holds the
+    turns before and after it.
     """
     given = {
         int(existing[oid].properties.get("turn", 0))
         for t in turns
         if t.message_id and (oid := message_id(user, thread_id, t.message_id)) in existing
     }
-    known = {_number(last)} | given
-    return sorted({turn - 1 for turn in given if turn > 0} - known)
+    last_turn = _number(last)
+    known = {last_turn} | given
+    wanted = {turn - 1 for turn in given if turn > 0}
+    if last_turn is not None:
+        wanted |= {turn + 1 for turn in given if turn < last_turn}
+    return sorted(wanted - known)
 
 
 async def alog(
@@ -243,12 +288,12 @@ async def alog(
         for oid in _keyed_ids(user, thread_id, turns):
             if (obj := await store.aget(MESSAGES.name, oid, user=user)) is not None:
                 known[oid] = obj
-        last = await _alast(store, user, thread_id)
-        before = {
+        last, before_last = await _alast(store, user, thread_id)
+        around = {
             turn: await _aturn_text(store, user, thread_id, turn)
-            for turn in _earlier_turns_needed(user, thread_id, turns, known, last)
+            for turn in _neighbour_turns_needed(user, thread_id, turns, known, last)
         }
-        plan = _plan(user, thread_id, turns, known, last, before, meta_json, _stamp(now), marked_by)
+        plan = _plan(user, thread_id, turns, known, last, around, meta_json, _stamp(now), marked_by)
         missing = _unembedded(plan, vectors)
         if missing:
             embedded = await embeddings.aembed_documents(missing)
@@ -264,6 +309,8 @@ async def alog(
                 result.raise_for_failures()
         except ConflictError:
             continue
+        if new and last is not None:
+            await _afollow(store, user, thread_id, last, before_last, plan)
         return [item.id for item in plan]
     raise _gave_up(user, thread_id)
 
@@ -298,18 +345,66 @@ async def _arelog(
     return [obj for oid, obj in wanted.items() if oid not in seen]
 
 
-async def _alast(store: MemoryStore, user: str, thread_id: str) -> StoredObject | None:
-    # One row through the (thread_id, turn) index: the cost does not grow with the
-    # user's other threads, nor with this one.
+async def _afollow(
+    store: MemoryStore,
+    user: str,
+    thread_id: str,
+    last: StoredObject,
+    previous: str,
+    plan: list[_Planned],
+) -> None:
+    """Put the first new turn's text into the keyword text of the turn it follows.
+
+    ``previous`` is the text of the turn before that one, read with it.
+
+    Runs once the new turns are stored: the guard of their insert made sure nothing came
+    between. The new turns are logged by then, so a store failure here is reported as a
+    warning, not raised (a caller retrying would log them twice); like a process killed
+    before this step, it leaves that turn searchable by its own text, speaker, date and the
+    turn before it, as before this call.
+    """
+    last_turn = int(last.properties.get("turn", 0))
+    following = next(
+        (str(i.props["content"]) for i in plan if i.new and i.props["turn"] == last_turn + 1),
+        None,
+    )
+    if following is None:
+        return
+    try:
+        await store.aupdate(
+            MESSAGES.name,
+            [last.id],
+            lambda current: _followed(current, previous, following),
+            user=user,
+        )
+    except StoreError as exc:
+        logger.warning(
+            "turn %d of thread %r of %r keeps its keyword text without the turn after it: %s",
+            last_turn,
+            thread_id,
+            user,
+            exc,
+        )
+
+
+async def _alast(store: MemoryStore, user: str, thread_id: str) -> tuple[StoredObject | None, str]:
+    """Return the thread's last turn and the text of the turn before it ("" when none)."""
+    # Two rows through the (thread_id, turn) index: the cost does not grow with the
+    # user's other threads, nor with this one. The second is the "turn before" of the
+    # last one's keyword text, rewritten once new turns follow it.
     top = await store.alist_objects(
         MESSAGES.name,
         user=user,
         where=[Where("thread_id", "eq", thread_id)],
-        limit=1,
+        limit=2,
         sort_by="turn",
         descending=True,
     )
-    return top[0] if top else None
+    if not top:
+        return None, ""
+    last_turn = int(top[0].properties.get("turn", 0))
+    before = [o for o in top[1:] if int(o.properties.get("turn", 0)) == last_turn - 1]
+    return top[0], str(before[0].properties.get("content", "")) if before else ""
 
 
 async def _aturn_text(store: MemoryStore, user: str, thread_id: str, turn: int) -> str:

@@ -15,6 +15,7 @@ from agentic_memory.api import Memory
 from agentic_memory.graph.context import Context
 from agentic_memory.kinds.messages import (
     AGREEMENT_DEPTH,
+    MESSAGES,
     MessageLog,
     adaptive_fusion,
 )
@@ -258,3 +259,23 @@ def embedded_again(
         return asyncio.run(log.arecall("alice", query, k=8, alpha=alpha))
     finally:
         store.close()
+
+
+def test_both_backends_store_the_same_keyword_texts_with_the_turn_after(
+    tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    texts = {}
+    for backend in ("embedded", "weaviate"):
+        log = _log_on(backend, tmp_path / backend, embeddings)
+        try:
+            asyncio.run(_recalled(log))
+            texts[backend] = {
+                (o.properties["thread_id"], o.properties["turn"]): o.properties["search_text"]
+                for o in log.store.iterate(MESSAGES.name, user="alice")
+            }
+        finally:
+            log.store.close()
+    assert texts["embedded"] == texts["weaviate"]
+    # Every exchange is logged in its own call: the answer of one gets the next one's words.
+    assert "puppi" in texts["weaviate"][("s0", 5)].split()
+    assert "puppi" not in texts["weaviate"][("s0", 4)].split()

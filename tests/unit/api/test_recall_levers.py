@@ -29,7 +29,7 @@ from agentic_memory.kinds.recall_text import (
     search_text,
 )
 from agentic_memory.models.embeddings import LocalEmbeddings
-from agentic_memory.store import InvalidInputError, MemoryObject, make_id
+from agentic_memory.store import InvalidInputError, MemoryObject, StoreError, make_id
 from agentic_memory.store.embedded import EmbeddedStore, tokenize
 from agentic_memory.text_cache import TextCache
 from tests.unit.api.conftest import logged
@@ -138,6 +138,115 @@ def test_the_previous_turn_comes_from_earlier_calls_of_the_thread(mem: Memory) -
     assert reply is not None and first is not None
     assert "swim" in reply.properties["search_text"].split()
     assert "swim" not in first.properties["search_text"].split()
+
+
+def _keyword_text(mem: Memory, user: str, thread: str, key: str) -> list[str]:
+    stored = mem.store.get(MESSAGES.name, make_id("msg", user, thread, key), user=user)
+    assert stored is not None
+    return list(stored.properties["search_text"].split())
+
+
+def test_search_text_holds_the_turn_after_it() -> None:
+    prepared = search_text(
+        "We went camping again.",
+        speaker="Melanie",
+        previous="Any plans?",
+        following="In the forest? Which one?",
+    ).split()
+    assert prepared == ["melani", "went", "camp", "plan", "forest", "one"]
+
+
+def test_a_remark_is_found_by_the_words_of_the_turn_after_it(mem: Memory) -> None:
+    log = mem.messages
+    asyncio.run(
+        log.aremember(
+            "alice", "t1", [HumanMessage("We went camping again.", id="r", name="Mel")], now=T0
+        )
+    )
+    assert "forest" not in _keyword_text(mem, "alice", "t1", "r")
+    # The answer comes in a later call: the remark, the thread's last turn until then,
+    # gets its words.
+    asyncio.run(
+        log.aremember("alice", "t1", [AIMessage("In the forest? Which one?", id="a")], now=T0)
+    )
+    asyncio.run(log.aremember("alice", "t2", [HumanMessage("My printer is broken", id="p")]))
+    assert "forest" in _keyword_text(mem, "alice", "t1", "r")
+    hits = mem.recall("alice", "Where did Mel go in the forest?", k=2, alpha=0.0)
+    assert {h.content for h in hits} == {"We went camping again.", "In the forest? Which one?"}
+    # Within one call too (a user message and its answer), and the last turn has none.
+    mem.remember(
+        "bob",
+        "t1",
+        [
+            {"role": "user", "content": "We went camping again.", "id": "r"},
+            {"role": "assistant", "content": "In the forest?", "id": "a"},
+        ],
+    )
+    assert "forest" in _keyword_text(mem, "bob", "t1", "r")
+    assert _keyword_text(mem, "bob", "t1", "a")[-3:] == ["forest", "went", "camp"]
+
+
+def test_a_turn_logged_again_keeps_both_neighbours_in_its_keyword_text(mem: Memory) -> None:
+    turns = [
+        {"role": "user", "content": "Any plans for the weekend?", "id": "1"},
+        {"role": "assistant", "content": "Camping with the kids.", "id": "2"},
+        {"role": "user", "content": "In the forest?", "id": "3"},
+    ]
+    for turn in turns:
+        mem.remember("alice", "t1", [turn])
+    before = {key: _keyword_text(mem, "alice", "t1", key) for key in "123"}
+    assert "forest" in before["2"] and "weekend" in before["2"]
+    # Logging the same turn again alone reads its stored neighbours: nothing changes.
+    mem.remember("alice", "t1", [turns[1]])
+    assert {key: _keyword_text(mem, "alice", "t1", key) for key in "123"} == before
+    # An edit of the middle turn keeps both of them.
+    mem.remember("alice", "t1", [{**turns[1], "content": "Hiking with the kids."}])
+    edited = _keyword_text(mem, "alice", "t1", "2")
+    assert {"hike", "weekend", "forest"} <= set(edited) and "camp" not in edited
+
+
+def test_concurrent_writers_give_every_turn_the_turn_after_it(mem: Memory) -> None:
+    def write(writer: int) -> None:
+        for n in range(6):
+            mem.remember(
+                "alice",
+                "shared",
+                [{"role": "user", "content": f"word{writer}x{n} said", "id": f"{writer}-{n}"}],
+            )
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        list(pool.map(write, range(3)))
+    turns = mem.list("alice", thread_id="shared")
+    assert [m.turn for m in turns] == list(range(18))
+    for m, after in zip(turns, turns[1:], strict=False):
+        stored = mem.store.get(MESSAGES.name, m.id, user="alice")
+        assert stored is not None
+        assert set(keywords(after.content)) <= set(stored.properties["search_text"].split())
+
+
+def test_a_failure_after_the_new_turns_are_stored_does_not_lose_or_repeat_them(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    mem.remember("alice", "t1", [{"role": "user", "content": "We went camping.", "id": "1"}])
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise StoreError("the store went away")
+
+    monkeypatch.setattr(mem.store, "aupdate", broken)
+    with caplog.at_level("WARNING", logger="agentic_memory.kinds.messages"):
+        ids = mem.remember("alice", "t1", [{"role": "user", "content": "In the forest?"}])
+    assert len(ids) == 1
+    assert "keeps its keyword text without the turn after it" in caplog.text
+    monkeypatch.undo()
+    assert [m.content for m in mem.list("alice", thread_id="t1")] == [
+        "We went camping.",
+        "In the forest?",
+    ]
+    # The turn is searchable by its own words, and the next write goes on as usual.
+    assert "forest" not in _keyword_text(mem, "alice", "t1", "1")
+    assert mem.recall("alice", "camping", k=1, alpha=0.0)[0].content == "We went camping."
+    mem.remember("alice", "t1", [{"role": "user", "content": "Yes, by the lake.", "id": "3"}])
+    assert [m.turn for m in mem.list("alice", thread_id="t1")] == [0, 1, 2]
 
 
 def test_keyword_recall_meets_other_word_forms(mem: Memory) -> None:

@@ -260,6 +260,6 @@ def test_the_ablation_runs_every_variant_and_its_default_row_is_the_benchmarks(
     assert list(rows) == [v.name for v in recall_ablation.VARIANTS]
     report = _run(locomo_file, tmp_path, "--embeddings", "local", "--systems", "amem")
     (amem,) = report["results"]
-    default = rows["both: the default"]
+    default = rows[recall_ablation.DEFAULT]
     assert default[0] == f"{amem['overall']['recall']['10']:.3f}"
     assert default[1] == f"{amem['overall']['mrr']:.3f}"
