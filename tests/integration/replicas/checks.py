@@ -60,7 +60,11 @@ def check_facts(
     flagged = store.count(
         FACTS.name, user=USER, where=[Where("subject", "eq", SUBJECT), Where("current", "eq", True)]
     )
-    assert flagged == 1, f"{flagged} stored rows say they are current"
+    # A writer killed between creating a value and clearing the flag of the one before it
+    # leaves two flags until the subject's next write retires the stale one; when the killed
+    # writer's create lands after the last write (the server finishes it, timing decides),
+    # two remain, and ``acurrent``, checked above, lets the history decide. Nothing else may.
+    assert flagged == 1 or (killed and flagged == 2), f"{flagged} stored rows say they are current"
     for older, newer in zip(history, history[1:], strict=False):
         assert older.superseded_by == newer.id and older.valid_to == newer.valid_from
     return len(history)
