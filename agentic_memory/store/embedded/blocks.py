@@ -319,7 +319,10 @@ def _merge(a: Block, b: Block) -> Block:
         props,
         np.concatenate((a.projected, b.projected))[order] if both else None,  # type: ignore[arg-type]
         a.axes if both else None,
-        None if a.unit is None or b.unit is None else np.concatenate((a.unit, b.unit))[order],
+        # A damaged block's vectors (another width) are dropped: fill_units reads the rows.
+        np.concatenate((a.unit, b.unit))[order]
+        if a.unit is not None and b.unit is not None and a.unit.shape[1] == b.unit.shape[1]
+        else None,
     )
 
 

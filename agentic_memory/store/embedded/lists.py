@@ -2,7 +2,7 @@
 
 Above ``vectors.IVF_ROWS`` rows, scanning every row's projection is what a vector search
 costs (256 MB per query at a million rows). The projections are clustered by k-means
-(centroids chosen with the PCA axes from the same sample, kept in the file after them), each
+(centroids chosen with the PCA axes from the same sample, kept in the file beside them), each
 row belongs to the list of its nearest centroid, and a query scans only the lists nearest to
 it, the way an IVF index, or Weaviate's HNSW, trades a little recall for speed.
 
@@ -39,7 +39,7 @@ those), so every product, partial sum and distance is an integer below 3 * (2**1
 2**24: float32 holds each exactly, whatever order BLAS adds in.
 """
 _MAGIC = 0x49564631
-"""Ends a stored axes value that carries centroids (axis components stay below 2**16)."""
+"""Ends a stored centroids value (a damaged one is taken for none)."""
 _ITERATIONS = 12
 _LABEL_ROWS = 8192
 _REBUILD_SHARE = 16
@@ -72,7 +72,7 @@ def choose_centroids(projected: FloatArray, rows: int) -> IntArray:
 
 
 def encode_centroids(centroids: IntArray) -> bytes:
-    """Return centroids as stored after the axes: values, then count, width and a marker."""
+    """Return centroids as stored (``amem_axes.centroids``): values, count, width, a marker."""
     count, width = centroids.shape
     return (
         centroids.astype("<i4").tobytes()
@@ -80,17 +80,15 @@ def encode_centroids(centroids: IntArray) -> bytes:
     )
 
 
-def split_axes(blob: bytes) -> tuple[bytes, IntArray | None]:
-    """Return a stored axes value's axes (bytes) and centroids (None when it has none)."""
+def decode_centroids(blob: bytes) -> IntArray | None:
+    """Return stored centroids, None when the value is not such (a damaged file)."""
     if len(blob) < 12:
-        return blob, None
+        return None
     count, width, magic = np.frombuffer(blob[-12:], dtype="<i4").tolist()
-    size = 4 * count * width
-    if magic != _MAGIC or count <= 0 or width <= 0 or size + 12 > len(blob):
-        return blob, None
-    end = len(blob) - 12
-    centroids = np.frombuffer(blob[end - size : end], dtype="<i4").astype(np.int64)
-    return blob[: end - size], centroids.reshape(count, width)
+    if magic != _MAGIC or count <= 0 or width <= 0 or 4 * count * width + 12 != len(blob):
+        return None
+    centroids = np.frombuffer(blob[:-12], dtype="<i4").astype(np.int64)
+    return centroids.reshape(count, width)
 
 
 class InvertedLists:

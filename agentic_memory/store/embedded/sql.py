@@ -166,8 +166,16 @@ def _partition_tables(conn: sqlite3.Connection) -> None:
     create_tables(conn)
     conn.execute(
         "CREATE TABLE IF NOT EXISTS amem_axes (collection TEXT NOT NULL, scope TEXT NOT NULL, "
-        "rows INTEGER NOT NULL, axes BLOB NOT NULL, PRIMARY KEY (collection, scope))"
+        "rows INTEGER NOT NULL, axes BLOB NOT NULL, centroids BLOB, centroid_rows INTEGER, "
+        "PRIMARY KEY (collection, scope))"
     )
+    # Columns of their own (layout 6): code of layout 5 names its columns, so a process of
+    # it still running reads the axes as it wrote them, and axes it writes leave the
+    # centroids stale, which their ``centroid_rows`` tells.
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(amem_axes)")}
+    for name, kind in (("centroids", "BLOB"), ("centroid_rows", "INTEGER")):
+        if name not in columns:
+            conn.execute(f"ALTER TABLE amem_axes ADD COLUMN {name} {kind}")
 
 
 def normalise_date(value: str) -> str:
@@ -422,11 +430,11 @@ def _migrate_from_v4(conn: sqlite3.Connection) -> None:
 def _migrate_from_v5(conn: sqlite3.Connection) -> None:
     """Layout 6: keyword blocks may keep their rows' unit vectors, axes their lists' centroids.
 
-    Only the ``unit`` column is added here (``blocks.create_tables``): the blocks get their
-    vectors from later writes (``PartitionBlocks.fill_units``), the axes their centroids from
-    the next write to a partition that has axes. The version says that code reading layout 5
-    cannot read what this code writes (axes followed by centroids): it refuses the file with
-    a clear error instead of failing on its first large partition.
+    Only columns are added here (``unit`` by ``blocks.create_tables``, ``centroids`` and
+    ``centroid_rows`` of ``amem_axes``): the blocks get their vectors from later writes
+    (``PartitionBlocks.fill_units``), the axes their centroids from the next write to a
+    partition that has axes. Code of layout 5 could go on with such a file, but the version
+    makes it refuse one it opens: the next change of the layout can rely on that.
     """
     _partition_tables(conn)
     conn.execute(

@@ -21,8 +21,8 @@ from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growi
 from agentic_memory.store.embedded.lists import (
     InvertedLists,
     choose_centroids,
+    decode_centroids,
     encode_centroids,
-    split_axes,
 )
 from agentic_memory.store.ranking import top_rows
 
@@ -82,17 +82,20 @@ def maintain_axes(
     place, projects with the same ones whatever rows were replaced or deleted since; they
     come from a sample (``_SAMPLE`` rows, a fixed seed) of the partition's rows then. The
     inverted lists' centroids (``lists.choose_centroids``) come from the same sample and are
-    kept after the axes in the same value; axes stored without them (files written before
-    the lists existed) get theirs from the next write, without a new version. Returns
+    kept beside the axes with the axes' version; axes stored without them (files written
+    before the lists existed), or with those of earlier axes, get theirs from the next
+    write, without a new version. Returns
     whether it chose axes (the caller then projects every row on them).
     """
     if rows <= EXACT_VECTOR_ROWS:
         return False
     row = conn.execute(
-        "SELECT rows, axes FROM amem_axes WHERE collection = ? AND scope = ?", (collection, scope)
+        "SELECT rows, axes, centroids, centroid_rows FROM amem_axes "
+        "WHERE collection = ? AND scope = ?",
+        (collection, scope),
     ).fetchone()
     renew = row is None or rows >= 2 * int(row[0])
-    if not renew and split_axes(row[1])[1] is not None:
+    if not renew and row[2] is not None and row[3] == row[0]:
         return False
     rids = np.fromiter(
         (
@@ -116,13 +119,21 @@ def maintain_axes(
         version, fixed = rids.size, choose_axes(sample)
     else:
         version = int(row[0])
-        fixed = np.frombuffer(split_axes(row[1])[0], dtype="<i4").astype(np.float64)
-        fixed = fixed.reshape(-1, dims)
+        fixed = np.frombuffer(row[1], dtype="<i4").astype(np.float64).reshape(-1, dims)
     centroids = choose_centroids(project(sample, fixed), version)
     conn.execute(
-        "INSERT INTO amem_axes (collection, scope, rows, axes) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (collection, scope) DO UPDATE SET rows = excluded.rows, axes = excluded.axes",
-        (collection, scope, version, fixed.astype("<i4").tobytes() + encode_centroids(centroids)),
+        "INSERT INTO amem_axes (collection, scope, rows, axes, centroids, centroid_rows) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (collection, scope) DO UPDATE SET "
+        "rows = excluded.rows, axes = excluded.axes, centroids = excluded.centroids, "
+        "centroid_rows = excluded.centroid_rows",
+        (
+            collection,
+            scope,
+            version,
+            fixed.astype("<i4").tobytes(),
+            encode_centroids(centroids),
+            version,
+        ),
     )
     return renew
 
@@ -136,19 +147,20 @@ def load_axes(
     ).fetchone()
     if row is None:
         return None
-    axes, _ = split_axes(row[1])
-    fixed = np.frombuffer(axes, dtype="<i4").astype(np.float64).reshape(-1, dims)
+    fixed = np.frombuffer(row[1], dtype="<i4").astype(np.float64).reshape(-1, dims)
     return int(row[0]), fixed
 
 
 def load_centroids(conn: sqlite3.Connection, collection: str, scope: str) -> IntArray | None:
     """Return a partition's inverted lists' centroids (fixed point), None if it has none."""
     row = conn.execute(
-        "SELECT axes FROM amem_axes WHERE collection = ? AND scope = ?", (collection, scope)
+        "SELECT rows, centroids, centroid_rows FROM amem_axes WHERE collection = ? AND scope = ?",
+        (collection, scope),
     ).fetchone()
-    if row is None:
+    # Centroids of earlier axes (a process of layout 5 chose new ones since) are none.
+    if row is None or row[1] is None or row[2] != row[0]:
         return None
-    return split_axes(row[0])[1]
+    return decode_centroids(row[1])
 
 
 class _CoarseIndex:

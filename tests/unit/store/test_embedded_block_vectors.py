@@ -409,9 +409,17 @@ def test_erase_deleted_takes_an_edited_rows_old_vector_out_of_the_blocks(tmp_pat
     store.close()
 
 
-def test_a_damaged_blocks_vectors_are_read_from_the_rows_and_rewritten(tmp_path: Path) -> None:
-    # Vectors of a size that fits no rows (a damaged file) are taken for none: a load reads
-    # that block's rows, with the same answers, and the next write fills it again.
+@pytest.mark.parametrize(
+    "damage",
+    ["short", "double"],
+    ids=["a size no rows fit", "rows of another width"],
+)
+def test_a_damaged_blocks_vectors_are_read_from_the_rows_and_rewritten(
+    tmp_path: Path, damage: str
+) -> None:
+    # Vectors of a size that is not the rows' (a damaged file) are taken for none: a load
+    # reads that block's rows, with the same answers, and the next writes (an edit that
+    # merges the block, a new row) leave every block's vectors equal to its rows'.
     spec = make_spec("Damaged")
     store = EmbeddedStore(tmp_path, dims=DIMS)
     store.ensure_collection(spec)
@@ -428,15 +436,19 @@ def test_a_damaged_blocks_vectors_are_read_from_the_rows_and_rewritten(tmp_path:
     assert conn is not None
     query: dict[str, object] = {"query": "row", "vector": vec(1, 2), "limit": 60, "user": "alice"}
     want = _answers_from_rows(tmp_path, spec.name, [query])
-    conn.execute(
-        "UPDATE amem_blocks SET unit = substr(unit, 1, 12) WHERE block = "
-        "(SELECT min(block) FROM amem_blocks)"
-    )
+    for block, unit in conn.execute("SELECT block, unit FROM amem_blocks").fetchall():
+        damaged = unit[:12] if damage == "short" else unit + unit
+        conn.execute("UPDATE amem_blocks SET unit = ? WHERE block = ?", (damaged, block))
     fresh = EmbeddedStore(tmp_path, dims=DIMS)
     assert [_hits(fresh.hybrid(spec.name, **query))] == want  # type: ignore[arg-type]
     fresh.close()
-    store.upsert(
-        spec.name, [MemoryObject(make_id("new"), {"body": "new"}, vec(0, 1))], user="alice"
-    )
+    # The first write after the damage: new rows enough for their block to be merged with
+    # the damaged one before it, in the transaction that would repair it.
+    added = [MemoryObject(make_id(f"new{n}"), {"body": "new"}, vec(0, n)) for n in range(20)]
+    store.upsert(spec.name, added, user="alice")
+    edits = [
+        MemoryObject(make_id(str(n)), {"body": f"row {n}!"}, vec(0, n)) for n in range(0, 60, 7)
+    ]
+    store.upsert(spec.name, edits, user="alice")
     _blocks_match_rows(conn, spec.name, "alice")
     store.close()

@@ -17,7 +17,7 @@ import pytest
 import agentic_memory.store.embedded as embedded
 from agentic_memory.store import MemoryObject, Where, make_id
 from agentic_memory.store.embedded import EmbeddedStore
-from agentic_memory.store.embedded.lists import split_axes
+from agentic_memory.store.embedded.lists import decode_centroids
 from tests.unit.store.conftest import DIMS, make_spec
 
 ROWS = 3000
@@ -140,26 +140,41 @@ def test_centroids_are_stored_with_the_axes_and_a_reload_answers_the_same(
     before = [_vector_hits(store, name, q, limit=10) for q in queries]
     conn = store._conn
     assert conn is not None
-    (blob,) = conn.execute("SELECT axes FROM amem_axes WHERE collection = ?", (name,)).fetchone()
-    axes, centroids = split_axes(blob)
+    (axes, blob, tag, version) = conn.execute(
+        "SELECT axes, centroids, centroid_rows, rows FROM amem_axes WHERE collection = ?", (name,)
+    ).fetchone()
+    centroids = decode_centroids(blob)
     assert centroids is not None and centroids.shape[0] >= embedded.lists.MIN_LISTS
+    assert tag == version
     again = EmbeddedStore(tmp_path, dims=DIMS)
     assert [_vector_hits(again, name, q, limit=10) for q in queries] == before
     again.close()
     # A file written before the lists (axes alone) still answers, scanning every row's
-    # projection; its next write adds the centroids without choosing new axes.
-    conn.execute("UPDATE amem_axes SET axes = ? WHERE collection = ?", (axes, name))
+    # projection; its next write adds the centroids without choosing new axes. So does one
+    # whose axes a process of layout 5 chose again (the centroids are of earlier axes).
+    for stale in ("centroids = NULL", "centroid_rows = centroid_rows - 1"):
+        conn.execute(f"UPDATE amem_axes SET {stale} WHERE collection = ?", (name,))
+        probe = EmbeddedStore(tmp_path, dims=DIMS)
+        small_lists.clear()
+        assert _vector_hits(probe, name, queries[0], limit=10)
+        assert small_lists == []
+        probe.close()
+        conn.execute(
+            "UPDATE amem_axes SET centroids = ?, centroid_rows = rows WHERE collection = ?",
+            (blob, name),
+        )
+    conn.execute("UPDATE amem_axes SET centroids = NULL WHERE collection = ?", (name,))
     old = EmbeddedStore(tmp_path, dims=DIMS)
     small_lists.clear()
     assert _vector_hits(old, name, queries[0], limit=10)
     assert small_lists == []
     (version,) = conn.execute("SELECT rows FROM amem_axes WHERE collection = ?", (name,)).fetchone()
     old.upsert(name, [MemoryObject(make_id("0"), {"rank": 0}, vectors[0].tolist())], user="u")
-    (blob, after) = conn.execute(
-        "SELECT axes, rows FROM amem_axes WHERE collection = ?", (name,)
+    (stored, filled, tag, after) = conn.execute(
+        "SELECT axes, centroids, centroid_rows, rows FROM amem_axes WHERE collection = ?", (name,)
     ).fetchone()
-    assert after == version and split_axes(blob)[0] == axes
-    assert split_axes(blob)[1] is not None
+    assert after == version and stored == axes and tag == version
+    assert filled is not None and decode_centroids(filled) is not None
     upgraded = [_vector_hits(old, name, q, limit=10) for q in queries]
     assert small_lists, "the upgraded partition should probe its lists"
     again = EmbeddedStore(tmp_path, dims=DIMS)
@@ -216,8 +231,8 @@ def test_a_writer_killed_while_choosing_centroids_loses_nothing(tmp_path: Path) 
             ],
             user="u",
         )
-        (blob,) = conn.execute("SELECT axes FROM amem_axes").fetchone()
-        assert split_axes(blob)[1] is not None
+        (blob,) = conn.execute("SELECT centroids FROM amem_axes").fetchone()
+        assert blob is not None and decode_centroids(blob) is not None
         store.close()
     finally:
         monkey.undo()
