@@ -197,6 +197,12 @@ def _relogged(
     """Return a logged message rewritten, from what is stored now; ``None``: unchanged."""
     props = {k: v for k, v in planned.properties.items() if k not in ("important", "important_by")}
     props.update(_importance(flag, current, marked_by))
+    if current.properties.get("content") == props.get("content") and "search_text" in (
+        current.properties
+    ):
+        # Same text: the stored keyword text is the fresher one. Another writer may have
+        # added the turn after it since this write read the thread (``_afollow``).
+        props["search_text"] = current.properties["search_text"]
     if keep_metadata:
         props.pop("metadata_json", None)
         if current.properties.get("metadata_json") is not None:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -222,6 +223,34 @@ def test_concurrent_writers_give_every_turn_the_turn_after_it(mem: Memory) -> No
         stored = mem.store.get(MESSAGES.name, m.id, user="alice")
         assert stored is not None
         assert set(keywords(after.content)) <= set(stored.properties["search_text"].split())
+
+
+def test_marking_a_turn_while_its_answer_is_logged_keeps_the_answers_words(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One writer marks the thread's last turn important (logging it again, unchanged);
+    # between its read and its rewrite another writer logs the answer, whose words go into
+    # that turn's keyword text. The mark must not write back the keyword text it read.
+    log = mem.messages
+    turn = {"role": "user", "content": "We went camping.", "id": "r"}
+    mem.remember("alice", "t1", [turn])
+    real = mem.store.aupdate
+    fired: list[bool] = []
+
+    async def answer_first(*args: Any, **kwargs: Any) -> Any:
+        if not fired:
+            fired.append(True)
+            await log.aremember(
+                "alice", "t1", [{"role": "assistant", "content": "In the forest?", "id": "a"}]
+            )
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(mem.store, "aupdate", answer_first)
+    mem.remember("alice", "t1", [{**turn, "important": True}])
+    assert fired
+    stored = mem.store.get(MESSAGES.name, make_id("msg", "alice", "t1", "r"), user="alice")
+    assert stored is not None and stored.properties["important"] is True
+    assert "forest" in stored.properties["search_text"].split()
 
 
 def test_a_failure_after_the_new_turns_are_stored_does_not_lose_or_repeat_them(
