@@ -8,11 +8,12 @@ nodes never block the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from typing import ClassVar
 
@@ -449,6 +450,20 @@ class MemoryStore(ABC):
         """
         with self._exclusive.hold(*key):
             yield
+
+    @asynccontextmanager
+    async def aexclusive(self, *key: str) -> AsyncIterator[None]:
+        """:meth:`exclusive` for a coroutine: waiting for the key never blocks the loop.
+
+        The lock is taken and released in worker threads (thread locks and ``flock`` may be
+        released by another thread than the one that took them).
+        """
+        held = self.exclusive(*key)
+        await asyncio.to_thread(held.__enter__)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(held.__exit__, None, None, None)
 
     @abstractmethod
     def close(self) -> None:

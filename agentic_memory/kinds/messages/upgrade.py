@@ -44,18 +44,27 @@ async def aupgrade_message_log(store: MemoryStore, embeddings: Embeddings) -> bo
     is complete is the old collection dropped, recreated with the new schema and filled from
     the staging copy, which is then dropped. Each step can be repeated, so a process killed at
     any point leaves the messages in the old log or in the staging copy, and the next first use
-    finishes the job. Returns whether anything was upgraded.
+    finishes the job. Upgraders take turns (``MemoryStore.aexclusive``), as for the other
+    kinds (``kinds._restage``): two copying at once could drop what the other refills from.
+    Returns whether anything was upgraded.
     """
+    async with store.aexclusive("upgrade", MESSAGES.name):
+        return await _aupgrade(store, embeddings)
+
+
+async def _aupgrade(store: MemoryStore, embeddings: Embeddings) -> bool:
     staging = dataclasses.replace(MESSAGES, name=_UPGRADE_COLLECTION)
     names = set(await store.acollections())
     extended = False
     for spec in (MESSAGES, staging):
         # The staging copy too: an upgrade from the first schema that an earlier version
         # left half-done holds the second.
-        if spec.name in names and _shape(await store.aspec(spec.name)) == _shape(MESSAGES_V2):
+        if spec.name in names and _shape(await store.aspec(spec.name, reload=True)) == _shape(
+            MESSAGES_V2
+        ):
             extended = bool(await store.aextend_collection(spec)) or extended
     if MESSAGES.name in names:
-        current = _shape(await store.aspec(MESSAGES.name))
+        current = _shape(await store.aspec(MESSAGES.name, reload=True))
         if current == _shape(MESSAGES_V1):
             await store.aensure_collection(staging)
             for user in await store.ausers(MESSAGES.name):

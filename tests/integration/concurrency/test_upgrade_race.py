@@ -1,4 +1,4 @@
-"""Processes that first use an old knowledge base at the same moment upgrade it once.
+"""Processes that first use an old knowledge base or message log at once upgrade it once.
 
 A collection is upgraded through a staging copy (``agentic_memory.kinds._restage``). Two
 processes doing that at once would each copy it, and one could drop what the other rebuilt
@@ -8,6 +8,7 @@ turns, as the threads of one process already did.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import multiprocessing
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from agentic_memory.kinds._restage import STAGING_PREFIX
 from agentic_memory.kinds.knowledge import (
@@ -22,8 +24,9 @@ from agentic_memory.kinds.knowledge import (
     knowledge_collection,
     upgrade_knowledge_base,
 )
+from agentic_memory.kinds.messages import MESSAGES, MESSAGES_V1, aupgrade_message_log
 from agentic_memory.kinds.recall_text import chunk_search_text
-from agentic_memory.store import MemoryObject
+from agentic_memory.store import MemoryObject, make_id
 from agentic_memory.store.embedded import EmbeddedStore
 
 DIMS = 8
@@ -136,3 +139,68 @@ def test_an_exclusive_block_waits_for_another_process_holding_it(tmp_path: Path)
         store.close()
         holder.join(60)
     assert holder.exitcode == 0
+
+
+MESSAGES_PER_USER = 400
+
+
+def _old_message_log(path: Path) -> None:
+    store = EmbeddedStore(path, dims=DIMS)
+    store.ensure_collection(MESSAGES_V1)
+    rng = np.random.default_rng(11)
+    for user in ("alice", "bob"):
+        store.upsert(
+            MESSAGES_V1.name,
+            [
+                MemoryObject(
+                    make_id("msg", user, "t", f"#{turn}"),
+                    {
+                        "content": f"turn {turn} about comets",
+                        "role": "human" if turn % 2 == 0 else "ai",
+                        "thread_id": "t",
+                        "turn": turn,
+                        "created_at": "2026-01-01T00:00:00+00:00",
+                    },
+                    rng.standard_normal(DIMS).tolist(),
+                )
+                for turn in range(MESSAGES_PER_USER)
+            ],
+            user=user,
+        ).raise_for_failures()
+    store.close()
+
+
+def _upgrade_log(path: str, start: Any, results: Any) -> None:
+    store = EmbeddedStore(Path(path), dims=DIMS)
+    start.wait(60)
+    try:
+        done = asyncio.run(aupgrade_message_log(store, DeterministicFakeEmbedding(size=DIMS)))
+        results.put(("ok", done))
+    except Exception as exc:  # reported to the test, which shows it
+        results.put(("error", repr(exc)))
+    finally:
+        store.close()
+
+
+def test_processes_upgrading_one_old_message_log_at_once_take_turns(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    _old_message_log(path)
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(3)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_upgrade_log, args=(str(path), start, results)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert all(kind == "ok" for kind, _ in outcomes), outcomes
+    assert sorted(done for _, done in outcomes) == [False, False, True]
+    store = EmbeddedStore(path, dims=DIMS)
+    try:
+        assert sorted(store.collections()) == [MESSAGES.name]
+        for user in ("alice", "bob"):
+            assert store.count(MESSAGES.name, user=user) == MESSAGES_PER_USER
+    finally:
+        store.close()
