@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -455,11 +456,49 @@ class MemoryStore(ABC):
     async def aexclusive(self, *key: str) -> AsyncIterator[None]:
         """:meth:`exclusive` for a coroutine: waiting for the key never blocks the loop.
 
-        The lock is taken and released in worker threads (thread locks and ``flock`` may be
-        released by another thread than the one that took them).
+        The wait runs in a thread of its own, not in the loop's executor: coroutines parked
+        there could take every worker while the holder needs one to finish (every store
+        call runs there). A waiter cancelled before it got the key leaves nothing held.
+        Thread locks and ``flock`` may be released by another thread than the one that took
+        them.
         """
         held = self.exclusive(*key)
-        await asyncio.to_thread(held.__enter__)
+        loop = asyncio.get_running_loop()
+        entered: asyncio.Future[None] = loop.create_future()
+        state = {"abandoned": False, "entered": False}
+        guard = threading.Lock()
+
+        def settle(error: BaseException | None) -> None:
+            if entered.done():
+                return
+            if error is None:
+                entered.set_result(None)
+            else:
+                entered.set_exception(error)
+
+        def wait() -> None:
+            try:
+                held.__enter__()
+            except BaseException as exc:  # the waiter re-raises it
+                loop.call_soon_threadsafe(settle, exc)
+                return
+            with guard:
+                state["entered"] = not state["abandoned"]
+            if not state["entered"]:
+                held.__exit__(None, None, None)
+                return
+            loop.call_soon_threadsafe(settle, None)
+
+        threading.Thread(target=wait, name="amem-exclusive", daemon=True).start()
+        try:
+            await entered
+        except BaseException:
+            with guard:
+                state["abandoned"] = True
+                owned = state["entered"]
+            if owned:
+                await asyncio.to_thread(held.__exit__, None, None, None)
+            raise
         try:
             yield
         finally:
