@@ -73,20 +73,26 @@ def _upgrade(path: str, start: Any, results: Any) -> None:
         store.close()
 
 
-def test_processes_upgrading_one_old_base_at_once_take_turns(tmp_path: Path) -> None:
-    path = tmp_path / "store"
-    _old_base(path)
+def _race(target: Any, path: Path) -> list[tuple[str, Any]]:
+    """Run ``target`` in 3 processes started together; return what each reported (all ok)."""
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Barrier(3)
     results = ctx.Queue()
-    procs = [ctx.Process(target=_upgrade, args=(str(path), start, results)) for _ in range(3)]
+    procs = [ctx.Process(target=target, args=(str(path), start, results)) for _ in range(3)]
     for p in procs:
         p.start()
-    outcomes = [results.get(timeout=180) for _ in procs]
+    outcomes = [results.get(timeout=300) for _ in procs]
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
     assert all(kind == "ok" for kind, _ in outcomes), outcomes
+    return outcomes
+
+
+def test_processes_upgrading_one_old_base_at_once_take_turns(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    _old_base(path)
+    outcomes = _race(_upgrade, path)
     # Exactly one did the work; the others found the collection current.
     assert sorted(done for _, done in outcomes) == [False, False, True]
     store = EmbeddedStore(path, dims=DIMS)
@@ -185,17 +191,7 @@ def _upgrade_log(path: str, start: Any, results: Any) -> None:
 def test_processes_upgrading_one_old_message_log_at_once_take_turns(tmp_path: Path) -> None:
     path = tmp_path / "store"
     _old_message_log(path)
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(3)
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_upgrade_log, args=(str(path), start, results)) for _ in range(3)]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(60)
-        assert p.exitcode == 0
-    assert all(kind == "ok" for kind, _ in outcomes), outcomes
+    outcomes = _race(_upgrade_log, path)
     assert sorted(done for _, done in outcomes) == [False, False, True]
     store = EmbeddedStore(path, dims=DIMS)
     try:
