@@ -297,22 +297,21 @@ class EpisodicMemory(CollectionBound):
     def __init__(self, store: MemoryStore, embeddings: Embeddings) -> None:
         super().__init__(store, embeddings)
         self._current = False
-        self._upgrading = asyncio.Lock()
 
     async def _aupgrade(self) -> None:
         """Bring episodes an earlier version stored to the current schema, once per instance.
 
         Their keyword text is computed from what they hold and their vectors kept, through a
         staging copy (:mod:`agentic_memory.kinds._restage`), before anything reads them.
+        First uses at once take turns in ``restage`` (``MemoryStore.exclusive``: threads and
+        processes), not on a lock of this object: one instance serves callers on many event
+        loops (a thread pool, the sync edge), and a loop's lock fails or strands the others.
         """
         if self._current:
             return
-        async with self._upgrading:  # two first uses at once: one copies, the other waits
-            if self._current:
-                return
-            # In a worker thread: the first read of a reopened store's schema is file I/O.
-            await asyncio.to_thread(upgrade_episodes, self.store)
-            self._current = True
+        # In a worker thread: the first read of a reopened store's schema is file I/O.
+        await asyncio.to_thread(upgrade_episodes, self.store)
+        self._current = True
 
     async def _aensure(self) -> None:
         await self._aupgrade()
