@@ -594,7 +594,8 @@ async def _other_per_user_collections(store: MemoryStore) -> list[CollectionSpec
     registry = current_kinds()
     specs = []
     names = await store.acollections()
-    for name in sorted(n for n in names if registry.of_collection(n) is None):
+    foreign = [n for n in names if registry.of_collection(n) is None]
+    for name in sorted(n for n in foreign if n not in registry.bookkeeping):
         spec = await asyncio.to_thread(store.spec, name)
         if spec.per_user:
             specs.append(spec)

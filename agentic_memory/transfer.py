@@ -230,6 +230,8 @@ def export_memories(
         raise InvalidInputError("kinds must be a sequence of kind names, not one string")
     chosen = None if kinds is None else {registry.get(k).info.name for k in kinds}
     for name in sorted(store.collections()):
+        if name in registry.bookkeeping:
+            continue  # no memory: the store it is in keeps it
         # A collection a kind keeps but does not export: said when that kind is exported.
         kept = [(k.info.name, why) for k in registry if (why := k.export_note(name)) is not None]
         if kept:

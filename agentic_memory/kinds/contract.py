@@ -246,6 +246,10 @@ class MemoryKind(ABC):
     """``(header, key)`` of the table ``amem memories list <name>`` prints."""
     allows_global_scope: ClassVar[bool] = False
     """Whether objects may belong to ``_global`` (the scope shared by every user)."""
+    bookkeeping: ClassVar[tuple[str, ...]] = ()
+    """Collections the kind keeps for itself, holding no memory (the message log's turn
+    marks): never exported, and cleaned by the kind's own ``aforget_user`` and
+    ``aforget_thread`` rather than reported as another program's data."""
 
     # -- storage ---------------------------------------------------------------------------
 
@@ -461,6 +465,7 @@ class KindRegistry:
             ("namespace root", [r for k in self._kinds for r in k.info.roots]),
             ("export line kind", [lk for k in self._kinds for lk in k.info.line_kinds]),
             ("collection", [s.name for k in self._kinds for s in k.specs]),
+            ("bookkeeping collection", [n for k in self._kinds for n in k.bookkeeping]),
         ):
             seen: set[str] = set()
             for label in labels:
@@ -491,6 +496,11 @@ class KindRegistry:
     def line_kinds(self) -> tuple[str, ...]:
         """Every export line kind, in the order an import writes them."""
         return tuple(lk for k in self._kinds for lk in k.info.line_kinds)
+
+    @property
+    def bookkeeping(self) -> frozenset[str]:
+        """The collections the kinds keep for themselves (see ``MemoryKind.bookkeeping``)."""
+        return frozenset(name for k in self._kinds for name in k.bookkeeping)
 
     @property
     def per_user_specs(self) -> tuple[CollectionSpec, ...]:

@@ -38,12 +38,14 @@ from agentic_memory.kinds.messages.recall import (
 )
 from agentic_memory.kinds.messages.schema import (
     MESSAGES,
+    TURN_MARKS,
     LoggedMessage,
     M,
     MarkedBy,
     MessageRetention,
     RecalledMessage,
     message_id,
+    turn_mark_id,
 )
 from agentic_memory.kinds.messages.upgrade import aupgrade_message_log
 from agentic_memory.kinds.messages.writing import MAX_ATTEMPTS, _importance, alog
@@ -248,7 +250,18 @@ class MessageLog(CollectionBound):
             # A log of an earlier schema is upgraded before first use.
             await aupgrade_message_log(self.store, self.embeddings)
             await self.store.aextend_collection(MESSAGES)
+            # Read by every write, written by purges: created with the log, never missing.
+            await self.store.aensure_collection(TURN_MARKS)
             self._ready = True
+
+    async def _aforget_marks(self, user: str, thread_id: str | None) -> None:
+        """Forget the turn numbers purges took: of one thread, or of all the user's."""
+        if TURN_MARKS.name not in await self.store.acollections():
+            return
+        if thread_id is None:
+            await self.store.adelete_user(TURN_MARKS.name, user)
+        else:
+            await self.store.adelete(TURN_MARKS.name, [turn_mark_id(user, thread_id)], user=user)
 
     # -- browse ---------------------------------------------------------------------------
 
@@ -496,6 +509,15 @@ class MessageLog(CollectionBound):
         if ids is not None:
             return await self.store.adelete(MESSAGES.name, builtins.list(ids), user=user)
         assert thread_id is not None
-        return await self.store.adelete_where(
+        deleted = await self.store.adelete_where(
             MESSAGES.name, [Where("thread_id", "eq", thread_id)], user=user
         )
+        # A forgotten thread leaves nothing, not even its numbers: it starts again at 0.
+        await self._aforget_marks(user, thread_id)
+        return deleted
+
+    async def aforget_user(self, user: str) -> int:
+        """Delete the user's whole log (and its turn marks); return how many turns."""
+        deleted = await super().aforget_user(user)
+        await self._aforget_marks(user, None)
+        return deleted
