@@ -76,6 +76,7 @@ from agentic_memory.kinds.rule_guard import RejectedRule, screen_rules
 from agentic_memory.kinds.rules import (
     MAX_RULES,
     RuleConflictError,
+    RuleScreenError,
     RuleSet,
     rebase_backoff,
     rebase_rules,
@@ -1344,6 +1345,16 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                     source_users=[user],
                     note=note,
                 )
+            except RuleScreenError as exc:
+                # A rule kept from the version in force or merged from a newer one that,
+                # beside the rewrite's, makes a request: nothing of this end is stored.
+                for item in exc.rejected:
+                    logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
+                return {
+                    **result,
+                    "rules_rejected": [*rejected_all, *(r.to_dict() for r in exc.rejected)],
+                    "rules_note": f"the rewrite was not stored: {exc}",
+                }
             except RuleConflictError as exc:
                 latest = await mem.rules.alatest(scope)
                 merged = _rebased(base.rules, rules, latest.rules, starting)
