@@ -61,6 +61,7 @@ from agentic_memory.checkpoints import (
     owner_of,
 )
 from agentic_memory.checkpoints import auser_threads as checkpoint_user_threads
+from agentic_memory.kinds._bound import areclaim_space
 from agentic_memory.kinds.contract import current_kinds
 from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, FactStore
@@ -580,7 +581,11 @@ async def _forget_store_items(
 
 
 async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:
-    """Empty the store's write-ahead log after a forget (see ``MemoryStore.erase_deleted``)."""
+    """Give the space back and empty the write-ahead log after a forget.
+
+    See ``MemoryStore.reclaim_space`` and ``MemoryStore.erase_deleted``.
+    """
+    await areclaim_space(store)
     if not await store.aerase_deleted():
         report.notes.append(
             "the store's write-ahead log could not be emptied now (another process is "

@@ -19,7 +19,7 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -34,6 +34,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
 from langgraph.errors import NodeError
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -42,6 +43,7 @@ from langgraph.types import Command, Send
 
 from agentic_memory import prompts
 from agentic_memory.api import Memory
+from agentic_memory.checkpoints import adrop_run
 from agentic_memory.graph.context import Context
 from agentic_memory.graph.context_window import (
     assemble_context,
@@ -392,8 +394,10 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     except (InvalidInputError, TypeError, ValueError) as exc:
         return refused("user", str(exc))
     # Who ran it: the checkpoints of a run that is rolled back still hold its input, and
-    # forgetting the user finds them by this (agentic_memory.forget).
+    # forgetting the user finds them by this (agentic_memory.forget), until ``refuse``
+    # deletes them from the checkpoint this node started from on.
     start["user"] = user
+    start["checkpoint"] = _checkpoint_of(_config())
     configurable = _config().get("configurable") or {}
     authenticated = configurable.get("langgraph_auth_user_id")
     if authenticated and str(authenticated) != user:
@@ -498,7 +502,8 @@ async def rollback(state: State, runtime: Runtime[Context]) -> Command[Literal["
     if list(state.messages) != before:
         update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *before]
     update.update(run_before=None, run_failures=reset_failures())
-    return Command(update=update, goto=Send("refuse", dict(failures[0])))
+    refusal = {**failures[0], "since": str(start.get("checkpoint") or "")}
+    return Command(update=update, goto=Send("refuse", refusal))
 
 
 async def _take_back_logged(
@@ -529,11 +534,44 @@ async def refuse(failure: dict[str, str]) -> None:
         Exception: the error a node raised (``RunFailedError`` with its message when it
             was raised in another process).
     """
+    await _drop_run(str(failure.get("since", "")))
     error = _take_error(str(failure.get("token", "")))
     if error is not None:
         raise error
     kind, message = failure.get("kind", ""), failure.get("message", "")
     raise _REFUSALS.get(kind, RunFailedError)(message or "the run failed")
+
+
+def _checkpoint_of(config: RunnableConfig) -> str:
+    """Return the id of the checkpoint the current step started from ("" outside a run)."""
+    found = (config.get("configurable") or {}).get("checkpoint_map") or {}
+    return str(found.get("", "")) if isinstance(found, Mapping) else ""
+
+
+async def _drop_run(since: str) -> None:
+    """Delete the checkpoints the rolled-back run wrote before the restored one.
+
+    Its input (a refused 2 MB message, a failed run's message) is in them; the thread's
+    history keeps nothing of it (:func:`agentic_memory.checkpoints.adrop_run`). Nothing to
+    do when LangGraph saves only at the end of a run (``durability="exit"``), or without a
+    checkpointer.
+    """
+    config = _config()
+    configurable = config.get("configurable") or {}
+    # LangGraph's keys for the run's checkpointer and durability (langgraph._internal).
+    checkpointer = configurable.get("__pregel_checkpointer")
+    head = _checkpoint_of(config)
+    if (
+        not since
+        or not head
+        or not isinstance(checkpointer, BaseCheckpointSaver)
+        or configurable.get("__pregel_durability") == "exit"
+    ):
+        return
+    try:
+        await adrop_run(checkpointer, _thread(config), since, head)
+    except Exception:  # the refusal is what the caller must see, not a cleanup's failure
+        logger.exception("the checkpoints of a rolled-back run could not be deleted")
 
 
 # -- routers --------------------------------------------------------------------------------

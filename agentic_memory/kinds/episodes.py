@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentic_memory.kinds._bound import (
     CollectionBound,
     Forgotten,
+    areclaim_space,
     check_search,
     check_user_id,
     embedded_part,
@@ -580,6 +581,8 @@ class EpisodicMemory(CollectionBound):
                 }
             )
         remaining = len(episodes) - len(pruned)
+        if pruned and not dry_run:
+            await areclaim_space(self.store)
         return EpisodePurge(
             user,
             pruned=pruned,

@@ -14,6 +14,7 @@ from langchain_core.messages import BaseMessage
 
 from agentic_memory.kinds._bound import (
     CollectionBound,
+    areclaim_space,
     check_user_id,
     embedded_part,
 )
@@ -421,7 +422,9 @@ class MessageLog(CollectionBound):
         the store when it deletes, so a turn marked important meanwhile stays. Every delete
         is atomic on its own; a purge that dies half-way leaves fewer turns and the next
         purge goes on from there. ``dry_run`` counts without deleting. ``retention``
-        replaces the log's policy for this purge.
+        replaces the log's policy for this purge. A purge that deleted turns gives their
+        space back to the file system (``MemoryStore.reclaim_space``: the embedded store's
+        file shrinks once a tenth of it is free).
 
         Raises:
             InvalidInputError: an argument is malformed.
@@ -433,7 +436,10 @@ class MessageLog(CollectionBound):
         if not await self._aexists():
             return MessagePurge(user)
         await self._aensure()
-        return await apurge_log(self.store, user, retention or self.retention, moment, dry_run)
+        report = await apurge_log(self.store, user, retention or self.retention, moment, dry_run)
+        if report.deleted:
+            await areclaim_space(self.store)
+        return report
 
     async def aretention(
         self, user: str, *, now: datetime | None = None, upcoming: int = 5
