@@ -107,13 +107,7 @@ async def _aprune_oldest(store: MemoryStore, user: str, cap: int) -> int:
     name = MESSAGES.name
     deleted = stale = 0
     while (excess := await store.acount(name, user=user) - cap) > 0:
-        chosen = await store.alist_objects(
-            name,
-            user=user,
-            where=[_UNIMPORTANT],
-            limit=min(excess, PAGE),
-            sort_by="created_at",
-        )
+        chosen = await aoldest(store, user, min(excess, PAGE))
         if not chosen:
             break  # the rest is important: kept
         stamp = str(chosen[-1].properties["created_at"])
@@ -222,9 +216,34 @@ async def aretention_of(
         expired = await store.acount(name, user=user, where=old)
     cap = policy.max_messages
     over = 0 if cap is None else max(0, min(total - expired - cap, total - important - expired))
-    first: list[StoredObject] = []
-    if upcoming:
-        first = await store.alist_objects(
-            name, user=user, where=[_UNIMPORTANT], limit=upcoming, sort_by="created_at"
-        )
+    first = await aoldest(store, user, upcoming) if upcoming else []
     return total, important, expired, over, first
+
+
+def _in_order(obj: StoredObject) -> tuple[str, str, int]:
+    p = obj.properties
+    return str(p.get("created_at", "")), str(p.get("thread_id", "")), int(p.get("turn", 0))
+
+
+async def aoldest(store: MemoryStore, user: str, n: int) -> list[StoredObject]:
+    """Return the user's ``n`` oldest unimportant turns: by date, then thread and turn.
+
+    Turns logged in one call share their date (a message and its answer); the store breaks
+    such ties by id, which put an answer before its question. The retention report lists
+    the turns a purge takes in the order it takes them, this one.
+    """
+    oldest = await store.alist_objects(
+        MESSAGES.name, user=user, where=[_UNIMPORTANT], limit=n, sort_by="created_at"
+    )
+    if not oldest:
+        return []
+    last = str(oldest[-1].properties["created_at"])
+    tied = await store.alist_objects(
+        MESSAGES.name,
+        user=user,
+        where=[_UNIMPORTANT, Where("created_at", "eq", last)],
+        limit=PAGE,
+        sort_by="turn",
+    )
+    merged = {o.id: o for o in [*oldest, *tied]}
+    return sorted(merged.values(), key=_in_order)[:n]
