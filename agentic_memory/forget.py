@@ -561,23 +561,10 @@ async def forget_user(
             report.add_deleted(name, n)
     for spec in await _other_per_user_collections(store):
         report.add_deleted(spec.name, await store.adelete_user(spec.name, user))
-    await _forget_store_items(store, user, embeddings, report)
     await _erase(store, report)
     if checkpointer is not None:
         await _delete_checkpoints(checkpointer, threads, report)
     return report
-
-
-async def _forget_store_items(
-    store: MemoryStore, user: str, embeddings: Embeddings | None, report: ForgetReport
-) -> None:
-    """Delete what other LangGraph code kept for the user in the store (``("memories", user)``)."""
-    from agentic_memory.langgraph_store import AgenticStore  # noqa: PLC0415  (import cycle)
-    from agentic_memory.langgraph_store.generic import ITEMS  # noqa: PLC0415
-
-    if ITEMS.name in await store.acollections():
-        items = AgenticStore(store, embeddings or _LazyEmbeddings())
-        report.add_deleted(ITEMS.name, await items.aforget_user(user))
 
 
 async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:

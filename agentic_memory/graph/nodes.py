@@ -393,9 +393,10 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         user = _user(ctx)
     except (InvalidInputError, TypeError, ValueError) as exc:
         return refused("user", str(exc))
-    # Who ran it: the checkpoints of a run that is rolled back still hold its input, and
-    # forgetting the user finds them by this (agentic_memory.forget), until ``refuse``
-    # deletes them from the checkpoint this node started from on.
+    # Who ran it: until ``refuse`` deletes a rolled-back run's checkpoints (from the one this
+    # node started from on), they hold its input; forgetting the user finds them by this
+    # (agentic_memory.forget) when they stay (a process killed before, a checkpointer that
+    # cannot delete single checkpoints).
     start["user"] = user
     start["checkpoint"] = _checkpoint_of(_config())
     configurable = _config().get("configurable") or {}

@@ -246,6 +246,10 @@ class MemoryKind(ABC):
     """``(header, key)`` of the table ``amem memories list <name>`` prints."""
     allows_global_scope: ClassVar[bool] = False
     """Whether objects may belong to ``_global`` (the scope shared by every user)."""
+    owned_objects: ClassVar[bool] = False
+    """Whether each object of the kind's shared (not per-user) collections belongs to a user
+    (:meth:`owner_of`): a user's export takes theirs, and a full export takes them as
+    memories, not as shared data (plain LangGraph items)."""
     bookkeeping: ClassVar[tuple[str, ...]] = ()
     """Collections the kind keeps for itself, holding no memory (the message log's turn
     marks): never exported, and cleaned by the kind's own ``aforget_user`` and
@@ -385,6 +389,14 @@ class MemoryKind(ABC):
         if spec.per_user:
             return None
         return f"shared {self.info.name}"
+
+    def owner_of(self, collection: str, properties: Mapping[str, Any]) -> str | None:
+        """Return the user an object of a shared collection belongs to (``None``: no one).
+
+        Read only for a kind with :attr:`owned_objects`.
+        """
+        del collection, properties
+        return None
 
     def export_note(self, collection: str) -> str | None:
         """Say why a collection the kind keeps is not exported; ``None``: not such a one."""
