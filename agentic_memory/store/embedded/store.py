@@ -97,6 +97,17 @@ _FILL_ROWS = 2048
 T = TypeVar("T")
 
 
+def _empty_log(conn: sqlite3.Connection) -> bool:
+    """Checkpoint the write-ahead log into the file and cut it; False: a reader kept it."""
+    busy = 1
+    for _ in range(_BUSY_RETRIES):
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if not busy:
+            break
+        time.sleep(0.1)
+    return not busy
+
+
 class EmbeddedStore(MemoryStore):
     """A durable, serverless store in one directory; safe for several processes at once."""
 
@@ -717,15 +728,10 @@ class EmbeddedStore(MemoryStore):
                         _bump(c, collection, scope or None)
 
                 self._write(compact)
-                busy = 1
-                for _ in range(_BUSY_RETRIES):
-                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                    if not busy:
-                        break
-                    time.sleep(0.1)
+                emptied = _empty_log(conn)
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
-        return not busy
+        return emptied
 
     def reclaim_space(self) -> int:
         """Give the pages of deleted rows back to the file system; return how many bytes.
@@ -741,11 +747,7 @@ class EmbeddedStore(MemoryStore):
             try:
                 freed = self._retry(lambda: reclaim_pages(conn))
                 if freed:
-                    for _ in range(_BUSY_RETRIES):
-                        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                        if not busy:
-                            break
-                        time.sleep(0.1)
+                    _empty_log(conn)
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
         return freed

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +21,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentic_memory.graph.graph import compile_graph
 from agentic_memory.graph.nodes import InputRefusedError
-from agentic_memory.graph.persistence import sqlite_checkpointer
 from agentic_memory.langgraph_store import AgenticStore
 from tests.fakes import ScriptedChatModel
+from tests.unit.graph.test_failed_runs import Saver, saver
 
-Saver = Callable[[], AbstractAsyncContextManager[BaseCheckpointSaver[Any]]]
+__all__ = ["saver"]  # the fixture, imported for this module
+
 MARKER = "qzxv"
 """Letters the refused message is made of, and no other text here."""
-
-
-@asynccontextmanager
-async def _memory_saver() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    yield InMemorySaver()
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Saver:
-    if request.param == "memory":
-        return _memory_saver
-    return lambda: sqlite_checkpointer(tmp_path / "checkpoints.sqlite")
 
 
 def cfg(thread: str = "t") -> dict[str, Any]:
