@@ -33,9 +33,13 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.store.base import Op, Result, TTLConfig
 
-from agentic_memory.langgraph_store import AgenticStore, OperatorRequiredError
+from agentic_memory.langgraph_store import (
+    AgenticStore,
+    OperatorRequiredError,
+    RuleVersionConflictError,
+)
 from agentic_memory.operators import EVERYONE, configured_operators
-from agentic_memory.store import ConflictError, InvalidInputError
+from agentic_memory.store import InvalidInputError
 
 __all__ = [
     "AUTH_ENV",
@@ -63,22 +67,23 @@ class ServedStore(AgenticStore):
     The server logs every ``ValueError`` a route raises with its whole traceback (25 lines
     per refused put, for a request it answers 400 anyway). Outside a graph run (a
     ``/store`` route), a refusal is raised as the ``HTTPException`` it becomes: 400 for bad
-    input, 403 for an operator's right, 409 for a conflict, with the store's message, and
-    the server answers it without a traceback. In a graph run the error stays what it is
-    (nodes catch ``InvalidInputError``); a store failure (not a refusal) stays an error.
+    input, 403 for an operator's right, 409 for a rules version that is no longer the
+    latest, with the store's message, and the server answers it without a traceback. In a
+    graph run the error stays what it is (nodes catch ``InvalidInputError``); a store
+    failure (not a refusal) stays an error.
     """
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations; a refusal outside a run is an ``HTTPException``."""
         try:
             return await super().abatch(ops)
-        except (InvalidInputError, ConflictError) as exc:
+        except (InvalidInputError, RuleVersionConflictError) as exc:
             if _in_run():
                 raise
             from starlette.exceptions import HTTPException  # noqa: PLC0415  (the server's)
 
             status = 403 if isinstance(exc, OperatorRequiredError) else 400
-            if isinstance(exc, ConflictError):
+            if isinstance(exc, RuleVersionConflictError):
                 status = 409
             raise HTTPException(status_code=status, detail=str(exc)) from exc
 
