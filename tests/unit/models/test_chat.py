@@ -107,7 +107,7 @@ def test_auto_falls_back_to_local(local_installed: None) -> None:
     assert isinstance(model, LocalChatOpenAI)
     assert model.max_tokens == 50
     assert _extra_max_tokens(model) == 50
-    assert describe_model(model) == "local:gemma3-270m"
+    assert describe_model(model) == "local:smollm2-135m"
 
 
 def test_auto_without_anything_names_every_option(local_missing: None) -> None:
