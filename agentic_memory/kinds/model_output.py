@@ -100,12 +100,17 @@ def prompt_echo(text: str, prompt_template: str, given: Iterable[str] = ()) -> s
 
 TURN_MARKERS = re.compile(
     r"<start_of_turn>|<end_of_turn>|<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|"
-    r"<\|start_header_id\|>|<\|(?:user|assistant|system)\|>|\[/?INST\]|"
+    r"<\|start_header_id\|>|<\|(?:user|assistant|system)\|>|\[/?INST\]",
+    re.IGNORECASE,
+)
+"""Chat-template markers in a model's text (never part of an answer)."""
+INVENTED_TURNS = re.compile(
     r"^[ \t]*(?:user|model|assistant|system)[ \t]*$|"
     r"^[ \t]*(?:user|assistant|human|ai|system|model)[ \t]*:",
     re.IGNORECASE | re.MULTILINE,
 )
-"""Chat-template markers and invented turns ("user:", a line "model" alone) in a model's text."""
+"""Lines that open a turn the model invents ("user:", a line "model" alone). A capable
+model asked for a dialogue may write them on purpose, so callers choose to look for them."""
 LAYER_LINES = re.compile(
     r"current time:\s*\d{4}-\d\d|what worked:\s*no lesson|what to avoid:\s*no lesson|"
     r"\(summary of earlier turns\)|^[ \t]*- \(?(?:user|assistant), \d{4}-\d\d-\d\d\)",
@@ -138,15 +143,17 @@ def layer_openings(templates: Iterable[str], headings: Iterable[str] = ()) -> li
     return sorted(openings)
 
 
-def leak_at(text: str, openings: Iterable[str] = ()) -> int | None:
+def leak_at(text: str, openings: Iterable[str] = (), *, turns: bool = True) -> int | None:
     """Return where a model's text starts to hold a turn marker or a prompt layer, or None.
 
     Args:
         text: What the model wrote.
         openings: Openings of the prompt's layers (:func:`layer_openings`); matched in
             lower case, as whole words, across any spacing and punctuation.
+        turns: Also look for invented turns (:data:`INVENTED_TURNS`).
     """
-    found = [m.start() for m in (TURN_MARKERS.search(text), LAYER_LINES.search(text)) if m]
+    patterns = (TURN_MARKERS, LAYER_LINES, *((INVENTED_TURNS,) if turns else ()))
+    found = [m.start() for m in (p.search(text) for p in patterns) if m]
     lowered = text.lower().replace("’", "'")
     for opening in openings:
         words = opening.split()
@@ -160,10 +167,8 @@ def leak_at(text: str, openings: Iterable[str] = ()) -> int | None:
 
 
 _UNFILLED = re.compile(r"\{[a-z][a-z0-9_]*\}")
-_DANGLING = frozenset(
-    "a an the and or but of to in on for with by as at because so that which who when if "
-    "than then from into is are be".split()
-)
+# Words no clause ends with (a preposition can: "easier to act on").
+_DANGLING = frozenset("a an the and or nor but because than my your our their whose".split())
 
 
 def mangled(text: str, *, bound: int | None = None, openings: Iterable[str] = ()) -> str | None:
