@@ -45,7 +45,7 @@ async def test_a_conversation_with_the_local_model(local_server, store, embeddin
     )
     assert isinstance(first["messages"][-1].content, str)
     assert [c["purpose"] for c in first["model_calls"]] == ["facts", "answer"]
-    assert all(c["model"] == "local:gemma3-270m" for c in first["model_calls"])
+    assert all(c["model"] == "local:smollm2-135m" for c in first["model_calls"])
     end = await app.ainvoke(
         {"messages": [HumanMessage("Thanks, bye!")], "end_conversation": True},
         config,
