@@ -204,8 +204,6 @@ class LocalSetup:
     chat_format: str | None
     system_role: bool
     stop: tuple[str, ...]
-    bundled: BundledModel | None
-    """The bundled model, or None for ``AMEM_LOCAL_MODEL_PATH``."""
 
 
 def local_setup() -> LocalSetup:
@@ -224,15 +222,9 @@ def local_setup() -> LocalSetup:
             chat_format=chat_format,
             system_role=not gemma,
             stop=GEMMA3.stop if gemma else SMOLLM2.stop,
-            bundled=None,
         )
     model = bundled_model()
-    return LocalSetup(model.name, model.chat_format, model.system_role, model.stop, model)
-
-
-def _local_label() -> str:
-    custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
-    return Path(custom).stem if custom else bundled_model().name
+    return LocalSetup(model.name, model.chat_format, model.system_role, model.stop)
 
 
 class LocalChatOpenAI(ChatOpenAI):
