@@ -17,6 +17,7 @@ import copy
 import logging
 import math
 import os
+import re
 import threading
 import uuid
 from collections import OrderedDict
@@ -93,6 +94,7 @@ from agentic_memory.kinds.rules import (
 )
 from agentic_memory.kinds.self_statements import (
     extract_self_statements,
+    looks_like_self_statement,
     merge_facts,
     plausible_fact,
     supported_fact,
@@ -714,7 +716,9 @@ async def extract_facts(
     own facts are kept only when plausible: a short key and a value taken from the message
     (:func:`~agentic_memory.kinds.self_statements.plausible_fact`); the offline base model
     answered an empty list to every plain statement measured, and SmolLM2 copies the
-    prompt's examples. A capable model's facts are kept when the message supports them
+    prompt's examples; for a message that states nothing in the first person (a question,
+    a request) and asks nothing to be remembered, a small model is not even asked. A
+    capable model's facts are kept when the message supports them
     (:func:`~agentic_memory.kinds.self_statements.supported_fact`). A secret the user states
     (a PIN, a password, a card number: :func:`agentic_memory.kinds.facts.is_secret`) is never
     a fact, and a message naming one is never marked important. A model that fails (an
@@ -729,6 +733,11 @@ async def extract_facts(
     Returns:
         The facts, whether the message is important, and the model calls made.
     """
+    small = model_class(model) != "capable"
+    if small and not (looks_like_self_statement(message) or _REMEMBER.search(message)):
+        # A question or a request states no fact, and a small model's facts from one were
+        # never kept: its call (the slower half of a small model's turn) is not made.
+        return [], False, []
     template = await prompts.aload("fact_extraction")
     prompt = template.format(
         known_facts="\n".join(f"- {k}" for k in known) or _NONE, message=message
@@ -742,12 +751,15 @@ async def extract_facts(
         logger.warning("fact extraction fell back to self-statements this turn: %s", exc)
         return _not_secret(extract_self_statements(message)), False, calls_of(exc)
     facts = list(extracted.facts)
-    if model_class(model) == "capable":
+    if not small:
         facts = [f for f in facts if supported_fact(f, message, template.template)]
     else:
         own = [f for f in facts if plausible_fact(f, message)]
         facts = merge_facts(extract_self_statements(message), own)
     return _not_secret(facts), bool(extracted.important) and not secret, records
+
+
+_REMEMBER = re.compile(r"\b(?:remember|note|keep in mind|don't forget)\b", re.IGNORECASE)
 
 
 def _not_secret(facts: Sequence[ExtractedFact]) -> list[ExtractedFact]:

@@ -72,7 +72,8 @@ async def test_the_offline_model_answering_nothing_still_remembers_plain_stateme
     # The allergy is restated next to the next answer, as every constraint is.
     await turn(app, "t", "What should I cook tonight?")
     assert "peanuts allergy: allergic to peanuts" in model.calls_for(None)[-1].text
-    assert [c.name for c in model.calls if c.name] == ["ExtractedFacts", "ExtractedFacts"]
+    # The question states nothing: the small model is not asked for facts from it.
+    assert [c.name for c in model.calls if c.name] == ["ExtractedFacts"]
 
 
 async def test_the_offline_models_invented_or_copied_facts_are_not_stored() -> None:

@@ -139,8 +139,10 @@ async def test_the_prompts_examples_copied_for_a_question_are_never_facts(
         "important": True,
     }
     model = ScriptedChatModel(metadata=metadata, structured_defaults={"ExtractedFacts": copied})
-    facts, important, _ = await extract_facts(model, "What do you know about me?")
-    assert facts == [] and important is True
+    facts, important, calls = await extract_facts(model, "What do you know about me?")
+    assert facts == []
+    # A small model is not even asked about a question; a capable one may flag it.
+    assert (important, len(calls)) == ((True, 1) if metadata is CAPABLE else (False, 0))
     facts, _, _ = await extract_facts(model, "I live in Porto and I work as a nurse.")
     assert ("diet", "vegetarian") not in {(f.subject, f.value) for f in facts}
 
