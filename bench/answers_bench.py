@@ -281,23 +281,11 @@ async def _session(config: Config, folder: Path) -> tuple[list[Result], dict[str
             started = time.perf_counter()
             out = await app.ainvoke({"messages": [HumanMessage(q.text)]}, two, context=context)
             seconds = time.perf_counter() - started
-            answer = str(out["messages"][-1].content)
             report_ = out["token_report"]
-            results.append(
-                Result(
-                    kind=q.kind,
-                    question=q.text,
-                    answer=answer,
-                    seconds=seconds,
-                    right=any(e in answer.lower() for e in q.expected),
-                    contradiction=contradicts(answer) if q.constrained else None,
-                    leak=leak_at(answer, openings) is not None,
-                    changed=report_.get("answer_cut")
-                    and "cut"
-                    or report_.get("answer_replaced")
-                    and "notice",
-                )
+            changed = (report_.get("answer_cut") and "cut") or (
+                report_.get("answer_replaced") and "notice"
             )
+            results.append(_score(q, str(out["messages"][-1].content), seconds, changed, openings))
         poison = await _poison(agentic, openings)
         poison.update(
             statement_turn_median_s=statistics.median(statement_seconds),
@@ -313,6 +301,36 @@ async def _session(config: Config, folder: Path) -> tuple[list[Result], dict[str
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _score(
+    q: Question, answer: str, seconds: float, changed: str | None, openings: Sequence[str]
+) -> Result:
+    """Score one answer; a notice (the answer replaced) is never right."""
+    return Result(
+        kind=q.kind,
+        question=q.text,
+        answer=answer,
+        seconds=seconds,
+        right=changed != "notice" and any(e in answer.lower() for e in q.expected),
+        contradiction=contradicts(answer) if q.constrained else None,
+        leak=leak_at(answer, openings) is not None,
+        changed=changed,
+    )
+
+
+def _rescored(path: Path) -> list[tuple[Config, list[Result], dict[str, Any]]]:
+    """Read the raw results of a run (``--json``) and score them again with today's rules."""
+    openings = asyncio.run(_layer_openings())
+    by_text = {q.text: q for q in QUESTIONS}
+    rows = []
+    for row in json.loads(path.read_text()):
+        results = [
+            _score(by_text[r["question"]], r["answer"], r["seconds"], r["changed"], openings)
+            for r in row["results"]
+        ]
+        rows.append((Config(**row["config"]), results, row["stored"]))
+    return rows
 
 
 async def _poison(agentic: AgenticStore, openings: Sequence[str]) -> dict[str, Any]:
@@ -396,7 +414,8 @@ def _details(config: Config, results: list[Result], poison: dict[str, Any]) -> s
         + f"{len(poison['leaked_turns'])}; episodes with one {len(poison['leaked_episodes'])}; "
         + f"mangled rules {len(poison['mangled_rules'])}; rules version {poison['rules_version']}"
         + f" (reflection without a lesson: {poison['reflection_fallback']}); "
-        + f"ending the conversation took {poison['end_s']:.1f} s."
+        + f"ending the conversation took {poison['end_s']:.1f} s; load average at the "
+        + f"session's start {poison.get('load', 0.0):.1f}."
     )
     return "\n".join(out) + "\n"
 
@@ -408,6 +427,7 @@ def main() -> None:
     parser.add_argument("--gguf", action="append", default=[], help="NAME=PATH of another GGUF")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--json", type=Path, help="write the raw results here")
+    parser.add_argument("--from-json", type=Path, help="report the raw results of a run again")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     configs = [
@@ -424,8 +444,8 @@ def main() -> None:
         configs = [
             c for c in configs if f"{c.name}/{c.profile}" in args.only or c.name in args.only
         ]
-    rows = []
-    for config in configs:
+    rows = _rescored(args.from_json) if args.from_json else []
+    for config in configs if not args.from_json else []:
         with tempfile.TemporaryDirectory(prefix="amem-answers-") as folder:
             os.environ["AMEM_HOME"] = folder
             load = os.getloadavg()[0]
