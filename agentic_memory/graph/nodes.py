@@ -1098,7 +1098,11 @@ the last exchange is kept so that a follow-up question keeps its context."""
 async def _compact_context(
     state: State, ctx: Context, mem: Memory, new_message: HumanMessage
 ) -> tuple[Any, str]:
-    """Write the compact prompt: an instruction, facts as short lines, two recalled lines."""
+    """Write the compact prompt: an instruction, facts as short lines, two recalled lines.
+
+    Returns:
+        The prompt, and its own text (the instruction, without the memory lines).
+    """
     template = await prompts.aload("compact_answer")
     query = _text(new_message)
     facts = await _rank_facts(mem, query, state.facts)
@@ -1106,7 +1110,7 @@ async def _compact_context(
     recalled: list[str] = []
     if state.chunks:
         recalled.append(f"- from your documents {_passage(state.chunks[0])}")
-    said = [p for p in state.past_turns if p.get("role") == "user"]
+    said = [p for p in state.past_turns if p.get("role") in ("human", "user")]
     if said:
         recalled.append(f"- you said before: {said[0]['content']}")
     elif state.episodes:
@@ -1130,7 +1134,9 @@ async def _compact_context(
         budgets=ctx.budgets,
         left_out={"recalled": left, "recent": max(0, len(recent) - COMPACT_RECENT)},
     )
-    return assembled, str(assembled.messages[0].content)
+    # Only the instruction is the prompt's own text: an answer may copy the memory lines
+    # ("You work as a pharmacist at a hospital.") and must, to be right.
+    return assembled, frame("")
 
 
 async def _rank_facts(

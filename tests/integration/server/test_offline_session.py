@@ -179,7 +179,7 @@ async def _session(url: str, prompts: Prompts) -> None:
     assert [e["id"] for e in out["episodes"]][:1] == [episode["id"]]
     # The compact prompt shows one recalled item besides passages: what the user wrote in
     # the other thread, or else the episode.
-    said = [p["content"] for p in out["past_turns"] if p["role"] == "user"]
+    said = [p["content"] for p in out["past_turns"] if p["role"] in ("human", "user")]
     shown = f"- you said before: {said[0]}" if said else episode["conversation_summary"][:40]
     assert shown in prompt["prompt"]
     assert out["token_report"]["profile"] == "compact"

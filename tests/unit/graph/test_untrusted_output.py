@@ -257,3 +257,20 @@ def test_mangled_accepts_what_a_rule_normally_says() -> None:
         "Cite [a p.2]",
     ):
         assert mangled(text, bound=200) is None
+
+
+async def test_an_answer_that_uses_the_memory_lines_word_for_word_is_kept(agentic: Any) -> None:
+    # Measured with Qwen2.5 0.5B: right answers copy the recalled line they use, and were
+    # taken for recitals of the (compact) prompt until only its instruction counted.
+    said = "I work as a pharmacist at the central hospital in Porto."
+    await agentic.memory.messages.aremember(
+        "alice",
+        "old",
+        [HumanMessage("Hello!"), {"role": "assistant", "content": "Hi."}, HumanMessage(said)],
+    )
+    answer = "You said: I work as a pharmacist at the central hospital in Porto."
+    model = ScriptedChatModel(metadata=BUNDLED, text_replies=[answer], structured_defaults=NO_FACTS)
+    out = await turn(graph(agentic, model), "t", "What do I do for work at the hospital?")
+    assert f"- you said before: {said}" in model.calls_for(None)[-1].text
+    assert out["messages"][-1].content == answer
+    assert "answer_replaced" not in out["token_report"]
