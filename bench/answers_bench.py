@@ -371,7 +371,7 @@ async def _poison(agentic: AgenticStore, openings: Sequence[str]) -> dict[str, A
 
 def _table(rows: list[tuple[Config, list[Result], dict[str, Any]]]) -> str:
     lines = [
-        "| model / profile | facts right (of 7) | document (of 1) | constraints kept (of 10) | "
+        "| model / profile | facts right (of 7) | document (of 1) | constraints kept (of 8) | "
         "prompt leaks | answers cut / notices | median turn | statement turn (median) |",
         "|---|---|---|---|---|---|---|---|",
     ]
