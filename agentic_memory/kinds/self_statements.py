@@ -357,7 +357,10 @@ def _trip(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
         return None  # "I'm going to bed": not a place name
     when = match.group("when")
     value = f"{match.group('verb').lower()} to {place}"
-    return "trip", f"{value} {_clean(when)}" if when else value, "other"
+    if when:
+        when = _clean(when)
+        value = f"{value} {when[:1].lower()}{when[1:]}"  # "In March" leads the sentence
+    return "trip", value, "other"
 
 
 def _start(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
