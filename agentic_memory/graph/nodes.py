@@ -21,7 +21,7 @@ import re
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -36,6 +36,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
 from langgraph.errors import NodeError
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -45,6 +46,7 @@ from pydantic import BaseModel
 
 from agentic_memory import prompts
 from agentic_memory.api import Memory
+from agentic_memory.checkpoints import adrop_run
 from agentic_memory.graph.context import Context
 from agentic_memory.graph.context_window import (
     assemble_compact,
@@ -86,6 +88,7 @@ from agentic_memory.kinds.rules import (
     MAX_RULES,
     Rule,
     RuleConflictError,
+    RuleScreenError,
     RuleSet,
     rebase_backoff,
     rebase_rules,
@@ -402,9 +405,12 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         user = _user(ctx)
     except (InvalidInputError, TypeError, ValueError) as exc:
         return refused("user", str(exc))
-    # Who ran it: the checkpoints of a run that is rolled back still hold its input, and
-    # forgetting the user finds them by this (agentic_memory.forget).
+    # Who ran it: until ``refuse`` deletes a rolled-back run's checkpoints (from the one this
+    # node started from on), they hold its input; forgetting the user finds them by this
+    # (agentic_memory.forget) when they stay (a process killed before, a checkpointer that
+    # cannot delete single checkpoints).
     start["user"] = user
+    start["checkpoint"] = _checkpoint_of(_config())
     configurable = _config().get("configurable") or {}
     authenticated = configurable.get("langgraph_auth_user_id")
     if authenticated and str(authenticated) != user:
@@ -509,7 +515,8 @@ async def rollback(state: State, runtime: Runtime[Context]) -> Command[Literal["
     if list(state.messages) != before:
         update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *before]
     update.update(run_before=None, run_failures=reset_failures())
-    return Command(update=update, goto=Send("refuse", dict(failures[0])))
+    refusal = {**failures[0], "since": str(start.get("checkpoint") or "")}
+    return Command(update=update, goto=Send("refuse", refusal))
 
 
 async def _take_back_logged(
@@ -540,11 +547,44 @@ async def refuse(failure: dict[str, str]) -> None:
         Exception: the error a node raised (``RunFailedError`` with its message when it
             was raised in another process).
     """
+    await _drop_run(str(failure.get("since", "")))
     error = _take_error(str(failure.get("token", "")))
     if error is not None:
         raise error
     kind, message = failure.get("kind", ""), failure.get("message", "")
     raise _REFUSALS.get(kind, RunFailedError)(message or "the run failed")
+
+
+def _checkpoint_of(config: RunnableConfig) -> str:
+    """Return the id of the checkpoint the current step started from ("" outside a run)."""
+    found = (config.get("configurable") or {}).get("checkpoint_map") or {}
+    return str(found.get("", "")) if isinstance(found, Mapping) else ""
+
+
+async def _drop_run(since: str) -> None:
+    """Delete the checkpoints the rolled-back run wrote before the restored one.
+
+    Its input (a refused 2 MB message, a failed run's message) is in them; the thread's
+    history keeps nothing of it (:func:`agentic_memory.checkpoints.adrop_run`). Nothing to
+    do when LangGraph saves only at the end of a run (``durability="exit"``), or without a
+    checkpointer.
+    """
+    config = _config()
+    configurable = config.get("configurable") or {}
+    # LangGraph's keys for the run's checkpointer and durability (langgraph._internal).
+    checkpointer = configurable.get("__pregel_checkpointer")
+    head = _checkpoint_of(config)
+    if (
+        not since
+        or not head
+        or not isinstance(checkpointer, BaseCheckpointSaver)
+        or configurable.get("__pregel_durability") == "exit"
+    ):
+        return
+    try:
+        await adrop_run(checkpointer, _thread(config), since, head)
+    except Exception:  # the refusal is what the caller must see, not a cleanup's failure
+        logger.exception("the checkpoints of a rolled-back run could not be deleted")
 
 
 # -- routers --------------------------------------------------------------------------------
@@ -1586,6 +1626,16 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                     source_users=[user],
                     note=note,
                 )
+            except RuleScreenError as exc:
+                # A rule kept from the version in force or merged from a newer one that,
+                # beside the rewrite's, makes a request: nothing of this end is stored.
+                for item in exc.rejected:
+                    logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
+                return {
+                    **result,
+                    "rules_rejected": [*rejected_all, *(r.to_dict() for r in exc.rejected)],
+                    "rules_note": f"the rewrite was not stored: {exc}",
+                }
             except RuleConflictError as exc:
                 latest = await mem.rules.alatest(scope)
                 merged = _rebased(base.rules, rules, latest.rules, starting)

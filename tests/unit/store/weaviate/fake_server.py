@@ -54,14 +54,32 @@ class FakeServer(Wire):
     # -- REST: deleting a tenant deletes its objects ----------------------------------------
 
     def handle(self, request: httpx.Request) -> httpx.Response:
-        response = super().handle(request)
         parts = request.url.path.split("/")[2:]
+        if request.method == "POST" and parts == ["objects"]:
+            return self._create(request)
+        response = super().handle(request)
         if request.method == "DELETE" and len(parts) == 3 and parts[2] == "tenants":
             import json
 
             for tenant in json.loads(request.content):
                 self.objects.pop((parts[1], tenant), None)
         return response
+
+    def _create(self, request: httpx.Request) -> httpx.Response:
+        """``POST /v1/objects`` (``collection.data.insert``): create one, refuse an id taken."""
+        import json
+
+        body = json.loads(request.content)
+        self.rest.append((request.method, request.url.path, body))
+        bucket = self.objects.setdefault((body["class"], body.get("tenant") or ""), {})
+        oid = str(uuidlib.UUID(body["id"]))
+        if oid in bucket:
+            message = f"id '{oid}' already exists"
+            return httpx.Response(422, json={"error": [{"message": message}]})
+        vectors = body.get("vectors") or {}
+        vector = body.get("vector") or next(iter(vectors.values()), [])
+        bucket[oid] = Stored(dict(body.get("properties") or {}), list(vector))
+        return httpx.Response(200, json=body)
 
     # -- gRPC ------------------------------------------------------------------------------
 
