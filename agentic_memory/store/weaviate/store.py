@@ -28,7 +28,7 @@ from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from agentic_memory.paths import amem_home
-from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, absent_properties
+from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, absent_properties, check_finite
 from agentic_memory.store.coordination import (
     Coordination,
     PostgresLocks,
@@ -553,7 +553,8 @@ class WeaviateStore(MemoryStore):
             ]
             if not changed:
                 return UpsertResult()
-            vectors = np.asarray([o.vector for o in changed], dtype=np.float64)
+            # The server stores NaN and infinite vectors as given: refuse them before writing.
+            vectors = check_finite([o.vector for o in changed])
             return self._upsert(spec, changed, user, vectors)
 
     @staticmethod
