@@ -11,6 +11,7 @@ import functools
 import logging
 import re
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -451,7 +452,7 @@ class WeaviateStore(MemoryStore):
             data = [
                 DataObject(
                     properties=to_weaviate_properties(spec, obj.properties, user),
-                    uuid=obj.id,
+                    uuid=_canonical_id(obj.id),
                     vector={VECTOR_NAME: vector},
                 )
                 for obj, vector in zip(chunk, rows[start : start + BATCH_SIZE], strict=True)
@@ -509,7 +510,7 @@ class WeaviateStore(MemoryStore):
                     # line of defence against a writer that does not take the same locks.
                     collection.data.insert(
                         properties=to_weaviate_properties(spec, obj.properties, user),
-                        uuid=obj.id,
+                        uuid=_canonical_id(obj.id),
                         vector={VECTOR_NAME: vector},
                     )
                     created.append(_canonical_id(obj.id))
@@ -614,7 +615,7 @@ class WeaviateStore(MemoryStore):
         if collection is None:
             return None
         obj = collection.query.fetch_object_by_id(
-            id, include_vector=[VECTOR_NAME] if include_vector else False
+            _canonical_id(id), include_vector=[VECTOR_NAME] if include_vector else False
         )
         if obj is None:
             return None
@@ -869,4 +870,11 @@ def _check_deleted(result: Any) -> None:
 
 
 def _canonical_id(value: str) -> str:
-    return value.strip().lower()
+    """The one spelling of an id the server finds again: lower-case, hyphenated.
+
+    weaviate-client sends a batch object's id as given and the server keeps that text in its
+    id index, while lookups by id (filters, ``fetch_object_by_id``) are sent canonical: an id
+    written in another spelling (upper case, no hyphens, braces; ``uuid.UUID`` takes them
+    all and the base class has checked it) would be stored and then never found.
+    """
+    return str(uuid.UUID(value))

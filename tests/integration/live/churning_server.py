@@ -140,7 +140,7 @@ class ChurningWeaviate(FakeWeaviate):
         allowed = {
             oid
             for oid, obj in stored.items()
-            if not has_filter or _match(oid, obj["properties"], request.filters)
+            if not has_filter or _match(obj["id_text"], obj["properties"], request.filters)
         }
         return stored, self._shard(*key), allowed
 

@@ -125,8 +125,9 @@ class FakeCollection:
             self.client.added.append(
                 {"properties": obj.properties, "uuid": uuid, "vector": obj.vector}
             )
-            if uuid.lower() in self.client.fail:
-                errors[index] = SimpleNamespace(message=self.client.fail[uuid.lower()])
+            # Ids as given: the server keeps the text it was sent (see server.py).
+            if uuid in self.client.fail:
+                errors[index] = SimpleNamespace(message=self.client.fail[uuid])
         return SimpleNamespace(errors=errors)
 
     def _hybrid(self, **kwargs: Any) -> Any:

@@ -34,7 +34,8 @@ from agentic_memory.store import (
     Where,
     make_id,
 )
-from tests.unit.store.weaviate.conftest import Wire
+from tests.unit.store.weaviate.conftest import Wire, client_over
+from tests.unit.store.weaviate.fake_server import FakeServer
 
 VEC = [0.5, -0.25, 0.0, 1.0]
 ALICE = "alice@example.com"
@@ -399,3 +400,29 @@ def test_a_tenant_deleted_elsewhere_is_forgotten_and_retried(
     with pytest.raises(StoreError, match="count failed: .*deadline exceeded"):
         store.count(MESSAGES.name, user=ALICE)
     assert len(w.requests("broken")) == 1
+
+
+def test_ids_reach_the_server_in_their_canonical_spelling() -> None:
+    # Against the stateful fake, which keeps a batch object's id text as the server does:
+    # an id sent upper case and without hyphens would be stored but never found again.
+    w = FakeServer()
+    canonical = make_id("spelled")
+    bare = uuid.UUID(canonical).hex.upper()
+    with client_over(w) as client:
+        store = wv.WeaviateStore(client, dims=len(VEC))
+        store.ensure_collection(MESSAGES)
+        props = {"content": "hi", "role": "human", "thread_id": "t", "turn": 0}
+        store.upsert(MESSAGES.name, [MemoryObject(bare, props, VEC)], user=ALICE)
+        sent = [o.uuid for r in w.requests("batch_objects") for o in r.objects]
+        assert sent == [canonical]
+        got = store.get(MESSAGES.name, bare, user=ALICE)
+        assert got is not None and got.id == canonical
+        assert store.update(
+            MESSAGES.name,
+            [bare],
+            lambda c: MemoryObject(c.id.upper(), {**c.properties, "turn": 1}, VEC),
+            user=ALICE,
+        ).ids
+        assert [o.uuid for r in w.requests("batch_objects") for o in r.objects][-1] == canonical
+        assert store.delete(MESSAGES.name, [bare], user=ALICE) == 1
+        assert store.count(MESSAGES.name, user=ALICE) == 0
