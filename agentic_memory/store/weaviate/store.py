@@ -20,7 +20,12 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import numpy as np
 import numpy.typing as npt
 import weaviate
-from weaviate.classes.config import Configure, VectorDistances
+from weaviate.classes.config import (
+    Configure,
+    Reconfigure,
+    ReplicationDeletionStrategy,
+    VectorDistances,
+)
 from weaviate.classes.data import DataObject
 from weaviate.classes.init import Auth
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
@@ -272,10 +277,13 @@ class WeaviateStore(MemoryStore):
                     # client cannot ask for it. Its defaults are k1 1.2, b 0.75, "en"
                     # stopwords; no filter of ours needs null-state, length or timestamp
                     # indexes (NotEqual is "all minus equal" on the filterable index).
-                    replication_config=(
-                        Configure.replication(factor=self.scale.replication_factor)
-                        if self.scale.replication_factor is not None
-                        else None
+                    # Async replication: a replica that was down catches up by itself
+                    # (see _repair_replicas); deletions resolved by time, so that what was
+                    # forgotten meanwhile does not come back from it.
+                    replication_config=Configure.replication(
+                        factor=self.scale.replication_factor,
+                        async_enabled=True,
+                        deletion_strategy=ReplicationDeletionStrategy.TIME_BASED_RESOLUTION,
                     ),
                     # Shared collections get one shard unless configured: the server's
                     # default is one per node, which makes BM25 statistics per shard.
@@ -308,6 +316,31 @@ class WeaviateStore(MemoryStore):
             raise SchemaConflictError(
                 f"collection {spec.name!r} exists with a different schema: "
                 f"{describe_spec(current)} != {describe_spec(spec)}"
+            )
+        self._repair_replicas(spec.name)
+
+    def _repair_replicas(self, name: str) -> None:
+        """Turn async replication on for a replicated collection created without it.
+
+        The store creates every collection with it (and deletions resolved by time): a
+        replica that was down misses the writes made meanwhile, and searches, listings and
+        counts read the replica of the node they reach, which a read at ``ALL`` repairs only
+        for the objects it found. Collections created by earlier versions get it here.
+        """
+        config = self._client.collections.get(name).config
+        replication = config.get().replication_config
+        if replication.factor > 1 and not replication.async_enabled:
+            config.update(
+                replication_config=Reconfigure.replication(
+                    async_enabled=True,
+                    deletion_strategy=ReplicationDeletionStrategy.TIME_BASED_RESOLUTION,
+                )
+            )
+            logger.warning(
+                "Weaviate collection %r has %d replicas without async replication: turned "
+                "it on, so that a replica that was down catches up",
+                name,
+                replication.factor,
             )
 
     @_guarded
@@ -870,7 +903,7 @@ def _check_deleted(result: Any) -> None:
 
 
 def _canonical_id(value: str) -> str:
-    """The one spelling of an id the server finds again: lower-case, hyphenated.
+    """Return the one spelling of an id the server finds again: lower-case, hyphenated.
 
     weaviate-client sends a batch object's id as given and the server keeps that text in its
     id index, while lookups by id (filters, ``fetch_object_by_id``) are sent canonical: an id

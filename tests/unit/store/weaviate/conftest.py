@@ -54,7 +54,7 @@ def server_schema(name: str, **create_kwargs: Any) -> dict[str, Any]:
     inverted.setdefault("bm25", {"b": 0.75, "k1": 1.2})
     inverted.setdefault("cleanupIntervalSeconds", 60)
     inverted["stopwords"] = {"preset": "en", "additions": None, "removals": None}
-    body.setdefault("replicationConfig", {"factor": 1})
+    _replication_defaults(body)
     body.setdefault(
         "shardingConfig",
         {
@@ -242,6 +242,10 @@ class Wire:
             if method == "DELETE":
                 self.schemas.pop(name, None)
                 return httpx.Response(200)
+            if method == "PUT" and name in self.schemas:
+                # usecases/schema/class.go UpdateClass: the client sends the whole class.
+                self.schemas[name] = _fill_server_defaults(body)
+                return httpx.Response(200, json=self.schemas[name])
             if name in self.schemas:
                 return httpx.Response(200, json=self.schemas[name])
             return httpx.Response(404)
@@ -317,6 +321,16 @@ def _unprocessable(message: str) -> httpx.Response:
     return httpx.Response(422, json={"error": [{"message": message}]})
 
 
+def _replication_defaults(schema: dict[str, Any]) -> None:
+    """Fill ``replicationConfig`` as the server does (``usecases/replica/config.go``
+    ``ValidateConfig``, ``usecases/schema/class.go``): no factor is the minimum factor (1)."""
+    replication = schema.setdefault("replicationConfig", {})
+    if int(replication.get("factor") or 0) < 1:
+        replication["factor"] = 1
+    replication.setdefault("asyncEnabled", False)
+    replication.setdefault("deletionStrategy", "NoAutomatedResolution")
+
+
 def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
     schema = copy.deepcopy(body)
     for prop in schema.get("properties", []):
@@ -329,7 +343,7 @@ def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
     inverted.setdefault("bm25", {"b": 0.75, "k1": 1.2})
     inverted.setdefault("cleanupIntervalSeconds", 60)
     inverted["stopwords"] = {"preset": "en", "additions": None, "removals": None}
-    schema.setdefault("replicationConfig", {"factor": 1})
+    _replication_defaults(schema)
     if not schema.get("multiTenancyConfig", {}).get("enabled"):
         schema["shardingConfig"] = server_schema("X")["shardingConfig"]
     schema["vectorizer"] = "none"

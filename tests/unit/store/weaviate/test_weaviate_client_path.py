@@ -124,7 +124,12 @@ def test_create_sends_the_explicit_schema(wire: tuple[Wire, Any], store: wv.Weav
     # k1 1.2, b 0.75, "en" stopwords); the client cannot ask for them explicitly.
     assert "invertedIndexConfig" not in body
     assert "shardingConfig" not in body  # per-user: one shard per tenant
-    assert "replicationConfig" not in body  # the server's REPLICATION_MINIMUM_FACTOR
+    # No factor: the server's REPLICATION_MINIMUM_FACTOR. Async replication and deletions
+    # resolved by time, so that a replica that was down catches up (docs/weaviate.md).
+    assert body["replicationConfig"] == {
+        "asyncEnabled": True,
+        "deletionStrategy": "TimeBasedResolution",
+    }
     assert body["multiTenancyConfig"] == {
         "enabled": True,
         "autoTenantCreation": True,
