@@ -11,6 +11,7 @@ import functools
 import logging
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -98,21 +99,105 @@ logger = logging.getLogger(__name__)
 _TENANT_GONE_RE = re.compile(
     r"tenant.{0,120}(not found|does not exist)|(not found|no such).{0,40}tenant", re.I | re.S
 )
+CLUSTER_RETRY_S = 60.0
+"""How long a call that met a passing state of the cluster is tried again before it fails.
+
+A node answers such errors while a Raft leader is elected (about 15 s after the leader dies,
+measured on the three-node test cluster), and for a moment after a collection or tenant is
+created, until the node has applied it (``docs/weaviate.md``, "Scale out").
+"""
+_NOT_APPLIED_RE = re.compile(
+    r"could not read schema with strong consistency|leader not found|node is not the leader"
+    r"|could not wait for update|deadline exceeded for waiting for update|determine shard"
+    r"|could not find index for class|store not open",
+    re.I,
+)
+"""Errors a node answers before it writes anything (it could not reach the schema's Raft
+leader, or has not applied a new collection yet): any call may be tried again."""
+_INTERRUPTED_RE = re.compile(r"RST_STREAM|Stream removed|client connection is closing", re.I)
+"""A request cut off inside the cluster: it may have been applied, so only calls that can be
+repeated without effect are tried again."""
+_TIMED_OUT_RE = re.compile(r"Deadline Exceeded|timed out while awaiting a response", re.I)
+"""A request the client gave up on (30 s for reads, 90 s for writes): tried once more, as a
+cut request is. After the Raft leader dies, a node keeps asking it for a while (about 15-30 s
+measured here): schema reads wait until the client's timeout, and a gRPC batch that reached
+the node as the leader died waits, with no deadline of the server's (1.32.27
+``Raft.QueryTenantsShards``), until the client's or until the old leader is back. Once: a
+server that is simply too slow is not waited for again and again."""
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def _no_repeat(fn: Callable[P, R]) -> Callable[P, R]:
+    """Mark a call ``_guarded`` may retry only on errors that say nothing was written.
+
+    Creates (``_insert``) must not run twice when a request may have landed, and an
+    ``_update`` applies its change to what it reads, so it is retried as a whole only
+    before writing (its writes go through ``_upsert``, which retries itself).
+    """
+    fn._no_repeat = True  # type: ignore[attr-defined]
+    return fn
+
+
+def _passing(message: str, no_repeat: bool, timed_out_before: bool = False) -> bool:
+    """Whether ``message`` is a passing state of the cluster that a retry can outlast."""
+    if _NOT_APPLIED_RE.search(message):
+        return True
+    if no_repeat:
+        return False
+    if _TIMED_OUT_RE.search(message):
+        return not timed_out_before
+    return _INTERRUPTED_RE.search(message) is not None
+
+
+def _riding_out(call: Callable[[], R], name: str, no_repeat: bool) -> R:
+    """Run ``call``, again while it meets a passing cluster state, for ``CLUSTER_RETRY_S``.
+
+    An ``UpsertResult`` whose failures are all such states is retried too (the server
+    reports them per object): upserts rewrite the same ids, so repeating one is harmless.
+    """
+    deadline: float | None = None  # counted from the first failure: an attempt may be long
+    delay = 0.25
+    timed_out = False
+    while True:
+        try:
+            result = call()
+        except weaviate.exceptions.WeaviateBaseError as exc:
+            deadline = deadline or time.monotonic() + CLUSTER_RETRY_S
+            reason = str(exc)
+            if not _passing(reason, no_repeat, timed_out) or time.monotonic() + delay > deadline:
+                raise
+            timed_out = timed_out or _TIMED_OUT_RE.search(reason) is not None
+        else:
+            failed = result.failed if isinstance(result, UpsertResult) and not no_repeat else {}
+            if not failed or not all(_passing(m, no_repeat) for m in failed.values()):
+                return result
+            deadline = deadline or time.monotonic() + CLUSTER_RETRY_S
+            if time.monotonic() + delay > deadline:
+                return result
+            reason = next(iter(failed.values()))
+        logger.info("Weaviate %s met %s; trying again in %.2f s", name, reason[:200], delay)
+        time.sleep(delay)
+        delay = min(2 * delay, 4.0)
 
 
 def _guarded(
     fn: Callable[Concatenate[WeaviateStore, P], R],
 ) -> Callable[Concatenate[WeaviateStore, P], R]:
-    """Refuse calls on a closed store and report client errors as ``StoreError``."""
+    """Refuse calls on a closed store, outlast passing cluster states, raise ``StoreError``."""
+    name = fn.__name__.strip("_")
+    no_repeat = bool(getattr(fn, "_no_repeat", False))
 
     @functools.wraps(fn)
     def wrapper(store: WeaviateStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
         if store._closed:
             raise StoreError("this Weaviate store is closed: open a new one")
-        try:
+
+        def call() -> R:
             return fn(store, *args, **kwargs)
+
+        try:
+            return _riding_out(call, name, no_repeat)
         except weaviate.exceptions.WeaviateBaseError as exc:
             spec = args[0] if args else None
             # Another process may have deleted a tenant this one remembers: forget the
@@ -123,10 +208,10 @@ def _guarded(
                 and store._forget_tenants(spec.name)
             ):
                 try:
-                    return fn(store, *args, **kwargs)
+                    return _riding_out(call, name, no_repeat)
                 except weaviate.exceptions.WeaviateBaseError as again:
                     exc = again
-            raise StoreError(f"Weaviate {fn.__name__.strip('_')} failed: {exc}") from exc
+            raise StoreError(f"Weaviate {name} failed: {exc}") from exc
 
     return wrapper
 
@@ -500,6 +585,7 @@ class WeaviateStore(MemoryStore):
         return UpsertResult(ids=[o.id for o in objects if o.id not in failed], failed=failed)
 
     @_guarded
+    @_no_repeat
     def _insert(
         self,
         spec: CollectionSpec,
@@ -561,6 +647,7 @@ class WeaviateStore(MemoryStore):
         return UpsertResult(ids=[o.id for o in objects])
 
     @_guarded
+    @_no_repeat
     def _update(
         self,
         spec: CollectionSpec,
