@@ -28,7 +28,7 @@ from weaviate.classes.config import (
     VectorDistances,
 )
 from weaviate.classes.data import DataObject
-from weaviate.classes.init import Auth
+from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
@@ -91,6 +91,11 @@ from agentic_memory.store.weaviate.settings import (
 
 BATCH_SIZE = 100
 """Objects per insert or delete request."""
+WRITE_TIMEOUT_S = 30.0
+"""How long the client waits for a write (the client's default is 90 s, for batches far
+larger than ``BATCH_SIZE``). A batch that reached a node as the cluster's Raft leader died
+waits for that leader with no deadline of the server's (``_TIMED_OUT_RE``): this bounds the
+stall of a turn before the write is sent again."""
 DEEP_PAGE = 5000
 """Page size of the id-ordered reads behind a listing that goes past the result window."""
 
@@ -108,12 +113,13 @@ created, until the node has applied it (``docs/weaviate.md``, "Scale out").
 """
 _NOT_APPLIED_RE = re.compile(
     r"could not read schema with strong consistency|leader not found|node is not the leader"
-    r"|could not wait for update|deadline exceeded for waiting for update|determine shard"
-    r"|could not find index for class|store not open",
+    r"|failed to execute query|could not wait for update|deadline exceeded for waiting for update"
+    r"|determine shard|could not find index for class|store not open",
     re.I,
 )
-"""Errors a node answers before it writes anything (it could not reach the schema's Raft
-leader, or has not applied a new collection yet): any call may be tried again."""
+"""Errors a node answers before it writes anything: it could not ask the schema's Raft leader
+(a query, which a write makes before it writes: the class, the tenant's shard), or has not
+applied a new collection yet. Any call may be tried again."""
 _INTERRUPTED_RE = re.compile(r"RST_STREAM|Stream removed|client connection is closing", re.I)
 """A request cut off inside the cluster: it may have been applied, so only calls that can be
 repeated without effect are tried again."""
@@ -131,9 +137,10 @@ R = TypeVar("R")
 def _no_repeat(fn: Callable[P, R]) -> Callable[P, R]:
     """Mark a call ``_guarded`` may retry only on errors that say nothing was written.
 
-    Creates (``_insert``) must not run twice when a request may have landed, and an
-    ``_update`` applies its change to what it reads, so it is retried as a whole only
-    before writing (its writes go through ``_upsert``, which retries itself).
+    An ``_insert`` is not run again once its creates may have landed (``_create`` settles
+    each create itself, by reading), and an ``_update`` applies its change to what it
+    reads: both are retried as a whole only on errors that say nothing was written (an
+    update's writes go through ``_upsert``, which retries itself).
     """
     fn._no_repeat = True  # type: ignore[attr-defined]
     return fn
@@ -300,6 +307,7 @@ class WeaviateStore(MemoryStore):
                 grpc_secure=settings.grpc_secure,
                 headers=dict(headers) if headers else None,
                 auth_credentials=Auth.api_key(settings.api_key) if settings.api_key else None,
+                additional_config=AdditionalConfig(timeout=Timeout(insert=WRITE_TIMEOUT_S)),
             )
         except weaviate.exceptions.WeaviateBaseError as exc:
             scheme = "https" if settings.http_secure else "http"
@@ -627,10 +635,8 @@ class WeaviateStore(MemoryStore):
                     held.check()
                     # The server's create refuses an id that exists when it checks: a last
                     # line of defence against a writer that does not take the same locks.
-                    collection.data.insert(
-                        properties=to_weaviate_properties(spec, obj.properties, user),
-                        uuid=_canonical_id(obj.id),
-                        vector={VECTOR_NAME: vector},
+                    self._create(
+                        collection, _canonical_id(obj.id), spec, obj.properties, vector, user
                     )
                     created.append(_canonical_id(obj.id))
             except weaviate.exceptions.UnexpectedStatusCodeError as exc:
@@ -677,6 +683,47 @@ class WeaviateStore(MemoryStore):
             # The server stores NaN and infinite vectors as given: refuse them before writing.
             vectors = check_finite([o.vector for o in changed])
             return self._upsert(spec, changed, user, vectors)
+
+    def _create(
+        self,
+        collection: Any,
+        oid: str,
+        spec: CollectionSpec,
+        properties: Mapping[str, Any],
+        vector: list[float],
+        user: str | None,
+    ) -> None:
+        """Create one object of an insert; settle a create that may or may not have landed.
+
+        A create the client gave up on, or that was cut off (a cluster losing its Raft
+        leader, ``_TIMED_OUT_RE``), is looked up by id: under the partition's lock, which
+        the caller holds, nobody else creates that id, so if it is there it is this one.
+        Else it is sent again, and an "already exists" then means the earlier one landed.
+        """
+        deadline: float | None = None
+        delay = 0.25
+        while True:
+            try:
+                collection.data.insert(
+                    properties=to_weaviate_properties(spec, properties, user),
+                    uuid=oid,
+                    vector={VECTOR_NAME: vector},
+                )
+                return
+            except weaviate.exceptions.WeaviateBaseError as exc:
+                message = str(exc)
+                if deadline is not None and "already exists" in message:
+                    return
+                if not (_TIMED_OUT_RE.search(message) or _INTERRUPTED_RE.search(message)):
+                    raise
+                deadline = deadline or time.monotonic() + CLUSTER_RETRY_S
+                if collection.query.fetch_object_by_id(oid) is not None:
+                    return
+                if time.monotonic() + delay > deadline:
+                    raise
+                logger.info("Weaviate create of %s met %s; sent again", oid, message[:200])
+                time.sleep(delay)
+                delay = min(2 * delay, 4.0)
 
     @staticmethod
     def _undo_inserts(collection: Any, ids: list[str]) -> None:

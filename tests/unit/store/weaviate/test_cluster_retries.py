@@ -47,6 +47,8 @@ class FlakyWeaviate(FakeWeaviate):
         """Per batch: raise the exception, or fail every object with the message."""
         self.rest_failures: dict[tuple[str, str], list[httpx.Response]] = {}
         """(method, path) -> responses given before the real ones."""
+        self.landed_then_failed: list[httpx.Response] = []
+        """Creates that are stored, then answered with these responses."""
 
     def batch_objects(self, request: Any, timeout: float, max_retries: float) -> dict[int, str]:
         if self.batch_failures:
@@ -62,7 +64,11 @@ class FlakyWeaviate(FakeWeaviate):
         if queued:
             self.rest.append((request.method, request.url.path, None))
             return queued.pop(0)
-        return super().handle(request)
+        response = super().handle(request)
+        if (request.method, request.url.path) == ("POST", "/v1/objects"):
+            if response.status_code == 200 and self.landed_then_failed:
+                return self.landed_then_failed.pop(0)
+        return response
 
 
 def _error(status: int, message: str) -> httpx.Response:
@@ -138,13 +144,24 @@ def test_a_create_refused_before_it_wrote_is_repeated(
     assert server.creates == 1
 
 
-def test_a_create_cut_off_is_not_repeated(server: FlakyWeaviate, store: wv.WeaviateStore) -> None:
-    """It may have landed: a second create could store it twice under another turn."""
+def test_a_create_cut_off_before_it_landed_is_sent_again(
+    server: FlakyWeaviate, store: wv.WeaviateStore
+) -> None:
     store.upsert(MESSAGES.name, [_turn(0)], user="u")
     server.rest_failures[("POST", "/v1/objects")] = [_error(500, CUT_OFF)]
-    with pytest.raises(StoreError, match="RST_STREAM"):
-        store.insert(MESSAGES.name, [_turn(1)], user="u")
-    assert _count(server, "POST", "/v1/objects") == 1
+    assert store.insert(MESSAGES.name, [_turn(1)], user="u").ok
+    assert _count(server, "POST", "/v1/objects") == 2 and server.creates == 1
+
+
+def test_a_create_that_landed_but_timed_out_is_found_not_sent_again(
+    server: FlakyWeaviate, store: wv.WeaviateStore
+) -> None:
+    """Sent again, it would be refused ("already exists") and read as another writer's."""
+    store.upsert(MESSAGES.name, [_turn(0)], user="u")
+    server.landed_then_failed = [_error(500, CUT_OFF)]
+    assert store.insert(MESSAGES.name, [_turn(1), _turn(2)], user="u").ok
+    assert _count(server, "POST", "/v1/objects") == 2 and server.creates == 2
+    assert store.count(MESSAGES.name, user="u") == 3
 
 
 def test_other_errors_fail_at_once(server: FlakyWeaviate, store: wv.WeaviateStore) -> None:
