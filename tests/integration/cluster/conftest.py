@@ -28,7 +28,10 @@ import pytest
 
 from agentic_memory.store.weaviate import ScaleSettings, WeaviateStore
 from agentic_memory.store.weaviate.launcher import Cluster, Node, unavailable_reason
+from tests.integration.persistence.conftest import postgres_uri
 from tests.live_weaviate import skip_or_fail
+
+__all__ = ["postgres_uri"]  # the persistence tests' PostgreSQL, for the machines test
 
 T = TypeVar("T")
 

@@ -67,12 +67,14 @@ def _model() -> ScriptedChatModel:
     )
 
 
-async def _turn(app: Any, thread: str, text: str, **extra: Any) -> dict[str, Any]:
-    return await app.ainvoke(
+async def _turn(app: Any, thread: str, text: str, user: str = USER, **extra: Any) -> dict[str, Any]:
+    out = await app.ainvoke(
         {"messages": [HumanMessage(text)], **extra},
         {"configurable": {"thread_id": thread}},
-        context=CONTEXT,
+        context={**CONTEXT, "user_id": user},
     )
+    assert isinstance(out, dict)
+    return out
 
 
 def _manual(folder: Path) -> Path:
@@ -93,7 +95,7 @@ async def _recall_with(app: Any, model: ScriptedChatModel, thread: str, episode:
     for line in ("- diet: vegetarian (preference)", "- city: Lisbon (preference)"):
         assert line in prompt, line
     assert [e["id"] for e in out["episodes"]][:1] == [episode]
-    assert REFLECTION["what_to_avoid"] in prompt
+    assert str(REFLECTION["what_to_avoid"]) in prompt
     assert "1.5 cups of water" in prompt and "[rice-cooker.md" in prompt
     assert out["chunks"] and "1.5 cups" in out["chunks"][0]["text"]
     return seconds
@@ -128,11 +130,7 @@ async def test_the_agent_recalls_and_remembers_with_one_node_down(
                 assert subject in {f.subject for f in await facts.acurrent(USER)}, subject
                 # A new user's first turn creates the user's tenants with the node down.
                 newcomer = f"bob-{victim.name}"
-                out = await app.ainvoke(
-                    {"messages": [HumanMessage("I have a pet.")]},
-                    {"configurable": {"thread_id": newcomer}},
-                    context={"user_id": newcomer},
-                )
+                out = await _turn(app, newcomer, "I have a pet.", user=newcomer)
                 assert [f["subject"] for f in out["facts_remembered"]] == ["pet"]
                 if victim is follower:
                     _all_with_a_node_down(cluster, entry, embeddings.dims)
