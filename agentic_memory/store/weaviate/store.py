@@ -85,6 +85,9 @@ from agentic_memory.store.weaviate.settings import (
 
 BATCH_SIZE = 100
 """Objects per insert or delete request."""
+ID_LOOKUP = 1000
+"""Ids per lookup by id: one request may not ask for more than ``QUERY_MAXIMUM_RESULTS``
+objects (10,000 by default), and an ``update`` or ``insert`` may name any number."""
 DEEP_PAGE = 5000
 """Page size of the id-ordered reads behind a listing that goes past the result window."""
 
@@ -462,9 +465,38 @@ class WeaviateStore(MemoryStore):
             except WeaviateInsertManyAllFailedError as exc:
                 failed.update((obj.id, str(exc)) for obj in chunk)
                 continue
+            except weaviate.exceptions.WeaviateBaseError as exc:
+                # A lost connection or a timeout: the chunks before this one are written,
+                # so report them instead of raising, which would hide them. This chunk may or
+                # may not have been stored; the rest was not sent. Upserts are idempotent:
+                # writing the failed ids again is safe. Nothing written yet: raise as before
+                # (a tenant deleted meanwhile is retried by _guarded).
+                if start == 0 or _TENANT_GONE_RE.search(str(exc)):
+                    raise
+                for obj in chunk:
+                    failed[obj.id] = f"the request failed, it may or may not be stored: {exc}"
+                for obj in objects[start + BATCH_SIZE :]:
+                    failed[obj.id] = f"not sent: an earlier request failed: {exc}"
+                break
             for index, error in result.errors.items():
                 failed[chunk[index].id] = error.message
         return UpsertResult(ids=[o.id for o in objects if o.id not in failed], failed=failed)
+
+    def _fetch_by_ids(
+        self, collection: Any, ids: list[str], include_vector: bool = False
+    ) -> list[Any]:
+        """Return the stored objects of canonical ``ids``, looked up ``ID_LOOKUP`` at a time."""
+        size = max(1, min(ID_LOOKUP, self.scale.query_maximum_results))
+        found: list[Any] = []
+        for start in range(0, len(ids), size):
+            chunk = ids[start : start + size]
+            reply = collection.query.fetch_objects(
+                filters=Filter.by_id().contains_any(chunk),
+                limit=len(chunk),
+                include_vector=[VECTOR_NAME] if include_vector else False,
+            )
+            found.extend(reply.objects)
+        return found
 
     @_guarded
     def _insert(
@@ -485,10 +517,7 @@ class WeaviateStore(MemoryStore):
         key = (spec.name, tenant_name(user) if user is not None else "")
         with self._inserts.hold(*key) as held:
             ids = [_canonical_id(o.id) for o in objects]
-            found = collection.query.fetch_objects(
-                filters=Filter.by_id().contains_any(ids), limit=len(ids)
-            )
-            existing = sorted(str(o.uuid) for o in found.objects)
+            existing = sorted(str(o.uuid) for o in self._fetch_by_ids(collection, ids))
             if existing:
                 raise ConflictError(
                     f"{len(existing)} object(s) already exist in {spec.name!r}: "
@@ -542,14 +571,9 @@ class WeaviateStore(MemoryStore):
             return UpsertResult()
         key = (spec.name, tenant_name(user) if user is not None else "")
         with self._inserts.hold(*key):
-            found = collection.query.fetch_objects(
-                filters=Filter.by_id().contains_any(ids),
-                limit=len(ids),
-                include_vector=[VECTOR_NAME],
-            )
             changed = [
                 new
-                for obj in found.objects
+                for obj in self._fetch_by_ids(collection, ids, include_vector=True)
                 if (new := change(self._stored(spec, obj, True))) is not None
             ]
             if not changed:
@@ -561,8 +585,9 @@ class WeaviateStore(MemoryStore):
     @staticmethod
     def _undo_inserts(collection: Any, ids: list[str]) -> None:
         """Delete what a failed insert created, so that it writes all or nothing."""
-        if ids:
-            collection.data.delete_many(where=Filter.by_id().contains_any(ids))
+        for start in range(0, len(ids), BATCH_SIZE):
+            chunk = ids[start : start + BATCH_SIZE]
+            collection.data.delete_many(where=Filter.by_id().contains_any(chunk))
 
     @_guarded
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int:
@@ -870,7 +895,7 @@ def _check_deleted(result: Any) -> None:
 
 
 def _canonical_id(value: str) -> str:
-    """The one spelling of an id the server finds again: lower-case, hyphenated.
+    """Return the one spelling of an id the server finds again: lower-case, hyphenated.
 
     weaviate-client sends a batch object's id as given and the server keeps that text in its
     id index, while lookups by id (filters, ``fetch_object_by_id``) are sent canonical: an id
