@@ -66,8 +66,11 @@ test: system-deps lint weaviate-server
 # first time) into ${XDG_CACHE_HOME:-~/.cache}/agentic-memory/weaviate-server/; later runs
 # find it there. Without Go or the Go module proxy it says so in one line and the live
 # Weaviate tests skip with that line; a build that fails otherwise fails the step.
+# The earlier pin is built too (about 2 more minutes, once): the upgrade test opens a volume it
+# wrote with the pinned server (tests/integration/live/test_live_upgrade.py).
+WEAVIATE_EARLIER_PIN = 1.32.9
 weaviate-server: install
-	@$(BIN)/python -m agentic_memory.store.weaviate.launcher build
+	@$(BIN)/python -m agentic_memory.store.weaviate.launcher build $(WEAVIATE_EARLIER_PIN)
 
 # The live Weaviate suites (docs/weaviate.md, "Tests"): needs Docker. Starts the pinned
 # docker-compose.yml as a throw-away project on free ports, waits for it, runs the storage

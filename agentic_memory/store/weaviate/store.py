@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import re
 import threading
 import uuid
@@ -167,6 +168,7 @@ class WeaviateStore(MemoryStore):
         self._lock = threading.Lock()
         # Tenants known to exist, per collection: saves a round trip on every call.
         self._tenants: dict[str, set[str]] = {}
+        self._volume_issues: dict[str, str] = {}
         locks = Path(lock_dir) if lock_dir is not None else amem_home() / "locks" / "weaviate"
         self._inserts = WriteLocks(
             KeyLocks(locks),
@@ -270,11 +272,13 @@ class WeaviateStore(MemoryStore):
                             distance_metric=VectorDistances.COSINE
                         ),
                     ),
-                    # No inverted-index config: only then does the server turn on BlockMax
-                    # WAND (usecases/schema/class.go setInvertedConfigDefaults), and the
-                    # client cannot ask for it. Its defaults are k1 1.2, b 0.75, "en"
-                    # stopwords; no filter of ours needs null-state, length or timestamp
-                    # indexes (NotEqual is "all minus equal" on the filterable index).
+                    # No inverted-index config: the server's defaults (k1 1.2, b 0.75, "en"
+                    # stopwords) are the BM25 both backends rank with, and no filter of ours
+                    # needs null-state, length or timestamp indexes (NotEqual is "all minus
+                    # equal" on the filterable index). BlockMax WAND does not depend on it:
+                    # since 1.32.22 the server turns it on for every new collection
+                    # (usecases/schema/class.go setInvertedConfigDefaults); before, sending a
+                    # config gave the older scorer, which _check_scorer reports.
                     replication_config=(
                         Configure.replication(factor=self.scale.replication_factor)
                         if self.scale.replication_factor is not None
@@ -353,12 +357,61 @@ class WeaviateStore(MemoryStore):
         if not self._client.collections.exists(name):
             return None
         config = self._client.collections.get(name).config.get()
-        return spec_from_config(
+        loaded = spec_from_config(
             config.name,
             config.description,
             bool(config.multi_tenancy_config.enabled),
             config.properties,
         )
+        if loaded is not None:
+            self._check_scorer(name)
+        return loaded
+
+    def _check_scorer(self, name: str) -> None:
+        """Note (and log once) a collection that ranks with Weaviate's older BM25 scorer.
+
+        Weaviate 1.32.22 and later create every collection with BlockMax WAND, the ranking
+        both backends follow. A volume from an earlier server (this project pinned 1.32.9,
+        and its first versions sent an inverted-index config, which gave the older ``wand``
+        scorer there) keeps such collections: their schema lacks ``usingBlockMaxWAND``, which
+        the parsed config does not show, so it is read from the raw schema.
+        """
+        if name in self._volume_issues:
+            return
+        reply = self._client._connection.get(path=f"/schema/{name}")
+        inverted = (reply.json() or {}).get("invertedIndexConfig") or {}
+        if inverted.get("usingBlockMaxWAND") is not True:
+            self._note_volume_issue(
+                name,
+                "created by a Weaviate server before 1.32.22 with an inverted-index config: "
+                "it ranks with the older BM25 scorer (document length = distinct terms, one "
+                "BM25F score over all properties), unlike the embedded store; export, drop "
+                "and import it to move it to BlockMax WAND (docs/weaviate-migration.md)",
+            )
+
+    def _note_volume_issue(self, name: str, issue: str) -> None:
+        with self._lock:
+            known = name in self._volume_issues
+            self._volume_issues[name] = issue
+        if not known:
+            logger.warning("Weaviate collection %r was %s", name, issue)
+
+    def volume_issues(self) -> dict[str, str]:
+        """Return what this store found wrong with the server's collections, per collection.
+
+        Filled as collections are opened and searched (``check_volume`` opens them all): a
+        collection kept from an older server that ranks with the older BM25 scorer, or whose
+        keyword scores came back NaN (a BM25 average from Weaviate 1.32.9-1.32.25, D1).
+        """
+        with self._lock:
+            return dict(self._volume_issues)
+
+    @_guarded
+    def check_volume(self) -> dict[str, str]:
+        """Open every collection of this project on the server; return ``volume_issues()``."""
+        for name in self._collections():
+            self._load_spec_and_dims(name)
+        return self.volume_issues()
 
     @_guarded
     def _load_spec(self, name: str) -> CollectionSpec | None:
@@ -794,6 +847,17 @@ class WeaviateStore(MemoryStore):
                 filters=filters,
                 return_metadata=MetadataQuery(score=True, explain_score=True),
             )
+            if any(_nan_score(obj.metadata) for obj in result.objects):
+                # D1: Weaviate 1.32.9-1.32.25 could write a NaN average length, which every
+                # later average carries: every BM25 score of the property is NaN and the
+                # fused order meaningless. Rank by the vector side alone and say why.
+                self._note_volume_issue(
+                    spec.name,
+                    "searched and its keyword scores are NaN (a BM25 average written by "
+                    "Weaviate 1.32.9-1.32.25): searches rank by the vector alone until it is "
+                    "exported, dropped and imported (docs/weaviate-migration.md)",
+                )
+                return self._vector_side_only(spec, collection, vector, alpha, limit, filters)
             hits = []
             for obj in result.objects:
                 keyword, vec = parse_explain_score(obj.metadata.explain_score)
@@ -884,6 +948,12 @@ class WeaviateStore(MemoryStore):
 
 
 _ACTIVE = frozenset({"ACTIVE", "HOT"})
+
+
+def _nan_score(metadata: Any) -> bool:
+    score = metadata.score
+    explain = metadata.explain_score or ""
+    return (score is not None and math.isnan(score)) or "original score NaN" in explain
 
 
 def _check_deleted(result: Any) -> None:

@@ -469,3 +469,34 @@ def test_a_connection_lost_partway_through_an_upsert_reports_what_was_written() 
         calls.extend([0, 0])
         with pytest.raises(StoreError, match="failed to connect"):
             store.upsert(MESSAGES.name, objects[:10], user=ALICE)
+
+
+def test_a_collection_of_an_older_server_is_reported_and_nan_scores_fall_back_to_vectors(
+    wire: tuple[Wire, Any], store: wv.WeaviateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    w, client = wire
+    assert store.check_volume() == {}
+    # A volume from 1.32.9: the class was created with an inverted-index config, which gave
+    # the older scorer there; its schema has no usingBlockMaxWAND.
+    del w.schemas["MessageLog"]["invertedIndexConfig"]["usingBlockMaxWAND"]
+    reopened = wv.WeaviateStore(client, dims=len(VEC))
+    with caplog.at_level("WARNING"):
+        issues = reopened.check_volume()
+    assert list(issues) == ["MessageLog"] and "older BM25 scorer" in issues["MessageLog"]
+    assert "weaviate-migration.md" in caplog.text
+    # D1: NaN keyword scores. The store ranks by the vector side alone and says why.
+    w.tenants["MessageLog"] = {TENANT}
+    a = make_id("a")
+    explain = (
+        f"Hybrid (Result Set keyword,bm25) Document {a}: original score NaN, normalized score: NaN"
+    )
+    w.search_replies = [
+        _reply(_result(a, {"content": "x", "turn": 0}, score=float("nan"), explain=explain)),
+        _reply(_result(a, {"content": "x", "turn": 0})),
+    ]
+    w.search_replies[1].results[0].metadata.distance = 0.25
+    w.search_replies[1].results[0].metadata.distance_present = True
+    hits = reopened.hybrid(MESSAGES.name, query="x", vector=VEC, alpha=0.5, user=ALICE)
+    assert [(h.id, h.score, h.keyword_score) for h in hits] == [(a, 0.5, None)]
+    assert w.requests("search")[-1].HasField("near_vector")
+    assert "NaN" in reopened.volume_issues()["MessageLog"]
