@@ -72,9 +72,9 @@ WEAVIATE_EARLIER_PIN = 1.32.9
 weaviate-server: install
 	@$(BIN)/python -m agentic_memory.store.weaviate.launcher build $(WEAVIATE_EARLIER_PIN)
 
-# The live Weaviate suites (docs/weaviate.md, "Tests"): needs Docker. Starts the pinned
-# docker-compose.yml as a throw-away project on free ports, waits for it, runs the storage
-# conformance and churn suites against it and removes it (tests/integration/live/run_weaviate.py).
-# Without Docker, `make test` still runs everything else and skips the live cases.
-test-weaviate: install
-	$(BIN)/python -m tests.integration.live.run_weaviate $(ARGS)
+# Only the live Weaviate suites (docs/weaviate.md, "Tests"): every test marked `weaviate`,
+# against a server the test session starts from the binary weaviate-server built (or the one
+# WEAVIATE_URL names), failing instead of skipping when there is none. ARGS go to pytest,
+# e.g. ARGS="tests/integration/live/test_live_churn.py -x".
+test-weaviate: install weaviate-server
+	AMEM_REQUIRE_WEAVIATE=1 $(BIN)/pytest -m weaviate $(ARGS)
