@@ -23,7 +23,7 @@ package ``cmd/weaviate-server``).
 
 Command line (``make weaviate-server``, ``make run STORE=weaviate``, ``make test-weaviate``)::
 
-    python -m agentic_memory.store.weaviate.launcher build
+    python -m agentic_memory.store.weaviate.launcher build [OTHER_VERSION...]
     python -m agentic_memory.store.weaviate.launcher serve [--data DIR] [--port P]
     python -m agentic_memory.store.weaviate.launcher run [--data DIR] -- COMMAND...
 
@@ -683,7 +683,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Build and run the pinned Weaviate server without Docker.",
     )
     sub = parser.add_subparsers(dest="action", required=True)
-    sub.add_parser("build", help="build the server once (needs Go and the Go module proxy)")
+    builder = sub.add_parser("build", help="build the server once (needs Go and the module proxy)")
+    builder.add_argument(
+        "also",
+        nargs="*",
+        metavar="VERSION",
+        help=f"other versions to build after {WEAVIATE_VERSION}",
+    )
     sub.add_parser("path", help="print where the binary is (exit 1 if it is not built)")
     for name in ("serve", "run"):
         one = sub.add_parser(
@@ -700,13 +706,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(args)
 
     if options.action == "build":
-        try:
-            sys.stdout.write(f"{build()}\n")
-        except BuildUnavailable as exc:
-            _say(str(exc))  # one line; the live tests skip with it
-        except RuntimeError as exc:
-            _say(str(exc))
-            return 1
+        for version in dict.fromkeys([WEAVIATE_VERSION, *options.also]):
+            try:
+                sys.stdout.write(f"{build(version)}\n")
+            except BuildUnavailable as exc:
+                _say(str(exc))  # one line; the live tests skip with it
+                return 0
+            except RuntimeError as exc:
+                _say(str(exc))
+                return 1
         return 0
     if options.action == "path":
         if server_path().is_file():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import re
 import threading
 import time
@@ -96,6 +97,9 @@ WRITE_TIMEOUT_S = 30.0
 larger than ``BATCH_SIZE``). A batch that reached a node as the cluster's Raft leader died
 waits for that leader with no deadline of the server's (``_TIMED_OUT_RE``): this bounds the
 stall of a turn before the write is sent again."""
+ID_LOOKUP = 1000
+"""Ids per lookup by id: one request may not ask for more than ``QUERY_MAXIMUM_RESULTS``
+objects (10,000 by default), and an ``update`` or ``insert`` may name any number."""
 DEEP_PAGE = 5000
 """Page size of the id-ordered reads behind a listing that goes past the result window."""
 
@@ -261,6 +265,7 @@ class WeaviateStore(MemoryStore):
         self._lock = threading.Lock()
         # Tenants known to exist, per collection: saves a round trip on every call.
         self._tenants: dict[str, set[str]] = {}
+        self._volume_issues: dict[str, str] = {}
         locks = Path(lock_dir) if lock_dir is not None else amem_home() / "locks" / "weaviate"
         self._inserts = WriteLocks(
             KeyLocks(locks),
@@ -365,11 +370,13 @@ class WeaviateStore(MemoryStore):
                             distance_metric=VectorDistances.COSINE
                         ),
                     ),
-                    # No inverted-index config: only then does the server turn on BlockMax
-                    # WAND (usecases/schema/class.go setInvertedConfigDefaults), and the
-                    # client cannot ask for it. Its defaults are k1 1.2, b 0.75, "en"
-                    # stopwords; no filter of ours needs null-state, length or timestamp
-                    # indexes (NotEqual is "all minus equal" on the filterable index).
+                    # No inverted-index config: the server's defaults (k1 1.2, b 0.75, "en"
+                    # stopwords) are the BM25 both backends rank with, and no filter of ours
+                    # needs null-state, length or timestamp indexes (NotEqual is "all minus
+                    # equal" on the filterable index). BlockMax WAND does not depend on it:
+                    # since 1.32.22 the server turns it on for every new collection
+                    # (usecases/schema/class.go setInvertedConfigDefaults); before, sending a
+                    # config gave the older scorer, which _check_scorer reports.
                     # Async replication: a replica that was down catches up by itself
                     # (see _repair_replicas); deletions resolved by time, so that what was
                     # forgotten meanwhile does not come back from it.
@@ -476,12 +483,61 @@ class WeaviateStore(MemoryStore):
         if not self._client.collections.exists(name):
             return None
         config = self._client.collections.get(name).config.get()
-        return spec_from_config(
+        loaded = spec_from_config(
             config.name,
             config.description,
             bool(config.multi_tenancy_config.enabled),
             config.properties,
         )
+        if loaded is not None:
+            self._check_scorer(name)
+        return loaded
+
+    def _check_scorer(self, name: str) -> None:
+        """Note (and log once) a collection that ranks with Weaviate's older BM25 scorer.
+
+        Weaviate 1.32.22 and later create every collection with BlockMax WAND, the ranking
+        both backends follow. A volume from an earlier server (this project pinned 1.32.9,
+        and its first versions sent an inverted-index config, which gave the older ``wand``
+        scorer there) keeps such collections: their schema lacks ``usingBlockMaxWAND``, which
+        the parsed config does not show, so it is read from the raw schema.
+        """
+        if name in self._volume_issues:
+            return
+        reply = self._client._connection.get(path=f"/schema/{name}")
+        inverted = (reply.json() or {}).get("invertedIndexConfig") or {}
+        if inverted.get("usingBlockMaxWAND") is not True:
+            self._note_volume_issue(
+                name,
+                "created by a Weaviate server before 1.32.22 with an inverted-index config: "
+                "it ranks with the older BM25 scorer (document length = distinct terms, one "
+                "BM25F score over all properties), unlike the embedded store; export, drop "
+                "and import it to move it to BlockMax WAND (docs/weaviate-migration.md)",
+            )
+
+    def _note_volume_issue(self, name: str, issue: str) -> None:
+        with self._lock:
+            known = name in self._volume_issues
+            self._volume_issues[name] = issue
+        if not known:
+            logger.warning("Weaviate collection %r was %s", name, issue)
+
+    def volume_issues(self) -> dict[str, str]:
+        """Return what this store found wrong with the server's collections, per collection.
+
+        Filled as collections are opened and searched (``check_volume`` opens them all): a
+        collection kept from an older server that ranks with the older BM25 scorer, or whose
+        keyword scores came back NaN (a BM25 average from Weaviate 1.32.9-1.32.25, D1).
+        """
+        with self._lock:
+            return dict(self._volume_issues)
+
+    @_guarded
+    def check_volume(self) -> dict[str, str]:
+        """Open every collection of this project on the server; return ``volume_issues()``."""
+        for name in self._collections():
+            self._load_spec_and_dims(name)
+        return self.volume_issues()
 
     @_guarded
     def _load_spec(self, name: str) -> CollectionSpec | None:
@@ -588,9 +644,38 @@ class WeaviateStore(MemoryStore):
             except WeaviateInsertManyAllFailedError as exc:
                 failed.update((obj.id, str(exc)) for obj in chunk)
                 continue
+            except weaviate.exceptions.WeaviateBaseError as exc:
+                # A lost connection or a timeout: the chunks before this one are written,
+                # so report them instead of raising, which would hide them. This chunk may or
+                # may not have been stored; the rest was not sent. Upserts are idempotent:
+                # writing the failed ids again is safe. Nothing written yet: raise as before
+                # (a tenant deleted meanwhile is retried by _guarded).
+                if start == 0 or _TENANT_GONE_RE.search(str(exc)):
+                    raise
+                for obj in chunk:
+                    failed[obj.id] = f"the request failed, it may or may not be stored: {exc}"
+                for obj in objects[start + BATCH_SIZE :]:
+                    failed[obj.id] = f"not sent: an earlier request failed: {exc}"
+                break
             for index, error in result.errors.items():
                 failed[chunk[index].id] = error.message
         return UpsertResult(ids=[o.id for o in objects if o.id not in failed], failed=failed)
+
+    def _fetch_by_ids(
+        self, collection: Any, ids: list[str], include_vector: bool = False
+    ) -> list[Any]:
+        """Return the stored objects of canonical ``ids``, looked up ``ID_LOOKUP`` at a time."""
+        size = max(1, min(ID_LOOKUP, self.scale.query_maximum_results))
+        found: list[Any] = []
+        for start in range(0, len(ids), size):
+            chunk = ids[start : start + size]
+            reply = collection.query.fetch_objects(
+                filters=Filter.by_id().contains_any(chunk),
+                limit=len(chunk),
+                include_vector=[VECTOR_NAME] if include_vector else False,
+            )
+            found.extend(reply.objects)
+        return found
 
     @_guarded
     @_no_repeat
@@ -612,10 +697,7 @@ class WeaviateStore(MemoryStore):
         key = (spec.name, tenant_name(user) if user is not None else "")
         with self._inserts.hold(*key) as held:
             ids = [_canonical_id(o.id) for o in objects]
-            found = collection.query.fetch_objects(
-                filters=Filter.by_id().contains_any(ids), limit=len(ids)
-            )
-            existing = sorted(str(o.uuid) for o in found.objects)
+            existing = sorted(str(o.uuid) for o in self._fetch_by_ids(collection, ids))
             if existing:
                 raise ConflictError(
                     f"{len(existing)} object(s) already exist in {spec.name!r}: "
@@ -668,14 +750,9 @@ class WeaviateStore(MemoryStore):
             return UpsertResult()
         key = (spec.name, tenant_name(user) if user is not None else "")
         with self._inserts.hold(*key):
-            found = collection.query.fetch_objects(
-                filters=Filter.by_id().contains_any(ids),
-                limit=len(ids),
-                include_vector=[VECTOR_NAME],
-            )
             changed = [
                 new
-                for obj in found.objects
+                for obj in self._fetch_by_ids(collection, ids, include_vector=True)
                 if (new := change(self._stored(spec, obj, True))) is not None
             ]
             if not changed:
@@ -728,8 +805,9 @@ class WeaviateStore(MemoryStore):
     @staticmethod
     def _undo_inserts(collection: Any, ids: list[str]) -> None:
         """Delete what a failed insert created, so that it writes all or nothing."""
-        if ids:
-            collection.data.delete_many(where=Filter.by_id().contains_any(ids))
+        for start in range(0, len(ids), BATCH_SIZE):
+            chunk = ids[start : start + BATCH_SIZE]
+            collection.data.delete_many(where=Filter.by_id().contains_any(chunk))
 
     @_guarded
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int:
@@ -936,6 +1014,17 @@ class WeaviateStore(MemoryStore):
                 filters=filters,
                 return_metadata=MetadataQuery(score=True, explain_score=True),
             )
+            if any(_nan_score(obj.metadata) for obj in result.objects):
+                # D1: Weaviate 1.32.9-1.32.25 could write a NaN average length, which every
+                # later average carries: every BM25 score of the property is NaN and the
+                # fused order meaningless. Rank by the vector side alone and say why.
+                self._note_volume_issue(
+                    spec.name,
+                    "searched and its keyword scores are NaN (a BM25 average written by "
+                    "Weaviate 1.32.9-1.32.25): searches rank by the vector alone until it is "
+                    "exported, dropped and imported (docs/weaviate-migration.md)",
+                )
+                return self._vector_side_only(spec, collection, vector, alpha, limit, filters)
             hits = []
             for obj in result.objects:
                 keyword, vec = parse_explain_score(obj.metadata.explain_score)
@@ -1026,6 +1115,12 @@ class WeaviateStore(MemoryStore):
 
 
 _ACTIVE = frozenset({"ACTIVE", "HOT"})
+
+
+def _nan_score(metadata: Any) -> bool:
+    score = metadata.score
+    explain = metadata.explain_score or ""
+    return (score is not None and math.isnan(score)) or "original score NaN" in explain
 
 
 def _check_deleted(result: Any) -> None:

@@ -904,6 +904,7 @@ def hybrid(
     where: list[tuple[str, str, Any, str]] | None = None,
     report: list[str] | None = None,
     allowed: set[str] | None = None,
+    vector_ids: list[str] | None = None,
 ) -> list[Result]:
     """``usecases/traverser/explorer_hybrid.go`` ``Hybrid`` with relativeScoreFusion.
 
@@ -912,6 +913,8 @@ def hybrid(
     comes first, the keyword set last; the fused list is sorted, cut to ``limit`` (offset 0,
     no autocut). ``report`` collects why the server's WAND might deviate (D6). ``allowed``,
     when given, is the set of objects a filter lets through, evaluated by the caller.
+    ``vector_ids``, when given, are the vector candidates a server chose: among equal
+    distances at the cut its HNSW search keeps any of them, the model the lowest docIDs.
     """
     filtered = bool(where) or allowed is not None
     allowed = {d.uuid for d in shard.docs.values() if matches(d, where or [])} & (
@@ -925,10 +928,10 @@ def hybrid(
     candidates = max(QUERY_HYBRID_MAXIMUM_RESULTS, limit)
     if alpha64 > 0:
         # denseSearch: SecondarySortValue = 1 - distance (float32).
-        found = [
-            (u, np.float32(np.float32(1) - d))
-            for u, d in near_vector(shard, vector, candidates, allowed)
-        ]
+        nearest = near_vector(shard, vector, candidates, allowed)
+        if vector_ids is not None:
+            nearest = [(u, cosine_distance(vector, shard.docs[u].vector)) for u in vector_ids]
+        found = [(u, np.float32(np.float32(1) - d)) for u, d in nearest]
         vector_hits = dict(found)
         sets.append(found)
         weights.append(alpha64)

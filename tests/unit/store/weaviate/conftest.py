@@ -51,6 +51,8 @@ def server_schema(name: str, **create_kwargs: Any) -> dict[str, Any]:
         if prop.get("indexSearchable") is None:
             prop["indexSearchable"] = text
     inverted = body.setdefault("invertedIndexConfig", {})
+    # usecases/schema/class.go setInvertedConfigDefaults (1.32.22 and later): every class.
+    inverted["usingBlockMaxWAND"] = True
     inverted.setdefault("bm25", {"b": 0.75, "k1": 1.2})
     inverted.setdefault("cleanupIntervalSeconds", 60)
     inverted["stopwords"] = {"preset": "en", "additions": None, "removals": None}
@@ -168,6 +170,12 @@ class FakeClient:
         self.near_objects: list[Any] = []
         self.tenant_objects: dict[tuple[str, str | None], list[Any]] = {}
         self.closed = False
+        # The raw schema route the store reads the scorer from (GET /v1/schema/{name}).
+        self._connection = SimpleNamespace(
+            get=lambda path: SimpleNamespace(
+                json=lambda: self.schemas.get(path.rsplit("/", 1)[-1], {})
+            )
+        )
         self.collections = SimpleNamespace(
             exists=lambda name: name in self.schemas,
             create=self._create,
@@ -338,8 +346,10 @@ def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
             prop["indexFilterable"] = True
         if prop.get("indexSearchable") is None:
             prop["indexSearchable"] = prop["dataType"][0] in ("text", "text[]")
-    # usecases/schema/class.go setInvertedConfigDefaults: BlockMax WAND only when none was sent.
-    inverted = schema.setdefault("invertedIndexConfig", {"usingBlockMaxWAND": True})
+    # usecases/schema/class.go setInvertedConfigDefaults: BlockMax WAND for every new class
+    # since 1.32.22, whether an inverted-index config was sent or not.
+    inverted = schema.setdefault("invertedIndexConfig", {})
+    inverted["usingBlockMaxWAND"] = True
     inverted.setdefault("bm25", {"b": 0.75, "k1": 1.2})
     inverted.setdefault("cleanupIntervalSeconds", 60)
     inverted["stopwords"] = {"preset": "en", "additions": None, "removals": None}

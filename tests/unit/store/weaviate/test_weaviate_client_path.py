@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from weaviate.exceptions import WeaviateQueryError
+from weaviate.exceptions import WeaviateBatchError, WeaviateQueryError
 from weaviate.proto.v1 import (
     base_pb2,
     base_search_pb2,
@@ -28,6 +28,7 @@ from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.store import (
     CollectionSpec,
     MemoryObject,
+    PartialWriteError,
     Property,
     SchemaConflictError,
     StoreError,
@@ -432,3 +433,76 @@ def test_ids_reach_the_server_in_their_canonical_spelling() -> None:
         assert [o.uuid for r in w.requests("batch_objects") for o in r.objects][-1] == canonical
         assert store.delete(MESSAGES.name, [bare], user=ALICE) == 1
         assert store.count(MESSAGES.name, user=ALICE) == 0
+
+
+def test_a_connection_lost_partway_through_an_upsert_reports_what_was_written() -> None:
+    w = FakeServer()
+    sent = w.batch_objects
+    calls: list[int] = []
+
+    def drops_the_third(request: Any, timeout: float, max_retries: float) -> dict[int, str]:
+        calls.append(len(request.objects))
+        if len(calls) == 3:
+            # What the client raises once its retries of an unavailable channel are spent.
+            raise WeaviateBatchError("failed to connect to all addresses; last error: ...")
+        return sent(request, timeout, max_retries)
+
+    objects = [
+        MemoryObject(
+            make_id("m", str(i)),
+            {"content": f"turn {i}", "role": "human", "thread_id": "t", "turn": i},
+            VEC,
+        )
+        for i in range(450)
+    ]
+    with client_over(w) as client:
+        store = wv.WeaviateStore(client, dims=len(VEC))
+        store.ensure_collection(MESSAGES)
+        client._connection.grpc_batch_objects = drops_the_third
+        result = store.upsert(MESSAGES.name, objects, user=ALICE)
+        # Two chunks of 100 were acknowledged; the third may or may not be stored; the rest
+        # was never sent. Every id is in exactly one of the two lists.
+        assert calls == [100, 100, 100]
+        assert result.ids == [o.id for o in objects[:200]]
+        assert list(result.failed) == [o.id for o in objects[200:]]
+        assert "may or may not be stored" in result.failed[objects[200].id]
+        assert "not sent" in result.failed[objects[300].id]
+        assert store.count(MESSAGES.name, user=ALICE) == 200
+        with pytest.raises(PartialWriteError):
+            result.raise_for_failures()
+        # Lost before anything was written: an error, as any failed call.
+        calls.clear()
+        calls.extend([0, 0])
+        with pytest.raises(StoreError, match="failed to connect"):
+            store.upsert(MESSAGES.name, objects[:10], user=ALICE)
+
+
+def test_a_collection_of_an_older_server_is_reported_and_nan_scores_fall_back_to_vectors(
+    wire: tuple[Wire, Any], store: wv.WeaviateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    w, client = wire
+    assert store.check_volume() == {}
+    # A volume from 1.32.9: the class was created with an inverted-index config, which gave
+    # the older scorer there; its schema has no usingBlockMaxWAND.
+    del w.schemas["MessageLog"]["invertedIndexConfig"]["usingBlockMaxWAND"]
+    reopened = wv.WeaviateStore(client, dims=len(VEC))
+    with caplog.at_level("WARNING"):
+        issues = reopened.check_volume()
+    assert list(issues) == ["MessageLog"] and "older BM25 scorer" in issues["MessageLog"]
+    assert "weaviate-migration.md" in caplog.text
+    # D1: NaN keyword scores. The store ranks by the vector side alone and says why.
+    w.tenants["MessageLog"] = {TENANT}
+    a = make_id("a")
+    explain = (
+        f"Hybrid (Result Set keyword,bm25) Document {a}: original score NaN, normalized score: NaN"
+    )
+    w.search_replies = [
+        _reply(_result(a, {"content": "x", "turn": 0}, score=float("nan"), explain=explain)),
+        _reply(_result(a, {"content": "x", "turn": 0})),
+    ]
+    w.search_replies[1].results[0].metadata.distance = 0.25
+    w.search_replies[1].results[0].metadata.distance_present = True
+    hits = reopened.hybrid(MESSAGES.name, query="x", vector=VEC, alpha=0.5, user=ALICE)
+    assert [(h.id, h.score, h.keyword_score) for h in hits] == [(a, 0.5, None)]
+    assert w.requests("search")[-1].HasField("near_vector")
+    assert "NaN" in reopened.volume_issues()["MessageLog"]
