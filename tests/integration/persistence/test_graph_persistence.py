@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agentic_memory.graph.context import Context
 from agentic_memory.graph.graph import compile_graph
-from agentic_memory.graph.nodes import ThreadOwnershipError
+from agentic_memory.graph.nodes import AnswerFailedError, ThreadOwnershipError
 from agentic_memory.graph.persistence import (
     adelete_thread,
     postgres_checkpointer,
@@ -253,8 +253,9 @@ async def test_refused_and_failed_runs_leave_the_stored_thread_as_it_was(
             raise ConnectionError("the model server is down")
 
         model.text_replies = [down]
-        with pytest.raises(ConnectionError):
+        with pytest.raises(AnswerFailedError, match="the model server is down") as failed:
             await _say(app, "guarded", "Plan my week.")
+        assert isinstance(failed.value.__cause__, ConnectionError)
     # Read back over a new connection, as another process would.
     async with open_saver() as reopened:
         app = compile_graph(
