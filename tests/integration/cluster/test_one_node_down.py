@@ -86,10 +86,15 @@ def _manual(folder: Path) -> Path:
     return path
 
 
-async def _recall_with(app: Any, model: ScriptedChatModel, thread: str, episode: str) -> float:
+async def _recall_with(
+    app: Any, model: ScriptedChatModel, thread: str, episode: str, said: str
+) -> float:
     """A turn on a new thread; check what reached the model; return its seconds."""
     started = time.monotonic()
-    out = await _turn(app, thread, "What should I cook tonight, and how much water for rice?")
+    # What the turn says about the user supports the fact the model extracts from it.
+    out = await _turn(
+        app, thread, f"{said} What should I cook tonight, and how much water for rice?"
+    )
     seconds = time.monotonic() - started
     prompt = model.calls_for(None)[-1].text
     for line in ("- diet: vegetarian (preference)", "- city: Lisbon (preference)"):
@@ -118,19 +123,20 @@ async def test_the_agent_recalls_and_remembers_with_one_node_down(
         episode = ended["reflection"]["id"]
         assert ingest_paths([_manual(tmp_path)], kb="manual", store=store, embeddings=embeddings).ok
 
-        learned = iter(["drink", "sport"])
+        learned = iter([("drink", "I drink green tea."), ("sport", "I go sailing.")])
+        pets = iter(["cat", "dog"])
         for victim in (follower, leader):
             role = "leader" if victim is leader else "follower"
             victim.kill()
             try:
-                seconds = await _recall_with(app, model, f"t-{victim.name}", episode)
+                subject, said = next(learned)
+                seconds = await _recall_with(app, model, f"t-{victim.name}", episode, said)
                 print(f"\n{role} {victim.name} down: the recalling turn took {seconds:.1f}s")
                 # What the turn learned is stored (QUORUM: two replicas of three).
-                subject = next(learned)
                 assert subject in {f.subject for f in await facts.acurrent(USER)}, subject
                 # A new user's first turn creates the user's tenants with the node down.
                 newcomer = f"bob-{victim.name}"
-                out = await _turn(app, newcomer, "I have a pet.", user=newcomer)
+                out = await _turn(app, newcomer, f"I have a {next(pets)}.", user=newcomer)
                 assert [f["subject"] for f in out["facts_remembered"]] == ["pet"]
                 if victim is follower:
                     _all_with_a_node_down(cluster, entry, embeddings.dims)

@@ -74,6 +74,8 @@ def _env(fake: FakeOpenAIServer, home: Path, live: LiveWeaviate) -> dict[str, st
         "AMEM_STORE": "weaviate",
         "AMEM_BASE_URL": fake.base_url,
         "AMEM_MODEL_NAME": "fake-model",
+        # The scripted endpoint plays a capable model (the full prompt, its facts kept).
+        "AMEM_MODEL_CLASS": "capable",
         "LANGSMITH_TRACING": "false",
         "PYTHONUNBUFFERED": "1",
     }
