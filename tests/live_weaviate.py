@@ -85,9 +85,16 @@ def live_weaviate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveWeav
     if reason is not None:
         skip_or_fail(reason)
     folder = tmp_path_factory.mktemp("weaviate")
-    node = Node(folder / "node1", extra_env=SESSION_SERVER_ENV)
+    for attempt in range(3):
+        node = Node(folder / f"node{attempt + 1}", extra_env=SESSION_SERVER_ENV)
+        try:
+            node.start()
+            break
+        except RuntimeError as exc:
+            # A free port can be taken by another program before the server binds it.
+            if "address already in use" not in str(exc) or attempt == 2:
+                raise
     try:
-        node.start()
         yield LiveWeaviate(node.url, "127.0.0.1", node.ports.grpc, node)
     finally:
         node.stop()
