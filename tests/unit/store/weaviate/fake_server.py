@@ -39,6 +39,9 @@ _OP = base_pb2.Filters.Operator
 class Stored:
     properties: dict[str, Any]
     vector: list[float]
+    id_text: str
+    """The id as the batch sent it: the server's id index keeps that text (found live), and
+    the client sends every lookup by id canonical, so another spelling is never found."""
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     """Unix milliseconds, as the server keeps them (kept when the object is replaced)."""
     updated_ms: int = field(default_factory=lambda: int(time.time() * 1000))
@@ -101,7 +104,7 @@ class FakeServer(Wire):
                 )
             )
             oid = str(uuidlib.UUID(obj.uuid))
-            stored = Stored(props, vector)
+            stored = Stored(props, vector, obj.uuid)
             if oid in bucket:
                 stored.created_ms = bucket[oid].created_ms
             bucket[oid] = stored
@@ -206,7 +209,7 @@ def _predicate(filters: Any, types: dict[str, str]) -> Any:
     want = [_norm(w, dtype) for w in raw] if isinstance(raw, list) else _norm(raw, dtype)
 
     def test(oid: str, obj: Stored) -> bool:
-        have = oid if prop == "_id" else obj.properties.get(prop)
+        have = obj.id_text if prop == "_id" else obj.properties.get(prop)
         if op == _OP.OPERATOR_CONTAINS_ANY:
             if have is None:
                 return False
