@@ -431,11 +431,12 @@ async def test_the_notice_is_never_model_input_nor_memory(agentic: Any) -> None:
     assert all("repeated its prompt" not in m.content for m in logged)
     assert [m.role for m in logged] == ["human", "human", "ai"]
     await end(app, "t")
-    reflected = " ".join(str(m.content) for m in model.calls_for("Reflection")[0].messages)
-    assert "Lisbon" in reflected
-    assert "repeated its prompt" not in reflected
+    # A bundled model writes no reflection: the episode is what the user said.
+    assert model.calls_for("Reflection") == []
     episodes = await agentic.memory.episodes.alist("alice")
-    assert episodes and all("repeated its prompt" not in str(e) for e in episodes)
+    assert len(episodes) == 1
+    assert "Lisbon" in episodes[0].conversation_summary
+    assert all("repeated its prompt" not in str(e) for e in episodes)
 
 
 async def test_an_offline_answer_that_recites_the_conversation_is_replaced(
@@ -476,3 +477,53 @@ async def test_an_offline_answer_that_recites_the_conversation_is_replaced(
         else:
             assert out["messages"][-1].content == ECHOED_ANSWER_NOTICE
             assert "recited the conversation" in out["token_report"]["answer_replaced"]
+
+
+@pytest.mark.parametrize("kind", ["bundled", "small"])
+async def test_a_small_model_writes_no_lesson_and_no_rule(agentic: Any, kind: str) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentic_memory.graph.graph import compile_graph
+
+    # What SmolLM2 wrote in a whole session: an invented lesson and a nonsense rule.
+    invented = {**REFLECTION, "what_to_avoid": "Ines is a Japanese-style sushi chef."}
+    nonsense = {
+        "rules": [
+            {
+                "instruction": "When you ask a question, please provide the answer in one sentence.",
+                "rationale": "This is how I do things when someone asks me to help them.",
+            }
+        ]
+    }
+    model = ScriptedChatModel(
+        metadata={"amem_class": kind},
+        text_replies=["Noted."] * 3,
+        structured_defaults={
+            "ExtractedFacts": {"facts": []},
+            "Reflection": invented,
+            "RuleSet": nonsense,
+        },
+    )
+    app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
+    await turn(app, "t", "My sister's name is Ines and her birthday is 12 March.")
+    await turn(app, "t", "My bank PIN is 4821.")
+    done = await end(app, "t")
+    assert model.calls_for("Reflection") == [] and model.calls_for("RuleSet") == []
+    assert done["reflection"]["fallback"] == f"a {kind} model writes no lessons"
+    assert done["rules_version_created"] is None
+    assert (await agentic.memory.rules.alatest("alice")).version == 1
+    (episode,) = await agentic.memory.episodes.alist("alice")
+    assert "Ines" in episode.conversation_summary
+    assert "sushi" not in str(episode) and episode.what_to_avoid.startswith("No lesson")
+    # The secret stays in its conversation, never in an episode recalled later.
+    assert "4821" not in episode.conversation_summary
+    assert "a secret, not kept here" in episode.conversation_summary
+
+
+async def test_a_capable_model_still_writes_the_lesson(app, model, resources) -> None:
+    res, _ = resources
+    await turn(app, "t", "I like sailing.")
+    done = await end(app, "t")
+    assert "fallback" not in done["reflection"]
+    assert done["reflection"]["what_worked"] == REFLECTION["what_worked"]
+    assert done["rules_version_created"] == 2
