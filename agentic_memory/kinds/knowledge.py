@@ -77,7 +77,7 @@ from agentic_memory.store import (
     check_text,
     make_id,
 )
-from agentic_memory.twins import in_thread_function
+from agentic_memory.store.threads import in_thread_function
 
 MANIFEST_PREFIX = "KnowledgeSources_"
 CHUNKS_PREFIX = "Knowledge_"

@@ -87,11 +87,8 @@ KNOWN_CIRCLES = frozenset(
                 "kinds.contract",
                 "kinds.items",
                 "kinds.registry",
-                "langgraph_store.kinds",
-                "langgraph_store.namespaces",
             }
         ),
-        frozenset({"langgraph_store.common", "langgraph_store.filters"}),
         frozenset({"models.chat", "models.local_server"}),
     }
 )
