@@ -89,7 +89,6 @@ KNOWN_CIRCLES = frozenset(
                 "kinds.registry",
             }
         ),
-        frozenset({"models.chat", "models.local_server"}),
     }
 )
 
@@ -107,9 +106,6 @@ KNOWN_INNER = frozenset(
         ("graph.graph", "compile_graph", "langgraph_store"),
         ("kinds.builtin", "spaces", "langgraph_store.kinds"),
         ("kinds.contract", "current_kinds", "kinds.registry"),
-        ("kinds.knowledge", "default_relevance_floor", "models.embeddings"),
-        ("models.chat", "_ensure_server", "models.local_server"),
-        ("models.chat", "_server_death", "models.local_server"),
     }
 )
 
