@@ -20,7 +20,7 @@ from tools.measure import (
 )
 
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("paths", "text_cache", "sync_edge", "twins", "operators", "checkpoints", "prompts", "models"),
+    ("paths", "text_cache", "sync_edge", "operators", "checkpoints", "prompts", "models"),
     ("store.types", "store.locks", "store.ranking", "store.threads", "store.checks"),
     ("store.base", "store.coordination"),
     ("store.embedded", "store.weaviate"),
