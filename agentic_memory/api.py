@@ -48,7 +48,7 @@ from agentic_memory.kinds.shared_rules import SharedRules
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_user_id
 from agentic_memory.store.open import open_store
-from agentic_memory.twins import SyncCallInEventLoopError, run_sync
+from agentic_memory.sync_edge import SyncCallInEventLoopError, run_sync
 
 __all__ = ["Memory", "RetentionStatus", "SubAPI", "SyncCallInEventLoopError"]
 

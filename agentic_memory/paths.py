@@ -13,16 +13,24 @@ is left as it is: it may be shared on purpose (``/tmp``, a home directory).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "DEFAULT_HOME",
+    "FILE_LOCKS",
     "PRIVATE_DIR_MODE",
     "PRIVATE_FILE_MODE",
     "amem_home",
+    "locked_file",
     "private_dir",
     "private_file",
     "tighten",
@@ -96,3 +104,28 @@ def private_file(path: Path) -> Path:
         os.close(fd)
         os.chmod(path, PRIVATE_FILE_MODE)
     return path
+
+
+FILE_LOCKS = fcntl is not None
+"""Whether :func:`locked_file` excludes other processes (``flock``; not on Windows)."""
+
+
+@contextlib.contextmanager
+def locked_file(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created 0600) for the ``with`` block.
+
+    The kernel releases it when its holder dies, so a killed holder blocks no one. Without
+    ``flock`` (Windows) it excludes nothing: callers that need more check :data:`FILE_LOCKS`.
+    """
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

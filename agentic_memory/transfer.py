@@ -69,7 +69,7 @@ from agentic_memory.store.types import (
     Property,
     StoredObject,
 )
-from agentic_memory.twins import run_sync
+from agentic_memory.sync_edge import run_sync
 
 FORMAT_NAME = "agentic-memory-export"
 FORMAT_VERSION = 1

@@ -74,7 +74,7 @@ TOUCHES = CollectionSpec(
 )
 
 _SEPARATOR = "."
-"""How a namespace's labels are joined (``langgraph_store.namespaces.SEPARATOR``)."""
+"""How a namespace's labels are joined (``namespaces.labels.SEPARATOR``)."""
 _PAGE = 1000
 _BATCH = 100
 _SHOWN_VALUE = 120

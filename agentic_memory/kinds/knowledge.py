@@ -65,6 +65,7 @@ from agentic_memory.kinds.recall_text import (
     keyword_query,
     search_text_property,
 )
+from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import (
     CollectionSpec,
     InvalidInputError,
@@ -77,7 +78,7 @@ from agentic_memory.store import (
     check_text,
     make_id,
 )
-from agentic_memory.twins import in_thread_function
+from agentic_memory.store.threads import in_thread_function
 
 MANIFEST_PREFIX = "KnowledgeSources_"
 CHUNKS_PREFIX = "Knowledge_"
@@ -879,8 +880,6 @@ def check_min_similarity(value: object) -> float:
 
 def default_relevance_floor(embeddings: Embeddings) -> float | None:
     """Return the measured floor of ``embeddings``' model (:data:`RELEVANCE_FLOORS`), else None."""
-    from agentic_memory.models.embeddings import LocalEmbeddings  # noqa: PLC0415  (models: lazy)
-
     if isinstance(embeddings, LocalEmbeddings):
         return RELEVANCE_FLOORS["wordllama-l2-supercat-256"]
     return None

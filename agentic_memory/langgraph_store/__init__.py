@@ -8,14 +8,14 @@
 See ``docs/langgraph-store.md``.
 """
 
-from agentic_memory.langgraph_store.filters import ALPHA_KEY
+from agentic_memory.kinds.registry import BUILTIN_KINDS
 from agentic_memory.langgraph_store.kinds import (
     PROPOSALS_NAMESPACE,
     OperatorRequiredError,
     RuleVersionConflictError,
 )
-from agentic_memory.langgraph_store.namespaces import KIND_ROOTS
 from agentic_memory.langgraph_store.store import DEFAULT_ALPHA, AgenticStore
+from agentic_memory.namespaces.search import ALPHA_KEY
 
 __all__ = [
     "ALPHA_KEY",
@@ -26,3 +26,7 @@ __all__ = [
     "OperatorRequiredError",
     "RuleVersionConflictError",
 ]
+
+KIND_ROOTS = BUILTIN_KINDS.roots
+"""First labels reserved for the built-in memory kinds, in the order results list them
+(an ``AgenticStore`` serves its own registry's: ``AgenticStore.kinds.roots``)."""

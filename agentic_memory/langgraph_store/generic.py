@@ -27,9 +27,11 @@ from langgraph.store.base import Item, SearchItem, get_text_at_path, tokenize_pa
 
 from agentic_memory.kinds._bound import embedded_part
 from agentic_memory.kinds.items import ITEMS, TOUCHES, aforget_owner, item_id
-from agentic_memory.langgraph_store.common import (
+from agentic_memory.namespaces.labels import join, prefixes, split
+from agentic_memory.namespaces.search import (
     Clock,
     Found,
+    ItemFilter,
     SpaceSearch,
     Touch,
     check_json_value,
@@ -37,8 +39,6 @@ from agentic_memory.langgraph_store.common import (
     parse_time,
     pooled,
 )
-from agentic_memory.langgraph_store.filters import ItemFilter
-from agentic_memory.langgraph_store.namespaces import join, prefixes, split
 from agentic_memory.store import (
     InvalidInputError,
     MemoryObject,

@@ -44,8 +44,8 @@ from agentic_memory.kinds.knowledge import (
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import MAX_RULES, RuleBook, RuleConflictError, RuleVersion
 from agentic_memory.kinds.shared_rules import RuleProposal, SharedRules, UnknownProposalError
-from agentic_memory.langgraph_store.common import Found, SpaceSearch, parse_time
-from agentic_memory.langgraph_store.namespaces import SEPARATOR, thread_label, thread_of_label
+from agentic_memory.namespaces.labels import SEPARATOR, thread_label, thread_of_label
+from agentic_memory.namespaces.search import Found, SpaceSearch, parse_time
 from agentic_memory.store import (
     GLOBAL_SCOPE,
     CollectionSpec,

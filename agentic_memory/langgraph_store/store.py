@@ -37,11 +37,9 @@ from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
-from agentic_memory.langgraph_store.common import Clock, Found, SpaceSearch, check_json_value
-from agentic_memory.langgraph_store.filters import ALPHA_KEY, check_alpha, parse_filter
 from agentic_memory.langgraph_store.generic import GenericPut, GenericSpace
 from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
-from agentic_memory.langgraph_store.namespaces import (
+from agentic_memory.namespaces.labels import (
     NamespaceError,
     check_key,
     check_labels,
@@ -49,8 +47,17 @@ from agentic_memory.langgraph_store.namespaces import (
     fixed_prefix,
     matches,
 )
+from agentic_memory.namespaces.search import (
+    ALPHA_KEY,
+    Clock,
+    Found,
+    SpaceSearch,
+    check_alpha,
+    check_json_value,
+    parse_filter,
+)
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_text
-from agentic_memory.twins import run_sync
+from agentic_memory.sync_edge import run_sync
 
 __all__ = ["DEFAULT_ALPHA", "MIN_SWEEP_MINUTES", "AgenticStore", "DefaultTTL"]
 

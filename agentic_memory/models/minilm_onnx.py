@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,12 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.models.minilm import encode_by_length
-from agentic_memory.paths import amem_home, private_dir
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no lock; the rename still keeps files whole
-    fcntl = None  # type: ignore[assignment]
+from agentic_memory.paths import amem_home, locked_file, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -247,23 +242,6 @@ def models_home() -> Path:
     return amem_home() / "models"
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    # flock: the kernel releases it when its holder dies, so a killed builder blocks no one.
-    if fcntl is None:
-        yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -330,7 +308,8 @@ def ensure_model_file(folder: Path, variant: Variant, home: Path | None = None) 
     record = path.with_name(path.name + ".sha256")
     if _valid(path, record):
         return path
-    with _locked(path.with_name(path.name + ".lock")):
+    # flock: the kernel releases it when its holder dies, so a killed builder blocks no one.
+    with locked_file(path.with_name(path.name + ".lock")):
         if _valid(path, record):  # another process built it while this one waited
             return path
         logger.info("building the %s MiniLM ONNX model into %s (once)", variant, path)

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.store.locks import KeyLocks
+from agentic_memory.store.threads import in_thread, in_thread_iterator
 from agentic_memory.store.types import (
     COLLECTION_NAME_RE,
     MAX_USER_ID_LENGTH,
@@ -41,7 +42,6 @@ from agentic_memory.store.types import (
     Where,
     check_text,
 )
-from agentic_memory.twins import in_thread, in_thread_iterator
 
 _NUMBER_TYPES: frozenset[type] = frozenset({int, float})
 

@@ -15,16 +15,12 @@ They do not work across machines, nor reliably on network file systems: across m
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: threads of one process only
-    fcntl = None  # type: ignore[assignment]
+from agentic_memory.paths import FILE_LOCKS, locked_file
 
 __all__ = ["KeyLocks"]
 
@@ -45,7 +41,7 @@ class KeyLocks:
     @property
     def cross_process(self) -> bool:
         """Whether other processes on this machine are excluded too."""
-        return self.directory is not None and fcntl is not None
+        return self.directory is not None and FILE_LOCKS
 
     def stripe(self, *key: str) -> int:
         """Return the stripe a key maps to (stable across processes and runs)."""
@@ -60,14 +56,7 @@ class KeyLocks:
             if not self.cross_process:
                 yield
                 return
-            assert self.directory is not None and fcntl is not None
+            assert self.directory is not None
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.directory / f"{stripe:03d}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
+            with locked_file(self.directory / f"{stripe:03d}.lock"):
+                yield

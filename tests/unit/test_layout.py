@@ -12,7 +12,7 @@ from tests import conftest
 TESTS = Path(__file__).resolve().parents[1]
 PACKAGE = TESTS.parent / "agentic_memory"
 # Unit folders that test the repository around the package rather than one of its modules.
-BEYOND_THE_PACKAGE = {"security", "docs", "examples", "bench"}
+BEYOND_THE_PACKAGE = {"security", "docs", "examples", "bench", "tools"}
 
 
 def test_every_test_file_is_either_a_unit_or_an_integration_test() -> None:

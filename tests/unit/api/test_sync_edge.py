@@ -22,7 +22,7 @@ from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
-from agentic_memory.twins import run_sync
+from agentic_memory.sync_edge import run_sync
 
 TURN = [{"role": "user", "content": "I keep bees", "id": "b1"}]
 

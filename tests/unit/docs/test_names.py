@@ -28,7 +28,16 @@ from agentic_memory.store import CollectionSpec
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 PACKAGES = ("agentic_memory", "graph", "ingest", "prompts")
-PATH_ROOTS = ("agentic_memory/", "graph/", "ingest/", "prompts/", "tests/", "docs/", "bench/")
+PATH_ROOTS = (
+    "agentic_memory/",
+    "graph/",
+    "ingest/",
+    "prompts/",
+    "tests/",
+    "docs/",
+    "bench/",
+    "tools/",
+)
 
 ALLOWED = frozenset(
     {

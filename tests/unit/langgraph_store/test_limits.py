@@ -20,17 +20,16 @@ from langgraph.store.base import ListNamespacesOp, MatchCondition, PutOp, Search
 from agentic_memory.kinds._bound import MAX_EMBEDDED_CHARS
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
 from agentic_memory.langgraph_store import AgenticStore
-from agentic_memory.langgraph_store.common import MAX_VALUE_CHARS, MAX_VALUE_DEPTH
-from agentic_memory.langgraph_store.filters import MAX_FILTER_DEPTH
-from agentic_memory.langgraph_store.namespaces import (
+from agentic_memory.langgraph_store.store import MIN_SWEEP_MINUTES
+from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.namespaces.labels import (
     MAX_KEY_CHARS,
     MAX_LABEL_CHARS,
     MAX_LABELS,
     MAX_NAMESPACE_CHARS,
     thread_label,
 )
-from agentic_memory.langgraph_store.store import MIN_SWEEP_MINUTES
-from agentic_memory.models.embeddings import LocalEmbeddings
+from agentic_memory.namespaces.search import MAX_FILTER_DEPTH, MAX_VALUE_CHARS, MAX_VALUE_DEPTH
 from agentic_memory.store import InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore
 from tests.unit.langgraph_store.conftest import Clock, open_agentic

@@ -20,8 +20,12 @@ import pytest
 
 import agentic_memory.models.local_server as local_server
 from agentic_memory.graph.persistence import sqlite_checkpointer
-from agentic_memory.models.chat import GEMMA3
-from agentic_memory.models.local_server import LocalModelServer, LocalServerError, local_model_path
+from agentic_memory.models.local_server import (
+    GEMMA3,
+    LocalModelServer,
+    LocalServerError,
+    local_model_path,
+)
 from agentic_memory.paths import private_dir, private_file
 from agentic_memory.store import MemoryObject, StoreError, amem_home, make_id
 from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore

@@ -18,9 +18,9 @@ native build happens to hold no foreign instruction (an AMD machine without AMX)
 
 This file is also a script, run by ``make install`` before the package is importable::
 
-    python agentic_memory/models/llama_build.py cmake-args   # the CMAKE_ARGS of the portable build
-    python agentic_memory/models/llama_build.py check        # exit 1 if the installed library is not portable
-    python agentic_memory/models/llama_build.py ensure       # (re)build llama-cpp-python unless it passes the check
+    python tools/llama_build.py cmake-args   # the CMAKE_ARGS of the portable build
+    python tools/llama_build.py check        # exit 1 if the installed library is not portable
+    python tools/llama_build.py ensure       # (re)build llama-cpp-python unless it passes the check
 
 It only uses the standard library (and ``objdump`` from binutils, which gcc brings).
 """
@@ -364,7 +364,7 @@ def _pip_build(force: bool) -> None:
     ]
     if force:
         command.insert(4, "--force-reinstall")
-    print(f"building llama.cpp (portable: {env['CMAKE_ARGS']}); this takes minutes", flush=True)  # noqa: T201
+    print(f"building llama.cpp (portable: {env['CMAKE_ARGS']}); this takes minutes", flush=True)
     subprocess.run(command, env=env, check=True)
 
 
@@ -387,29 +387,29 @@ def main(argv: list[str] | None = None) -> int:
     ensure.add_argument("--force", action="store_true", help="rebuild even if it passes")
     args = parser.parse_args(argv)
     if args.command == "cmake-args":
-        print(cmake_args_string())  # noqa: T201
+        print(cmake_args_string())
         return 0
     if args.command == "check":
         try:
             reports = check_build()
         except BuildProblem as exc:
-            print(f"error: {exc}", file=sys.stderr)  # noqa: T201
+            print(f"error: {exc}", file=sys.stderr)
             return 1
         names = ", ".join(r.path.name for r in reports)
-        print(f"llama.cpp is portable ({machine()}): {names}")  # noqa: T201
+        print(f"llama.cpp is portable ({machine()}): {names}")
         return 0
     if not args.force and _installed_version() == LLAMA_CPP_VERSION:
         try:
             check_build()
         except BuildProblem as exc:
-            print(f"rebuilding: {exc}".splitlines()[0], flush=True)  # noqa: T201
+            print(f"rebuilding: {exc}".splitlines()[0], flush=True)
         else:
             return 0
     _pip_build(force=True)
     try:
         check_build()
     except BuildProblem as exc:
-        print(f"error: {exc}", file=sys.stderr)  # noqa: T201
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
 

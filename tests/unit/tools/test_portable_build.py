@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agentic_memory.models import llama_build
-from agentic_memory.models.llama_build import (
+from tools import llama_build
+from tools.llama_build import (
     LLAMA_CPP_VERSION,
     BuildProblem,
     check_build,

@@ -1,4 +1,4 @@
-"""Namespaces of the LangGraph store: checks, the reserved kind roots, and matching."""
+"""Namespaces of the LangGraph store: checks, labels, and matching."""
 
 from __future__ import annotations
 
@@ -6,11 +6,9 @@ from collections.abc import Iterable, Sequence
 
 from langgraph.store.base import InvalidNamespaceError, MatchCondition
 
-from agentic_memory.kinds.registry import BUILTIN_KINDS
 from agentic_memory.store import InvalidInputError, check_text
 
 __all__ = [
-    "KIND_ROOTS",
     "MAX_KEY_CHARS",
     "MAX_LABELS",
     "MAX_LABEL_CHARS",
@@ -27,10 +25,6 @@ __all__ = [
     "thread_label",
     "thread_of_label",
 ]
-
-KIND_ROOTS = BUILTIN_KINDS.roots
-"""First labels reserved for the built-in memory kinds, in the order results list them
-(an ``AgenticStore`` serves its own registry's: ``AgenticStore.kinds.roots``)."""
 
 SEPARATOR = "."
 """Joins labels in stored names; LangGraph forbids it inside a label, so joining is injective."""
