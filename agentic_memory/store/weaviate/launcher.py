@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from agentic_memory.paths import amem_home
 from agentic_memory.store.ranking import WEAVIATE_VERSION
 
 __all__ = [
@@ -667,8 +668,6 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def default_data_dir() -> Path:
     """``make run STORE=weaviate`` keeps its server's data here, beside the embedded store."""
-    from agentic_memory.paths import amem_home  # noqa: PLC0415  (only the CLI needs it)
-
     return amem_home() / "weaviate" / "node1"
 
 
