@@ -12,9 +12,10 @@ updates the slots in place: a deleted row's slot is marked dead, a replaced row'
 are replaced by a new chunk (``keyword._KeywordIndex``). The cache reloads instead once dead
 slots or stale postings are a quarter of what it holds.
 
-Loading reads the unit vectors the blocks keep (a block without them has its rows' vectors
-read and normalised) and, on the first keyword search, the blocks' postings: no text is
-tokenised or decompressed. Either way the answers equal a fresh load's.
+Loading reads the vectors the blocks keep and scales them to unit length (a block without
+them, written by the code of an earlier layout, has its rows' own vectors read) and, on the
+first keyword search, the blocks' postings: no text is tokenised or decompressed. Either way
+the answers equal a fresh load's.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from agentic_memory.store.embedded.blocks import (
     decode_projected,
     decode_rowinfo,
     decode_terms,
-    decode_unit,
+    decode_vectors,
+    inline_vectors,
 )
 from agentic_memory.store.embedded.filters import Column
 from agentic_memory.store.embedded.keyword import _KeywordIndex, _Pairs, _Terms
@@ -40,6 +42,7 @@ from agentic_memory.store.embedded.vectors import (
     _CoarseIndex,
     load_axes,
     load_centroids,
+    normalise,
     project,
     unit_rows,
 )
@@ -265,10 +268,10 @@ class PartitionCache:
         part._unit = Growing.unfilled(all_rids.size, (self.dims,), np.float32)
         (without,) = conn.execute(
             "SELECT coalesce(sum(rows), 0) FROM amem_blocks WHERE collection = ? AND scope = ? "
-            "AND (unit IS NULL OR length(unit) != 4 * rows * ?)",
-            (spec.name, scope, self.dims),
+            "AND vectors IS NULL",
+            (spec.name, scope),
         ).fetchone()
-        # Mostly blocks without vectors (a file of older code): one pass over the rows.
+        # Mostly blocks without vectors (written by older code): one pass over the rows.
         if 2 * int(without) > all_rids.size:
             self._scan_units(conn, spec.name, user, part)
         else:
@@ -290,16 +293,18 @@ class PartitionCache:
     def _stored_units(
         self, conn: sqlite3.Connection, collection: str, scope: str, part: _Partition
     ) -> IntArray:
-        """Fill the slots' unit vectors from the blocks that keep them; return the slots left.
+        """Fill the slots' unit vectors from the blocks' vectors; return the slots left.
 
         Read block by block (a second pass over the blocks the load listed, in its snapshot),
-        so that no more than one block's vectors are held besides the slots'.
+        so that no more than one block's vectors are held besides the slots'; a block without
+        vectors leaves its slots to the rows' own.
         """
         unit = part.unit
         missing: list[IntArray] = []
         listed = iter(part.blocks.items())
         for block, blob in conn.execute(
-            "SELECT block, unit FROM amem_blocks WHERE collection = ? AND scope = ? ORDER BY block",
+            "SELECT block, vectors FROM amem_blocks WHERE collection = ? AND scope = ? "
+            "ORDER BY block",
             (collection, scope),
         ):
             held, (block_rids, block_births) = next(listed, (None, (None, None)))
@@ -307,13 +312,18 @@ class PartitionCache:
                 raise StoreError("partition changed while it was loaded")
             slots = np.searchsorted(part.rowids, block_rids)
             mine = part.births[slots] == block_births  # superseded entries left out
-            stored = decode_unit(blob, block_rids.size, self.dims)
-            if stored is None:
+            if blob is None:
                 missing.append(slots[mine])
-            elif mine.all() and int(slots[-1]) - int(slots[0]) + 1 == slots.size:
-                unit[int(slots[0]) : int(slots[-1]) + 1] = stored  # a run of slots: no gather
+                continue
+            stored = decode_vectors(blob, block_rids.size, self.dims)
+            if stored is None:
+                raise StoreError(f"the vectors of a keyword block of {collection!r} are damaged")
+            if mine.all() and int(slots[-1]) - int(slots[0]) + 1 == slots.size:
+                # A run of slots: scaled straight into place.
+                normalise(stored, out=unit[int(slots[0]) : int(slots[-1]) + 1])
             else:
-                unit[slots[mine]] = stored[mine]
+                unit[slots[mine]] = normalise(stored[mine])
+
         if next(listed, None) is not None:
             raise StoreError("partition changed while it was loaded")
         return np.sort(np.concatenate(missing)) if missing else np.zeros(0, dtype=np.int64)
@@ -538,29 +548,34 @@ class PartitionCache:
         extra = "".join(f", {_column(c)}" for c in columns)
         table = _table(spec.name)
         if changed_slots.size:
+            changed_rids = part.rowids[changed_slots]
             rows = conn.execute(
-                f"SELECT o.rid, o.vector{extra.replace(', ', ', o.')} FROM json_each(?) AS j "
+                f"SELECT o.rid{extra.replace(', ', ', o.')} FROM json_each(?) AS j "
                 f"CROSS JOIN {table} AS o ON o.rid = j.value WHERE o.user IS ?",
-                (json.dumps(part.rowids[changed_slots].tolist()), user),
+                (json.dumps(changed_rids.tolist()), user),
             ).fetchall()
             rows.sort(key=lambda r: r[0])
             if len(rows) != changed_slots.size:
                 raise StoreError("partition changed while its cache was updated")
-            part.replace(changed_slots, changed_births, unit_rows([r[1] for r in rows], self.dims))
+            vectors = self._fresh_vectors(
+                conn, table, user, infos, new, changed_rids, changed_births
+            )
+            part.replace(changed_slots, changed_births, normalise(vectors))
             for i, name in enumerate(columns):
-                part.columns[name].update(changed_slots, [r[2 + i] for r in rows])
+                part.columns[name].update(changed_slots, [r[1 + i] for r in rows])
         if added_rids.size:
             first = n
             rows = conn.execute(
-                f"SELECT rid, vector{extra} FROM {table} WHERE user IS ? AND rid > ? ORDER BY rid",
+                f"SELECT rid{extra} FROM {table} WHERE user IS ? AND rid > ? ORDER BY rid",
                 (user, int(part.rowids[-1]) if n else 0),
             ).fetchall()
             rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             if not np.array_equal(rids, added_rids):
                 raise StoreError("partition changed while its cache was updated")
-            part.append(added_rids, added_births, unit_rows([r[1] for r in rows], self.dims))
+            vectors = self._fresh_vectors(conn, table, user, infos, new, added_rids, added_births)
+            part.append(added_rids, added_births, normalise(vectors))
             for i, name in enumerate(columns):
-                part.columns[name].append([r[2 + i] for r in rows])
+                part.columns[name].append([r[1 + i] for r in rows])
             added_slots = np.arange(first, first + added_rids.size)
         else:
             added_slots = empty
@@ -583,6 +598,47 @@ class PartitionCache:
         if part._coarse is not None:
             part._coarse.set_centroids(part.centroids)
         part.token = token
+
+    def _fresh_vectors(
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        user: str | None,
+        infos: dict[int, tuple[IntArray, IntArray]],
+        new: list[int],
+        rids: IntArray,
+        births: IntArray,
+    ) -> FloatArray:
+        """Return the vectors of rows ``rids`` (ascending): their entries of ``births``.
+
+        Those are in the blocks the cache has not seen (``new``): each is read once, whole.
+        """
+        out = np.empty((rids.size, self.dims), dtype=np.float32)
+        found = np.zeros(rids.size, dtype=bool)
+        for block in new:
+            block_rids, block_births = infos[block]
+            place = np.searchsorted(rids, block_rids)
+            mine = place < rids.size
+            mine[mine] = (rids[place[mine]] == block_rids[mine]) & (
+                births[place[mine]] == block_births[mine]
+            )
+            if not mine.any():
+                continue
+            (blob,) = conn.execute(
+                "SELECT vectors FROM amem_blocks WHERE block = ?", (block,)
+            ).fetchone()
+            if blob is None:
+                stored = inline_vectors(conn, table, user, block_rids[mine], self.dims)
+            else:
+                held = decode_vectors(blob, block_rids.size, self.dims)
+                if held is None:
+                    raise StoreError("the vectors of a keyword block of the store are damaged")
+                stored = held[mine]
+            out[place[mine]] = stored
+            found[place[mine]] = True
+        if not found.all():
+            raise StoreError("partition changed while its cache was updated")
+        return out
 
     def _assign_postings(
         self,

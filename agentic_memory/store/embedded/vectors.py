@@ -9,8 +9,8 @@ in the file beside them.
 
 from __future__ import annotations
 
-import json
 import sqlite3
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -49,11 +49,20 @@ def unit_rows(blobs: list[bytes], dims: int, out: FloatArray | None = None) -> F
     Written into ``out`` (rows, dims) when given.
     """
     matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dims)
+    return normalise(matrix, out)
+
+
+def normalise(matrix: FloatArray, out: FloatArray | None = None) -> FloatArray:
+    """Return float32 vectors (rows, dims) scaled to unit length (zero vectors stay zero).
+
+    Row by row: a row gets the same bits alone as in any batch. Written into ``out`` when
+    given.
+    """
     # np.linalg.norm's own arithmetic (float32 squares, pairwise sums): the same bits as before.
     norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1))
     norms[norms == 0] = 1.0
     if out is None:
-        out = np.empty((len(blobs), dims), dtype=np.float32)
+        out = np.empty(matrix.shape, dtype=np.float32)
     np.divide(matrix, norms[:, None], out=out)
     return out
 
@@ -72,7 +81,13 @@ def choose_axes(unit: FloatArray) -> FloatArray64:
 
 
 def maintain_axes(
-    conn: sqlite3.Connection, collection: str, scope: str, table: str, user: str | None, rows: int
+    conn: sqlite3.Connection,
+    collection: str,
+    scope: str,
+    table: str,
+    user: str | None,
+    rows: int,
+    read: Callable[[IntArray], FloatArray],
 ) -> bool:
     """Choose a partition's PCA axes when it first exceeds ``EXACT_VECTOR_ROWS``.
 
@@ -84,8 +99,8 @@ def maintain_axes(
     inverted lists' centroids (``lists.choose_centroids``) come from the same sample and are
     kept beside the axes with the axes' version; axes stored without them (files written
     before the lists existed), or with those of earlier axes, get theirs from the next
-    write, without a new version. Returns
-    whether it chose axes (the caller then projects every row on them).
+    write, without a new version. ``read(rids)`` returns the vectors of rows ``rids``
+    (ascending). Returns whether it chose axes (the caller then projects every row on them).
     """
     if rows <= EXACT_VECTOR_ROWS:
         return False
@@ -106,15 +121,8 @@ def maintain_axes(
     )
     rng = np.random.default_rng(0)
     pick = rids[np.sort(rng.choice(rids.size, size=min(rids.size, _SAMPLE), replace=False))]
-    blobs = [
-        r[0]
-        for r in conn.execute(
-            f"SELECT o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o ON o.rid = j.value",
-            (json.dumps(pick.tolist()),),
-        )
-    ]
-    dims = len(blobs[0]) // 4
-    sample = unit_rows(blobs, dims)
+    sample = normalise(read(pick))
+    dims = sample.shape[1]
     if renew:
         version, fixed = rids.size, choose_axes(sample)
     else:
