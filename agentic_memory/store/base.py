@@ -21,6 +21,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.store.bulk import BULK_ROWS, BulkWriter
 from agentic_memory.store.locks import KeyLocks
 from agentic_memory.store.types import (
     COLLECTION_NAME_RE,
@@ -183,6 +184,37 @@ class MemoryStore(ABC):
         # After the per-object checks, so that the batch converts to one array.
         vectors = _check_finite([obj.vector for obj in objects])
         return self._upsert(spec, list(objects), user, vectors)
+
+    @contextmanager
+    def bulk(
+        self, collection: str, *, user: str | None = None, rows: int = BULK_ROWS
+    ) -> Iterator[BulkWriter]:
+        """Upsert many objects into one partition in a few large writes (ingestion, imports).
+
+        ``writer.upsert(objects)`` checks each batch at once, as ``upsert`` does, and keeps
+        it; every ``rows`` objects, on ``writer.flush()`` and when the block ends, what is
+        kept is written with one upsert (on the embedded store one transaction, whose keyword
+        blocks are built once for all of it). When the block raises, what was not written yet
+        is dropped and what was stays. See ``agentic_memory.store.bulk``.
+        """
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        _check_positive("rows", rows)
+        writer = BulkWriter(self, collection, user, rows)
+        yield writer
+        writer.flush()
+
+    @asynccontextmanager
+    async def abulk(
+        self, collection: str, *, user: str | None = None, rows: int = BULK_ROWS
+    ) -> AsyncIterator[BulkWriter]:
+        """:meth:`bulk` for a coroutine: ``await writer.aupsert(objects)`` (in a worker thread)."""
+        spec = await self.aspec(collection)
+        user = self._check_user(spec, user)
+        _check_positive("rows", rows)
+        writer = BulkWriter(self, collection, user, rows)
+        yield writer
+        await writer.aflush()
 
     def insert(
         self,

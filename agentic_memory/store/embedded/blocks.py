@@ -673,7 +673,6 @@ def row_vectors(
         held = np.flatnonzero(home[:, 0] == block_id)
         with conn.blobopen("amem_blocks", "vectors", block_id, readonly=True) as blob:
             if len(blob) != sizes[block_id] * size:
-
                 raise StoreError("the vectors of a keyword block of the store are damaged")
             for i, position in zip(held.tolist(), home[held, 1].tolist(), strict=True):
                 blob.seek(position * size)

@@ -46,7 +46,6 @@ def _f32(vector: list[float]) -> list[float]:
     return back
 
 
-
 def _blocks_hold(
     conn: sqlite3.Connection, name: str, user: str | None, written: dict[str, list[float]]
 ) -> int:

@@ -774,9 +774,7 @@ def _downgrade_to_layout_6(db: Path) -> None:
                 if rid not in newest or newest[rid][0] < birth:
                     newest[rid] = (birth, vector.tobytes())
             unit = embedded.vectors.normalise(vectors)
-            conn.execute(
-                "UPDATE amem_blocks SET unit = ? WHERE block = ?", (unit.tobytes(), block)
-            )
+            conn.execute("UPDATE amem_blocks SET unit = ? WHERE block = ?", (unit.tobytes(), block))
         conn.executemany(
             f'UPDATE "o_{name}" SET vector = ? WHERE rid = ?',
             [(vector, rid) for rid, (_, vector) in newest.items()],
