@@ -12,7 +12,6 @@ flush.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -73,11 +72,14 @@ class BulkWriter:
         store._check_batch(spec, objects, "upsert")
         if not objects:
             return
-        from agentic_memory.store.base import check_finite  # noqa: PLC0415 (base imports this module)
+        from agentic_memory.store.base import (  # noqa: PLC0415 (base imports this module)
+            canonical_id,
+            check_finite,
+        )
 
         vectors = check_finite([obj.vector for obj in objects])
 
-        keys = [str(uuid.UUID(obj.id)) for obj in objects]
+        keys = [canonical_id(obj.id) for obj in objects]
         if not self._ids.isdisjoint(keys):
             self.flush()
         self._objects.extend(objects)

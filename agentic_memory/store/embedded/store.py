@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.paths import private_dir, private_file, tighten
-from agentic_memory.store.base import MemoryStore, absent_properties
+from agentic_memory.store.base import MemoryStore, absent_properties, canonical_id
 from agentic_memory.store.base import check_finite as _finite
 from agentic_memory.store.embedded import blocks as _blocks
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
@@ -39,6 +39,7 @@ from agentic_memory.store.embedded.sql import (
     DB_FILENAME,
     PAGE_SIZE,
     _add_columns,
+    _array_props,
     _bump,
     _column,
     _column_value,
@@ -588,13 +589,15 @@ class EmbeddedStore(MemoryStore):
             first = objects[int(np.argmax(too_large))].id
             raise InvalidInputError(f"object {first}: vector values exceed the float32 range")
         vectors = wide.astype(np.float32)
+        names = [prop.name for prop in indexed]
+        arrays = bool(_array_props(spec))
         rows = [
             (
-                str(uuid.UUID(obj.id)),
-                filter_json(spec, props),
+                canonical_id(obj.id),
+                filter_json(spec, props) if arrays else None,
                 encode_body(props_json),
                 b"",
-                *(_column_value(props.get(prop.name)) for prop in indexed),
+                *[_column_value(props.get(name)) for name in names],
             )
             for obj, props, props_json in zip(objects, stored, encoded, strict=True)
         ]
