@@ -61,7 +61,8 @@ import numpy.typing as npt
 
 from agentic_memory.store.embedded.arrays import FloatArray, IntArray
 from agentic_memory.store.embedded.keyword import _Pairs, _Postings, _Terms
-from agentic_memory.store.embedded.vectors import load_axes, normalise, project
+from agentic_memory.store.embedded.lists import decode_labels, encode_labels, label_rows
+from agentic_memory.store.embedded.vectors import load_axes, load_centroids, normalise, project
 from agentic_memory.store.ranking import sorted_unique
 from agentic_memory.store.types import StoreError
 
@@ -92,13 +93,13 @@ def create_tables(conn: sqlite3.Connection) -> None:
         "block INTEGER PRIMARY KEY AUTOINCREMENT, collection TEXT NOT NULL, "
         "scope TEXT NOT NULL, rows INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, "
         "rowinfo BLOB NOT NULL, postings BLOB NOT NULL, axes INTEGER, projected BLOB, unit BLOB, "
-        "vectors BLOB)"
+        "vectors BLOB, labels BLOB)"
     )
     # Files of earlier layouts: the columns are added. ``unit`` (layout 6: the rows' unit
     # vectors, kept beside the rows' own) is NULL in the blocks this code writes; code of
     # those layouts names its columns, so it still reads and writes them.
     columns = {r[1] for r in conn.execute("PRAGMA table_info(amem_blocks)")}
-    for name in ("unit", "vectors"):
+    for name in ("unit", "vectors", "labels"):
         if name not in columns:
             conn.execute(f"ALTER TABLE amem_blocks ADD COLUMN {name} BLOB")
     # Covering for the block list a cache compares and a writer merges by.
@@ -128,6 +129,8 @@ class Block:
     """The version of the axes ``projected`` was computed on."""
     vectors: FloatArray | None = None
     """(rows, dims): the rows' stored vectors (a superseded entry's may be its newer content's)."""
+    labels: npt.NDArray[Any] | None = None
+    """Each row's inverted list (``lists.py``) among the centroids of the axes ``axes``."""
 
     @property
     def rows(self) -> int:
@@ -261,12 +264,13 @@ def block_of(
     postings: _Postings,
     projected: tuple[int, FloatArray] | None = None,
     vectors: FloatArray | None = None,
+    labels: npt.NDArray[Any] | None = None,
 ) -> Block:
     """Return the block of rows ``rids`` (any order) with the postings of a batch.
 
     ``postings`` numbers the rows 0..n-1 in the order of ``rids`` (as does ``projected``, the
-    rows' projections and the axes' version, and ``vectors``, their vectors); the block
-    orders them by rid and its pairs by term hash, then row.
+    rows' projections and the axes' version, ``vectors``, their vectors, and ``labels``, their
+    inverted lists); the block orders them by rid and its pairs by term hash, then row.
     """
     order = np.argsort(rids, kind="stable")
     place = np.empty_like(order)
@@ -284,6 +288,7 @@ def block_of(
         None if projected is None else projected[1][order],
         None if projected is None else projected[0],
         None if vectors is None else vectors[order],
+        None if labels is None else labels[order],
     )
 
 
@@ -302,6 +307,7 @@ def _keep_rows(block: Block, keep: npt.NDArray[np.bool_]) -> Block:
         None if block.projected is None else block.projected[keep],
         block.axes,
         None if block.vectors is None else block.vectors[keep],
+        None if block.labels is None else block.labels[keep],
     )
 
 
@@ -328,6 +334,9 @@ def _merge(a: Block, b: Block) -> Block:
         a.axes if both else None,
         np.concatenate((a.vectors, b.vectors))[order]
         if a.vectors is not None and b.vectors is not None
+        else None,
+        np.concatenate((a.labels, b.labels))[order]
+        if both and a.labels is not None and b.labels is not None
         else None,
     )
 
@@ -362,8 +371,8 @@ class PartitionBlocks:
         block_id = self._next_id()
         self.conn.execute(
             "INSERT INTO amem_blocks "
-            "(block, collection, scope, rows, lo, hi, rowinfo, postings, axes, projected, vectors) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "(block, collection, scope, rows, lo, hi, rowinfo, postings, axes, projected, vectors, "
+            "labels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 block_id,
                 self.collection,
@@ -376,19 +385,22 @@ class PartitionBlocks:
                 block.axes,
                 None if block.projected is None else encode_projected(block.projected),
                 None if block.vectors is None else encode_vectors(block.vectors),
+                None if block.labels is None else encode_labels(block.labels),
             ),
         )
         return block_id
 
     def _load(self, block_id: int) -> Block:
-        rowinfo, postings, axes, projected, vectors = self.conn.execute(
-            "SELECT rowinfo, postings, axes, projected, vectors FROM amem_blocks WHERE block = ?",
+        rowinfo, postings, axes, projected, vectors, labels = self.conn.execute(
+            "SELECT rowinfo, postings, axes, projected, vectors, labels FROM amem_blocks "
+            "WHERE block = ?",
             (block_id,),
         ).fetchone()
         block = decode_postings(postings, *decode_rowinfo(rowinfo))
         if projected is not None:
             block.projected = decode_projected(projected, block.rows)
             block.axes = axes
+            block.labels = decode_labels(labels, block.rows)
         if vectors is not None:
             block.vectors = decode_vectors(vectors, block.rows, self.dims)
             if block.vectors is None:
@@ -488,12 +500,13 @@ class PartitionBlocks:
         if rids.size == 0:
             return
         axes = None if vectors is None else load_axes(self.conn, self.collection, self.scope, dims)
-        projected = None
+        projected = labels = None
         if axes is not None and vectors is not None:
             projected = (axes[0], project(normalise(vectors), axes[1]))
+            labels = self._labels(projected[1])
         birth = self._next_id()
         block = block_of(
-            rids, np.full(rids.size, birth, dtype=np.int64), postings, projected, vectors
+            rids, np.full(rids.size, birth, dtype=np.int64), postings, projected, vectors, labels
         )
 
         for start in range(0, block.rows, BLOCK_ROWS):
@@ -534,11 +547,19 @@ class PartitionBlocks:
             self._delete([prev, last])
             self._insert(merged)
 
+    def _labels(self, projected: FloatArray) -> npt.NDArray[np.int32] | None:
+        """Return projected rows' inverted lists, None if the partition has no centroids."""
+        centroids = load_centroids(self.conn, self.collection, self.scope)
+        if centroids is None or centroids.shape[1] != projected.shape[1]:
+            return None
+        return label_rows(projected, centroids)
+
     def reproject(self, table: str, user: str | None, dims: int) -> None:
         """Give every block the projections of its rows on the partition's current axes.
 
-        Run by the transaction that chose them; the blocks keep their ids (their rows did
-        not change), and a cache sees the axes' new version and reads the projections again.
+        And their inverted lists. Run by the transaction that chose them; the blocks keep
+        their ids (their rows did not change), and a cache sees the axes' new version and
+        reads the projections again.
         """
         axes = load_axes(self.conn, self.collection, self.scope, dims)
         listed = [
@@ -551,7 +572,8 @@ class PartitionBlocks:
         for block_id in listed:
             if axes is None:
                 self.conn.execute(
-                    "UPDATE amem_blocks SET axes = NULL, projected = NULL WHERE block = ?",
+                    "UPDATE amem_blocks SET axes = NULL, projected = NULL, labels = NULL "
+                    "WHERE block = ?",
                     (block_id,),
                 )
                 continue
@@ -561,9 +583,39 @@ class PartitionBlocks:
             ).fetchone()
             rids, _ = decode_rowinfo(rowinfo)
             vectors = _block_vectors(self.conn, table, user, rids, blob, dims)
+            projected = project(normalise(vectors), axes[1])
+            labels = self._labels(projected)
             self.conn.execute(
-                "UPDATE amem_blocks SET axes = ?, projected = ? WHERE block = ?",
-                (axes[0], encode_projected(project(normalise(vectors), axes[1])), block_id),
+                "UPDATE amem_blocks SET axes = ?, projected = ?, labels = ? WHERE block = ?",
+                (
+                    axes[0],
+                    encode_projected(projected),
+                    None if labels is None else encode_labels(labels),
+                    block_id,
+                ),
+            )
+
+    def relabel(self, dims: int) -> None:
+        """Give every block projected on the current axes its rows' inverted lists.
+
+        From the projections it keeps (a migration: the rows and their vectors are as they
+        were).
+        """
+        axes = load_axes(self.conn, self.collection, self.scope, dims)
+        if axes is None:
+            return
+        listed = self.conn.execute(
+            "SELECT block, rows FROM amem_blocks WHERE collection = ? AND scope = ? AND axes = ?",
+            (self.collection, self.scope, axes[0]),
+        ).fetchall()
+        for block_id, rows in listed:
+            (blob,) = self.conn.execute(
+                "SELECT projected FROM amem_blocks WHERE block = ?", (block_id,)
+            ).fetchone()
+            labels = None if blob is None else self._labels(decode_projected(blob, int(rows)))
+            self.conn.execute(
+                "UPDATE amem_blocks SET labels = ? WHERE block = ?",
+                (None if labels is None else encode_labels(labels), block_id),
             )
 
     def rows(self) -> int:

@@ -37,6 +37,7 @@ from agentic_memory.store.embedded.blocks import (
 )
 from agentic_memory.store.embedded.filters import Column
 from agentic_memory.store.embedded.keyword import _KeywordIndex, _Pairs, _Terms
+from agentic_memory.store.embedded.lists import decode_labels
 from agentic_memory.store.embedded.sql import _column, _table
 from agentic_memory.store.embedded.vectors import (
     _CoarseIndex,
@@ -247,10 +248,10 @@ class PartitionCache:
         part.centroids = load_centroids(conn, spec.name, scope)
         rids: list[IntArray] = []
         births: list[IntArray] = []
-        stored: list[tuple[int, bytes | None]] = []
-        for block, info, version, projected in conn.execute(
-            "SELECT block, rowinfo, axes, "
-            f"{'projected' if part.axes is not None else 'NULL'} FROM amem_blocks "
+        stored: list[tuple[int, bytes | None, bytes | None]] = []
+        wanted = "projected, labels" if part.axes is not None else "NULL, NULL"
+        for block, info, version, projected, labels in conn.execute(
+            f"SELECT block, rowinfo, axes, {wanted} FROM amem_blocks "
             "WHERE collection = ? AND scope = ? ORDER BY block",
             (spec.name, scope),
         ):
@@ -258,7 +259,7 @@ class PartitionCache:
             part.blocks[int(block)] = (block_rids, block_births)
             rids.append(block_rids)
             births.append(block_births)
-            stored.append((version, projected))
+            stored.append((version, projected, labels))
         if not rids:
             return part
         all_rids, all_births = _current(np.concatenate(rids), np.concatenate(births))
@@ -385,26 +386,39 @@ class PartitionCache:
         axes: tuple[int, FloatArray64],
         rids: list[IntArray],
         births: list[IntArray],
-        stored: list[tuple[int, bytes | None]],
+        stored: list[tuple[int, bytes | None, bytes | None]],
     ) -> _CoarseIndex:
         """Return the PCA projection of a loaded partition from its blocks' projections.
 
-        Rows of a block without projections on these axes are projected here.
+        Rows of a block without projections on these axes are projected here. The rows'
+        inverted lists come from the blocks too when every block keeps them (else the lists
+        label every row when first used).
         """
         width = axes[1].shape[0]
         projected = Growing.unfilled(part.slots, (width,), np.float32)
+        labels: npt.NDArray[np.uint8] | None = None
+        if part.centroids is not None:
+            labels = np.empty(part.slots, dtype=np.uint8)
         missing: list[IntArray] = []
-        for block_rids, block_births, (version, blob) in zip(rids, births, stored, strict=True):
+        for block_rids, block_births, (version, blob, listed) in zip(
+            rids, births, stored, strict=True
+        ):
             slots = np.searchsorted(part.rowids, block_rids)
             mine = part.births[slots] == block_births  # superseded entries left out
             if blob is not None and version == axes[0] and len(blob) == 4 * width * slots.size:
                 projected.view[slots[mine]] = decode_projected(blob, slots.size)[mine]
+                held = decode_labels(listed, slots.size)
+                if labels is not None and held is not None:
+                    labels[slots[mine]] = held[mine]
+                else:
+                    labels = None
             else:
                 missing.append(slots[mine])
         if missing:
             redo = np.concatenate(missing)
             projected.view[redo] = project(part.unit[redo], axes[1])
-        return _CoarseIndex(part.unit, axes, projected, part.centroids)
+            labels = None
+        return _CoarseIndex(part.unit, axes, projected, part.centroids, labels)
 
     def keyword(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, part: _Partition

@@ -462,7 +462,8 @@ def _migrate_from_v6(conn: sqlite3.Connection) -> None:
 
     Layout 6 kept each row's vector in the row and its unit vector in the block as well:
     every block gets its rows' vectors, every row's own is emptied and the unit vectors are
-    dropped (``blocks.move_vectors``), in the opening transaction like ``_migrate_from_v1``.
+    dropped (``blocks.move_vectors``), and blocks get their rows' inverted lists
+    (``PartitionBlocks.relabel``), in the opening transaction like ``_migrate_from_v1``.
     The pages this frees go back to the file system at the next open alone with the file
     (``compact_pages``). A process of layout 6 that had the file open before goes on writing
     rows with their vectors and blocks without: every read looks in the row first.
@@ -471,6 +472,10 @@ def _migrate_from_v6(conn: sqlite3.Connection) -> None:
     for spec_json, dims in conn.execute("SELECT spec, dims FROM amem_collections").fetchall():
         spec = _spec_from_json(spec_json)
         move_vectors(conn, spec.name, _table(spec.name), int(dims))
+        scopes = conn.execute("SELECT scope FROM amem_axes WHERE collection = ?", (spec.name,))
+        for (scope,) in scopes.fetchall():
+            # The rows' inverted lists, from the projections the blocks keep.
+            PartitionBlocks(conn, spec.name, scope, 0).relabel(int(dims))
     conn.execute(f"INSERT OR REPLACE INTO amem_meta (key, value) VALUES ('{_VACUUM_KEY}', '1')")
     conn.execute(
         "UPDATE amem_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)

@@ -443,8 +443,11 @@ class EmbeddedStore(MemoryStore):
         blocks.add(rids, postings, vectors, self.dims)
         table = _table(spec.name)
         read = functools.partial(row_vectors, conn, spec.name, table, user, dims=self.dims)
-        if maintain_axes(conn, spec.name, user or "", table, user, blocks.rows(), read):
+        chosen = maintain_axes(conn, spec.name, user or "", table, user, blocks.rows(), read)
+        if chosen == "axes":
             blocks.reproject(table, user, self.dims)
+        elif chosen == "centroids":
+            blocks.relabel(self.dims)
         _bump(conn, spec.name, user)
 
     def _insert(

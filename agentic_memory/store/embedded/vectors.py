@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -88,7 +88,7 @@ def maintain_axes(
     user: str | None,
     rows: int,
     read: Callable[[IntArray], FloatArray],
-) -> bool:
+) -> str | None:
     """Choose a partition's PCA axes when it first exceeds ``EXACT_VECTOR_ROWS``.
 
     And again each time it has doubled since (inside the write transaction that made it so).
@@ -100,10 +100,12 @@ def maintain_axes(
     kept beside the axes with the axes' version; axes stored without them (files written
     before the lists existed), or with those of earlier axes, get theirs from the next
     write, without a new version. ``read(rids)`` returns the vectors of rows ``rids``
-    (ascending). Returns whether it chose axes (the caller then projects every row on them).
+    (ascending). Returns "axes" when it chose axes (the caller then projects every row on
+    them, and lists it), "centroids" when it chose centroids alone (the caller lists every
+    row again), else None.
     """
     if rows <= EXACT_VECTOR_ROWS:
-        return False
+        return None
     row = conn.execute(
         "SELECT rows, axes, centroids, centroid_rows FROM amem_axes "
         "WHERE collection = ? AND scope = ?",
@@ -111,7 +113,7 @@ def maintain_axes(
     ).fetchone()
     renew = row is None or rows >= 2 * int(row[0])
     if not renew and row[2] is not None and row[3] == row[0]:
-        return False
+        return None
     rids = np.fromiter(
         (
             r[0]
@@ -143,7 +145,7 @@ def maintain_axes(
             version,
         ),
     )
-    return renew
+    return "axes" if renew else "centroids"
 
 
 def load_axes(
@@ -187,11 +189,14 @@ class _CoarseIndex:
         axes: tuple[int, FloatArray64],
         projected: Growing | None = None,
         centroids: IntArray | None = None,
+        labels: npt.NDArray[Any] | None = None,
     ) -> None:
         """Project every row of ``unit`` on ``axes`` (their version, fixed-point axes).
 
         ``projected``: those projections, already made (read from the file). ``centroids``:
-        the partition's inverted lists' centroids, if it has any.
+        the partition's inverted lists' centroids, if it has any, and ``labels`` each row's
+        list among them, if read from the file (used if the lists are made before any row
+        changes).
         """
         self.version, self.fixed = axes
         self.basis: FloatArray = (self.fixed / _FIXED).astype(np.float32)
@@ -202,6 +207,7 @@ class _CoarseIndex:
         self.projected = projected
         """(rows, axes): the unit vectors on those axes."""
         self.centroids = centroids
+        self._labels = labels
         self._lists: InvertedLists | None = None
 
     def lists(self) -> InvertedLists | None:
@@ -209,7 +215,11 @@ class _CoarseIndex:
         if self._lists is None and self.centroids is not None:
             if self.centroids.shape[1] != self.fixed.shape[0]:
                 return None  # centroids of other axes: the next write chooses new ones
-            self._lists = InvertedLists(self.centroids, self.projected)
+            labels = self._labels
+            if labels is not None and labels.shape[0] != self.projected.view.shape[0]:
+                labels = None
+            self._lists = InvertedLists(self.centroids, self.projected, labels)
+            self._labels = None
         return self._lists
 
     def set_centroids(self, centroids: IntArray | None) -> None:
@@ -222,17 +232,20 @@ class _CoarseIndex:
         if not same:
             self.centroids = centroids
             self._lists = None
+            self._labels = None
 
     def append(self, unit: FloatArray) -> None:
         """Project rows added at the end."""
         added = project(unit, self.fixed)
         self.projected.append(added)
+        self._labels = None  # the lists, when made, label every row
         if self._lists is not None:
             self._lists.append(added)
 
     def update(self, slots: IntArray, unit: FloatArray) -> None:
         """Project rows whose vectors changed."""
         changed = project(unit, self.fixed)
+        self._labels = None
         self.projected.view[slots] = changed
         if self._lists is not None:
             self._lists.update(slots, changed)

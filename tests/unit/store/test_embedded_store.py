@@ -1227,9 +1227,10 @@ def _no_projection(real: object) -> object:
         axes: object,
         projected: object = None,
         centroids: object = None,
+        labels: object = None,
     ) -> None:
         assert projected is not None, "a loaded partition should not project all its rows"
-        real(self, unit, axes, projected, centroids)  # type: ignore[operator]
+        real(self, unit, axes, projected, centroids, labels)  # type: ignore[operator]
 
     return init
 
