@@ -27,6 +27,7 @@ import sqlite3
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.store.embedded import skipping as _skipping
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growing, IntArray
 from agentic_memory.store.embedded.blocks import (
     decode_projected,
@@ -445,12 +446,24 @@ class PartitionCache:
             decoded.append((slots, lengths, terms))
         if len(decoded) != len(part.blocks):
             raise StoreError("partition changed while its keyword index was loaded")
+        if part.slots >= _skipping.PRUNE_ROWS:
+            # Frequent terms get columns before any posting is placed, chosen from about 64
+            # blocks' postings (the choice changes no answer, only what is skipped).
+            sample = decoded[:: max(1, len(decoded) // 64)]
+            index.choose_dense([terms for _, _, terms in sample], sum(s.size for s, _, _ in sample))
         for p, prop in enumerate(index.props):
-            total = sum(terms[p].docs.size for _, _, terms in decoded)
+            dense = index.dense[p]
+            total = sum(
+                terms[p].docs.size
+                if dense is None
+                else int(terms[p].counts[dense.find(terms[p].hashes) < 0].sum())
+                for _, _, terms in decoded
+            )
             prop.docs.reserve(total)
             prop.tf.reserve(total)
         for slots, lengths, terms in decoded:
-            index.assign(slots, lengths.astype(np.float32), terms)
+            index.assign(slots, lengths.astype(np.float32), terms, loading=True)
+        index.tighten_dense()
         part.keyword = index
         return index
 

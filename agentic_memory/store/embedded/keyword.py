@@ -359,10 +359,13 @@ class _KeywordIndex:
             if dense is not None:
                 dense.clear(slots)
 
-    def assign(self, slots: IntArray, lengths: FloatArray, props: list[_Terms]) -> None:
+    def assign(
+        self, slots: IntArray, lengths: FloatArray, props: list[_Terms], *, loading: bool = False
+    ) -> None:
         """Give ``slots`` new content: token counts and postings (``docs`` index ``slots``).
 
-        Whatever the slots held before becomes stale.
+        Whatever the slots held before becomes stale. ``loading``: part of a load, whose end
+        makes the dense columns' bounds (``DenseTerms.tighten``).
         """
         self._release(slots)
         chunk = self.chunks
@@ -373,16 +376,22 @@ class _KeywordIndex:
         self._owner.view[slots] = chunk
         counts = np.zeros(slots.size, dtype=np.int64)
         for p, (prop, terms) in enumerate(zip(self.props, props, strict=True)):
-            prop.add(terms, slots, chunk)
-            counts += np.bincount(terms.docs, minlength=slots.size)
-            self.postings += int(terms.docs.size)
             dense = self.dense[p]
             if dense is not None:
                 dense.lengths(slots, lengths[:, p])
-                column = np.repeat(dense.find(terms.hashes), terms.counts)
+                found = dense.find(terms.hashes)
+                column = np.repeat(found, terms.counts)
                 mine = column >= 0
                 if mine.any():
-                    dense.set(column[mine], slots[terms.docs[mine]], terms.tf[mine])
+                    dense.set(
+                        column[mine], slots[terms.docs[mine]], terms.tf[mine], bounds=not loading
+                    )
+                    if dense.exclusive:
+                        # Its frequent terms' postings are in its columns only.
+                        terms = _without_terms(terms, found >= 0)
+            prop.add(terms, slots, chunk)
+            counts += np.bincount(terms.docs, minlength=slots.size)
+            self.postings += int(terms.docs.size)
         self._counts.view[slots] = counts
 
     def remove(self, slots: IntArray) -> None:
@@ -430,7 +439,32 @@ class _KeywordIndex:
                 live = owner[rows] == chunks
                 rows, tf = rows[live], tf[live]
             found.append((rows.astype(np.int64), tf))
+        dense = self.dense[p]
+        if dense is not None and dense.exclusive:
+            for t, column in enumerate(dense.find(hashes).tolist()):
+                if column >= 0:
+                    values = dense.cols[column]
+                    rows = np.flatnonzero(values)
+                    found[t] = (rows.astype(np.int64), values[rows].astype(np.float32))
         return found
+
+    def choose_dense(self, sample: list[list[_Terms]], rows: int) -> None:
+        """Give every property columns for its frequent terms before a load assigns postings.
+
+        ``sample``: some blocks' postings (``rows`` rows in all), from which each term's share
+        of the rows is estimated. The columns are exclusive: those terms' postings go to them
+        alone (half the postings of a large partition, in a sixteenth of the memory).
+        """
+        for p in range(self.width):
+            hashes = np.concatenate([terms[p].hashes for terms in sample]) if sample else _NO_ROWS
+            counts = np.concatenate([terms[p].counts for terms in sample]) if sample else _NO_ROWS
+            self.dense[p] = DenseTerms(_frequent(hashes, counts, rows), self.slots, exclusive=True)
+
+    def tighten_dense(self) -> None:
+        """Make the dense columns' bounds exact (the end of a load)."""
+        for p, dense in enumerate(self.dense):
+            if dense is not None:
+                dense.tighten(self.lengths[:, p])
 
     def dense_terms(self, p: int) -> DenseTerms:
         """Return property ``p``'s frequent terms as columns, choosing them if due.
@@ -440,23 +474,18 @@ class _KeywordIndex:
         have columns changes no answer, only which rows a query can skip.
         """
         held = self.dense[p]
-        if held is not None and held.built * 2 > self.slots:
+        if held is not None and (held.exclusive or held.built * 2 > self.slots):
             return held
         prop = self.props[p]
         prop.directory.settle()
         levels = prop.directory.levels()
         chosen = np.zeros(0, dtype=np.int64)
         if levels:
-            hashes = np.concatenate([level.hashes for level in levels])
-            lens = np.concatenate([level.lens for level in levels])
-            order = np.argsort(hashes, kind="stable")
-            hashes, lens = hashes[order], lens[order]
-            starts = _term_starts(hashes)
-            totals = np.add.reduceat(lens, starts)
-            often = np.flatnonzero(totals * DENSE_SHARE >= self.slots)
-            if often.size > DENSE_MAX:
-                often = often[np.argsort(-totals[often], kind="stable")[:DENSE_MAX]]
-            chosen = np.sort(hashes[starts[often]])
+            chosen = _frequent(
+                np.concatenate([level.hashes for level in levels]),
+                np.concatenate([level.lens for level in levels]),
+                self.slots,
+            )
         dense = DenseTerms(chosen, self.slots)
         # A few terms at a time: their postings are the partition's most numerous.
         for start in range(0, chosen.size, 16):
@@ -474,18 +503,23 @@ class _KeywordIndex:
         compare the two).
         """
         out = []
-        for prop in self.props:
+        for p, prop in enumerate(self.props):
             prop.directory.settle(whole=True)
             d = prop.directory.main
-            if d.hashes.size == 0:
-                out.append(_Pairs(_NO_ROWS, _NO_ROWS, _NO_TF))
-                continue
-            at = _ranges(d.starts, d.lens)
+            at = _ranges(d.starts, d.lens) if d.hashes.size else _NO_ROWS
             hashes = np.repeat(d.hashes, d.lens)
             rows = prop.docs.view[at].astype(np.int64)
             tf = prop.tf.view[at]
             live = self.owner[rows] == np.repeat(d.chunks, d.lens)
             hashes, rows, tf = hashes[live], rows[live], tf[live]
+            dense = self.dense[p]
+            if dense is not None and dense.exclusive:
+                for term, (more, freq) in zip(
+                    dense.hashes.tolist(), self.lookup_property(p, dense.hashes), strict=True
+                ):
+                    hashes = np.concatenate((hashes, np.full(more.size, term, dtype=np.int64)))
+                    rows = np.concatenate((rows, more))
+                    tf = np.concatenate((tf, freq))
             order = np.lexsort((rows, hashes))
             out.append(_Pairs(hashes[order], rows[order], tf[order]))
         return out
@@ -688,6 +722,35 @@ def _bm25_top(
     )
     best = top_positions(total, candidates)
     return rows_kept[best], total[best]
+
+
+def _frequent(hashes: IntArray, counts: IntArray, rows: int) -> IntArray:
+    """Return the terms (sorted) in at least ``1 / DENSE_SHARE`` of ``rows`` (``DENSE_MAX`` most).
+
+    ``hashes`` and ``counts``: postings per term, in parts (a term may come more than once).
+    """
+    if hashes.size == 0 or rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(hashes, kind="stable")
+    hashes, counts = hashes[order], counts[order]
+    starts = _term_starts(hashes)
+    totals = np.add.reduceat(counts, starts)
+    often = np.flatnonzero(totals * DENSE_SHARE >= rows)
+    if often.size > DENSE_MAX:
+        often = often[np.argsort(-totals[often], kind="stable")[:DENSE_MAX]]
+    chosen: IntArray = np.sort(hashes[starts[often]])
+    return chosen
+
+
+def _without_terms(terms: _Terms, drop: npt.NDArray[np.bool_]) -> _Terms:
+    """Return a block's postings without those of the terms ``drop`` marks."""
+    keep = ~drop
+    at = (
+        _ranges(np.cumsum(terms.counts) - terms.counts, terms.counts * keep)
+        if keep.any()
+        else _NO_ROWS
+    )
+    return _Terms(terms.hashes[keep], terms.counts[keep], terms.docs[at], terms.tf[at])
 
 
 def _weights(

@@ -84,9 +84,14 @@ class DenseTerms:
     against the column): every bound stays a bound; a reload makes them tight again.
     """
 
-    def __init__(self, hashes: IntArray, slots: int) -> None:
-        """Start with columns for ``hashes`` (sorted), all zero over ``slots`` slots."""
+    def __init__(self, hashes: IntArray, slots: int, *, exclusive: bool = False) -> None:
+        """Start with columns for ``hashes`` (sorted), all zero over ``slots`` slots.
+
+        ``exclusive``: the index keeps these terms' postings here only (chosen when it was
+        loaded), not in its postings as well (chosen later, as a partition grew).
+        """
         self.hashes = hashes
+        self.exclusive = exclusive
         self.built = slots
         """Slots when the columns were chosen: the choice is renewed once they double."""
         self.size = 0
