@@ -365,9 +365,10 @@ class _KeywordIndex:
         """Give ``slots`` new content: token counts and postings (``docs`` index ``slots``).
 
         Whatever the slots held before becomes stale. ``loading``: part of a load, whose end
-        makes the dense columns' bounds (``DenseTerms.tighten``).
+        makes the dense columns' bounds (``DenseTerms.tighten``), of slots never assigned.
         """
-        self._release(slots)
+        if not loading:
+            self._release(slots)
         chunk = self.chunks
         self.chunks += 1
         self._lengths.view[slots] = lengths

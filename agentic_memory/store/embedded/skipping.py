@@ -66,6 +66,10 @@ BoolArray = npt.NDArray[np.bool_]
 UIntArray = npt.NDArray[np.unsignedinteger[Any]]
 
 
+_UNLISTED = np.zeros(0, dtype=np.int64)
+"""A column's list before it is made."""
+
+
 def _headroom(size: int) -> int:
     return size + max(256, size // 8)
 
@@ -99,7 +103,7 @@ class DenseTerms:
         self._cols: UIntArray = np.zeros((hashes.size, 0), np.uint8)
         self._maxtf: UIntArray = np.zeros((hashes.size, 0), np.uint8)
         self._minlen: FloatArray = np.zeros(0, dtype=np.float32)
-        self._high: list[IntArray] = [np.zeros(0, dtype=np.int64)] * hashes.size
+        self._high: list[IntArray] = [_UNLISTED] * hashes.size
         """Per column: its rows of frequency 2 or more when last listed, highest first."""
         self._levels: list[IntArray] = [np.zeros(_LEVELS + 1, dtype=np.int64)] * hashes.size
         """Per column: how many listed rows have frequency ``L`` or more, for every ``L``."""
@@ -205,8 +209,9 @@ class DenseTerms:
         if self.windows > full:
             self._maxtf[:, full] = self._cols[:, full * width : self.size].max(axis=1)
             self._minlen[full] = shortest[full * width :].min()
-        for column in range(self.hashes.size):
-            self._list(column)
+        # Listed again by the first query that asks (most columns are never asked).
+        self._high = [_UNLISTED] * self.hashes.size
+        self._added = [[] for _ in range(self.hashes.size)]
 
     def _list(self, column: int) -> None:
         values = self.cols[column]
@@ -219,6 +224,8 @@ class DenseTerms:
 
     def layer_size(self, column: int, frequency: int) -> int:
         """Return about how many rows have ``frequency`` in ``column`` (``_LEVELS``: or more)."""
+        if self._high[column] is _UNLISTED:
+            self._list(column)
         levels = self._levels[column]
         if frequency >= _LEVELS:
             return int(levels[_LEVELS])
@@ -232,7 +239,9 @@ class DenseTerms:
         ``below``: and less than that. A row may come twice; every row that qualifies comes.
         """
         added = self._added[column]
-        if sum(a.size for a in added) * 4 > max(self._high[column].size, 4096):
+        if self._high[column] is _UNLISTED or sum(a.size for a in added) * 4 > max(
+            self._high[column].size, 4096
+        ):
             self._list(column)
             added = []
         levels = self._levels[column]
