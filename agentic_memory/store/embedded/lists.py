@@ -83,8 +83,14 @@ def label_rows(projected: FloatArray, centroids: IntArray) -> npt.NDArray[np.int
     out = np.empty(projected.shape[0], dtype=np.int32)
     for start in range(0, projected.shape[0], _LABEL_ROWS):
         chunk = np.rint(projected[start : start + _LABEL_ROWS] * np.float32(_SCALE))
-        # Squared distance less the row's own norm (the same for every centroid).
-        distance = norms - 2 * (chunk @ fixed.T)
+        # Squared distance less the row's own norm (the same for every centroid). Exact
+        # either way; a few rows go through numpy's own loop, since waking BLAS threads on
+        # shared cores cost tens of milliseconds.
+        if chunk.shape[0] >= 1024:
+            product = chunk @ fixed.T
+        else:
+            product = np.einsum("ij,kj->ik", chunk, fixed)
+        distance = norms - 2 * product
         out[start : start + _LABEL_ROWS] = np.argmin(distance, axis=1)
     return out
 
@@ -210,7 +216,9 @@ class InvertedLists:
             self._sort()
         centres = self._unit_centroids
         q = query.astype(np.float64)
-        nearest = np.argsort((centres * centres).sum(axis=1) - 2 * (centres @ q), kind="stable")
+        # numpy's own loop: a BLAS matrix-vector product stalls on shared cores.
+        closeness = np.einsum("ij,j->i", centres, q)
+        nearest = np.argsort((centres * centres).sum(axis=1) - 2 * closeness, kind="stable")
         # As many lists as hold PROBE_ROWS allowed rows on average: a count of the live rows
         # alone, which a cache updated in place and a fresh load agree on (the sizes of the
         # lists as last sorted would differ).
