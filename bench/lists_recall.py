@@ -15,12 +15,10 @@ Data sets and models:
 - ``chunks``: the scale bench's knowledge chunks (``bench/knowledge_corpus.py``), queried by
   2-6 consecutive words of a chunk; WordLlama at ``--chunks`` rows, MiniLM at ``--minilm-chunks``.
 
-Geometry: at a million rows the store makes 256 lists and probes about 24,576 rows, 2.5 %
-of the partition, the smallest share it probes (at 150,000 rows, 16 %). "1M geometry" scales
-the lists' size and the probe to the data set's rows so that it probes that same 2.5 % of
-256 lists (at least 500 rows, so that a small set still gives 100 candidates); "store" uses
-the store's own thresholds at the data set's size (lists only above 150,000 rows).
-
+Geometry: the store makes one list per 2,048 rows (16 to 256 of them) and probes about
+24,576 rows: 16 % of a partition of 150,000 rows (where the lists start), 2.5 % of a million.
+"At 150k" and "at 1M" make and probe the lists of a data set as the store would at those
+sizes, scaled to its rows (as many lists, the same share of the rows probed).
 
 Run: ``python bench/lists_recall.py [--chunks 200000] [--minilm-chunks 20000] [--queries 300]
 [--out bench/results/lists_recall.md]``
@@ -75,22 +73,25 @@ class Partition:
         return self._coarse
 
 
-def recall(unit: np.ndarray, queries: np.ndarray, geometry: str) -> dict[str, float]:
-    """Return recall@10 and the share of the 100 exact candidates kept, over ``queries``."""
+def recall(unit: np.ndarray, queries: np.ndarray, at_rows: int) -> dict[str, float]:
+    """Return recall@10 and the share of the 100 exact candidates kept, over ``queries``.
+
+    The lists are made and probed as the store makes them for a partition of ``at_rows``
+    rows, scaled to the data set's rows: as many lists, holding as large a share of the rows
+    each, and as large a share of the rows probed.
+    """
     from agentic_memory.store.embedded import lists, vectors
     from agentic_memory.store.ranking import vector_candidates
 
     saved = (lists.LIST_ROWS, lists.PROBE_ROWS, vectors.IVF_ROWS, vectors.EXACT_VECTOR_ROWS)
     rows = unit.shape[0]
     try:
-        if geometry == "1M":
-            share = rows / MILLION
-            lists.LIST_ROWS = max(1, round(lists.LIST_ROWS * share))
-            # At least 500 rows, so that a small data set still gives 100 candidates.
-            lists.PROBE_ROWS = max(500, round(lists.PROBE_ROWS * share))
-            vectors.IVF_ROWS = vectors.EXACT_VECTOR_ROWS = 0
+        share = rows / at_rows
+        count = min(lists.MAX_LISTS, max(lists.MIN_LISTS, at_rows // lists.LIST_ROWS))
+        lists.LIST_ROWS = max(1, rows // count)
+        lists.PROBE_ROWS = max(10, round(lists.PROBE_ROWS * share))
+        vectors.IVF_ROWS = vectors.EXACT_VECTOR_ROWS = 0
         part = Partition(unit)
-        lists_used = part.coarse().lists() is not None and rows > vectors.IVF_ROWS
         ten, kept, cpu = [], [], []
         wanted = vector_candidates(10)
         for q in queries.tolist():
@@ -102,11 +103,10 @@ def recall(unit: np.ndarray, queries: np.ndarray, geometry: str) -> dict[str, fl
             best = set(exact_rows[np.argsort(-exact_sims, kind="stable")[:10]].tolist())
             ten.append(len(top & best) / len(best))
             kept.append(len(set(fast_rows.tolist()) & set(exact_rows.tolist())) / exact_rows.size)
-        count = part.coarse().centroids.shape[0]
         return {
             "rows": rows,
-            "lists": count if lists_used else 0,
-            "probe": lists.PROBE_ROWS if lists_used else rows,
+            "lists": part.coarse().centroids.shape[0],
+            "probe": lists.PROBE_ROWS,
             "recall_10": float(np.mean(ten)),
             "recall_10_min": float(np.min(ten)),
             "kept_100": float(np.mean(kept)),
@@ -154,14 +154,56 @@ def chunks(count: int, queries: int) -> tuple[list[str], list[str]]:
     return texts, asked
 
 
+def docstrings(count: int, queries: int) -> tuple[list[str], list[str]]:
+    """Return ``count`` chunks of about 60 words of real prose, and queries from them.
+
+    The docstrings of the Python modules installed here (the standard library and the
+    packages of this environment): English technical text, by topic, unlike the scale
+    bench's chunks of words drawn at random.
+    """
+    import ast
+    import sysconfig
+
+    roots = {Path(sysconfig.get_paths()[k]) for k in ("stdlib", "purelib", "platlib")}
+    texts: list[str] = []
+    for root in sorted(roots):
+        for path in sorted(root.rglob("*.py")):
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8", errors="ignore"))
+            except (SyntaxError, ValueError, RecursionError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(
+                    node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+                ):
+                    doc = ast.get_docstring(node)
+                    words = doc.split() if doc else []
+                    texts += [" ".join(words[i : i + 60]) for i in range(0, len(words), 60)]
+            if len(texts) >= 2 * count:
+                break
+    texts = list(dict.fromkeys(t for t in texts if len(t.split()) >= 20))
+    rng = np.random.default_rng(23)
+    picked = [
+        texts[i] for i in np.sort(rng.choice(len(texts), min(count, len(texts)), replace=False))
+    ]
+    asked = []
+    for i in rng.choice(len(picked), size=queries, replace=False).tolist():
+        split = picked[i].split()
+        k = int(rng.integers(4, 9))
+        at = int(rng.integers(0, len(split) - k))
+        asked.append(" ".join(split[at : at + k]))
+    return picked, asked
+
+
 def main() -> None:
     """Embed, build, measure; print (and write) the table."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--chunks", type=int, default=200_000)
-    parser.add_argument("--minilm-chunks", type=int, default=20_000)
+    parser.add_argument("--minilm-chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--docstrings", type=int, default=200_000)
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -174,14 +216,24 @@ def main() -> None:
         "MiniLM": MiniLMEmbeddings(folder, minilm_dims(folder), batch_size=32, runtime="fp32"),
     }
     turns, questions = locomo(args.locomo)
-    results: list[tuple[str, str, str, dict[str, Any], float]] = []
+    results: list[tuple[str, str, int, dict[str, Any], float]] = []
     for name, model in models.items():
         start = time.perf_counter()
         unit = _unit(model.embed_documents(turns))
         asked = _unit(model.embed_documents(questions[: args.queries]))
         took = time.perf_counter() - start
         print(f"locomo {name}: {len(turns)} turns embedded in {took:.0f} s", flush=True)
-        results.append(("LoCoMo turns", name, "1M", recall(unit, asked, "1M"), took))
+        for at in (150_000, MILLION):
+            results.append(("LoCoMo turns", name, at, recall(unit, asked, at), took))
+    if args.docstrings > 0:
+        texts, asked_texts = docstrings(args.docstrings, args.queries)
+        start = time.perf_counter()
+        unit = _unit(models["WordLlama"].embed_documents(texts))
+        asked = _unit(models["WordLlama"].embed_documents(asked_texts))
+        took = time.perf_counter() - start
+        print(f"docstrings: {len(texts)} chunks embedded in {took:.0f} s", flush=True)
+        for at in (150_000, MILLION):
+            results.append(("docstrings", "WordLlama", at, recall(unit, asked, at), took))
     for name, count in (("WordLlama", args.chunks), ("MiniLM", args.minilm_chunks)):
         if count <= 0:
             continue
@@ -191,22 +243,22 @@ def main() -> None:
         asked = _unit(models[name].embed_documents(asked_texts))
         took = time.perf_counter() - start
         print(f"chunks {name}: {count} chunks embedded in {took:.0f} s", flush=True)
-        results.append(("knowledge chunks", name, "1M", recall(unit, asked, "1M"), took))
-        if count > 150_000:
-            results.append(("knowledge chunks", name, "store", recall(unit, asked, "store"), took))
+        for at in (150_000, MILLION):
+            results.append(("knowledge chunks", name, at, recall(unit, asked, at), took))
     lines = [
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `python bench/lists_recall.py "
-        f"--chunks {args.chunks} --minilm-chunks {args.minilm_chunks} --queries {args.queries}` "
+        f"--chunks {args.chunks} --minilm-chunks {args.minilm_chunks} --docstrings "
+        f"{args.docstrings} --queries {args.queries}` "
         f"({platform.machine()}, {os.cpu_count()} cores shared, load average "
         f"{os.getloadavg()[0]:.1f}).",
         "",
-        "| data | model | geometry | rows | lists | rows probed | recall@10 (mean) | recall@10 (worst query) "
+        "| data | model | lists as at | rows | lists | rows probed | recall@10 (mean) | recall@10 (worst query) "
         "| exact 100 candidates kept | vector side CPU p50 ms |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for data, model_name, geometry, r, _ in results:
+    for data, model_name, at, r, _ in results:
         lines.append(
-            f"| {data} | {model_name} | {geometry} | {r['rows']:,} | {r['lists']} | {r['probe']:,} "
+            f"| {data} | {model_name} | {at:,} | {r['rows']:,} | {r['lists']} | {r['probe']:,} "
             f"| {r['recall_10']:.4f} | {r['recall_10_min']:.2f} | {r['kept_100']:.4f} "
             f"| {r['cpu_ms_p50']:.2f} |"
         )
