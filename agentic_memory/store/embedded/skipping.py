@@ -51,8 +51,9 @@ DENSE_SHARE = 16
 """A term in at least 1 / 16 of a property's slots gets a column: at one byte per slot a
 column takes less memory than its postings (8 bytes each) above 1 / 8."""
 DENSE_MAX = 256
-PRUNE_ROWS = 50_000
-"""Partitions from this many slots score their keyword side with the bounds below."""
+PRUNE_ROWS = 150_000
+"""Partitions from this many slots score their keyword side with the bounds below (below,
+scoring every posting takes a few milliseconds, and the columns would only add memory)."""
 WINDOW_BITS = 6
 SEED_WINDOWS = 8
 """Windows with the best bounds whose rows are scored exactly to seed ``theta``."""
