@@ -115,7 +115,8 @@ class SubAPI(Generic[T]):
         if self.name not in cache:
             obj._check_open()
             options = {"retention": obj.retention} if self.retained else {}
-            cache[self.name] = self.factory(obj.store, obj.embeddings, **options)
+            # Threads building it at once all get the first one stored (setdefault is atomic).
+            cache.setdefault(self.name, self.factory(obj.store, obj.embeddings, **options))
         part: T = cache[self.name]
         return part
 

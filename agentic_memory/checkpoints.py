@@ -9,11 +9,16 @@ which :func:`eraser_of` chooses:
 
 * a SQLite checkpointer (``AsyncSqliteSaver``, :func:`agentic_memory.graph.persistence.
   sqlite_checkpointer`): deletions overwrite with zeros (``secure_delete``), a file written
-  before that is vacuumed once (and marked in :data:`SQLITE_META_TABLE`), and the
-  write-ahead log, which keeps older copies of changed pages, is checkpointed and
-  truncated;
+  before that is vacuumed once (and marked in :data:`SQLITE_META_TABLE`), the write-ahead
+  log, which keeps older copies of changed pages, is checkpointed and truncated, and the
+  file gives its free pages back once a tenth of it is free;
 * any other (PostgreSQL, the in-memory saver): the deleted rows are the database's to
   reclaim; nothing more is done here.
+
+A run the graph rolls back (a refused input, a failed run) leaves nothing of itself in the
+thread's history either: :func:`adrop_run` deletes the checkpoints and writes it made before
+the restored one (:meth:`CheckpointEraser.adrop`: SQLite, PostgreSQL and the in-memory
+saver; another checkpointer keeps them, and says so in the log).
 
 :mod:`agentic_memory.graph.persistence` opens the checkpointers and marks a new SQLite file
 with :data:`ZEROED_KEY` from here.
@@ -22,15 +27,20 @@ with :data:`ZEROED_KEY` from here.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 __all__ = [
     "OWNER_KEY",
+    "RECLAIM_SHARE",
     "RUN_KEY",
     "SQLITE_META_TABLE",
     "ZEROED_KEY",
@@ -38,6 +48,7 @@ __all__ = [
     "SqliteEraser",
     "ThreadsDeleted",
     "adelete_threads",
+    "adrop_run",
     "athread_owner",
     "auser_threads",
     "eraser_of",
@@ -53,6 +64,13 @@ SQLITE_META_TABLE = "amem_meta"
 ZEROED_KEY = "free_space_zeroed"
 """Key of ``SQLITE_META_TABLE``: the file's deleted data has been overwritten since then."""
 _ERASE_ATTEMPTS = 8
+RECLAIM_SHARE = 0.1
+"""Share of a SQLite file's pages that must be free before they are given back (as the
+embedded store does: reusing free pages costs nothing, giving them back costs a write)."""
+_PERSISTED_WAIT_S = 30.0
+"""How long :func:`adrop_run` waits for the checkpoint a rollback wrote to be saved."""
+
+logger = logging.getLogger("agentic_memory.checkpoints")
 
 
 def owner_of(values: object, metadata: object) -> str:
@@ -118,7 +136,8 @@ async def auser_threads(checkpointer: BaseCheckpointSaver[Any], user: str) -> li
 class CheckpointEraser:
     """How one checkpointer makes deleted threads unreadable; this one: nothing to do.
 
-    PostgreSQL and the in-memory saver need nothing beyond ``adelete_thread``.
+    PostgreSQL and the in-memory saver need nothing beyond ``adelete_thread``. A
+    checkpointer of an unknown kind cannot drop single checkpoints (:meth:`adrop`).
     """
 
     def __init__(self, checkpointer: BaseCheckpointSaver[Any]) -> None:
@@ -129,6 +148,81 @@ class CheckpointEraser:
 
     async def aerase(self) -> bool:
         """Drop every copy of deleted data; return False when another process prevents it."""
+        return True
+
+    async def adrop(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
+        """Delete some checkpoints of a thread and their writes; False: this one cannot."""
+        del thread_id, checkpoint_ids
+        return False
+
+    async def _versions(self, thread_id: str, ids: Iterable[str]) -> set[tuple[str, str]]:
+        """Return the (channel, version) pairs the given checkpoints of the thread hold."""
+        found: set[tuple[str, str]] = set()
+        for checkpoint_id in ids:
+            config = {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": "",
+                    "checkpoint_id": checkpoint_id,
+                }
+            }
+            saved = await self.checkpointer.aget_tuple(config)  # type: ignore[arg-type]
+            if saved is not None:
+                versions = saved.checkpoint.get("channel_versions", {})
+                found |= {(str(c), str(v)) for c, v in versions.items()}
+        return found
+
+
+class MemoryEraser(CheckpointEraser):
+    """LangGraph's in-memory saver: its dictionaries are edited directly."""
+
+    checkpointer: InMemorySaver
+
+    async def adrop(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
+        """Delete the checkpoints, their writes, and the channel values only they held."""
+        saver = self.checkpointer
+        dropped = set(checkpoint_ids)
+        stored = saver.storage.get(thread_id, {}).get("", {})
+        kept = [cid for cid in stored if cid not in dropped]
+        orphans = await self._versions(thread_id, dropped) - await self._versions(thread_id, kept)
+        for checkpoint_id in dropped:
+            stored.pop(checkpoint_id, None)
+            saver.writes.pop((thread_id, "", checkpoint_id), None)
+        for channel, version in orphans:
+            saver.blobs.pop((thread_id, "", channel, version), None)
+        return True
+
+
+class PostgresEraser(CheckpointEraser):
+    """LangGraph's PostgreSQL saver: rows of its three tables are deleted."""
+
+    checkpointer: AsyncPostgresSaver
+
+    async def adrop(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
+        """Delete the checkpoints, their writes, and the channel values only they held."""
+        ids = list(checkpoint_ids)
+        saver = self.checkpointer
+        async with saver._cursor() as cur:
+            await cur.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''",
+                (thread_id,),
+            )
+            kept = [str(r["checkpoint_id"]) for r in await cur.fetchall()]
+        kept = [cid for cid in kept if cid not in ids]
+        orphans = await self._versions(thread_id, ids) - await self._versions(thread_id, kept)
+        async with saver._cursor(pipeline=True) as cur:
+            for table in ("checkpoint_writes", "checkpoints"):
+                await cur.execute(
+                    f"DELETE FROM {table} WHERE thread_id = %s AND checkpoint_ns = '' "
+                    "AND checkpoint_id = ANY(%s)",
+                    (thread_id, ids),
+                )
+            for channel, version in sorted(orphans):
+                await cur.execute(
+                    "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = '' "
+                    "AND channel = %s AND version = %s",
+                    (thread_id, channel, version),
+                )
         return True
 
 
@@ -167,6 +261,7 @@ class SqliteEraser(CheckpointEraser):
                     (ZEROED_KEY,),
                 )
                 await conn.commit()
+            await self._areclaim()
             busy = 1
             for _ in range(_ERASE_ATTEMPTS):
                 async with conn.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cursor:
@@ -177,12 +272,98 @@ class SqliteEraser(CheckpointEraser):
                 await asyncio.sleep(0.1)
         return not busy
 
+    async def _areclaim(self) -> None:
+        """Give the free pages back once a tenth of the file is free (under the lock).
+
+        Incrementally in a file made with ``auto_vacuum = INCREMENTAL`` (every file
+        ``sqlite_checkpointer`` creates since), else by one ``VACUUM`` that turns it on.
+        """
+        conn = self.checkpointer.conn
+        values = []
+        for pragma in ("page_count", "freelist_count", "auto_vacuum"):
+            async with conn.execute(f"PRAGMA {pragma}") as cursor:
+                row = await cursor.fetchone()
+            values.append(int(row[0]) if row else 0)
+        pages, free, mode = values
+        if free < max(64, pages * RECLAIM_SHARE):
+            return
+        if mode == 2:
+            # A script runs the pragma to its end; one execute() frees a single page.
+            await conn.executescript("PRAGMA incremental_vacuum;")
+        else:
+            await conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            await conn.execute("VACUUM")
+
+    async def adrop(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
+        """Delete the checkpoints and their writes (zeroed), then empty the log."""
+        ids = list(checkpoint_ids)
+        marks = ", ".join("?" for _ in ids)
+        conn = self.checkpointer.conn
+        async with self.checkpointer.lock:
+            await conn.execute("PRAGMA secure_delete = ON")
+            for table in ("writes", "checkpoints"):
+                await conn.execute(
+                    f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
+                    f"AND checkpoint_id IN ({marks})",
+                    (thread_id, *ids),
+                )
+            await conn.commit()
+        await self.aerase()
+        return True
+
 
 def eraser_of(checkpointer: BaseCheckpointSaver[Any]) -> CheckpointEraser:
     """Return how ``checkpointer`` makes deleted data unreadable."""
     if isinstance(checkpointer, AsyncSqliteSaver):
         return SqliteEraser(checkpointer)
+    if isinstance(checkpointer, AsyncPostgresSaver):
+        return PostgresEraser(checkpointer)
+    if isinstance(checkpointer, InMemorySaver):
+        return MemoryEraser(checkpointer)
     return CheckpointEraser(checkpointer)
+
+
+async def adrop_run(
+    checkpointer: BaseCheckpointSaver[Any], thread_id: str, since: str, head: str
+) -> int:
+    """Delete what a rolled-back run left in the thread's history; return how many checkpoints.
+
+    ``since`` is the checkpoint the run's first node started from (the run's input is
+    applied in it and in its parent, the ``input`` checkpoint), ``head`` the checkpoint the
+    rollback wrote, which holds the thread as it was and is kept. Everything between them
+    goes with their writes: the refused input, and what the run did before it was undone.
+    Waits (up to 30 s) for ``head`` to be saved, since LangGraph saves checkpoints in the
+    background, after the ones before it.
+    """
+    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    deadline = time.monotonic() + _PERSISTED_WAIT_S
+    saved_head: Any = {"configurable": {**config["configurable"], "checkpoint_id": head}}
+    while await checkpointer.aget_tuple(saved_head) is None:
+        if time.monotonic() > deadline:
+            logger.warning("a rolled-back run of thread %r keeps its checkpoints", thread_id)
+            return 0
+        await asyncio.sleep(0.01)
+    doomed: list[str] = []
+    async for saved in checkpointer.alist(config):
+        checkpoint_id = str(saved.config["configurable"].get("checkpoint_id", ""))
+        if since <= checkpoint_id < head:
+            doomed.append(checkpoint_id)
+        elif checkpoint_id < since:
+            if (saved.metadata or {}).get("source") == "input" and doomed:
+                doomed.append(checkpoint_id)  # the run's input, applied
+            break
+    if not doomed:
+        return 0
+    if not await eraser_of(checkpointer).adrop(thread_id, doomed):
+        logger.warning(
+            "%s cannot delete single checkpoints: a rolled-back run of thread %r keeps its "
+            "%d checkpoint(s)",
+            type(checkpointer).__name__,
+            thread_id,
+            len(doomed),
+        )
+        return 0
+    return len(doomed)
 
 
 @dataclass

@@ -61,6 +61,7 @@ from agentic_memory.checkpoints import (
     owner_of,
 )
 from agentic_memory.checkpoints import auser_threads as checkpoint_user_threads
+from agentic_memory.kinds._bound import areclaim_space
 from agentic_memory.kinds.contract import current_kinds
 from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, FactStore
@@ -560,27 +561,18 @@ async def forget_user(
             report.add_deleted(name, n)
     for spec in await _other_per_user_collections(store):
         report.add_deleted(spec.name, await store.adelete_user(spec.name, user))
-    await _forget_store_items(store, user, embeddings, report)
     await _erase(store, report)
     if checkpointer is not None:
         await _delete_checkpoints(checkpointer, threads, report)
     return report
 
 
-async def _forget_store_items(
-    store: MemoryStore, user: str, embeddings: Embeddings | None, report: ForgetReport
-) -> None:
-    """Delete what other LangGraph code kept for the user in the store (``("memories", user)``)."""
-    from agentic_memory.langgraph_store import AgenticStore  # noqa: PLC0415  (import cycle)
-    from agentic_memory.langgraph_store.generic import ITEMS  # noqa: PLC0415
-
-    if ITEMS.name in await store.acollections():
-        items = AgenticStore(store, embeddings or _LazyEmbeddings())
-        report.add_deleted(ITEMS.name, await items.aforget_user(user))
-
-
 async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:
-    """Empty the store's write-ahead log after a forget (see ``MemoryStore.erase_deleted``)."""
+    """Give the space back and empty the write-ahead log after a forget.
+
+    See ``MemoryStore.reclaim_space`` and ``MemoryStore.erase_deleted``.
+    """
+    await areclaim_space(store)
     if not await store.aerase_deleted():
         report.notes.append(
             "the store's write-ahead log could not be emptied now (another process is "
@@ -594,7 +586,8 @@ async def _other_per_user_collections(store: MemoryStore) -> list[CollectionSpec
     registry = current_kinds()
     specs = []
     names = await store.acollections()
-    for name in sorted(n for n in names if registry.of_collection(n) is None):
+    foreign = [n for n in names if registry.of_collection(n) is None]
+    for name in sorted(n for n in foreign if n not in registry.bookkeeping):
         spec = await asyncio.to_thread(store.spec, name)
         if spec.per_user:
             specs.append(spec)

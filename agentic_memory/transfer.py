@@ -47,6 +47,7 @@ from agentic_memory.kinds.builtin import MAX_EPISODE_CHARS
 from agentic_memory.kinds.contract import (
     ImportGate,
     ImportLine,
+    KindRegistry,
     MemoryKind,
     StagedLines,
     current_kinds,
@@ -230,6 +231,8 @@ def export_memories(
         raise InvalidInputError("kinds must be a sequence of kind names, not one string")
     chosen = None if kinds is None else {registry.get(k).info.name for k in kinds}
     for name in sorted(store.collections()):
+        if name in registry.bookkeeping:
+            continue  # no memory: the store it is in keeps it
         # A collection a kind keeps but does not export: said when that kind is exported.
         kept = [(k.info.name, why) for k in registry if (why := k.export_note(name)) is not None]
         if kept:
@@ -242,7 +245,8 @@ def export_memories(
         if chosen is not None and owner is not None and owner[0].info.name not in chosen:
             continue
         spec = store.spec(name)
-        if not spec.per_user and not include_shared:
+        owned = owner is not None and owner[0].owned_objects
+        if not spec.per_user and not include_shared and not owned:
             continue
         specs.append(spec)
 
@@ -277,8 +281,11 @@ def export_memories(
     for spec, user in plan:
         kind = kind_of(spec.name)
         assert kind is not None
+        keeps = _objects_kept(registry, spec, users, include_shared)
         n = 0
         for obj in _page(store, spec.name, user, page_size, include_vectors):
+            if not keeps(obj):
+                continue
             vector = obj.vector if include_vectors else None
             line = {
                 "kind": kind,
@@ -293,6 +300,30 @@ def export_memories(
         if n:
             summary.counts[(spec.name, user or "")] = n
     return summary
+
+
+def _objects_kept(
+    registry: KindRegistry, spec: CollectionSpec, users: Sequence[str] | None, shared: bool
+) -> Callable[[StoredObject], bool]:
+    """Return which objects of a collection an export takes.
+
+    All of them, but in a shared collection whose objects each belong to a user (plain
+    LangGraph items): the chosen users' (every user's when none are chosen), and the
+    objects of no one only with the shared data.
+    """
+    found = registry.of_collection(spec.name)
+    if spec.per_user or found is None or not found[0].owned_objects:
+        return lambda obj: True
+    kind = found[0]
+    wanted = None if users is None else set(users)
+
+    def keeps(obj: StoredObject) -> bool:
+        owner = kind.owner_of(spec.name, obj.properties)
+        if owner is None:
+            return shared and wanted is None
+        return wanted is None or owner in wanted
+
+    return keeps
 
 
 def export_to_file(store: MemoryStore, path: str | Path, **kwargs: Any) -> TransferSummary:
@@ -522,9 +553,20 @@ def _parse_line(lineno: int, text: str, header: ExportHeader, allow_shared: bool
         canonical = str(uuid.UUID(obj_id)) if isinstance(obj_id, str) else None
     except ValueError:
         canonical = None
-    # A user's own knowledge base (per-user collections) is their data, like their facts.
+    props = data.get("properties")
+    # A user's own knowledge base (per-user collections) is their data, like their facts;
+    # so is a plain item of theirs (its namespace names them).
     what = memory_kind.shared_what(
-        _Line(lineno, kind, collection, user or "", canonical or "", {}, None), spec
+        _Line(
+            lineno,
+            kind,
+            collection,
+            user or "",
+            canonical or "",
+            props if isinstance(props, dict) else {},
+            None,
+        ),
+        spec,
     )
     if what is not None and not allow_shared:
         raise _fail(
@@ -534,7 +576,6 @@ def _parse_line(lineno: int, text: str, header: ExportHeader, allow_shared: bool
         )
     if canonical is None:
         raise _fail(lineno, f"id {obj_id!r:.60} is not a UUID")
-    props = data.get("properties")
     if not isinstance(props, dict):
         raise _fail(lineno, "properties must be an object")
     try:

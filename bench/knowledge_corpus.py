@@ -4,7 +4,9 @@ Documents are knowledge-base chunks (``knowledge_collection``) of words sampled 
 from the English words of the Python standard library's source; each bench draws its texts
 and vectors from its own seeds. ``Embedded`` is the embedded store of whichever checkout the
 process imports, ``Lance`` LanceDB 0.40 (the ``bench`` dependency group) with a full-text
-index on ``text``, hybrid search with its default RRF reranker and filters as pre-filters.
+index on ``text``, hybrid search with its default RRF reranker and filters as pre-filters;
+``Weaviate`` the ``WeaviateStore`` on one node of the pinned server
+(``agentic_memory.store.weaviate.launcher``), started on the folder's data by the process.
 Imported by ``partition_growth_bench.py`` and ``scale_bench.py`` (run from ``bench/``, or
 with ``bench/`` on ``sys.path``).
 """
@@ -73,11 +75,12 @@ class Embedded:
     def __init__(self, folder: Path) -> None:
         """Open (or create) the store in ``folder``."""
         from agentic_memory.kinds.knowledge import knowledge_collection
+        from agentic_memory.store import MemoryStore
         from agentic_memory.store.embedded import EmbeddedStore
 
         self.folder = folder
         self.spec = knowledge_collection("bench")
-        self.store = EmbeddedStore(folder, dims=DIMS)
+        self.store: MemoryStore = EmbeddedStore(folder, dims=DIMS)
         self.store.ensure_collection(self.spec)
 
     def write(
@@ -133,10 +136,11 @@ class Embedded:
         ``recall_candidates``: of the exact candidates a hybrid search takes, the share
         kept. The bench looks inside the store on purpose: recall is not in the API.
         """
-        from agentic_memory.store.embedded import _cosine_top
+        from agentic_memory.store.embedded import EmbeddedStore, _cosine_top
         from agentic_memory.store.ranking import vector_candidates
 
         store = self.store
+        assert isinstance(store, EmbeddedStore)
         with store._read() as conn:
             part = store._cache.partition(conn, self.spec, None)
         ten, kept = [], []
@@ -154,6 +158,51 @@ class Embedded:
         """Close the store and return its file size in bytes."""
         self.store.close()
         return sum(f.stat().st_size for f in self.folder.glob("store.sqlite3*"))
+
+
+class Weaviate(Embedded):
+    """The ``WeaviateStore`` on one node of the pinned server, its data in ``folder/data``.
+
+    Opening starts the node (on the folder's data, if any) and waits until it is ready, so a
+    fresh process's first search includes the server's start. The store's calls are the
+    embedded store's (``Embedded``): the same requests, the same ranking rules.
+    """
+
+    name = "weaviate"
+
+    def __init__(self, folder: Path) -> None:
+        """Start the node on ``folder/data`` and open the store on it."""
+        from agentic_memory.kinds.knowledge import knowledge_collection
+        from agentic_memory.store.weaviate import WeaviateStore
+        from agentic_memory.store.weaviate.launcher import Node
+
+        self.folder = folder
+        self.spec = knowledge_collection("bench")
+        self.node = Node(folder / "data").start()
+        self.store = WeaviateStore.connect(
+            DIMS, url=self.node.url, grpc_port=self.node.ports.grpc, coordinator="local"
+        )
+        self.store.ensure_collection(self.spec)
+
+    def server_mb(self) -> tuple[float, float]:
+        """Return the server process's resident memory now and at its peak, in MB."""
+        status = Path(f"/proc/{self.node.pid}/status").read_text()
+        kb = {
+            line.split(":")[0]: int(line.split()[1])
+            for line in status.splitlines()
+            if line.startswith(("VmRSS", "VmHWM"))
+        }
+        return kb["VmRSS"] / 1e3, kb["VmHWM"] / 1e3
+
+    def close(self) -> None:
+        """Close the store and stop the node (SIGTERM: it flushes its memtables)."""
+        self.store.close()
+        self.node.stop()
+
+    def size(self) -> int:
+        """Stop the node and return the bytes of its data folder."""
+        self.close()
+        return sum(f.stat().st_size for f in (self.folder / "data").rglob("*") if f.is_file())
 
 
 class Lance:

@@ -21,6 +21,9 @@ from pytest_asyncio import is_async_test
 
 from tests.fake_openai import FakeOpenAIServer
 
+# The session's live Weaviate (``live_weaviate``, ``weaviate_env``).
+pytest_plugins = ("tests.live_weaviate",)
+
 # Variables that would make a test talk to a real service or read a user's data.
 _ISOLATED_ENV = (
     "OPENAI_API_KEY",

@@ -7,9 +7,14 @@ modules stay independent: ``ingest`` comes from ``agentic_memory.cli.ingest_cmd`
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 import typer
 
 from agentic_memory.cli import chat_cmd, ingest_cmd, memories_cmd
+
+DISTRIBUTION = "langgraph-agentic-memory"
+"""The name the package is installed under (pip, pyproject.toml)."""
 
 app = typer.Typer(
     name="amem",
@@ -20,9 +25,33 @@ app = typer.Typer(
 )
 
 
+def installed_version() -> str:
+    """Return the installed version of the package ("unknown" when it is not installed)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"amem {installed_version()} ({DISTRIBUTION})")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    show_version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        help="Print the installed version and exit.",
+        callback=_print_version,
+        is_eager=True,
+    ),
+) -> None:
     """Agentic Memory: a LangGraph agent with episodic, semantic and procedural memory."""
+    del show_version
 
 
 app.command("ingest")(ingest_cmd.ingest)

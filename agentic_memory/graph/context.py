@@ -104,6 +104,17 @@ class Context:
             "Whose procedural rules to use and rewrite: this user's, or one set shared by all."
         ),
     )
+    prompt_profile: Literal["auto", "compact", "full"] = field(
+        default="auto",
+        metadata=_describe(
+            "How the answer's prompt is written. 'compact': one short instruction, the user's "
+            "facts as short lines (the most relevant last), the one or two most relevant "
+            "recalled passages or past messages, recent turns, the message: what a small "
+            "model can use. 'full': the system prompt, the rules and every recalled layer. "
+            "'auto': compact for the offline model and small local endpoints, full for "
+            "capable ones (agentic_memory.models.chat.model_class)."
+        ),
+    )
     extract_facts: bool = field(
         default=True,
         metadata=_describe("Extract durable facts from each user message (one model call)."),
@@ -193,6 +204,11 @@ class Context:
             raise ValueError("context recency_half_life_days must be a positive number")
         if not _number(self.compaction_threshold) or not 0 < self.compaction_threshold <= 1:
             raise ValueError("context compaction_threshold must be in (0, 1]")
+        if self.prompt_profile not in ("auto", "compact", "full"):
+            raise ValueError(
+                "context prompt_profile must be 'auto', 'compact' or 'full': "
+                f"{self.prompt_profile!r}"
+            )
         if not isinstance(self.extract_facts, bool):
             raise ValueError("context extract_facts must be true or false")
         days = self.message_retention_days

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ __all__ = [
     "CompactionPlan",
     "ContextOverflowError",
     "TokenBudgets",
+    "assemble_compact",
     "assemble_context",
     "count_message_tokens",
     "count_tokens",
@@ -334,6 +335,81 @@ def assemble_context(
         messages.append(SystemMessage(variable))
     messages.append(new_message)
     return AssembledContext(messages=messages, tokens=tokens, left_out=dict(left_out or {}))
+
+
+def assemble_compact(
+    *,
+    frame: Callable[[str], str],
+    facts: Sequence[str],
+    recalled: Sequence[str],
+    summary: str,
+    recent: Sequence[BaseMessage],
+    new_message: BaseMessage,
+    budgets: TokenBudgets,
+    left_out: Mapping[str, int] | None = None,
+) -> AssembledContext:
+    """Build the compact prompt a small model can use, with the same budgets as the full one.
+
+    One system message, ``frame(memory)``: a short instruction, then the fact lines that fit
+    ``budgets.facts`` (given best first, written most relevant *last*, next to the message)
+    and the recalled lines that fit ``episodic + semantic``; then the rolling summary, the
+    recent turns verbatim and the new message. What did not fit is counted in ``left_out``
+    (``facts``, ``recalled``), added to the counts the caller gives; nothing is cut.
+
+    Args:
+        frame: Writes the system message around the memory lines (the ``compact_answer``
+            prompt); with "" it gives the instruction alone, which must fit ``budgets.system``.
+        facts: Fact lines, most relevant first.
+        recalled: Recalled lines (passages, past messages, episodes), most relevant first.
+        summary: The rolling summary ("" when none).
+        recent: Recent turns, kept verbatim.
+        new_message: The user's new message.
+        budgets: The budget of each layer.
+        left_out: Items the caller already left out, per layer.
+
+    Raises:
+        ContextOverflowError: the instruction, the summary, the recent turns or the new
+            message is over its budget.
+    """
+    if not isinstance(new_message, BaseMessage):
+        raise TypeError(f"new_message must be a BaseMessage, got {type(new_message).__name__}")
+    kept_facts, fact_tokens, facts_left = pack_items(facts, budgets.facts)
+    kept_recalled, recalled_tokens, recalled_left = pack_items(recalled, budgets.variable)
+    instruction = frame("")
+    system = frame("\n".join([*reversed(kept_facts), *kept_recalled]))
+    tokens = {
+        "system": count_tokens(instruction),
+        "rules": 0,
+        "facts": fact_tokens,
+        "summary": count_tokens(summary),
+        "recent": count_message_tokens(recent),
+        "variable": recalled_tokens,
+        "new_message": count_message_tokens([new_message]),
+        "reserve": budgets.reserve,
+    }
+    _check("system", tokens["system"], budgets.system, "shorten the compact prompt")
+    _check("summary", tokens["summary"], budgets.summary, "raise budget_summary")
+    _check(
+        "new_message",
+        tokens["new_message"],
+        budgets.recent,
+        "the message is longer than the recent-turns budget",
+    )
+    _check(
+        "recent",
+        tokens["recent"],
+        budgets.recent,
+        "compaction should have summarised older turns first",
+    )
+    counts = dict(left_out or {})
+    counts["facts"] = counts.get("facts", 0) + facts_left
+    counts["recalled"] = counts.get("recalled", 0) + recalled_left
+    messages: list[BaseMessage] = [SystemMessage(system)]
+    if summary:
+        messages.append(SystemMessage(summary))
+    messages.extend(recent)
+    messages.append(new_message)
+    return AssembledContext(messages=messages, tokens=tokens, left_out=counts)
 
 
 @dataclass

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import math
 import os
+import re
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -34,16 +36,20 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
 from langgraph.errors import NodeError
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
+from pydantic import BaseModel
 
 from agentic_memory import prompts
 from agentic_memory.api import Memory
+from agentic_memory.checkpoints import adrop_run
 from agentic_memory.graph.context import Context
 from agentic_memory.graph.context_window import (
+    assemble_compact,
     assemble_context,
     count_message_tokens,
     count_tokens,
@@ -57,6 +63,8 @@ from agentic_memory.kinds.episodes import Reflection, render_episode
 from agentic_memory.kinds.facts import (
     ExtractedFact,
     ExtractedFacts,
+    is_secret,
+    mentions_secret,
     normalise_subject,
     render_constraints,
     render_facts,
@@ -69,13 +77,18 @@ from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
 from agentic_memory.kinds.model_output import (
     is_protected,
     keep_protected,
+    layer_openings,
+    leak_at,
     longest_copy,
+    mangled,
     prompt_echo,
 )
 from agentic_memory.kinds.rule_guard import RejectedRule, screen_rules
 from agentic_memory.kinds.rules import (
     MAX_RULES,
+    Rule,
     RuleConflictError,
+    RuleScreenError,
     RuleSet,
     rebase_backoff,
     rebase_rules,
@@ -84,8 +97,10 @@ from agentic_memory.kinds.rules import (
 )
 from agentic_memory.kinds.self_statements import (
     extract_self_statements,
+    looks_like_self_statement,
     merge_facts,
     plausible_fact,
+    supported_fact,
 )
 from agentic_memory.models.calls import (
     MODEL_ERRORS,
@@ -94,7 +109,7 @@ from agentic_memory.models.calls import (
     ainvoke_text,
     calls_of,
 )
-from agentic_memory.models.chat import describe_model, limit_answer_tokens
+from agentic_memory.models.chat import describe_model, limit_answer_tokens, model_class
 from agentic_memory.store import (
     GLOBAL_SCOPE,
     InvalidInputError,
@@ -390,9 +405,12 @@ async def admit(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         user = _user(ctx)
     except (InvalidInputError, TypeError, ValueError) as exc:
         return refused("user", str(exc))
-    # Who ran it: the checkpoints of a run that is rolled back still hold its input, and
-    # forgetting the user finds them by this (agentic_memory.forget).
+    # Who ran it: until ``refuse`` deletes a rolled-back run's checkpoints (from the one this
+    # node started from on), they hold its input; forgetting the user finds them by this
+    # (agentic_memory.forget) when they stay (a process killed before, a checkpointer that
+    # cannot delete single checkpoints).
     start["user"] = user
+    start["checkpoint"] = _checkpoint_of(_config())
     configurable = _config().get("configurable") or {}
     authenticated = configurable.get("langgraph_auth_user_id")
     if authenticated and str(authenticated) != user:
@@ -497,7 +515,8 @@ async def rollback(state: State, runtime: Runtime[Context]) -> Command[Literal["
     if list(state.messages) != before:
         update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *before]
     update.update(run_before=None, run_failures=reset_failures())
-    return Command(update=update, goto=Send("refuse", dict(failures[0])))
+    refusal = {**failures[0], "since": str(start.get("checkpoint") or "")}
+    return Command(update=update, goto=Send("refuse", refusal))
 
 
 async def _take_back_logged(
@@ -528,11 +547,44 @@ async def refuse(failure: dict[str, str]) -> None:
         Exception: the error a node raised (``RunFailedError`` with its message when it
             was raised in another process).
     """
+    await _drop_run(str(failure.get("since", "")))
     error = _take_error(str(failure.get("token", "")))
     if error is not None:
         raise error
     kind, message = failure.get("kind", ""), failure.get("message", "")
     raise _REFUSALS.get(kind, RunFailedError)(message or "the run failed")
+
+
+def _checkpoint_of(config: RunnableConfig) -> str:
+    """Return the id of the checkpoint the current step started from ("" outside a run)."""
+    found = (config.get("configurable") or {}).get("checkpoint_map") or {}
+    return str(found.get("", "")) if isinstance(found, Mapping) else ""
+
+
+async def _drop_run(since: str) -> None:
+    """Delete the checkpoints the rolled-back run wrote before the restored one.
+
+    Its input (a refused 2 MB message, a failed run's message) is in them; the thread's
+    history keeps nothing of it (:func:`agentic_memory.checkpoints.adrop_run`). Nothing to
+    do when LangGraph saves only at the end of a run (``durability="exit"``), or without a
+    checkpointer.
+    """
+    config = _config()
+    configurable = config.get("configurable") or {}
+    # LangGraph's keys for the run's checkpointer and durability (langgraph._internal).
+    checkpointer = configurable.get("__pregel_checkpointer")
+    head = _checkpoint_of(config)
+    if (
+        not since
+        or not head
+        or not isinstance(checkpointer, BaseCheckpointSaver)
+        or configurable.get("__pregel_durability") == "exit"
+    ):
+        return
+    try:
+        await adrop_run(checkpointer, _thread(config), since, head)
+    except Exception:  # the refusal is what the caller must see, not a cleanup's failure
+        logger.exception("the checkpoints of a rolled-back run could not be deleted")
 
 
 # -- routers --------------------------------------------------------------------------------
@@ -580,6 +632,7 @@ async def recall_episodic(state: State, runtime: Runtime[Context]) -> dict[str, 
             alpha=ctx.past_turns_alpha,
             exclude_thread=_thread(_config()),
         )
+        openings = await _layer_openings()
         past = [
             {
                 "id": h.id,
@@ -591,6 +644,8 @@ async def recall_episodic(state: State, runtime: Runtime[Context]) -> dict[str, 
                 "score": round(float(h.score), 4),
             }
             for h in hits
+            # A turn logged before answers were checked may hold the prompt: never recalled.
+            if leak_at(h.content, openings) is None
         ]
     return {"episodes": episodes, "past_turns": past}
 
@@ -694,14 +749,21 @@ async def extract_facts(
 ) -> tuple[list[ExtractedFact], bool, list[ModelCall]]:
     """Extract the durable facts of a user message with the memory model (and self-statements).
 
-    A model that fails (an invalid reply after the retry, an API error, a dead server) costs
-    the turn nothing: the facts are then read from the message's self-statements
-    (:func:`agentic_memory.kinds.self_statements.extract_self_statements`). With the offline
-    model (a base model that answered an empty list to every plain statement measured) the
-    self-statements are always read, and its own facts are kept only when they are
-    plausible: a short key and a value taken from the message
-    (:func:`~agentic_memory.kinds.self_statements.plausible_fact`). Forbidding it the empty
-    list was measured too: one more statement of 68, at nine times the time of the call.
+    Only facts the message supports are kept, whatever the model. For a small model (the
+    bundled one or a small endpoint: :func:`agentic_memory.models.chat.model_class`) the
+    message's self-statements are always read
+    (:func:`agentic_memory.kinds.self_statements.extract_self_statements`) and the model's
+    own facts are kept only when plausible: a short key and a value taken from the message
+    (:func:`~agentic_memory.kinds.self_statements.plausible_fact`); the offline base model
+    answered an empty list to every plain statement measured, and SmolLM2 copies the
+    prompt's examples; for a message that states nothing in the first person (a question,
+    a request) and asks nothing to be remembered, a small model is not even asked. A
+    capable model's facts are kept when the message supports them
+    (:func:`~agentic_memory.kinds.self_statements.supported_fact`). A secret the user states
+    (a PIN, a password, a card number: :func:`agentic_memory.kinds.facts.is_secret`) is never
+    a fact, and a message naming one is never marked important. A model that fails (an
+    invalid reply after the retry, an API error, a dead server) costs the turn nothing: the
+    facts are then the message's self-statements.
 
     Args:
         model: The memory model.
@@ -711,22 +773,40 @@ async def extract_facts(
     Returns:
         The facts, whether the message is important, and the model calls made.
     """
-    prompt = (await prompts.aload("fact_extraction")).format(
+    small = model_class(model) != "capable"
+    if small and not (looks_like_self_statement(message) or _REMEMBER.search(message)):
+        # A question or a request states no fact, and a small model's facts from one were
+        # never kept: its call (the slower half of a small model's turn) is not made.
+        return [], False, []
+    template = await prompts.aload("fact_extraction")
+    prompt = template.format(
         known_facts="\n".join(f"- {k}" for k in known) or _NONE, message=message
     )
-    offline = describe_model(model).startswith("local:")
+    secret = mentions_secret(message)
     try:
         extracted, records = await ainvoke_structured(
             model, ExtractedFacts, [HumanMessage(prompt)], purpose="facts"
         )
     except MODEL_ERRORS as exc:
         logger.warning("fact extraction fell back to self-statements this turn: %s", exc)
-        return extract_self_statements(message), False, calls_of(exc)
+        return _not_secret(extract_self_statements(message)), False, calls_of(exc)
     facts = list(extracted.facts)
-    if offline:
+    if not small:
+        facts = [f for f in facts if supported_fact(f, message, template.template)]
+    else:
         own = [f for f in facts if plausible_fact(f, message)]
         facts = merge_facts(extract_self_statements(message), own)
-    return facts, bool(extracted.important), records
+    return _not_secret(facts), bool(extracted.important) and not secret, records
+
+
+_REMEMBER = re.compile(r"\b(?:remember|note|keep in mind|don't forget)\b", re.IGNORECASE)
+
+
+def _not_secret(facts: Sequence[ExtractedFact]) -> list[ExtractedFact]:
+    kept = [f for f in facts if not is_secret(f)]
+    if len(kept) < len(facts):
+        logger.warning("a secret the user stated was not stored as a fact")
+    return kept
 
 
 def _usable_facts(facts: Sequence[ExtractedFact]) -> list[ExtractedFact]:
@@ -828,7 +908,7 @@ def _history(state: State) -> list[AnyMessage]:
 
 ECHOED_ANSWER_NOTICE = (
     "(The model repeated its prompt instead of answering, so no answer was kept. "
-    "The offline model is a small base model; a short, direct question works best, and "
+    "The offline model is a very small model; a short, direct question works best, and "
     "OPENAI_API_KEY or AMEM_BASE_URL gives a model that answers well.)"
 )
 NOTICE_MARK = "amem_notice"
@@ -858,15 +938,132 @@ def _without_notices(messages: Sequence[_Message]) -> list[_Message]:
     return [m for m in messages if not _is_notice(m)]
 
 
+class AnswerFailedError(RuntimeError):
+    """The chat model failed while answering: this turn failed, the thread is as it was."""
+
+
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Answer the new message from the token-budgeted context.
+    """Answer the new message from the token-budgeted context, in the run's prompt profile.
+
+    An answer that runs into a turn marker or a prompt layer is cut there when what comes
+    before is an answer of its own, else replaced by a notice (:func:`_guard_answer`).
 
     Raises:
         ContextOverflowError: a layer that cannot be dropped is over its budget.
+        AnswerFailedError: the model (or its server) failed: the run fails with that one
+            message and the thread is put back as it was (``rollback``).
     """
     ctx, _, mem = await _setup(runtime)
     await asyncio.to_thread(load_tokenizer)
     new_message = _require_new_message(state)
+    model = limit_answer_tokens(await answer_model(ctx), ctx.answer_max_tokens)
+    kind = model_class(model)
+    compact = ctx.prompt_profile == "compact" or (
+        ctx.prompt_profile == "auto" and kind != "capable"
+    )
+    if compact:
+        assembled, system = await _compact_context(state, ctx, mem, new_message)
+    else:
+        assembled, system = await _full_context(state, ctx, new_message)
+    try:
+        answer, call = await ainvoke_text(model, assembled.messages, purpose="answer")
+    except MODEL_ERRORS as exc:
+        raise AnswerFailedError(
+            f"the chat model ({describe_model(model)}) failed while answering: "
+            f"{type(exc).__name__}: {exc}. This turn was not kept and the thread is as it was "
+            "before it; send the message again (the next call reaches the model anew)."
+        ) from exc
+    report: dict[str, Any] = {
+        "profile": "compact" if compact else "full",
+        "layers": dict(assembled.tokens),
+        "left_out": dict(assembled.left_out),
+        "prompt_tokens": assembled.total,
+        "budget_total": ctx.budgets.total,
+    }
+    answer, why = await _guard_answer(answer, state, new_message, system, small=kind != "capable")
+    if why is not None:
+        report["answer_cut" if not _is_notice(answer) else "answer_replaced"] = why
+    if not answer.id:
+        answer.id = str(uuid.uuid4())
+    return {
+        "messages": [answer],
+        "settled_through": answer.id,
+        "token_report": report,
+        "model_calls": [call.to_dict()],
+    }
+
+
+_OPENINGS: list[str] = []
+
+
+async def _layer_openings() -> list[str]:
+    """Return the openings of every prompt's fixed lines and of the code's layer headings."""
+    if not _OPENINGS:
+
+        def read() -> list[str]:
+            # The starting rules are content, shown to the model and rewritten by it: not a layer.
+            names = [n for n in prompts.available() if n != "procedural_rules"]
+            templates = [prompts.load(name).template for name in names]
+            headings = [_SUMMARY_HEADING, "Behaviour rules (version", _NO_LESSON]
+            return layer_openings(templates, headings)
+
+        # Listing and reading the prompt files touches the disk: off the event loop.
+        openings = await asyncio.to_thread(read)
+        if not _OPENINGS:
+            _OPENINGS.extend(openings)
+    return _OPENINGS
+
+
+MIN_CUT_WORDS = 3
+"""An answer cut before a leak keeps at least this many words, or it is replaced by a notice."""
+
+
+async def _guard_answer(
+    answer: AIMessage, state: State, new_message: HumanMessage, system: str, *, small: bool
+) -> tuple[AIMessage, str | None]:
+    """Keep an answer that is one; cut one that runs into the prompt, replace one that is it.
+
+    The small models (measured: Gemma base, SmolLM2) recite their instructions, continue the
+    transcript, or run on past their answer into the prompt's layers and invented turns. The
+    user is told so by a notice, which is never model input, logged or reflected on; an
+    answer that ran on is kept up to where it did (measured in ``bench/results/answers.md``:
+    the part before is the answer).
+
+    Returns:
+        The answer to keep and why it was changed (None when it was not).
+    """
+    text = _text(answer)
+    openings = await _layer_openings()
+    at = leak_at(text, openings, turns=small)
+    if at is not None:
+        kept = text[:at].rstrip(" \t\n-:(")
+        if len(kept.split()) >= MIN_CUT_WORDS and leak_at(kept, openings, turns=small) is None:
+            why = f"the answer ran into the prompt or an invented turn ({text[at : at + 40]!r})"
+            logger.warning("%s: it was cut there", why)
+            return AIMessage(content=kept, id=answer.id), why
+        text = kept
+    given = [_text(new_message)] + [str(f.get("value", "")) for f in state.facts]
+    echo = prompt_echo(text, system, [*given, state.summary])
+    recited = 0
+    if small:
+        # Only small models continue the transcript instead of answering; a chat model
+        # asked to repeat the user's words must be free to.
+        said = [_text(m) for m in _history(state) if isinstance(m, HumanMessage)]
+        recited = longest_copy(text, said)
+    if at is None and echo is None and recited < RECITED_WORDS:
+        return answer, None
+    if at is not None:
+        why = f"the answer was the prompt or an invented turn ({_text(answer)[at : at + 40]!r})"
+    elif echo is not None:
+        why = f"the model recited its instructions ({echo!r})"
+    else:
+        why = f"the model recited the conversation ({recited} words in a row)"
+    logger.warning("%s: the answer was replaced by a notice", why)
+    return AIMessage(content=ECHOED_ANSWER_NOTICE, additional_kwargs={NOTICE_MARK: True}), why
+
+
+async def _full_context(state: State, ctx: Context, new_message: HumanMessage) -> tuple[Any, str]:
+    """Write the full prompt: system prompt and rules, facts, summary, turns, recall, message."""
     budgets = ctx.budgets
     system = (await prompts.aload("system")).format().strip()
     facts_text = ""
@@ -925,41 +1122,84 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         budgets=budgets,
         left_out={"episodic": left_episodic, "semantic": left_semantic},
     )
-    model = limit_answer_tokens(await answer_model(ctx), ctx.answer_max_tokens)
-    answer, call = await ainvoke_text(model, assembled.messages, purpose="answer")
-    report = {
-        "layers": dict(assembled.tokens),
-        "left_out": dict(assembled.left_out),
-        "prompt_tokens": assembled.total,
-        "budget_total": budgets.total,
-    }
-    # The offline base model often recites its prompt instead of answering (seen in whole
-    # sessions: every answer began with the system prompt, or with the earlier turns). The
-    # user is told so by a notice, which is never model input, logged or reflected on.
-    echo = prompt_echo(_text(answer), system, [_text(new_message), facts_text, summary_text])
-    # Only the offline base model continues the transcript instead of answering; a chat
-    # model asked to repeat the user's words must be free to.
-    recited = 0
-    if describe_model(model).startswith("local:"):
-        said = [_text(m) for m in _history(state) if isinstance(m, HumanMessage)]
-        recited = longest_copy(_text(answer), said)
-    if echo is not None or recited >= RECITED_WORDS:
-        why = (
-            f"the model recited its instructions ({echo!r})"
-            if echo is not None
-            else f"the model recited the conversation ({recited} words in a row)"
-        )
-        logger.warning("%s: the answer was replaced by a notice", why)
-        answer = AIMessage(content=ECHOED_ANSWER_NOTICE, additional_kwargs={NOTICE_MARK: True})
-        report["answer_replaced"] = why
-    if not answer.id:
-        answer.id = str(uuid.uuid4())
-    return {
-        "messages": [answer],
-        "settled_through": answer.id,
-        "token_report": report,
-        "model_calls": [call.to_dict()],
-    }
+    return assembled, system
+
+
+COMPACT_RECALLED = 2
+"""Recalled lines in the compact prompt: a small model is lost among more."""
+COMPACT_RECENT = 2
+"""Recent messages in the compact prompt (the last exchange; the rest is counted as left
+out): SmolLM2 copies the form of its earlier answers into every later one ("I'm happy to
+help. What's your job?" to eight questions in a row). Measured on the answers bench, facts
+right of 7: 4 messages 1, 2 messages 2, none 3, the user's messages alone 1 (one run each);
+the last exchange is kept so that a follow-up question keeps its context."""
+
+
+async def _compact_context(
+    state: State, ctx: Context, mem: Memory, new_message: HumanMessage
+) -> tuple[Any, str]:
+    """Write the compact prompt: an instruction, facts as short lines, two recalled lines.
+
+    Returns:
+        The prompt, and its own text (the instruction, without the memory lines).
+    """
+    template = await prompts.aload("compact_answer")
+    query = _text(new_message)
+    facts = await _rank_facts(mem, query, state.facts)
+    lines = [f"- your {f['subject']}: {f['value']}" for f in facts]
+    recalled: list[str] = []
+    if state.chunks:
+        recalled.append(f"- from your documents {_passage(state.chunks[0])}")
+    said = [p for p in state.past_turns if p.get("role") in ("human", "user")]
+    if said:
+        recalled.append(f"- you said before: {said[0]['content']}")
+    elif state.episodes:
+        recalled.append(f"- last time: {state.episodes[0].get('conversation_summary', '')}")
+    recalled = recalled[:COMPACT_RECALLED]
+    left = len(state.chunks) + len(state.past_turns) + len(state.episodes) - len(recalled)
+    constraints = render_constraints(state.facts)
+    restated = f"Never suggest anything against: {constraints}." if constraints else ""
+    recent = _history(state)
+
+    def frame(memory: str) -> str:
+        return template.format(memory=memory or "- (nothing yet)", constraints=restated).strip()
+
+    assembled = assemble_compact(
+        frame=frame,
+        facts=lines,
+        recalled=recalled,
+        summary=f"{_SUMMARY_HEADING}{state.summary}" if state.summary else "",
+        recent=recent[max(0, len(recent) - COMPACT_RECENT) :],
+        new_message=new_message,
+        budgets=ctx.budgets,
+        left_out={"recalled": left, "recent": max(0, len(recent) - COMPACT_RECENT)},
+    )
+    # Only the instruction is the prompt's own text: an answer may copy the memory lines
+    # ("You work as a pharmacist at a hospital.") and must, to be right.
+    return assembled, frame("")
+
+
+async def _rank_facts(
+    mem: Memory, query: str, facts: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Order facts by their similarity to the message, most similar first (embeddings)."""
+    if len(facts) < 2 or not query.strip():
+        return list(facts)
+    texts = [query, *(f"{f['subject']}: {f['value']}" for f in facts)]
+    try:
+        vectors = await mem.embeddings.aembed_documents(texts)
+    except Exception as exc:
+        logger.warning("facts not ranked for the compact prompt: %s", exc)
+        return list(facts)
+    head = vectors[0]
+
+    def similarity(vector: Sequence[float]) -> float:
+        dot = sum(a * b for a, b in zip(head, vector, strict=False))
+        norm = math.sqrt(sum(a * a for a in vector)) or 1.0
+        return float(dot / norm)
+
+    order = sorted(range(len(facts)), key=lambda i: -similarity(vectors[i + 1]))
+    return [facts[i] for i in order]
 
 
 async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -1047,7 +1287,9 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             [HumanMessage(template.format(conversation=transcript))],
             purpose="reflection",
         )
-        reflection, echo = _without_echo(reflection, template.template, transcript)
+        reflection, echo = _without_echo(
+            reflection, template.template, transcript, await _layer_openings()
+        )
         if echo is not None:
             fallback = f"the model's reflection copied the prompt ({echo!r})"
     except MODEL_ERRORS as exc:
@@ -1089,14 +1331,23 @@ _NO_LESSON = "No lesson recorded: the memory model wrote no usable reflection."
 
 
 def _without_echo(
-    reflection: Reflection, template: str, transcript: str
+    reflection: Reflection, template: str, transcript: str, openings: Sequence[str] = ()
 ) -> tuple[Reflection, str | None]:
-    """Drop tags copied from the prompt; name a text field that copies it, if one does."""
+    """Drop tags copied from the prompt; name a text field that copies or mangles it, if one does.
+
+    Mangled (:func:`agentic_memory.kinds.model_output.mangled`): a field holding a turn
+    marker or a prompt layer, an unfilled placeholder, or cut at its bound.
+    """
     given = [transcript, *_INSTRUCTED]
     for name in ("conversation_summary", "what_worked", "what_to_avoid"):
         echo = prompt_echo(getattr(reflection, name), template, given)
         if echo is not None:
             return reflection, echo
+        problem = mangled(
+            getattr(reflection, name), bound=_bound(Reflection, name), openings=openings
+        )
+        if problem is not None:
+            return reflection, f"{name} {problem}"
     tags = [t for t in reflection.context_tags if prompt_echo(t, template, given) is None]
     return reflection.model_copy(update={"context_tags": tags}), None
 
@@ -1147,21 +1398,47 @@ async def _rewrite_rules(
 
 
 def _drop_echoes(
-    rules: Sequence[dict[str, str]], template: str, given: Sequence[str]
+    rules: Sequence[dict[str, str]],
+    template: str,
+    given: Sequence[str],
+    openings: Sequence[str] = (),
 ) -> tuple[list[dict[str, str]], list[RejectedRule]]:
-    """Split rules into those the model wrote and those copying the prompt's own text."""
+    """Split rules into those the model wrote and those copying or mangling the prompt.
+
+    Refused: a rule sharing a run of words with the prompt's own text
+    (:func:`agentic_memory.kinds.model_output.prompt_echo`), or whose instruction or
+    rationale is mangled (:func:`agentic_memory.kinds.model_output.mangled`: a turn marker,
+    a prompt layer, an unfilled placeholder, or cut: at its bound or mid-sentence).
+    """
     kept: list[dict[str, str]] = []
     echoed: list[RejectedRule] = []
     for rule in rules:
         echo = prompt_echo(rule["instruction"], template, given) or prompt_echo(
             rule["rationale"], template, given
         )
-        if echo is None:
+        problem = next(
+            (
+                f"its {part} {why}"
+                for part in ("instruction", "rationale")
+                if (why := mangled(rule[part], bound=_bound(Rule, part), openings=openings))
+            ),
+            None,
+        )
+        if echo is None and problem is None:
             kept.append(rule)
-        else:
-            reason = f"copies the prompt's text ({echo!r})"
-            echoed.append(RejectedRule(rule["instruction"], rule["rationale"], reason))
+            continue
+        reason = f"copies the prompt's text ({echo!r})" if echo is not None else str(problem)
+        echoed.append(RejectedRule(rule["instruction"], rule["rationale"], reason))
     return kept, echoed
+
+
+def _bound(schema: type[BaseModel], name: str) -> int | None:
+    """Return a schema field's ``max_length``, if it has one."""
+    for item in schema.model_fields[name].metadata:
+        bound = getattr(item, "max_length", None)
+        if isinstance(bound, int):
+            return bound
+    return None
 
 
 def _rule_dicts(rules: Sequence[Any]) -> list[dict[str, str]]:
@@ -1269,7 +1546,10 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
             return model_failed(exc)
         calls += [c.to_dict() for c in records]
         kept, echoed = _drop_echoes(
-            _clean_rules(ruleset.rules), template.template, [current.render(), lesson_text]
+            _clean_rules(ruleset.rules),
+            template.template,
+            [current.render(), lesson_text],
+            await _layer_openings(),
         )
         result = {**done, "rules_rejected": [r.to_dict() for r in echoed], "model_calls": calls}
         if not kept:
@@ -1309,7 +1589,9 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
             return model_failed(exc)
         calls += [c.to_dict() for c in records]
         kept, rejected = screen_rules(_clean_rules(ruleset.rules), shared=False)
-        kept, echoed = _drop_echoes(kept, template.template, [current.render(), lesson_text])
+        kept, echoed = _drop_echoes(
+            kept, template.template, [current.render(), lesson_text], await _layer_openings()
+        )
         rejected = [*rejected, *echoed]
         for item in rejected:
             logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
@@ -1344,6 +1626,16 @@ async def update_procedural(state: State, runtime: Runtime[Context]) -> dict[str
                     source_users=[user],
                     note=note,
                 )
+            except RuleScreenError as exc:
+                # A rule kept from the version in force or merged from a newer one that,
+                # beside the rewrite's, makes a request: nothing of this end is stored.
+                for item in exc.rejected:
+                    logger.warning("rule not stored (%s): %r", item.reason, item.instruction)
+                return {
+                    **result,
+                    "rules_rejected": [*rejected_all, *(r.to_dict() for r in exc.rejected)],
+                    "rules_note": f"the rewrite was not stored: {exc}",
+                }
             except RuleConflictError as exc:
                 latest = await mem.rules.alatest(scope)
                 merged = _rebased(base.rules, rules, latest.rules, starting)

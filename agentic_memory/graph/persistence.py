@@ -144,6 +144,11 @@ async def sqlite_checkpointer(path: str | Path | None = None) -> AsyncIterator[A
         new = await asyncio.to_thread(_prepare_sqlite_path, target)
         conn_string = str(target)
     async with AsyncSqliteSaver.from_conn_string(conn_string) as saver:
+        if new:
+            # Before any table: only an empty file takes it. Deleted threads and rolled-back
+            # runs then give their pages back (agentic_memory.checkpoints).
+            async with saver.lock:
+                await saver.conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         await saver.setup()
         await _secure(saver, target, new=new)
         yield saver

@@ -7,7 +7,8 @@ the store ``langgraph.json`` names. It must be agentic_memory's store
 kinds; any other store is refused with a clear error on the first node.
 
 The models come through one seam. A run's context names them by spec (``Context.model``,
-``Context.memory_model``), resolved once per spec and reused. ``compile_graph(chat_model=...,
+``Context.memory_model``), resolved once per spec and reused, with an HTTP client of their
+own per event loop (see :func:`_for_this_loop`). ``compile_graph(chat_model=...,
 memory_model=...)`` binds given objects instead (tests, notebooks), through the compiled
 graph's own config: nothing is registered process-wide, so a graph and its models are
 freed together.
@@ -17,10 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
+import openai
 from langchain_core.language_models import BaseChatModel
+from langchain_openai import ChatOpenAI
 from langgraph.config import get_config
 
 from agentic_memory.api import Memory
@@ -49,6 +52,21 @@ _MAX_TOKENS = 1024
 _LOCAL_ANSWER_TOKENS = 256
 
 _RESOLVED: dict[tuple[str, str], BaseChatModel] = {}
+
+
+@dataclass
+class _LoopModels:
+    """The models of one event loop, and the async HTTP client they share there."""
+
+    http: dict[str | None, openai.DefaultAsyncHttpxClient] = field(default_factory=dict)
+    """By proxy (``None``: none): one connection pool per loop, as one per process before."""
+    models: dict[tuple[str, str], tuple[BaseChatModel, BaseChatModel]] = field(default_factory=dict)
+    """By role and spec: (the model resolved for the spec, its copy for this loop)."""
+
+
+_PER_LOOP: dict[asyncio.AbstractEventLoop, _LoopModels] = {}
+"""Not weakly keyed: pooled connections refer to their loop, so a weak key would never go.
+Closed loops are dropped when another loop resolves a model."""
 _LOCK = threading.Lock()
 
 
@@ -100,14 +118,17 @@ async def background_model(context: Context) -> BaseChatModel:
 
 
 async def _resolved(role: str, spec: str) -> BaseChatModel:
-    model = _RESOLVED.get((role, spec))
-    if model is not None:
-        return model
+    loop = asyncio.get_running_loop()
+    base = _RESOLVED.get((role, spec))
+    mine = _PER_LOOP.get(loop)
+    entry = None if mine is None else mine.models.get((role, spec))
+    if base is not None and entry is not None and entry[0] is base:
+        return entry[1]
     # Building a client may read certificates: off the event loop.
-    return await asyncio.to_thread(_resolve, role, spec)
+    return await asyncio.to_thread(_resolve, role, spec, loop)
 
 
-def _resolve(role: str, spec: str) -> BaseChatModel:
+def _resolve(role: str, spec: str, loop: asyncio.AbstractEventLoop) -> BaseChatModel:
     with _LOCK:
         model = _RESOLVED.get((role, spec))
         if model is None:
@@ -115,4 +136,38 @@ def _resolve(role: str, spec: str) -> BaseChatModel:
             if role == "answer" and isinstance(model, LocalChatOpenAI):
                 model = limit_answer_tokens(model, _LOCAL_ANSWER_TOKENS)
             _RESOLVED[(role, spec)] = model
+        for closed in [other for other in _PER_LOOP if other.is_closed()]:
+            del _PER_LOOP[closed]
+        mine = _PER_LOOP.setdefault(loop, _LoopModels())
+        entry = mine.models.get((role, spec))
+        if entry is None or entry[0] is not model:
+            entry = mine.models[(role, spec)] = (model, _for_this_loop(model, mine))
+        return entry[1]
+
+
+def _for_this_loop(model: BaseChatModel, mine: _LoopModels) -> BaseChatModel:
+    """Return a copy of an OpenAI-client model whose async calls use this loop's HTTP client.
+
+    An async HTTP client pools its connections on the event loop that opened them, and
+    ``langchain_openai`` shares one such client among all its models: a graph run on a second
+    loop (a thread pool, each ``asyncio.run``) would reuse a connection of the first and fail
+    ("Event loop is closed", "bound to a different event loop"). Each loop gets its client,
+    shared by its models and let go once the loop is closed; the sync client (thread-safe)
+    stays shared by all.
+    """
+    if not isinstance(model, ChatOpenAI):
         return model
+    proxy = model.openai_proxy
+    http = mine.http.get(proxy)
+    if http is None:
+        http = mine.http[proxy] = openai.DefaultAsyncHttpxClient(proxy=proxy)
+    copy = model.model_copy(
+        update={
+            "http_async_client": http,
+            "openai_proxy": None,  # carried by the client above
+            "async_client": None,
+            "root_async_client": None,
+        }
+    )
+    cast(Any, copy).validate_environment()  # builds the async client on ``http``
+    return copy

@@ -14,7 +14,10 @@ starts ``langgraph dev`` with:
   checkpointer ``langgraph.json`` names (``graph/persistence.py:open_checkpointer``:
   ``$AMEM_HOME/checkpoints.sqlite``, 0600, or PostgreSQL), see ``docs/persistence.md``;
 * **one line saying who can read what**: without an ``auth`` entry in the configuration,
-  anyone who can reach the port reads and changes every user's memories and threads.
+  anyone who can reach the port reads and changes every user's memories and threads;
+* **one line naming the chat model** that runs with ``model: "auto"`` (the default): OpenAI,
+  the endpoint at ``AMEM_BASE_URL``, or the bundled offline model
+  (:func:`agentic_memory.models.chat.describe_default_model`).
 
 ``AMEM_HOME`` is made absolute before the working directory changes. Nothing runs at import.
 """
@@ -29,6 +32,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentic_memory.models.chat import describe_default_model
 from agentic_memory.paths import amem_home, private_dir, tighten
 
 __all__ = ["SERVER_DIR", "exposure_line", "main", "prepare"]
@@ -95,7 +99,7 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Prepare the folder, say who can read what, and replace this process by ``langgraph dev``.
+    """Prepare the folder, say who can read what and which model answers, then run ``langgraph dev``.
 
     Options other than ``--config``, ``--port`` and ``--host`` go to ``langgraph dev``
     unchanged (``--no-reload``, ``--n-jobs-per-worker N``, …).
@@ -113,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.umask(0o077)
     folder = prepare(home)
     sys.stdout.write(exposure_line(config, f"http://{args.host}:{args.port}") + "\n")
+    sys.stdout.write(describe_default_model() + "\n")
     sys.stdout.flush()
     os.environ["AMEM_HOME"] = str(home)
     os.environ.setdefault("LANGGRAPH_NO_VERSION_CHECK", "true")

@@ -26,17 +26,24 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from langgraph.store.base import TTLConfig
+from langgraph.config import get_config
+from langgraph.store.base import Op, Result, TTLConfig
 
-from agentic_memory.langgraph_store import AgenticStore
+from agentic_memory.langgraph_store import (
+    AgenticStore,
+    OperatorRequiredError,
+    RuleVersionConflictError,
+)
 from agentic_memory.operators import EVERYONE, configured_operators
+from agentic_memory.store import InvalidInputError
 
 __all__ = [
     "AUTH_ENV",
+    "ServedStore",
     "STORE_ENV",
     "SWEEP_MINUTES",
     "server_operator",
@@ -54,11 +61,46 @@ AUTH_ENV = "LANGGRAPH_AUTH"
 """Where the server passes ``langgraph.json``'s ``auth`` entry (as JSON) when it has one."""
 
 
+class ServedStore(AgenticStore):
+    """The store a server serves: a refused ``/store`` request answers as an HTTP error.
+
+    The server logs every ``ValueError`` a route raises with its whole traceback (25 lines
+    per refused put, for a request it answers 400 anyway). Outside a graph run (a
+    ``/store`` route), a refusal is raised as the ``HTTPException`` it becomes: 400 for bad
+    input, 403 for an operator's right, 409 for a rules version that is no longer the
+    latest, with the store's message, and the server answers it without a traceback. In a
+    graph run the error stays what it is (nodes catch ``InvalidInputError``); a store
+    failure (not a refusal) stays an error.
+    """
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations; a refusal outside a run is an ``HTTPException``."""
+        try:
+            return await super().abatch(ops)
+        except (InvalidInputError, RuleVersionConflictError) as exc:
+            if _in_run():
+                raise
+            from starlette.exceptions import HTTPException  # noqa: PLC0415  (the server's)
+
+            status = 403 if isinstance(exc, OperatorRequiredError) else 400
+            if isinstance(exc, RuleVersionConflictError):
+                status = 409
+            raise HTTPException(status_code=status, detail=str(exc)) from exc
+
+
+def _in_run() -> bool:
+    try:
+        get_config()
+    except RuntimeError:
+        return False
+    return True
+
+
 @asynccontextmanager
 async def store() -> AsyncIterator[AgenticStore]:
     """Open the memory store as a LangGraph store, sweeping expired items until closed."""
     ttl = server_ttl_config()
-    opened = await asyncio.to_thread(AgenticStore.from_env, ttl=ttl, operator=server_operator())
+    opened = await asyncio.to_thread(ServedStore.from_env, ttl=ttl, operator=server_operator())
     try:
         # Items put with an explicit ttl expire even without a TTLConfig: sweep them too.
         interval = (ttl or {}).get("sweep_interval_minutes") or SWEEP_MINUTES

@@ -7,6 +7,7 @@ Every kind is asynchronous only (the graph and the LangGraph server await it; sc
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -21,6 +22,7 @@ from agentic_memory.store import (
     MemoryStore,
     SearchHit,
     StoredObject,
+    StoreError,
     Where,
     check_text,
 )
@@ -28,6 +30,8 @@ from agentic_memory.store.base import check_alpha
 from agentic_memory.store.base import check_user_id as check_scope_id
 
 _PAGE = 1000
+
+logger = logging.getLogger("agentic_memory.kinds")
 
 MAX_MESSAGE_CHARS = 100_000
 """The longest message (and search query) accepted, in characters.
@@ -95,6 +99,19 @@ def check_user_id(user: object) -> str:
             f"user id {GLOBAL_SCOPE!r} is reserved for the rules shared by everyone"
         )
     return checked
+
+
+async def areclaim_space(store: MemoryStore) -> int:
+    """Give deleted rows' space back after a purge (``MemoryStore.reclaim_space``).
+
+    The rows are deleted already: a store that cannot give the space back now (another
+    process writing) is logged, never raised, and the next purge or forget tries again.
+    """
+    try:
+        return await store.areclaim_space()
+    except StoreError as exc:
+        logger.warning("the store kept the space of deleted rows for now: %s", exc)
+        return 0
 
 
 class CollectionBound:

@@ -594,6 +594,7 @@ class MessagesKind(MemoryKind):
         users_column="messages",
     )
     specs = (messages.MESSAGES,)
+    bookkeeping = (messages.TURN_MARKS.name,)
     cli_columns = (
         ("thread", "thread_id"),
         ("turn", "turn"),

@@ -246,6 +246,14 @@ class MemoryKind(ABC):
     """``(header, key)`` of the table ``amem memories list <name>`` prints."""
     allows_global_scope: ClassVar[bool] = False
     """Whether objects may belong to ``_global`` (the scope shared by every user)."""
+    owned_objects: ClassVar[bool] = False
+    """Whether each object of the kind's shared (not per-user) collections belongs to a user
+    (:meth:`owner_of`): a user's export takes theirs, and a full export takes them as
+    memories, not as shared data (plain LangGraph items)."""
+    bookkeeping: ClassVar[tuple[str, ...]] = ()
+    """Collections the kind keeps for itself, holding no memory (the message log's turn
+    marks): never exported, and cleaned by the kind's own ``aforget_user`` and
+    ``aforget_thread`` rather than reported as another program's data."""
 
     # -- storage ---------------------------------------------------------------------------
 
@@ -382,6 +390,14 @@ class MemoryKind(ABC):
             return None
         return f"shared {self.info.name}"
 
+    def owner_of(self, collection: str, properties: Mapping[str, Any]) -> str | None:
+        """Return the user an object of a shared collection belongs to (``None``: no one).
+
+        Read only for a kind with :attr:`owned_objects`.
+        """
+        del collection, properties
+        return None
+
     def export_note(self, collection: str) -> str | None:
         """Say why a collection the kind keeps is not exported; ``None``: not such a one."""
         del collection
@@ -461,6 +477,7 @@ class KindRegistry:
             ("namespace root", [r for k in self._kinds for r in k.info.roots]),
             ("export line kind", [lk for k in self._kinds for lk in k.info.line_kinds]),
             ("collection", [s.name for k in self._kinds for s in k.specs]),
+            ("bookkeeping collection", [n for k in self._kinds for n in k.bookkeeping]),
         ):
             seen: set[str] = set()
             for label in labels:
@@ -491,6 +508,11 @@ class KindRegistry:
     def line_kinds(self) -> tuple[str, ...]:
         """Every export line kind, in the order an import writes them."""
         return tuple(lk for k in self._kinds for lk in k.info.line_kinds)
+
+    @property
+    def bookkeeping(self) -> frozenset[str]:
+        """The collections the kinds keep for themselves (see ``MemoryKind.bookkeeping``)."""
+        return frozenset(name for k in self._kinds for name in k.bookkeeping)
 
     @property
     def per_user_specs(self) -> tuple[CollectionSpec, ...]:

@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentic_memory.kinds._bound import (
     CollectionBound,
     Forgotten,
+    areclaim_space,
     check_search,
     check_user_id,
     embedded_part,
@@ -55,6 +56,7 @@ from agentic_memory.kinds.recall_text import (
 from agentic_memory.kinds.retention import EpisodePurge
 from agentic_memory.store import (
     CollectionSpec,
+    ConflictError,
     InvalidInputError,
     MemoryObject,
     MemoryStore,
@@ -87,6 +89,9 @@ __all__ = [
 RELEVANCE_WEIGHT = 0.6
 RECENCY_WEIGHT = 0.2
 IMPORTANCE_WEIGHT = 0.2
+
+_NUMBER_ATTEMPTS = 1000
+"""Conversation numbers a new episode tries after the thread's count (each taken one)."""
 
 EPISODES = CollectionSpec(
     name="EpisodicMemory",
@@ -297,22 +302,21 @@ class EpisodicMemory(CollectionBound):
     def __init__(self, store: MemoryStore, embeddings: Embeddings) -> None:
         super().__init__(store, embeddings)
         self._current = False
-        self._upgrading = asyncio.Lock()
 
     async def _aupgrade(self) -> None:
         """Bring episodes an earlier version stored to the current schema, once per instance.
 
         Their keyword text is computed from what they hold and their vectors kept, through a
         staging copy (:mod:`agentic_memory.kinds._restage`), before anything reads them.
+        First uses at once take turns in ``restage`` (``MemoryStore.exclusive``: threads and
+        processes), not on a lock of this object: one instance serves callers on many event
+        loops (a thread pool, the sync edge), and a loop's lock fails or strands the others.
         """
         if self._current:
             return
-        async with self._upgrading:  # two first uses at once: one copies, the other waits
-            if self._current:
-                return
-            # In a worker thread: the first read of a reopened store's schema is file I/O.
-            await asyncio.to_thread(upgrade_episodes, self.store)
-            self._current = True
+        # In a worker thread: the first read of a reopened store's schema is file I/O.
+        await asyncio.to_thread(upgrade_episodes, self.store)
+        self._current = True
 
     async def _aensure(self) -> None:
         await self._aupgrade()
@@ -340,11 +344,15 @@ class EpisodicMemory(CollectionBound):
         """Store a reflection; return the episode id.
 
         The id is deterministic per (user, thread, conversation number), so storing the
-        same conversation again replaces it instead of adding a copy. ``conversation``
-        defaults to one more than the episodes already stored for the thread.
+        same conversation again replaces it instead of adding a copy. Without
+        ``conversation`` the episode is new: it takes the first number from one more than
+        the thread's episodes that no episode has (a prune leaves gaps; two ends may count
+        at once), and never replaces another.
 
         Raises:
             InvalidInputError: an argument is malformed; nothing is written.
+            ConflictError: without ``conversation``, a thousand numbers after the count
+                were all taken; nothing is written.
         """
         check_user_id(user)
         if not isinstance(thread_id, str) or not thread_id.strip():
@@ -370,6 +378,7 @@ class EpisodicMemory(CollectionBound):
         for tag in tags:
             check_text(tag, "context tag")
         await self._aensure()
+        numbered = conversation is None
         if conversation is None:
             by_thread = [Where("thread_id", "eq", thread_id)]
             conversation = await self.store.acount(EPISODES.name, user=user, where=by_thread) + 1
@@ -385,6 +394,8 @@ class EpisodicMemory(CollectionBound):
         }
         props["search_text"] = search_text_of(props)
         vector = (await self.embeddings.aembed_documents([embedding_text(props)]))[0]
+        if numbered:
+            return await self._ainsert_next(user, thread_id, conversation, props, vector)
         episode_id = self.episode_id(user, thread_id, conversation)
 
         def again(current: StoredObject) -> MemoryObject:
@@ -400,6 +411,35 @@ class EpisodicMemory(CollectionBound):
             )
             result.raise_for_failures()
         return episode_id
+
+    async def _ainsert_next(
+        self,
+        user: str,
+        thread_id: str,
+        first: int,
+        props: dict[str, Any],
+        vector: builtins.list[float],
+    ) -> str:
+        """Store a new episode under the first conversation number from ``first`` not taken.
+
+        Create-only: the count of a thread's episodes falls when some are pruned, and two
+        conversation ends may count at once, so a number may be another episode's already;
+        that one stays and the next number is tried.
+        """
+        for conversation in range(first, first + _NUMBER_ATTEMPTS):
+            episode_id = self.episode_id(user, thread_id, conversation)
+            try:
+                result = await self.store.ainsert(
+                    EPISODES.name, [MemoryObject(episode_id, props, vector)], user=user
+                )
+            except ConflictError:
+                continue
+            result.raise_for_failures()
+            return episode_id
+        raise ConflictError(
+            f"thread {thread_id!r} of {user!r} has episodes numbered {first} to "
+            f"{first + _NUMBER_ATTEMPTS - 1} already: pass conversation= explicitly"
+        )
 
     async def arecall(
         self,
@@ -581,6 +621,8 @@ class EpisodicMemory(CollectionBound):
                 }
             )
         remaining = len(episodes) - len(pruned)
+        if pruned and not dry_run:
+            await areclaim_space(self.store)
         return EpisodePurge(
             user,
             pruned=pruned,

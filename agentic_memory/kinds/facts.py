@@ -50,6 +50,8 @@ __all__ = [
     "FactStore",
     "derive_current",
     "embedding_text",
+    "is_secret",
+    "mentions_secret",
     "normalise_subject",
     "render_constraints",
     "render_facts",
@@ -135,6 +137,57 @@ def render_constraints(facts: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(
         f"{f['subject']}: {f['value']}" for f in facts if f.get("category") == "constraint"
     )
+
+
+_SECRET_WORDS = re.compile(
+    r"\b(?:pin(?: code| number)?|passwords?|passcodes?|passphrases?|pass ?words?|cvv|cvc|"
+    r"security (?:code|answer|question)|card (?:number|no)|credit card|debit card|"
+    r"bank account(?: number)?|account number|iban|routing number|sort code|"
+    r"social security(?: number)?|ssn|api[ _-]?keys?|access (?:key|token)|secret(?: key)?|"
+    r"private key|seed phrase|recovery (?:phrase|code)|one[- ]time code|otp|2fa code|"
+    r"login|log-in|credentials?)\b",
+    re.IGNORECASE,
+)
+_DIGIT_RUN = re.compile(r"(?:\d[ -]?){12,18}\d")
+_KEY_LIKE = re.compile(
+    r"\b(?:sk|pk|ghp|gho|xox[abp]|AKIA)[-_A-Za-z0-9]{12,}|\b(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}\b"
+)
+
+
+def _card_number(text: str) -> bool:
+    """Tell whether text holds a payment card number (13-19 digits passing the Luhn check)."""
+    for match in _DIGIT_RUN.finditer(text):
+        digits = [int(c) for c in match.group() if c.isdigit()]
+        if not 13 <= len(digits) <= 19:
+            continue
+        total = 0
+        for i, digit in enumerate(reversed(digits)):
+            if i % 2:
+                digit = digit * 2 - 9 if digit > 4 else digit * 2
+            total += digit
+        if total % 10 == 0:
+            return True
+    return False
+
+
+def mentions_secret(text: str) -> bool:
+    """Tell whether a text names a secret (a PIN, a password, a card number, a key...).
+
+    Such a message is never marked important (kept for good) and none of its facts is
+    stored; the words themselves stay in the conversation the user wrote them in.
+    """
+    return bool(_SECRET_WORDS.search(text) or _card_number(text) or _KEY_LIKE.search(text))
+
+
+def is_secret(fact: Any) -> bool:
+    """Tell whether a fact is a secret the user stated; secrets are never stored as facts.
+
+    Args:
+        fact: An object with ``subject`` and ``value`` attributes or keys.
+    """
+    subject = fact.get("subject", "") if isinstance(fact, Mapping) else getattr(fact, "subject", "")
+    value = fact.get("value", "") if isinstance(fact, Mapping) else getattr(fact, "value", "")
+    return mentions_secret(f"{subject}: {value}")
 
 
 def normalise_subject(subject: str) -> str:

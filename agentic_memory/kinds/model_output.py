@@ -6,6 +6,13 @@ A small model asked for a reflection or a rule set may hand back the prompt's ow
 it must be caught by comparing it with the prompt: :func:`prompt_echo` finds words that
 come from the prompt's fixed text and from nowhere else the model was given.
 
+A small model's free text can also run on past its answer into the prompt's layers
+("Current time: ...", "Critical constraints (never violate): ...") or into turns it invents
+(a line "model" alone, "<|im_start|>user"): :func:`leak_at` finds where that starts, so an answer
+can be cut there or replaced, and never be logged, reflected on or recalled with it.
+:func:`mangled` names what makes a reflection's or a rule's text unfit to store: such a
+leak, a placeholder left unfilled, or a text cut at its length bound.
+
 It also keeps a rules rewrite from dropping a rule that must stay (:func:`keep_protected`):
 the starting rules and any rule that protects a stated constraint (allergies, diets,
 budgets, health) are kept in the new version, or the rewrite is refused.
@@ -21,6 +28,9 @@ __all__ = [
     "ECHO_RUN",
     "KeptRules",
     "keep_protected",
+    "layer_openings",
+    "leak_at",
+    "mangled",
     "prompt_echo",
     "protects_constraint",
     "similar_rule",
@@ -85,6 +95,109 @@ def prompt_echo(text: str, prompt_template: str, given: Iterable[str] = ()) -> s
         return " ".join(words)  # the whole short field is a piece of the prompt
     if n == ECHO_RUN:
         return " ".join(copied[0])
+    return None
+
+
+TURN_MARKERS = re.compile(
+    r"<start_of_turn>|<end_of_turn>|<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|"
+    r"<\|start_header_id\|>|<\|(?:user|assistant|system)\|>|\[/?INST\]",
+    re.IGNORECASE,
+)
+"""Chat-template markers in a model's text (never part of an answer)."""
+INVENTED_TURNS = re.compile(
+    r"^[ \t]*(?:user|model|assistant|system)[ \t]*$|"
+    r"^[ \t]*(?:user|assistant|human|ai|system|model)[ \t]*:",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""Lines that open a turn the model invents ("user:", a line "model" alone). A capable
+model asked for a dialogue may write them on purpose, so callers choose to look for them."""
+LAYER_LINES = re.compile(
+    r"current time:\s*\d{4}-\d\d|what worked:\s*no lesson|what to avoid:\s*no lesson|"
+    r"\(summary of earlier turns\)|^[ \t]*- \(?(?:user|assistant), \d{4}-\d\d-\d\d\)",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""Per-turn lines of the graph's prompt layers whose headings are too short to look for."""
+_OPENING_WORDS = 5
+_MIN_OPENING_WORDS = 4
+
+
+def layer_openings(templates: Iterable[str], headings: Iterable[str] = ()) -> list[str]:
+    """Return the openings of a prompt's fixed lines, to find them in what the model wrote.
+
+    Each line of the templates (their placeholders removed) of at least four words gives
+    its first five words; ``headings`` (layer headings the code writes, such as "Summary of
+    earlier turns") are taken whole.
+
+    Args:
+        templates: Prompt templates, placeholders included.
+        headings: More fixed texts that open a layer.
+    """
+    openings: set[str] = set()
+    for template in templates:
+        for line in template.splitlines():
+            fixed = _PLACEHOLDER.split(line)[0]
+            words = _words(fixed)
+            if len(words) >= _MIN_OPENING_WORDS:
+                openings.add(" ".join(words[:_OPENING_WORDS]))
+    openings.update(" ".join(_words(h)) for h in headings if len(_words(h)) >= 2)
+    return sorted(openings)
+
+
+def leak_at(text: str, openings: Iterable[str] = (), *, turns: bool = True) -> int | None:
+    """Return where a model's text starts to hold a turn marker or a prompt layer, or None.
+
+    Args:
+        text: What the model wrote.
+        openings: Openings of the prompt's layers (:func:`layer_openings`); matched in
+            lower case, as whole words, across any spacing and punctuation.
+        turns: Also look for invented turns (:data:`INVENTED_TURNS`).
+    """
+    patterns = (TURN_MARKERS, LAYER_LINES, *((INVENTED_TURNS,) if turns else ()))
+    found = [m.start() for m in (p.search(text) for p in patterns) if m]
+    lowered = text.lower().replace("’", "'")
+    for opening in openings:
+        words = opening.split()
+        if not words:
+            continue
+        pattern = r"\b" + r"[^a-z0-9']+".join(re.escape(w) for w in words) + r"\b"
+        match = re.search(pattern, lowered)
+        if match is not None:
+            found.append(match.start())
+    return min(found) if found else None
+
+
+_UNFILLED = re.compile(r"\{[a-z][a-z0-9_]*\}")
+# Words no clause ends with (a preposition can: "easier to act on").
+_DANGLING = frozenset("a an the and or nor but because than my your our their whose".split())
+
+
+def mangled(text: str, *, bound: int | None = None, openings: Iterable[str] = ()) -> str | None:
+    """Say why a text the memory model wrote (a reflection field, a rule) is unfit to store.
+
+    Unfit: it holds a turn marker or a prompt layer (:func:`leak_at`), a placeholder left
+    unfilled (``{max_rules}``), or it was cut: as long as its bound (the grammar or the
+    repair stopped it there), or ending on a word that cannot end a sentence ("because the").
+
+    Args:
+        text: The text.
+        bound: Its field's ``max_length``, if it has one.
+        openings: Openings of the prompt's layers.
+
+    Returns:
+        The reason, or None when the text is fit.
+    """
+    where = leak_at(text, openings)
+    if where is not None:
+        return f"holds the prompt or a turn marker ({text[where : where + 40]!r})"
+    placeholder = _UNFILLED.search(text)
+    if placeholder is not None:
+        return f"holds an unfilled placeholder ({placeholder.group()})"
+    stripped = text.strip()
+    if bound is not None and len(stripped) >= bound:
+        return f"cut at its {bound}-character bound"
+    words = _words(stripped)
+    if words and words[-1] in _DANGLING and not stripped.endswith((".", "!", "?", ")")):
+        return f"cut mid-sentence (ends with {words[-1]!r})"
     return None
 
 

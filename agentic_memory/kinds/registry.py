@@ -14,6 +14,7 @@ from agentic_memory.kinds.builtin import (
     RulesKind,
 )
 from agentic_memory.kinds.contract import KindRegistry
+from agentic_memory.kinds.items import ItemsKind
 
 __all__ = ["BUILTIN_KINDS"]
 
@@ -24,6 +25,7 @@ BUILTIN_KINDS = KindRegistry(
         RulesKind(),
         MessagesKind(),
         KnowledgeKind(),
+        ItemsKind(),
     )
 )
 """The memory kinds the library serves (``use_kinds`` serves another registry)."""

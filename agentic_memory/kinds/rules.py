@@ -13,8 +13,10 @@ version (:meth:`RuleBook.ascrub`).
 Everything about rules lives here: the collection schema (:data:`RULES`), the limit of ten
 (:data:`MAX_RULES`), what the memory model writes (:class:`RuleSet`), which scope a run uses
 (:func:`rules_scope`), how rules are shown in the prompt (:func:`render_rules`), and how
-versions are proposed, rolled back and forgotten (:class:`RuleBook`). Model-written rules
-are screened by :mod:`agentic_memory.kinds.rule_guard` before the graph proposes them.
+versions are proposed, rolled back and forgotten (:class:`RuleBook`). Every rule set written
+to a user's scope (a conversation's rewrite, ``AgenticStore.put``, a rollback) passes the
+screen of :mod:`agentic_memory.kinds.rule_guard` first, or nothing is written
+(:class:`RuleScreenError`); the shared rules pass it in their gate.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_memory import prompts
 from agentic_memory.kinds._bound import CollectionBound, Forgotten
+from agentic_memory.kinds.rule_guard import RejectedRule, screen_rules
 from agentic_memory.store import (
     GLOBAL_SCOPE,
     CollectionSpec,
@@ -57,6 +60,7 @@ __all__ = [
     "RuleConflictError",
     "RuleDiff",
     "RuleItem",
+    "RuleScreenError",
     "RuleSet",
     "RuleVersion",
     "SharedRulesGateError",
@@ -67,6 +71,7 @@ __all__ = [
     "rebase_rules",
     "render_rules",
     "rules_scope",
+    "screened",
     "starting_rules",
 ]
 
@@ -372,8 +377,13 @@ class RuleBook(CollectionBound):
         user's rules are learned from that user only, so ``source_users`` may name no one
         else. See :meth:`_apropose_version` for the arguments.
 
+        Every rule is screened (:func:`screened`, as the user's own rules): a rule the
+        screen refuses, alone or with others of the set, refuses the whole write.
+
         Raises:
             SharedRulesGateError: ``scope`` is the shared scope; nothing is written.
+            RuleScreenError: the screen refuses a rule (the reasons are listed); nothing is
+                written.
             InvalidInputError: the rules are malformed or more than 10, or ``source_users``
                 names another user; nothing is written.
             RuleConflictError: ``base_version`` is no longer the latest version.
@@ -387,6 +397,7 @@ class RuleBook(CollectionBound):
                 f"the rules of {scope!r} are learned from {scope!r} only: source_users may "
                 "name no other user"
             )
+        screened(check_rule_items(rules), f"rules of {scope!r}", shared=False)
         return await self._apropose_version(
             scope,
             rules,
@@ -486,13 +497,19 @@ class RuleBook(CollectionBound):
         The shared rules are rolled back by an operator
         (:meth:`agentic_memory.kinds.shared_rules.SharedRules.arollback`).
 
+        The old version is screened as any new rule set is: one written before a rule of it
+        was refused by the screen is not brought back.
+
         Raises:
             SharedRulesGateError: ``scope`` is the shared scope; nothing is written.
+            RuleScreenError: the screen refuses a rule of that version; nothing is written.
             InvalidInputError: the version does not exist or is already the latest.
             RuleConflictError: another writer created a version while this one rolled back.
         """
         if scope == GLOBAL_SCOPE:
             raise SharedRulesGateError(_GATE_MESSAGE)
+        target = await self.aget(scope, version)
+        screened(target.rules, f"version {version} of {scope!r}", shared=False)
         return await self._arollback(scope, version, note=note)
 
     async def _arollback(self, scope: str, version: int, *, note: str = "") -> RuleVersion:
@@ -615,6 +632,28 @@ _GATE_MESSAGE = (
 
 class SharedRulesGateError(InvalidInputError):
     """A write to the shared rules that did not go through the operator's gate."""
+
+
+class RuleScreenError(InvalidInputError):
+    """Rules the screen refuses (:mod:`agentic_memory.kinds.rule_guard`); nothing was written."""
+
+    def __init__(self, what: str, rejected: Sequence[RejectedRule]) -> None:
+        self.rejected = list(rejected)
+        reasons = "; ".join(f"{r.instruction[:60]!r}: {r.reason}" for r in self.rejected)
+        super().__init__(f"{what} refused by the screen, nothing was written: {reasons}")
+
+
+def screened(
+    rules: Sequence[RuleItem], what: str, *, shared: bool, personal_values: Iterable[str] = ()
+) -> None:
+    """Raise :class:`RuleScreenError` unless every rule, alone and with the others, passes.
+
+    The screen reads the whole set as it would stand in force: a request split over two or
+    three of its rules refuses them too.
+    """
+    _kept, rejected = screen_rules(rules, shared=shared, personal_values=personal_values)
+    if rejected:
+        raise RuleScreenError(what, rejected)
 
 
 class RuleConflictError(ConflictError):

@@ -27,6 +27,7 @@ __all__ = [
     "looks_like_self_statement",
     "merge_facts",
     "plausible_fact",
+    "supported_fact",
 ]
 
 _MONTHS = (
@@ -350,6 +351,18 @@ def _date_of(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | No
     return thing, date, "other"
 
 
+def _trip(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
+    place = _clean(_cut_clause(match.group("place")))
+    if not place or not any(w[:1].isupper() for w in place.split()):
+        return None  # "I'm going to bed": not a place name
+    when = match.group("when")
+    value = f"{match.group('verb').lower()} to {place}"
+    if when:
+        when = _clean(when)
+        value = f"{value} {when[:1].lower()}{when[1:]}"  # "In March" leads the sentence
+    return "trip", value, "other"
+
+
 def _start(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
     thing = " ".join(match.group("thing").lower().split())
     return f"{thing} start date", _clean(match.group("date")), "other"
@@ -411,6 +424,12 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _Pattern(_p(r"\b(?:i|we) (?:just |recently )?moved to (?P<place>[^,.!;]+)"), _place("city")),
     _Pattern(_p(rf"\b{_I_AM} (?:originally )?from (?P<place>[^,.!;]+)"), _place("hometown")),
     _Pattern(_p(r"\bi (?:grew up|was raised) in (?P<place>[^,.!;]+)"), _place("hometown")),
+    _Pattern(
+        re.compile(
+            rf"(?i:\b(?P<when>next (?:week|month|year|summer|winter|spring|autumn)|in (?:{_MONTHS})\b|this (?:week|month|summer|winter|spring|autumn|weekend))?,?\s*{_I_AM} (?:going to be )?(?P<verb>flying|going|travell?ing|heading|driving|off)(?: on a trip| on holiday| on vacation)? to )(?P<place>[^,.!;]+)"
+        ),
+        _trip,
+    ),
     _Pattern(_p(r"\bi work as (?:a |an )?(?P<job>[^,.!;]+)"), _job_as),
     _Pattern(_p(r"\bmy (?:job|profession|occupation) is (?:a |an )?(?P<job>[^,.!;]+)"), _job_as),
     _Pattern(_p(r"\bi work (?:at|for) (?P<employer>[^,.!;]+)"), _employer),
@@ -592,6 +611,28 @@ def plausible_fact(fact: ExtractedFact, message: str) -> bool:
     if not subject or len(subject) > _MAX_SUBJECT_WORDS or subject == value:
         return False
     return not (len(said) > 3 and len(value) >= 0.8 * len(said))
+
+
+def supported_fact(fact: ExtractedFact, message: str, prompt: str = "") -> bool:
+    """Tell whether a capable model's fact is supported by the message it came from.
+
+    A capable model may put what the user said in its own words ("I don't eat meat" ->
+    food to avoid: meat), so its value need not be a span of the message. But a message
+    that states nothing about the user in the first person (a question, a request) supports
+    no fact that is not in it, and a value made only of the extraction prompt's own words
+    (its examples: "vegetarian", "allergic to peanuts") that the message does not hold is a
+    copy of the prompt, not something the user said.
+
+    Args:
+        fact: A fact the model extracted.
+        message: The user message.
+        prompt: The extraction prompt's fixed text (its examples).
+    """
+    if grounded(fact.value, message):
+        return True
+    if not looks_like_self_statement(message):
+        return False
+    return not grounded(fact.value, prompt)
 
 
 def merge_facts(first: list[ExtractedFact], second: list[ExtractedFact]) -> list[ExtractedFact]:

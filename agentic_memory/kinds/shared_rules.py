@@ -14,6 +14,11 @@ Every write path goes through :class:`SharedRules`:
 * an operator may also write a rule set directly (:meth:`SharedRules.aput`, ``AgenticStore``
   for operators) or restore an old version (:meth:`SharedRules.arollback`); both are
   screened and recorded like an approved proposal;
+* every operator write is screened again as it is written: an approval reads the proposal
+  with the screen of the day (a proposal stored under an older, weaker screen is refused,
+  :class:`~agentic_memory.kinds.rules.RuleScreenError`), as the whole set that will be in
+  force, so a rule that only with another rule of that set makes a request is refused too;
+  a rollback screens the version it restores;
 * imports call :meth:`SharedRules.apropose` with ``origin="import"``.
 
 :meth:`agentic_memory.kinds.rules.RuleBook.apropose` and ``arollback`` refuse the shared
@@ -45,8 +50,10 @@ from agentic_memory.kinds.rules import (
     RuleBook,
     RuleConflictError,
     RuleItem,
+    RuleScreenError,
     RuleVersion,
     check_rule_items,
+    screened,
 )
 from agentic_memory.store import (
     GLOBAL_SCOPE,
@@ -342,9 +349,16 @@ class SharedRules(CollectionBound):
         approving and rejecting at once cannot both win; an approval interrupted after its
         decision is completed by approving again.
 
+        The proposal is screened again first, as the rule set it will put in force (every
+        rule alone and with the others): a proposal stored before a stronger screen, or one
+        whose rules only together make a request, is refused and stays pending, for the
+        operator to reject.
+
         Raises:
             UnknownProposalError: there is no such proposal.
             ProposalDecidedError: it was rejected, or approved already.
+            RuleScreenError: the screen refuses a rule of it (the reasons are listed);
+                nothing is written.
             StaleProposalError: the shared rules changed since it was written; nothing is
                 written.
         """
@@ -368,6 +382,17 @@ class SharedRules(CollectionBound):
             if proposal.status == "approved":
                 await self._aundecide(proposal)
             raise StaleProposalError(proposal.id, proposal.base_version, latest.version)
+        try:
+            screened(
+                proposal.rules,
+                f"proposal {proposal.id}",
+                shared=True,
+                personal_values=proposal.source_users,
+            )
+        except InvalidInputError:
+            if proposal.status == "approved":
+                await self._aundecide(proposal)
+            raise
         if proposal.status == "pending":
             await self._adecide(proposal, "approved", operator, note, None, upsert=False)
         written = f"{proposal.note} " if proposal.note else ""
@@ -421,11 +446,14 @@ class SharedRules(CollectionBound):
             The new version; ``None`` when the rules equal the latest version.
 
         Raises:
-            InvalidInputError: a rule does not pass the screen (the reasons are listed) or
-                the rules are malformed; nothing is written.
+            RuleScreenError: a rule does not pass the screen (the reasons are listed);
+                nothing is written.
+            InvalidInputError: the rules are malformed; nothing is written.
             StaleProposalError: ``base_version`` is no longer the latest.
         """
         operator = _operator(operator)
+        # Screened before anything is recorded: a refused put leaves no proposal behind.
+        screened(check_rule_items(rules), f"rules of {operator}", shared=True)
         proposed = await self.apropose(
             rules,
             proposer=GLOBAL_SCOPE,
@@ -434,8 +462,7 @@ class SharedRules(CollectionBound):
             note=note or f"written by {operator}",
         )
         if proposed.rejected:
-            reasons = "; ".join(f"{r.instruction[:60]!r}: {r.reason}" for r in proposed.rejected)
-            raise InvalidInputError(f"rules refused by the screen, nothing was written: {reasons}")
+            raise RuleScreenError(f"rules of {operator}", proposed.rejected)
         if proposed.proposal is None:
             latest = await self.rules.alatest(GLOBAL_SCOPE)
             if base_version is not None and base_version != latest.version:
@@ -446,10 +473,16 @@ class SharedRules(CollectionBound):
     async def arollback(self, version: int, *, operator: str, note: str = "") -> RuleVersion:
         """Restore an old version of the shared rules as the newest (an operator's action).
 
+        The version is screened as a new rule set is: one that holds a rule the screen
+        refuses now (written before the gate, or before a stronger screen) is not restored.
+
         Raises:
+            RuleScreenError: the screen refuses a rule of that version; nothing is written.
             InvalidInputError: the version does not exist or already equals the latest.
         """
         operator = _operator(operator)
+        target = await self.rules.aget(GLOBAL_SCOPE, version)
+        screened(target.rules, f"version {version} of the shared rules", shared=True)
         return await self.rules._arollback(
             GLOBAL_SCOPE, version, note=note or f"rollback to version {version} by {operator}"
         )

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from langgraph.store.base import Item, SearchItem, get_text_at_path, tokenize_path
 
 from agentic_memory.kinds._bound import embedded_part
+from agentic_memory.kinds.items import ITEMS, TOUCHES, aforget_owner, item_id
 from agentic_memory.langgraph_store.common import (
     Clock,
     Found,
@@ -39,11 +40,9 @@ from agentic_memory.langgraph_store.common import (
 from agentic_memory.langgraph_store.filters import ItemFilter
 from agentic_memory.langgraph_store.namespaces import join, prefixes, split
 from agentic_memory.store import (
-    CollectionSpec,
     InvalidInputError,
     MemoryObject,
     MemoryStore,
-    Property,
     StoredObject,
     Where,
     check_text,
@@ -53,42 +52,6 @@ from agentic_memory.store.base import PAGE_LIMIT
 
 __all__ = ["ITEMS", "NO_EXPIRY", "TOUCHES", "GenericPut", "GenericSpace"]
 
-ITEMS = CollectionSpec(
-    name="LangGraphItems",
-    per_user=False,
-    description="Items of LangGraph store namespaces that are not memory kinds.",
-    properties=(
-        Property("namespace", "text", description="the labels joined by '.'"),
-        Property("prefixes", "text[]", description="every leading part of the namespace"),
-        Property("key", "text"),
-        Property("value_json", "text", filterable=False),
-        Property(
-            "search_text",
-            "text",
-            searchable=True,
-            filterable=False,
-            description="the text at the item's index paths, one line each",
-        ),
-        Property("indexed", "bool", description="false: index=False or no text to index"),
-        Property("created_at", "date"),
-        Property("updated_at", "date"),
-        Property("ttl_minutes", "number"),
-        Property("expires_at", "number", description="Unix seconds; 2^53 when it never expires"),
-        Property("put_token", "text", description="new on every put"),
-    ),
-)
-
-TOUCHES = CollectionSpec(
-    name="LangGraphItemTouches",
-    per_user=False,
-    description="TTL refreshes of LangGraph items, per item and put.",
-    properties=(
-        Property("item_id", "text"),
-        Property("put_token", "text"),
-        Property("expires_at", "number", description="Unix seconds"),
-    ),
-)
-
 NO_EXPIRY = float(2**53)
 """``expires_at`` of an item without a TTL: later than any clock, and exact in a float."""
 
@@ -97,11 +60,6 @@ MAX_INDEXED_CHARS = 100_000
 
 _PAGE = 1000
 _SWEEP_BATCH = 100
-
-
-def item_id(namespace: Sequence[str], key: str) -> str:
-    """Return the stored id of an item."""
-    return make_id("langgraph-item", join(namespace), key)
 
 
 def touch_id(item: str, put_token: str) -> str:
@@ -388,18 +346,7 @@ class GenericSpace:
     async def forget_owner(self, owner: str) -> int:
         """Delete every item whose namespace's second label is ``owner``; return how many."""
         await self.ensure()
-        ids = [
-            obj.id
-            async for obj in self._store.aiterate(ITEMS.name, page_size=_PAGE)
-            if split(str(obj.properties["namespace"]))[1:2] == (owner,)
-        ]
-        removed = 0
-        for start in range(0, len(ids), _SWEEP_BATCH):
-            removed += await self._store.adelete(ITEMS.name, ids[start : start + _SWEEP_BATCH])
-        for start in range(0, len(ids), _SWEEP_BATCH):
-            chunk = ids[start : start + _SWEEP_BATCH]
-            await self._store.adelete_where(TOUCHES.name, [Where("item_id", "in", chunk)])
-        return removed
+        return await aforget_owner(self._store, owner)
 
 
 def _path(path: str) -> str | list[str]:

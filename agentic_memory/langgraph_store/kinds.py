@@ -526,8 +526,11 @@ class RulesSpace(KindSpace):
     through :class:`~agentic_memory.kinds.shared_rules.SharedRules`: a put is screened and
     recorded as an approved proposal. ``("rules", "_global", "proposals")`` lists the
     pending proposals (key = proposal id); a put ``{"decision": "approve"}`` or
-    ``{"decision": "reject", "reason": ...}`` decides one. ``source_users`` is set by the
-    store (the scope's user; none for an operator's rules), never by the caller.
+    ``{"decision": "reject", "reason": ...}`` decides one. A user's rules put here are
+    screened like a conversation's (:class:`~agentic_memory.kinds.rules.RuleScreenError`:
+    nothing written). ``source_users`` is never the caller's to set, and a put names no one:
+    only a conversation's rewrite records the user it learned from (a store that credited
+    the scope's user would make a caller's rules look learned from that user).
     """
 
     root = "rules"
@@ -667,7 +670,6 @@ class RulesSpace(KindSpace):
                         rules,
                         base_version=base,
                         source_episodes=episodes,
-                        source_users=[scope],
                         note=note or "put through the LangGraph store",
                         now=now(),
                     )

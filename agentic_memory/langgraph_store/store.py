@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -549,7 +550,9 @@ class AgenticStore(BaseStore):
         The interval defaults to the ``TTLConfig``'s ``sweep_interval_minutes``, else 5
         minutes; without a ``TTLConfig`` and without an interval nothing is swept and the
         returned task is already done (as LangGraph's Postgres store does). Starting it
-        again returns the running task. ``stop_ttl_sweeper`` or closing the store stops it.
+        again returns the running task, on whichever event loop runs it (one store may serve
+        several loops; the sweeper runs on the first that started it). ``stop_ttl_sweeper``
+        (from any loop) or closing the store stops it.
         Each sweep also purges the message logs whose retention purge is due
         (:meth:`asweep_retention`).
         """
@@ -585,14 +588,32 @@ class AgenticStore(BaseStore):
                     logger.info("retention sweep deleted %d logged turn(s)", purged)
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper; return whether it stopped within ``timeout`` seconds."""
+        """Stop the sweeper; return whether it stopped within ``timeout`` seconds.
+
+        Works from any event loop: a sweeper started on another one (another thread) is
+        cancelled on its own loop, and this one waits for it without blocking.
+        """
         task, self._sweeper = self._sweeper, None
         if task is None or task.done():
             return True
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-            await asyncio.wait_for(asyncio.shield(task), timeout)
-        return task.done()
+        owner = task.get_loop()
+        if owner is asyncio.get_running_loop():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+            return task.done()
+        # A task may only be touched from its own loop's thread.
+        stopped = threading.Event()
+
+        def cancel() -> None:
+            task.add_done_callback(lambda _: stopped.set())
+            task.cancel()
+
+        try:
+            owner.call_soon_threadsafe(cancel)
+        except RuntimeError:
+            return True  # its loop is closed: the sweeper will never run again
+        return await asyncio.to_thread(stopped.wait, timeout)
 
     # -- lifecycle ------------------------------------------------------------------------
 

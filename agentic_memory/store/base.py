@@ -472,6 +472,15 @@ class MemoryStore(ABC):
         """
         return True
 
+    def reclaim_space(self) -> int:
+        """Give the space of deleted data back to the file system, where the backend can.
+
+        What purges and forgets call once they deleted. The embedded store cuts its file
+        when a tenth of it or more is free; a server backend such as Weaviate compacts its
+        own storage, so this does nothing there. Returns the bytes given back.
+        """
+        return 0
+
     @contextmanager
     def exclusive(self, *key: str) -> Iterator[None]:
         """Hold ``key`` against every other user of this store for the ``with`` block.
@@ -567,6 +576,7 @@ class MemoryStore(ABC):
     ahybrid = in_thread(hybrid)
     ausers = in_thread(users)
     aerase_deleted = in_thread(erase_deleted)
+    areclaim_space = in_thread(reclaim_space)
 
     aiterate = in_thread_iterator(iterate)
 

@@ -71,6 +71,8 @@ DEFAULT_URI_ENVS = ("AMEM_POSTGRES_URI", "DATABASE_URI", "POSTGRES_URI")
 ``DATABASE_URI``, falling back to ``POSTGRES_URI``)."""
 
 LOCAL = "local"
+IN_MEMORY = ":memory:"
+"""What ``langgraph dev`` (its in-memory runtime) puts in ``DATABASE_URI``: no database."""
 
 NAMESPACE = 0x414D454D
 """First key of every advisory lock taken here ("AMEM"): PostgreSQL keeps two-key advisory
@@ -132,7 +134,7 @@ def coordination_setting(value: str | None = None) -> Coordination:
     if not chosen:
         for name in (COORDINATOR_ENV, *DEFAULT_URI_ENVS):
             raw = os.environ.get(name, "").strip()
-            if raw:
+            if raw and not (name in DEFAULT_URI_ENVS and raw == IN_MEMORY):
                 chosen, source = raw, name
                 break
     if not chosen:

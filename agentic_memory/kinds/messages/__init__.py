@@ -11,10 +11,12 @@ is the message's own ``id`` (LangGraph gives every message one) or, without it, 
 Remembering a message with an id again changes nothing (same turn, same timestamp); a
 message without an id is new every time it is given.
 
-Turn numbers are unique and increasing per thread, also with concurrent writers: new turns
-are numbered after the thread's last stored turn and created with the store's create-only
-``insert``, guarded by "no message of this thread after that turn"; a writer that finds one
-reads the thread's last turn again and renumbers. A write reads only the given messages'
+Turn numbers are unique and increasing per thread, also with concurrent writers and purges:
+new turns are numbered after the thread's last stored turn and after the turns purges
+deleted from it (``TURN_MARKS``: a purge's number is never given again; forgetting a whole
+thread forgets its numbers too), and created with the store's create-only ``insert``,
+guarded by "no message of this thread after that turn"; a writer that finds one reads the
+thread's last turn again and renumbers. A write reads only the given messages'
 ids and the thread's last two turns (and rewrites the former last turn's keyword text), so
 its cost does not grow with the user's log.
 
@@ -62,6 +64,7 @@ from agentic_memory.kinds.messages.schema import (
     MESSAGES,
     MESSAGES_V1,
     MESSAGES_V2,
+    TURN_MARKS,
     LoggedMessage,
     MarkedBy,
     MessageRetention,
@@ -83,6 +86,7 @@ __all__ = [
     "RERANK_POOL",
     "SPEAKER_WEIGHT",
     "THREAD_WEIGHT",
+    "TURN_MARKS",
     "adaptive_fusion",
     "aupgrade_message_log",
     "check_message_text",

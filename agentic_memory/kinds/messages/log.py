@@ -14,6 +14,7 @@ from langchain_core.messages import BaseMessage
 
 from agentic_memory.kinds._bound import (
     CollectionBound,
+    areclaim_space,
     check_user_id,
     embedded_part,
 )
@@ -38,12 +39,14 @@ from agentic_memory.kinds.messages.recall import (
 )
 from agentic_memory.kinds.messages.schema import (
     MESSAGES,
+    TURN_MARKS,
     LoggedMessage,
     M,
     MarkedBy,
     MessageRetention,
     RecalledMessage,
     message_id,
+    turn_mark_id,
 )
 from agentic_memory.kinds.messages.upgrade import aupgrade_message_log
 from agentic_memory.kinds.messages.writing import MAX_ATTEMPTS, _importance, alog
@@ -248,7 +251,18 @@ class MessageLog(CollectionBound):
             # A log of an earlier schema is upgraded before first use.
             await aupgrade_message_log(self.store, self.embeddings)
             await self.store.aextend_collection(MESSAGES)
+            # Read by every write, written by purges: created with the log, never missing.
+            await self.store.aensure_collection(TURN_MARKS)
             self._ready = True
+
+    async def _aforget_marks(self, user: str, thread_id: str | None) -> None:
+        """Forget the turn numbers purges took: of one thread, or of all the user's."""
+        if TURN_MARKS.name not in await self.store.acollections():
+            return
+        if thread_id is None:
+            await self.store.adelete_user(TURN_MARKS.name, user)
+        else:
+            await self.store.adelete(TURN_MARKS.name, [turn_mark_id(user, thread_id)], user=user)
 
     # -- browse ---------------------------------------------------------------------------
 
@@ -408,7 +422,9 @@ class MessageLog(CollectionBound):
         the store when it deletes, so a turn marked important meanwhile stays. Every delete
         is atomic on its own; a purge that dies half-way leaves fewer turns and the next
         purge goes on from there. ``dry_run`` counts without deleting. ``retention``
-        replaces the log's policy for this purge.
+        replaces the log's policy for this purge. A purge that deleted turns gives their
+        space back to the file system (``MemoryStore.reclaim_space``: the embedded store's
+        file shrinks once a tenth of it is free).
 
         Raises:
             InvalidInputError: an argument is malformed.
@@ -420,7 +436,10 @@ class MessageLog(CollectionBound):
         if not await self._aexists():
             return MessagePurge(user)
         await self._aensure()
-        return await apurge_log(self.store, user, retention or self.retention, moment, dry_run)
+        report = await apurge_log(self.store, user, retention or self.retention, moment, dry_run)
+        if report.deleted:
+            await areclaim_space(self.store)
+        return report
 
     async def aretention(
         self, user: str, *, now: datetime | None = None, upcoming: int = 5
@@ -496,6 +515,15 @@ class MessageLog(CollectionBound):
         if ids is not None:
             return await self.store.adelete(MESSAGES.name, builtins.list(ids), user=user)
         assert thread_id is not None
-        return await self.store.adelete_where(
+        deleted = await self.store.adelete_where(
             MESSAGES.name, [Where("thread_id", "eq", thread_id)], user=user
         )
+        # A forgotten thread leaves nothing, not even its numbers: it starts again at 0.
+        await self._aforget_marks(user, thread_id)
+        return deleted
+
+    async def aforget_user(self, user: str) -> int:
+        """Delete the user's whole log (and its turn marks); return how many turns."""
+        deleted = await super().aforget_user(user)
+        await self._aforget_marks(user, None)
+        return deleted

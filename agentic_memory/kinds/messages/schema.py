@@ -68,6 +68,18 @@ MESSAGES = CollectionSpec(
     indexes=(("thread_id", "turn"),),
 )
 
+TURN_MARKS = CollectionSpec(
+    name="MessageTurnMarks",
+    per_user=True,
+    description="Per thread, the highest turn number a purge deleted: never given again.",
+    properties=(Property("thread_id", "text"), Property("turn", "int")),
+)
+"""Bookkeeping of the log (no memory of its own, not exported): a purge that deletes turns
+first raises their thread's mark to the highest of them, and a writer numbers new turns
+after both the thread's last stored turn and its mark. Without it, a thread whose newest
+turns were purged would hand their numbers (and, for a message without an id, their ids)
+out again, and a slower purge that chose the old turns could delete the new ones."""
+
 _ADDED_IN_V3 = ("important", "important_by")
 
 MESSAGES_V2 = dataclasses.replace(
@@ -180,6 +192,11 @@ class MessageRetention:
 def message_id(user: str, thread_id: str, key: str) -> str:
     """Return the stored id of the message keyed ``key`` (its own id, or ``#<turn>``)."""
     return make_id("msg", user, thread_id, key)
+
+
+def turn_mark_id(user: str, thread_id: str) -> str:
+    """Return the id of a thread's mark in :data:`TURN_MARKS`."""
+    return make_id("turn-mark", user, thread_id)
 
 
 def message_properties(

@@ -1,8 +1,9 @@
 """Logging turns: numbering them per thread and writing them create-only, with retries.
 
-New turns are numbered after the thread's last stored turn and created with the store's
-create-only ``insert``, guarded by "no message of this thread after that turn"; a writer that
-finds one reads the thread's last turn again and renumbers. A write reads only the given
+New turns are numbered after the thread's last stored turn (and after the turns a purge
+deleted from it, which its mark records: a number is never given twice) and created with the
+store's create-only ``insert``, guarded by "no message of this thread after that turn"; a
+writer that finds one reads the thread's last turn again and renumbers. A write reads only the given
 messages' ids and the thread's last two turns, and then rewrites the keyword text of the
 former last turn (it now holds the turn after it), so its cost does not grow with the
 user's log. The plan of a write is computed by pure functions; ``alog`` runs the
@@ -21,6 +22,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory.kinds.messages.checks import _stamp, _Turn
+from agentic_memory.kinds.messages.purge import athread_mark
 from agentic_memory.kinds.messages.schema import (
     MESSAGES,
     embedding_text_of,
@@ -114,17 +116,20 @@ def _plan(
     meta_json: str | None,
     created_at: str,
     marked_by: str = "user",
+    purged: int | None = None,
 ) -> list[_Planned]:
     """Give each turn its id, turn number and properties; skip writes that change nothing.
 
     ``existing`` holds the stored messages among the turns' own ids; new turns are numbered
     after ``last``, the thread's stored message with the largest turn (``None``: the thread
-    is empty). ``around`` holds the text of stored turns just before and after rewritten
+    is empty), and after ``purged``, the largest turn a purge deleted from the thread.
+    ``around`` holds the text of stored turns just before and after rewritten
     ones (see :func:`_neighbour_turns_needed`), for the "turn before" and "turn after" parts
     of the keyword text.
     """
     last_turn = _number(last)
-    next_turn = 0 if last_turn is None else last_turn + 1
+    taken = max((n for n in (last_turn, purged) if n is not None), default=None)
+    next_turn = 0 if taken is None else taken + 1
     texts = dict(around)
     if last is not None and last_turn is not None:
         texts[last_turn] = str(last.properties.get("content", ""))
@@ -295,11 +300,15 @@ async def alog(
             if (obj := await store.aget(MESSAGES.name, oid, user=user)) is not None:
                 known[oid] = obj
         last, before_last = await _alast(store, user, thread_id)
+        # After the last turn: a purge marks a thread before deleting its turns.
+        purged = await athread_mark(store, user, thread_id)
         around = {
             turn: await _aturn_text(store, user, thread_id, turn)
             for turn in _neighbour_turns_needed(user, thread_id, turns, known, last)
         }
-        plan = _plan(user, thread_id, turns, known, last, around, meta_json, _stamp(now), marked_by)
+        plan = _plan(
+            user, thread_id, turns, known, last, around, meta_json, _stamp(now), marked_by, purged
+        )
         missing = _unembedded(plan, vectors)
         if missing:
             embedded = await embeddings.aembed_documents(missing)

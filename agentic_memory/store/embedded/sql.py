@@ -486,6 +486,37 @@ def _user_index(conn: sqlite3.Connection, spec: CollectionSpec) -> None:
     conn.execute(f'CREATE INDEX IF NOT EXISTS "ix_{spec.name}_user" ON {_table(spec.name)} (user)')
 
 
+_RECLAIM_MIN_PAGES = 64
+"""Free pages (1 MB at ``PAGE_SIZE``) below which ``reclaim_pages`` leaves the file as it is."""
+_RECLAIM_SHARE = 0.1
+"""Share of the file's pages that must be free before ``reclaim_pages`` gives them back."""
+
+
+def reclaim_pages(conn: sqlite3.Connection) -> int:
+    """Give the file's free pages back to the file system; return how many bytes they held.
+
+    Nothing is done while they are fewer than a tenth of the file (and 1 MB): reusing them
+    costs nothing, giving them back costs a write. A file with ``auto_vacuum = INCREMENTAL``
+    (every file created since) moves its last pages into the free ones and is cut
+    (``incremental_vacuum``: in time, about the pages freed); an older file is rewritten once
+    by ``VACUUM`` (about the data kept), which also turns incremental vacuuming on. Readers
+    of other connections go on meanwhile (WAL); the file shrinks at the next checkpoint.
+    """
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+    if free < max(_RECLAIM_MIN_PAGES, pages * _RECLAIM_SHARE):
+        return 0
+    (mode,) = conn.execute("PRAGMA auto_vacuum").fetchone()
+    if mode == 2:
+        # A script runs the pragma to its end; one execute() frees a single page.
+        conn.executescript("PRAGMA incremental_vacuum;")
+    else:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        conn.execute("VACUUM")
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    return int(free) * int(size)
+
+
 def compact_pages(conn: sqlite3.Connection) -> bool:
     """Rewrite the file if it has smaller pages than ``PAGE_SIZE`` or a migration freed pages.
 

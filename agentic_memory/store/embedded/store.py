@@ -63,6 +63,7 @@ from agentic_memory.store.embedded.sql import (
     encode_body,
     filter_json,
     normalise_date,
+    reclaim_pages,
 )
 from agentic_memory.store.embedded.vectors import _cosine_top, maintain_axes
 from agentic_memory.store.locks import KeyLocks
@@ -99,6 +100,17 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 T = TypeVar("T")
+
+
+def _empty_log(conn: sqlite3.Connection) -> bool:
+    """Checkpoint the write-ahead log into the file and cut it; False: a reader kept it."""
+    busy = 1
+    for _ in range(_BUSY_RETRIES):
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if not busy:
+            break
+        time.sleep(0.1)
+    return not busy
 
 
 class EmbeddedStore(MemoryStore):
@@ -140,7 +152,9 @@ class EmbeddedStore(MemoryStore):
             # Deleted rows and freed pages are overwritten with zeros, whatever the SQLite
             # build's default: forgotten memories must not stay readable in the file.
             conn.execute("PRAGMA secure_delete = ON")
-            # Takes effect only in a new, empty file (older ones: compact_pages below).
+            # Takes effect only in a new, empty file (older ones: compact_pages below, and
+            # reclaim_space for auto_vacuum): purges and forgets can give space back.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -738,15 +752,29 @@ class EmbeddedStore(MemoryStore):
                         _bump(c, collection, scope or None)
 
                 self._write(compact)
-                busy = 1
-                for _ in range(_BUSY_RETRIES):
-                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                    if not busy:
-                        break
-                    time.sleep(0.1)
+                emptied = _empty_log(conn)
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
-        return not busy
+        return emptied
+
+    def reclaim_space(self) -> int:
+        """Give the pages of deleted rows back to the file system; return how many bytes.
+
+        See :func:`~agentic_memory.store.embedded.sql.reclaim_pages` (nothing below a tenth
+        of the file); then the write-ahead log is checkpointed, which cuts the file. Inside
+        :meth:`transaction` nothing is done.
+        """
+        with self._lock:
+            conn = self._db()
+            if self._in_transaction:
+                return 0
+            try:
+                freed = self._retry(lambda: reclaim_pages(conn))
+                if freed:
+                    _empty_log(conn)
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return freed
 
     # -- reads ----------------------------------------------------------------------------
 

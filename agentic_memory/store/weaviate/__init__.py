@@ -11,8 +11,10 @@ Layout inside Weaviate:
 
 - every ``CollectionSpec`` becomes a collection with exactly its properties (auto-schema is
   never relied on), one self-provided named vector ``default`` (HNSW, cosine) and no
-  inverted-index config, so the server gives it its current BM25 (BlockMax WAND, k1 1.2,
-  b 0.75, ``en`` stopwords), the ranking the embedded store reproduces; the collection
+  inverted-index config: the server's BM25 defaults (k1 1.2, b 0.75, ``en`` stopwords) with
+  BlockMax WAND, which the pinned server gives every new collection, are the ranking the
+  embedded store reproduces (a collection kept from an older server with the older scorer
+  is reported: ``WeaviateStore.volume_issues``); the collection
   description carries the vector size and a marker, so the spec can be rebuilt from the
   server's config;
 - a text property that is both searchable and filterable is stored twice: word-tokenized

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import re
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,16 +22,21 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import numpy as np
 import numpy.typing as npt
 import weaviate
-from weaviate.classes.config import Configure, VectorDistances
+from weaviate.classes.config import (
+    Configure,
+    Reconfigure,
+    ReplicationDeletionStrategy,
+    VectorDistances,
+)
 from weaviate.classes.data import DataObject
-from weaviate.classes.init import Auth
+from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from agentic_memory.paths import amem_home
-from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, absent_properties
+from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, absent_properties, check_finite
 from agentic_memory.store.coordination import (
     Coordination,
     PostgresLocks,
@@ -84,6 +92,14 @@ from agentic_memory.store.weaviate.settings import (
 
 BATCH_SIZE = 100
 """Objects per insert or delete request."""
+WRITE_TIMEOUT_S = 30.0
+"""How long the client waits for a write (the client's default is 90 s, for batches far
+larger than ``BATCH_SIZE``). A batch that reached a node as the cluster's Raft leader died
+waits for that leader with no deadline of the server's (``_TIMED_OUT_RE``): this bounds the
+stall of a turn before the write is sent again."""
+ID_LOOKUP = 1000
+"""Ids per lookup by id: one request may not ask for more than ``QUERY_MAXIMUM_RESULTS``
+objects (10,000 by default), and an ``update`` or ``insert`` may name any number."""
 DEEP_PAGE = 5000
 """Page size of the id-ordered reads behind a listing that goes past the result window."""
 
@@ -92,21 +108,107 @@ logger = logging.getLogger(__name__)
 _TENANT_GONE_RE = re.compile(
     r"tenant.{0,120}(not found|does not exist)|(not found|no such).{0,40}tenant", re.I | re.S
 )
+CLUSTER_RETRY_S = 60.0
+"""How long a call that met a passing state of the cluster is tried again before it fails.
+
+A node answers such errors while a Raft leader is elected (about 15 s after the leader dies,
+measured on the three-node test cluster), and for a moment after a collection or tenant is
+created, until the node has applied it (``docs/weaviate.md``, "Scale out").
+"""
+_NOT_APPLIED_RE = re.compile(
+    r"could not read schema with strong consistency|leader not found|node is not the leader"
+    r"|failed to execute query|could not wait for update|deadline exceeded for waiting for update"
+    r"|determine shard|could not find index for class|store not open",
+    re.I,
+)
+"""Errors a node answers before it writes anything: it could not ask the schema's Raft leader
+(a query, which a write makes before it writes: the class, the tenant's shard), or has not
+applied a new collection yet. Any call may be tried again."""
+_INTERRUPTED_RE = re.compile(r"RST_STREAM|Stream removed|client connection is closing", re.I)
+"""A request cut off inside the cluster: it may have been applied, so only calls that can be
+repeated without effect are tried again."""
+_TIMED_OUT_RE = re.compile(r"Deadline Exceeded|timed out while awaiting a response", re.I)
+"""A request the client gave up on (30 s for reads, 90 s for writes): tried once more, as a
+cut request is. After the Raft leader dies, a node keeps asking it for a while (about 15-30 s
+measured here): schema reads wait until the client's timeout, and a gRPC batch that reached
+the node as the leader died waits, with no deadline of the server's (1.32.27
+``Raft.QueryTenantsShards``), until the client's or until the old leader is back. Once: a
+server that is simply too slow is not waited for again and again."""
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def _no_repeat(fn: Callable[P, R]) -> Callable[P, R]:
+    """Mark a call ``_guarded`` may retry only on errors that say nothing was written.
+
+    An ``_insert`` is not run again once its creates may have landed (``_create`` settles
+    each create itself, by reading), and an ``_update`` applies its change to what it
+    reads: both are retried as a whole only on errors that say nothing was written (an
+    update's writes go through ``_upsert``, which retries itself).
+    """
+    fn._no_repeat = True  # type: ignore[attr-defined]
+    return fn
+
+
+def _passing(message: str, no_repeat: bool, timed_out_before: bool = False) -> bool:
+    """Whether ``message`` is a passing state of the cluster that a retry can outlast."""
+    if _NOT_APPLIED_RE.search(message):
+        return True
+    if no_repeat:
+        return False
+    if _TIMED_OUT_RE.search(message):
+        return not timed_out_before
+    return _INTERRUPTED_RE.search(message) is not None
+
+
+def _riding_out(call: Callable[[], R], name: str, no_repeat: bool) -> R:
+    """Run ``call``, again while it meets a passing cluster state, for ``CLUSTER_RETRY_S``.
+
+    An ``UpsertResult`` whose failures are all such states is retried too (the server
+    reports them per object): upserts rewrite the same ids, so repeating one is harmless.
+    """
+    deadline: float | None = None  # counted from the first failure: an attempt may be long
+    delay = 0.25
+    timed_out = False
+    while True:
+        try:
+            result = call()
+        except weaviate.exceptions.WeaviateBaseError as exc:
+            deadline = deadline or time.monotonic() + CLUSTER_RETRY_S
+            reason = str(exc)
+            if not _passing(reason, no_repeat, timed_out) or time.monotonic() + delay > deadline:
+                raise
+            timed_out = timed_out or _TIMED_OUT_RE.search(reason) is not None
+        else:
+            failed = result.failed if isinstance(result, UpsertResult) and not no_repeat else {}
+            if not failed or not all(_passing(m, no_repeat) for m in failed.values()):
+                return result
+            deadline = deadline or time.monotonic() + CLUSTER_RETRY_S
+            if time.monotonic() + delay > deadline:
+                return result
+            reason = next(iter(failed.values()))
+        logger.info("Weaviate %s met %s; trying again in %.2f s", name, reason[:200], delay)
+        time.sleep(delay)
+        delay = min(2 * delay, 4.0)
 
 
 def _guarded(
     fn: Callable[Concatenate[WeaviateStore, P], R],
 ) -> Callable[Concatenate[WeaviateStore, P], R]:
-    """Refuse calls on a closed store and report client errors as ``StoreError``."""
+    """Refuse calls on a closed store, outlast passing cluster states, raise ``StoreError``."""
+    name = fn.__name__.strip("_")
+    no_repeat = bool(getattr(fn, "_no_repeat", False))
 
     @functools.wraps(fn)
     def wrapper(store: WeaviateStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
         if store._closed:
             raise StoreError("this Weaviate store is closed: open a new one")
-        try:
+
+        def call() -> R:
             return fn(store, *args, **kwargs)
+
+        try:
+            return _riding_out(call, name, no_repeat)
         except weaviate.exceptions.WeaviateBaseError as exc:
             spec = args[0] if args else None
             # Another process may have deleted a tenant this one remembers: forget the
@@ -117,10 +219,10 @@ def _guarded(
                 and store._forget_tenants(spec.name)
             ):
                 try:
-                    return fn(store, *args, **kwargs)
+                    return _riding_out(call, name, no_repeat)
                 except weaviate.exceptions.WeaviateBaseError as again:
                     exc = again
-            raise StoreError(f"Weaviate {fn.__name__.strip('_')} failed: {exc}") from exc
+            raise StoreError(f"Weaviate {name} failed: {exc}") from exc
 
     return wrapper
 
@@ -163,6 +265,7 @@ class WeaviateStore(MemoryStore):
         self._lock = threading.Lock()
         # Tenants known to exist, per collection: saves a round trip on every call.
         self._tenants: dict[str, set[str]] = {}
+        self._volume_issues: dict[str, str] = {}
         locks = Path(lock_dir) if lock_dir is not None else amem_home() / "locks" / "weaviate"
         self._inserts = WriteLocks(
             KeyLocks(locks),
@@ -209,6 +312,7 @@ class WeaviateStore(MemoryStore):
                 grpc_secure=settings.grpc_secure,
                 headers=dict(headers) if headers else None,
                 auth_credentials=Auth.api_key(settings.api_key) if settings.api_key else None,
+                additional_config=AdditionalConfig(timeout=Timeout(insert=WRITE_TIMEOUT_S)),
             )
         except weaviate.exceptions.WeaviateBaseError as exc:
             scheme = "https" if settings.http_secure else "http"
@@ -266,15 +370,20 @@ class WeaviateStore(MemoryStore):
                             distance_metric=VectorDistances.COSINE
                         ),
                     ),
-                    # No inverted-index config: only then does the server turn on BlockMax
-                    # WAND (usecases/schema/class.go setInvertedConfigDefaults), and the
-                    # client cannot ask for it. Its defaults are k1 1.2, b 0.75, "en"
-                    # stopwords; no filter of ours needs null-state, length or timestamp
-                    # indexes (NotEqual is "all minus equal" on the filterable index).
-                    replication_config=(
-                        Configure.replication(factor=self.scale.replication_factor)
-                        if self.scale.replication_factor is not None
-                        else None
+                    # No inverted-index config: the server's defaults (k1 1.2, b 0.75, "en"
+                    # stopwords) are the BM25 both backends rank with, and no filter of ours
+                    # needs null-state, length or timestamp indexes (NotEqual is "all minus
+                    # equal" on the filterable index). BlockMax WAND does not depend on it:
+                    # since 1.32.22 the server turns it on for every new collection
+                    # (usecases/schema/class.go setInvertedConfigDefaults); before, sending a
+                    # config gave the older scorer, which _check_scorer reports.
+                    # Async replication: a replica that was down catches up by itself
+                    # (see _repair_replicas); deletions resolved by time, so that what was
+                    # forgotten meanwhile does not come back from it.
+                    replication_config=Configure.replication(
+                        factor=self.scale.replication_factor,
+                        async_enabled=True,
+                        deletion_strategy=ReplicationDeletionStrategy.TIME_BASED_RESOLUTION,
                     ),
                     # Shared collections get one shard unless configured: the server's
                     # default is one per node, which makes BM25 statistics per shard.
@@ -307,6 +416,31 @@ class WeaviateStore(MemoryStore):
             raise SchemaConflictError(
                 f"collection {spec.name!r} exists with a different schema: "
                 f"{describe_spec(current)} != {describe_spec(spec)}"
+            )
+        self._repair_replicas(spec.name)
+
+    def _repair_replicas(self, name: str) -> None:
+        """Turn async replication on for a replicated collection created without it.
+
+        The store creates every collection with it (and deletions resolved by time): a
+        replica that was down misses the writes made meanwhile, and searches, listings and
+        counts read the replica of the node they reach, which a read at ``ALL`` repairs only
+        for the objects it found. Collections created by earlier versions get it here.
+        """
+        config = self._client.collections.get(name).config
+        replication = config.get().replication_config
+        if replication.factor > 1 and not replication.async_enabled:
+            config.update(
+                replication_config=Reconfigure.replication(
+                    async_enabled=True,
+                    deletion_strategy=ReplicationDeletionStrategy.TIME_BASED_RESOLUTION,
+                )
+            )
+            logger.warning(
+                "Weaviate collection %r has %d replicas without async replication: turned "
+                "it on, so that a replica that was down catches up",
+                name,
+                replication.factor,
             )
 
     @_guarded
@@ -349,12 +483,61 @@ class WeaviateStore(MemoryStore):
         if not self._client.collections.exists(name):
             return None
         config = self._client.collections.get(name).config.get()
-        return spec_from_config(
+        loaded = spec_from_config(
             config.name,
             config.description,
             bool(config.multi_tenancy_config.enabled),
             config.properties,
         )
+        if loaded is not None:
+            self._check_scorer(name)
+        return loaded
+
+    def _check_scorer(self, name: str) -> None:
+        """Note (and log once) a collection that ranks with Weaviate's older BM25 scorer.
+
+        Weaviate 1.32.22 and later create every collection with BlockMax WAND, the ranking
+        both backends follow. A volume from an earlier server (this project pinned 1.32.9,
+        and its first versions sent an inverted-index config, which gave the older ``wand``
+        scorer there) keeps such collections: their schema lacks ``usingBlockMaxWAND``, which
+        the parsed config does not show, so it is read from the raw schema.
+        """
+        if name in self._volume_issues:
+            return
+        reply = self._client._connection.get(path=f"/schema/{name}")
+        inverted = (reply.json() or {}).get("invertedIndexConfig") or {}
+        if inverted.get("usingBlockMaxWAND") is not True:
+            self._note_volume_issue(
+                name,
+                "created by a Weaviate server before 1.32.22 with an inverted-index config: "
+                "it ranks with the older BM25 scorer (document length = distinct terms, one "
+                "BM25F score over all properties), unlike the embedded store; export, drop "
+                "and import it to move it to BlockMax WAND (docs/weaviate-migration.md)",
+            )
+
+    def _note_volume_issue(self, name: str, issue: str) -> None:
+        with self._lock:
+            known = name in self._volume_issues
+            self._volume_issues[name] = issue
+        if not known:
+            logger.warning("Weaviate collection %r was %s", name, issue)
+
+    def volume_issues(self) -> dict[str, str]:
+        """Return what this store found wrong with the server's collections, per collection.
+
+        Filled as collections are opened and searched (``check_volume`` opens them all): a
+        collection kept from an older server that ranks with the older BM25 scorer, or whose
+        keyword scores came back NaN (a BM25 average from Weaviate 1.32.9-1.32.25, D1).
+        """
+        with self._lock:
+            return dict(self._volume_issues)
+
+    @_guarded
+    def check_volume(self) -> dict[str, str]:
+        """Open every collection of this project on the server; return ``volume_issues()``."""
+        for name in self._collections():
+            self._load_spec_and_dims(name)
+        return self.volume_issues()
 
     @_guarded
     def _load_spec(self, name: str) -> CollectionSpec | None:
@@ -451,7 +634,7 @@ class WeaviateStore(MemoryStore):
             data = [
                 DataObject(
                     properties=to_weaviate_properties(spec, obj.properties, user),
-                    uuid=obj.id,
+                    uuid=_canonical_id(obj.id),
                     vector={VECTOR_NAME: vector},
                 )
                 for obj, vector in zip(chunk, rows[start : start + BATCH_SIZE], strict=True)
@@ -461,11 +644,41 @@ class WeaviateStore(MemoryStore):
             except WeaviateInsertManyAllFailedError as exc:
                 failed.update((obj.id, str(exc)) for obj in chunk)
                 continue
+            except weaviate.exceptions.WeaviateBaseError as exc:
+                # A lost connection or a timeout: the chunks before this one are written,
+                # so report them instead of raising, which would hide them. This chunk may or
+                # may not have been stored; the rest was not sent. Upserts are idempotent:
+                # writing the failed ids again is safe. Nothing written yet: raise as before
+                # (a tenant deleted meanwhile is retried by _guarded).
+                if start == 0 or _TENANT_GONE_RE.search(str(exc)):
+                    raise
+                for obj in chunk:
+                    failed[obj.id] = f"the request failed, it may or may not be stored: {exc}"
+                for obj in objects[start + BATCH_SIZE :]:
+                    failed[obj.id] = f"not sent: an earlier request failed: {exc}"
+                break
             for index, error in result.errors.items():
                 failed[chunk[index].id] = error.message
         return UpsertResult(ids=[o.id for o in objects if o.id not in failed], failed=failed)
 
+    def _fetch_by_ids(
+        self, collection: Any, ids: list[str], include_vector: bool = False
+    ) -> list[Any]:
+        """Return the stored objects of canonical ``ids``, looked up ``ID_LOOKUP`` at a time."""
+        size = max(1, min(ID_LOOKUP, self.scale.query_maximum_results))
+        found: list[Any] = []
+        for start in range(0, len(ids), size):
+            chunk = ids[start : start + size]
+            reply = collection.query.fetch_objects(
+                filters=Filter.by_id().contains_any(chunk),
+                limit=len(chunk),
+                include_vector=[VECTOR_NAME] if include_vector else False,
+            )
+            found.extend(reply.objects)
+        return found
+
     @_guarded
+    @_no_repeat
     def _insert(
         self,
         spec: CollectionSpec,
@@ -484,10 +697,7 @@ class WeaviateStore(MemoryStore):
         key = (spec.name, tenant_name(user) if user is not None else "")
         with self._inserts.hold(*key) as held:
             ids = [_canonical_id(o.id) for o in objects]
-            found = collection.query.fetch_objects(
-                filters=Filter.by_id().contains_any(ids), limit=len(ids)
-            )
-            existing = sorted(str(o.uuid) for o in found.objects)
+            existing = sorted(str(o.uuid) for o in self._fetch_by_ids(collection, ids))
             if existing:
                 raise ConflictError(
                     f"{len(existing)} object(s) already exist in {spec.name!r}: "
@@ -507,10 +717,8 @@ class WeaviateStore(MemoryStore):
                     held.check()
                     # The server's create refuses an id that exists when it checks: a last
                     # line of defence against a writer that does not take the same locks.
-                    collection.data.insert(
-                        properties=to_weaviate_properties(spec, obj.properties, user),
-                        uuid=obj.id,
-                        vector={VECTOR_NAME: vector},
+                    self._create(
+                        collection, _canonical_id(obj.id), spec, obj.properties, vector, user
                     )
                     created.append(_canonical_id(obj.id))
             except weaviate.exceptions.UnexpectedStatusCodeError as exc:
@@ -527,6 +735,7 @@ class WeaviateStore(MemoryStore):
         return UpsertResult(ids=[o.id for o in objects])
 
     @_guarded
+    @_no_repeat
     def _update(
         self,
         spec: CollectionSpec,
@@ -541,26 +750,64 @@ class WeaviateStore(MemoryStore):
             return UpsertResult()
         key = (spec.name, tenant_name(user) if user is not None else "")
         with self._inserts.hold(*key):
-            found = collection.query.fetch_objects(
-                filters=Filter.by_id().contains_any(ids),
-                limit=len(ids),
-                include_vector=[VECTOR_NAME],
-            )
             changed = [
                 new
-                for obj in found.objects
+                for obj in self._fetch_by_ids(collection, ids, include_vector=True)
                 if (new := change(self._stored(spec, obj, True))) is not None
             ]
             if not changed:
                 return UpsertResult()
-            vectors = np.asarray([o.vector for o in changed], dtype=np.float64)
+            # The server stores NaN and infinite vectors as given: refuse them before writing.
+            vectors = check_finite([o.vector for o in changed])
             return self._upsert(spec, changed, user, vectors)
+
+    def _create(
+        self,
+        collection: Any,
+        oid: str,
+        spec: CollectionSpec,
+        properties: Mapping[str, Any],
+        vector: list[float],
+        user: str | None,
+    ) -> None:
+        """Create one object of an insert; settle a create that may or may not have landed.
+
+        A create the client gave up on, or that was cut off (a cluster losing its Raft
+        leader, ``_TIMED_OUT_RE``), is looked up by id: under the partition's lock, which
+        the caller holds, nobody else creates that id, so if it is there it is this one.
+        Else it is sent again, and an "already exists" then means the earlier one landed.
+        """
+        deadline: float | None = None
+        delay = 0.25
+        while True:
+            try:
+                collection.data.insert(
+                    properties=to_weaviate_properties(spec, properties, user),
+                    uuid=oid,
+                    vector={VECTOR_NAME: vector},
+                )
+                return
+            except weaviate.exceptions.WeaviateBaseError as exc:
+                message = str(exc)
+                if deadline is not None and "already exists" in message:
+                    return
+                if not (_TIMED_OUT_RE.search(message) or _INTERRUPTED_RE.search(message)):
+                    raise
+                deadline = deadline or time.monotonic() + CLUSTER_RETRY_S
+                if collection.query.fetch_object_by_id(oid) is not None:
+                    return
+                if time.monotonic() + delay > deadline:
+                    raise
+                logger.info("Weaviate create of %s met %s; sent again", oid, message[:200])
+                time.sleep(delay)
+                delay = min(2 * delay, 4.0)
 
     @staticmethod
     def _undo_inserts(collection: Any, ids: list[str]) -> None:
         """Delete what a failed insert created, so that it writes all or nothing."""
-        if ids:
-            collection.data.delete_many(where=Filter.by_id().contains_any(ids))
+        for start in range(0, len(ids), BATCH_SIZE):
+            chunk = ids[start : start + BATCH_SIZE]
+            collection.data.delete_many(where=Filter.by_id().contains_any(chunk))
 
     @_guarded
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int:
@@ -613,7 +860,7 @@ class WeaviateStore(MemoryStore):
         if collection is None:
             return None
         obj = collection.query.fetch_object_by_id(
-            id, include_vector=[VECTOR_NAME] if include_vector else False
+            _canonical_id(id), include_vector=[VECTOR_NAME] if include_vector else False
         )
         if obj is None:
             return None
@@ -767,6 +1014,17 @@ class WeaviateStore(MemoryStore):
                 filters=filters,
                 return_metadata=MetadataQuery(score=True, explain_score=True),
             )
+            if any(_nan_score(obj.metadata) for obj in result.objects):
+                # D1: Weaviate 1.32.9-1.32.25 could write a NaN average length, which every
+                # later average carries: every BM25 score of the property is NaN and the
+                # fused order meaningless. Rank by the vector side alone and say why.
+                self._note_volume_issue(
+                    spec.name,
+                    "searched and its keyword scores are NaN (a BM25 average written by "
+                    "Weaviate 1.32.9-1.32.25): searches rank by the vector alone until it is "
+                    "exported, dropped and imported (docs/weaviate-migration.md)",
+                )
+                return self._vector_side_only(spec, collection, vector, alpha, limit, filters)
             hits = []
             for obj in result.objects:
                 keyword, vec = parse_explain_score(obj.metadata.explain_score)
@@ -859,6 +1117,12 @@ class WeaviateStore(MemoryStore):
 _ACTIVE = frozenset({"ACTIVE", "HOT"})
 
 
+def _nan_score(metadata: Any) -> bool:
+    score = metadata.score
+    explain = metadata.explain_score or ""
+    return (score is not None and math.isnan(score)) or "original score NaN" in explain
+
+
 def _check_deleted(result: Any) -> None:
     if int(result.failed):
         raise StoreError(
@@ -868,4 +1132,11 @@ def _check_deleted(result: Any) -> None:
 
 
 def _canonical_id(value: str) -> str:
-    return value.strip().lower()
+    """Return the one spelling of an id the server finds again: lower-case, hyphenated.
+
+    weaviate-client sends a batch object's id as given and the server keeps that text in its
+    id index, while lookups by id (filters, ``fetch_object_by_id``) are sent canonical: an id
+    written in another spelling (upper case, no hyphens, braces; ``uuid.UUID`` takes them
+    all and the base class has checked it) would be stored and then never found.
+    """
+    return str(uuid.UUID(value))

@@ -75,9 +75,11 @@ class ChurningWeaviate(FakeWeaviate):
             shard = self._shard(collection, tenant)
             if status in ("INACTIVE", "COLD") and before not in ("INACTIVE", "COLD"):
                 # migrator.go UpdateTenants: the shard shuts down, Bucket.Shutdown flushes.
-                self.flushes.append((collection, tenant, shard.flush(reuse_small_wal=True)))
+                self.flushes.append((collection, tenant, shard.flush()))
             if status in ("ACTIVE", "HOT") and before in ("INACTIVE", "COLD"):
-                # Loaded again; the compaction cycle gets to the segments at once here.
+                # Loaded again (kept memtables replayed, D13); the compaction cycle gets to
+                # the segments at once here.
+                shard.reload()
                 shard.compact()
 
     # -- gRPC -------------------------------------------------------------------------------
@@ -138,7 +140,7 @@ class ChurningWeaviate(FakeWeaviate):
         allowed = {
             oid
             for oid, obj in stored.items()
-            if not has_filter or _match(oid, obj["properties"], request.filters)
+            if not has_filter or _match(obj["id_text"], obj["properties"], request.filters)
         }
         return stored, self._shard(*key), allowed
 

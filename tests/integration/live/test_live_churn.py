@@ -2,8 +2,8 @@
 flush, then the server's own compaction; every step's rankings compared with the reference
 model of the server (``weaviate_reference.py``) in the same state.
 
-Runs when ``WEAVIATE_URL`` answers ``/v1/.well-known/ready`` (``make test-weaviate`` starts the
-pinned server for it); otherwise the test is skipped and says why.
+Runs against the session's live server (``tests/live_weaviate.py``: the pinned server, whose
+periodic flush is moved to an hour so that only this suite's flushes happen).
 
 How the state is known:
 
@@ -13,7 +13,7 @@ How the state is known:
   shuts down; ``Bucket.Shutdown`` writes each memtable whose write-ahead log exceeds 4 KB to a
   segment and keeps the others) and activated again. The model flushes with the same rule.
 - The periodic flush (60 s after a memtable's first write) must not come in between:
-  ``make test-weaviate`` sets it to an hour; against another server each phase must take
+  the session's server sets it to an hour; against another server each phase must take
   less than a minute.
 - After the second flush the server compacts the two segments by itself (its compaction cycle
   ticks every 3 s): a query must match the model with or without that compaction.
@@ -41,9 +41,9 @@ import pytest
 
 from agentic_memory.store import CollectionSpec, open_store
 from agentic_memory.store.weaviate import WeaviateStore, tenant_name
+from tests.live_weaviate import LiveWeaviate
 from tests.unit.store import differential as diff
 from tests.unit.store import weaviate_reference as ref
-from tests.unit.store.conftest import require_weaviate
 
 pytestmark = pytest.mark.weaviate
 
@@ -60,8 +60,7 @@ def made() -> list[str]:
 
 
 @pytest.fixture
-def live(made: list[str]) -> Iterator[WeaviateStore]:
-    require_weaviate()
+def live(made: list[str], weaviate_env: LiveWeaviate) -> Iterator[WeaviateStore]:
     store = open_store(diff.DIMS, backend="weaviate")
     assert isinstance(store, WeaviateStore)
     try:
@@ -158,9 +157,10 @@ def _known_corpora(count: int, specs: dict[int, CollectionSpec]) -> list[diff.Ch
         spec = specs[len(case.searchable)]
         trial = ref.Shard(list(case.searchable))
         diff.churn_first(None, spec, "trial", case, trial)
-        trial.flush(reuse_small_wal=True)
+        trial.flush()
+        trial.reload()
         diff.churn_second(None, spec, "trial", case, trial)
-        trial.flush(reuse_small_wal=True)
+        trial.flush()
         if not trial.uncertain_flushes and not trial.uncertain_rewrites:
             found.append(case)
     return found
@@ -190,7 +190,8 @@ def test_churn_ranks_like_the_model_of_the_server(live: WeaviateStore, made: lis
         failures += _run_step(live, spec, user, case, "written", [shard])
 
         restart_tenant(live, spec, user)
-        shard.flush(reuse_small_wal=True)
+        shard.flush()
+        shard.reload()
         if case.deletes:
             live.delete(spec.name, case.deletes, user=user)
         _write_one_by_one(live, spec, user, [case.rewrites, case.moved, case.added])
@@ -198,7 +199,8 @@ def test_churn_ranks_like_the_model_of_the_server(live: WeaviateStore, made: lis
         failures += _run_step(live, spec, user, case, "flushed, deleted, rewritten", [shard])
 
         restart_tenant(live, spec, user)
-        shard.flush(reuse_small_wal=True)
+        shard.flush()
+        shard.reload()
         compacted = copy.deepcopy(shard)
         compacted.compact()
         failures += _run_step(live, spec, user, case, "flushed again", [shard, compacted])

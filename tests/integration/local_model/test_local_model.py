@@ -42,7 +42,7 @@ async def test_local_model_text_and_structured(local_model_file: Path) -> None:
     server = get_local_server()
     server.model_path = local_model_file
     model = resolve_chat_model("local", max_tokens=40)
-    assert describe_model(model) == "local:gemma3-270m"
+    assert describe_model(model) == "local:smollm2-135m"
     assert not server.running  # resolving started nothing
     try:
         reply, call = await ainvoke_text(
@@ -52,7 +52,7 @@ async def test_local_model_text_and_structured(local_model_file: Path) -> None:
         pid = server.pid
         assert pid is not None
         assert isinstance(reply.content, str) and reply.content.strip()
-        assert call.model == "local:gemma3-270m"
+        assert call.model == "local:smollm2-135m"
         assert call.input_tokens > 0 and 0 < call.output_tokens <= 40
         assert call.estimated is False
 
@@ -155,15 +155,16 @@ def test_llama_cpp_without_server_extra_is_a_configuration_error(
 
 
 async def test_system_layers_reach_the_real_model(local_server: LocalModelServer) -> None:
-    # The gemma chat format drops system messages: before they were folded into the user
-    # turn, this prompt counted as many tokens as the bare question (11).
+    # A chat format may drop system messages (Gemma's did: such a prompt counted as many
+    # tokens as the bare question). SmolLM2's template keeps them, in place of its own
+    # default system prompt (which the bare question gets: ~30 tokens).
     model = await asyncio.to_thread(resolve_chat_model, "local", max_tokens=1)
     system = "You are a careful assistant. Known facts: the user is vegetarian. " * 10
     _, bare = await ainvoke_text(model, [HumanMessage("Hello there")], purpose="answer")
     _, full = await ainvoke_text(
         model, [SystemMessage(system), HumanMessage("Hello there")], purpose="answer"
     )
-    assert bare.input_tokens < 20
+    assert bare.input_tokens < 40
     assert full.input_tokens > bare.input_tokens + 100
 
 

@@ -24,6 +24,7 @@ from langchain_core.messages import HumanMessage
 
 import agentic_memory.models.chat as chat
 import agentic_memory.models.local_server as local_server
+from agentic_memory.graph.nodes import AnswerFailedError
 from agentic_memory.models.calls import ainvoke_text
 from agentic_memory.models.chat import resolve_chat_model
 from agentic_memory.models.local_server import LocalModelServer, LocalServerDied, describe_exit
@@ -303,7 +304,11 @@ async def test_a_graph_turn_fails_with_the_line_and_the_next_turn_works(
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         assert _wait_gone(pid)
-        with pytest.raises(LocalServerDied, match=r"died: killed by SIGILL: llama\.cpp was built"):
+        with pytest.raises(
+            AnswerFailedError, match=r"died: killed by SIGILL: llama\.cpp was built"
+        ) as failed:
             await app.ainvoke({"messages": [HumanMessage("and now")]}, config, context=context)
+        assert isinstance(failed.value.__cause__, LocalServerDied)
+        assert "the thread is as it was before it" in str(failed.value)
         out = await app.ainvoke({"messages": [HumanMessage("hi again")]}, config, context=context)
     assert out["messages"][-1].content == "hello from start 4"

@@ -1,8 +1,9 @@
-"""Execute notebooks/quickstart.ipynb top to bottom, with the notebook's scripted fake model.
+"""Execute notebooks/quickstart.ipynb top to bottom: with the default offline model, as a user
+with no key runs it, and with the notebook's scripted fake model, whose answers are exact.
 
-The offline local model would make this test take minutes on a CPU, so it runs with
-``AMEM_NOTEBOOK_FAKE_MODEL=1``; the kernel is this interpreter (a kernelspec installed into a
-temporary folder), so the notebook imports the project exactly as the tests do.
+The kernel is this interpreter (a kernelspec installed into a temporary folder), so the
+notebook imports the project exactly as the tests do. Its temporary files go to a ``TMPDIR``
+of the test's own, which must be empty afterwards: the notebook leaves nothing in /tmp.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from tests.unit.models.conftest import requires_local
 
 NOTEBOOK = Path(__file__).resolve().parents[3] / "notebooks" / "quickstart.ipynb"
 KERNEL = "amem-quickstart-test"
@@ -42,8 +45,49 @@ def _text(cell: nbformat.NotebookNode) -> str:
     return "".join(parts)
 
 
+def _run(nb: nbformat.NotebookNode, kernel: str, tmp_path: Path) -> str:
+    client = NotebookClient(
+        nb, kernel_name=kernel, timeout=600, resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()
+    return "\n".join(_text(c) for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.fixture
+def tmpdir_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The kernel's TMPDIR: where the notebook's AMEM_HOME (and anything else) goes."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    return folder
+
+
+@requires_local
+def test_quickstart_runs_with_the_default_offline_model_and_leaves_nothing(
+    kernel: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tmpdir_of_its_own: Path
+) -> None:
+    monkeypatch.delenv("AMEM_NOTEBOOK_FAKE_MODEL", raising=False)
+    monkeypatch.delenv("AMEM_LOCAL_MODEL", raising=False)
+    monkeypatch.delenv("AMEM_LOCAL_MODEL_PATH", raising=False)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    out = _run(nb, kernel, tmp_path)
+    assert "Traceback" not in out
+    assert "Model: the offline local model (local:smollm2-135m, served by llama.cpp)." in out
+    # The self-statements are remembered whatever the small model answers.
+    assert "(I'll remember: name = Alice)" in out
+    assert "(I'll remember: diet = vegetarian)" in out
+    shown = [_text(c) for c in nb.cells if c.source.strip() == "await show_memories()"]
+    assert len(shown) == 2 and all("diet = vegetarian" in s for s in shown)
+    assert shown[1].count("Episodes:") == 1 and "Rules (version" in shown[1]
+    # Two conversations answered (each turn printed its answer), and the rules cells ran.
+    assert out.count("assistant: ") == 4
+    assert "version 1: 5 rules" in out
+    assert "removed " in out
+    assert list(tmpdir_of_its_own.iterdir()) == [], "the notebook left files in its TMPDIR"
+
+
 def test_quickstart_runs_top_to_bottom(
-    kernel: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    kernel: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tmpdir_of_its_own: Path
 ) -> None:
     monkeypatch.setenv("AMEM_NOTEBOOK_FAKE_MODEL", "1")
     nb = nbformat.read(NOTEBOOK, as_version=4)
@@ -56,11 +100,7 @@ def test_quickstart_runs_top_to_bottom(
         "    print('refused:', type(exc).__name__, exc)"
     )
     nb.cells.insert(len(nb.cells) - 1, probe)
-    client = NotebookClient(
-        nb, kernel_name=kernel, timeout=300, resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()
-    out = "\n".join(_text(c) for c in nb.cells if c.cell_type == "code")
+    out = _run(nb, kernel, tmp_path)
     assert "Traceback" not in out
     assert "Model: the notebook's scripted fake model." in out
     assert "ok=True" in out
@@ -84,3 +124,4 @@ def test_quickstart_runs_top_to_bottom(
     refused = _text(probe)
     assert refused.startswith("refused: SyncCallInEventLoopError"), refused
     assert "await mem.arecall(...)" in refused
+    assert list(tmpdir_of_its_own.iterdir()) == [], "the notebook left files in its TMPDIR"

@@ -25,6 +25,8 @@ from agentic_memory.checkpoints import (
     SQLITE_META_TABLE,
     ZEROED_KEY,
     CheckpointEraser,
+    MemoryEraser,
+    PostgresEraser,
     SqliteEraser,
     adelete_threads,
     auser_threads,
@@ -109,7 +111,7 @@ async def _port_on(open_saver: Opener, expected: type[CheckpointEraser]) -> None
 
 
 async def test_the_port_on_the_in_memory_saver(tmp_path: Path) -> None:
-    await _port_on(_openers(tmp_path, None)["memory"], CheckpointEraser)
+    await _port_on(_openers(tmp_path, None)["memory"], MemoryEraser)
 
 
 async def test_the_port_on_sqlite(tmp_path: Path) -> None:
@@ -118,7 +120,7 @@ async def test_the_port_on_sqlite(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 async def test_the_port_on_postgres(tmp_path: Path, postgres_uri: str) -> None:
-    await _port_on(_openers(tmp_path, postgres_uri)["postgres"], CheckpointEraser)
+    await _port_on(_openers(tmp_path, postgres_uri)["postgres"], PostgresEraser)
 
 
 async def test_an_old_sqlite_file_is_vacuumed_once_and_its_log_emptied(tmp_path: Path) -> None:

@@ -12,10 +12,16 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from agentic_memory.graph.context import Context
 from agentic_memory.graph.graph import compile_graph
-from agentic_memory.graph.nodes import ThreadOwnershipError
+from agentic_memory.graph.nodes import (
+    AnswerFailedError,
+    InputRefusedError,
+    ThreadOwnershipError,
+)
 from agentic_memory.graph.persistence import (
     adelete_thread,
     postgres_checkpointer,
@@ -253,8 +259,9 @@ async def test_refused_and_failed_runs_leave_the_stored_thread_as_it_was(
             raise ConnectionError("the model server is down")
 
         model.text_replies = [down]
-        with pytest.raises(ConnectionError):
+        with pytest.raises(AnswerFailedError, match="the model server is down") as failed:
             await _say(app, "guarded", "Plan my week.")
+        assert isinstance(failed.value.__cause__, ConnectionError)
     # Read back over a new connection, as another process would.
     async with open_saver() as reopened:
         app = compile_graph(
@@ -266,3 +273,61 @@ async def test_refused_and_failed_runs_leave_the_stored_thread_as_it_was(
         out = await _say(app, "guarded", "Plan my week.")
     assert out["conversation_ended"] is False
     assert _contents(out["messages"])[-1] == "echo: Plan my week."
+
+
+async def test_a_refused_input_leaves_nothing_in_the_stored_checkpoints(
+    open_saver: OpenSaver, store: EmbeddedStore
+) -> None:
+    refused = "qzxv" * 500_000  # 2 MB: over MAX_MESSAGE_CHARS
+    async with open_saver() as saver:
+        app = compile_graph(
+            checkpointer=saver, store=store, embeddings=_EMBEDDINGS, chat_model=_model()
+        )
+        await _say(app, "refused", "I'm vegetarian.")
+        with pytest.raises(InputRefusedError, match="nothing was kept"):
+            await _say(app, "refused", refused)
+    # Read back over a new connection: no checkpoint and no write holds the message.
+    async with open_saver() as reopened:
+        held = [
+            saved
+            async for saved in reopened.alist(_config("refused"))
+            if "qzxv" * 50 in repr(saved.checkpoint) + repr(saved.pending_writes)
+        ]
+        assert held == []
+        assert await _stored_bytes(reopened, _config("refused")) < 200_000  # 2 MB before
+        app = compile_graph(
+            checkpointer=reopened, store=store, embeddings=_EMBEDDINGS, chat_model=_model()
+        )
+        out = await _say(app, "refused", "Plan my week.")
+    assert _contents(out["messages"])[-1] == "echo: Plan my week."
+
+
+async def _stored_bytes(saver: BaseCheckpointSaver[Any], config: dict[str, Any]) -> int:
+    """Every byte the database keeps for the thread: checkpoints, writes, channel values."""
+    thread = config["configurable"]["thread_id"]
+    if isinstance(saver, AsyncPostgresSaver):
+        total = 0
+        async with saver._cursor() as cur:
+            for table, column in (
+                ("checkpoints", "checkpoint::text"),
+                ("checkpoint_writes", "blob"),
+                ("checkpoint_blobs", "blob"),
+            ):
+                await cur.execute(
+                    f"SELECT coalesce(sum(length({column})), 0) AS n FROM {table} "
+                    "WHERE thread_id = %s",
+                    (thread,),
+                )
+                row = await cur.fetchone()
+                total += int(row["n"]) if row else 0
+        return total
+    assert isinstance(saver, AsyncSqliteSaver)
+    total = 0
+    for table, column in (("checkpoints", "checkpoint"), ("writes", "value")):
+        async with saver.conn.execute(
+            f"SELECT coalesce(sum(length({column})), 0) FROM {table} WHERE thread_id = ?",
+            (thread,),
+        ) as cursor:
+            row = await cursor.fetchone()
+        total += int(row[0]) if row else 0
+    return total

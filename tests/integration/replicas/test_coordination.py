@@ -71,6 +71,10 @@ def objid(*key: str) -> int:
 
 def test_the_setting_defaults_to_the_deployments_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
     assert coordination_setting().uri is None
+    # `langgraph dev` runs the agent with DATABASE_URI=:memory: (found by `make run
+    # STORE=weaviate`, whose server failed to start): no database, so this machine's locks.
+    monkeypatch.setenv("DATABASE_URI", ":memory:")
+    assert coordination_setting().uri is None
     monkeypatch.setenv("POSTGRES_URI", "postgresql://server@db/langgraph")
     assert coordination_setting().source == "POSTGRES_URI"
     monkeypatch.setenv("DATABASE_URI", "postgresql://server@db/database")

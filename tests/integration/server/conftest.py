@@ -107,6 +107,8 @@ def run_dev_server(
             AMEM_STORE="embedded",
             AMEM_BASE_URL=fake.base_url,
             AMEM_MODEL_NAME="fake-model",
+            # The scripted server plays a capable model (the full prompt), at 127.0.0.1.
+            AMEM_MODEL_CLASS="capable",
             LANGGRAPH_NO_VERSION_CHECK="true",
             LANGSMITH_TRACING="false",
             HF_HUB_OFFLINE="1",

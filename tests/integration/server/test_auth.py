@@ -120,3 +120,41 @@ async def test_each_user_sees_and_runs_only_their_own_threads(tmp_path: Path) ->
         for token, detail in ((None, "a bearer token is required"), ("tok-alice-7f3b", "unknown")):
             with pytest.raises(Exception, match=detail):
                 await _client(server.url, token).threads.search()
+
+
+async def test_a_thread_from_before_auth_is_handed_to_its_user_as_documented(
+    tmp_path: Path,
+) -> None:
+    """docs/deployment.md: such a thread answers 404 once auth is on, until it is handed over."""
+    with run_dev_server(tmp_path, tool_scripts=SCRIPTS) as server:
+        open_client = _client(server.url, None)
+        thread = (await open_client.threads.create())["thread_id"]
+        await open_client.runs.wait(
+            thread,
+            "agent",
+            input={"messages": [{"role": "user", "content": "My locker code is 4411."}]},
+            context={"user_id": "alice"},
+            raise_error=True,
+        )
+    auth: dict[str, Any] = {"config": "langgraph.auth.json", "env": {"AMEM_AUTH_TOKENS": TOKENS}}
+    with run_dev_server(tmp_path, tool_scripts=SCRIPTS, **auth) as server:
+        with pytest.raises(NotFoundError):
+            await _client(server.url, "tok-alice-7f3a").threads.get(thread)
+    with run_dev_server(tmp_path, tool_scripts=SCRIPTS) as server:
+        # The recipe of docs/deployment.md, run with the server still open.
+        client = _client(server.url, None)
+        offset = 0
+        while batch := await client.threads.search(limit=100, offset=offset):
+            for found in batch:
+                owner = (found.get("values") or {}).get("owner")
+                if owner and not (found.get("metadata") or {}).get("owner"):
+                    await client.threads.update(
+                        found["thread_id"], metadata={"owner": owner, "user_id": owner}
+                    )
+            offset += len(batch)
+    with run_dev_server(tmp_path, tool_scripts=SCRIPTS, **auth) as server:
+        alice = _client(server.url, "tok-alice-7f3a")
+        values = (await alice.threads.get_state(thread))["values"]
+        assert values["messages"][0]["content"] == "My locker code is 4411."
+        with pytest.raises(NotFoundError):
+            await _client(server.url, "tok-bob-91c2").threads.get(thread)

@@ -1,13 +1,13 @@
 """One whole session with the offline model, as a new user meets it (issue 17).
 
 A real ``langgraph dev`` on a free port, the real offline model that ``make install``
-installs (llama.cpp's server and Gemma 3 270M, started by the graph's process), the
+installs (llama.cpp's server and SmolLM2-135M-Instruct, started by the graph's process), the
 LangGraph SDK: memories are seeded through the SDK and the Python API, the server is
 restarted, one thread holds six turns (so compaction runs) and ends, and a new thread
 recalls the episode and the facts. Every prompt the model is fed is recorded by a thin
 wrapper of llama.cpp's server (``recording_llama_server.py``), so each turn checks what the
-model received: the layers of the assembled prompt inside Gemma's user turn, and a prompt
-size that matches the turn's ``token_report``.
+model received: the compact prompt (the offline model's profile) in ChatML's system turn,
+and a prompt size that matches the turn's ``token_report``.
 
 Answers are capped at 48 tokens (``answer_max_tokens``) to keep the run short; what is
 slow is the model itself (2 shared cores).
@@ -37,7 +37,7 @@ __all__ = ["local_model_file"]  # the fixture, imported for this module
 
 RECORDER = Path(__file__).with_name("recording_llama_server.py")
 USER = "alice"
-SYSTEM_FIRST_LINE = "You are a helpful assistant with a long-term memory of this user."
+SYSTEM_FIRST_LINE = "You are a helpful assistant. Answer the user's last message"
 TURNS = [
     "Hi, my name is Alice and I live in Lisbon.",
     "I'm vegetarian.",
@@ -95,13 +95,12 @@ def _check_turn(out: dict[str, Any], fresh: list[dict[str, Any]], message: str) 
     assert isinstance(out, dict) and "__error__" not in out, out
     prompt = _answer_prompt(fresh)
     text = prompt["prompt"]
-    # Gemma's turn format, with no system turn: the layers lead the user turn.
-    assert text.count("<start_of_turn>user\n") >= 1 and "<start_of_turn>system" not in text
-    first_turn = text.split("<start_of_turn>user\n", 1)[1]
-    assert first_turn.startswith(SYSTEM_FIRST_LINE)
-    assert "Behaviour rules (version" in text
-    assert text.rstrip().endswith("<start_of_turn>model")
-    assert f"{message}<end_of_turn>" in text
+    # ChatML with the system role kept: the compact prompt is the system turn.
+    assert text.startswith("<|im_start|>system\n" + SYSTEM_FIRST_LINE)
+    assert "What you remember about the user:" in text.split("<|im_end|>", 1)[0]
+    assert "Behaviour rules (version" not in text  # the compact profile has no rules
+    assert text.rstrip().endswith("<|im_start|>assistant")
+    assert f"<|im_start|>user\n{message}<|im_end|>" in text
     assert prompt["max_tokens"] == 48
     # What the model was fed matches what the graph assembled: the server's own count (its
     # Gemma tokenizer) against the graph's count (a Llama tokenizer, ~1.1-1.3x OpenAI's).
@@ -147,8 +146,8 @@ async def _session(url: str, prompts: Prompts) -> None:
         out = await _run(client, thread, payload)
         prompt = _check_turn(out, prompts.new(), message)
         # The facts and the restated constraint reach the model every turn.
-        assert "- peanut allergy: allergic to peanuts (constraint)" in prompt["prompt"]
-        assert "Critical constraints (never violate): peanut allergy" in prompt["prompt"]
+        assert "- your peanut allergy: allergic to peanuts" in prompt["prompt"]
+        assert "Never suggest anything against: peanut allergy" in prompt["prompt"]
         if i == 2:  # the CoALA question: the passage and its label reach the model
             assert "[coala.pdf p.1]" in prompt["prompt"]
             assert "episodic memory, semantic memory" in prompt["prompt"]
@@ -178,8 +177,13 @@ async def _session(url: str, prompts: Prompts) -> None:
     out = await _run(client, second, {"messages": [{"role": "user", "content": message}]})
     prompt = _check_turn(out, prompts.new(), message)
     assert [e["id"] for e in out["episodes"]][:1] == [episode["id"]]
-    assert episode["conversation_summary"][:40] in prompt["prompt"]
-    for line in ("- name: Alice", "- diet: vegetarian", "- city: Lisbon"):
+    # The compact prompt shows one recalled item besides passages: what the user wrote in
+    # the other thread, or else the episode.
+    said = [p["content"] for p in out["past_turns"] if p["role"] in ("human", "user")]
+    shown = f"- you said before: {said[0]}" if said else episode["conversation_summary"][:40]
+    assert shown in prompt["prompt"]
+    assert out["token_report"]["profile"] == "compact"
+    for line in ("- your name: Alice", "- your diet: vegetarian", "- your city: Lisbon"):
         assert line in prompt["prompt"]
 
 

@@ -89,6 +89,7 @@ def _env(fake: FakeOpenAIServer, home: str) -> dict[str, str]:
         "AMEM_STORE": "embedded",
         "AMEM_BASE_URL": fake.base_url,
         "AMEM_MODEL_NAME": "fake-model",
+        "AMEM_MODEL_CLASS": "capable",
         "LANGSMITH_TRACING": "false",
         "PYTHONUNBUFFERED": "1",
         "COLUMNS": "200",

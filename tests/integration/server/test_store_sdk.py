@@ -116,6 +116,9 @@ async def test_kind_namespaces_through_the_sdk_and_the_python_api(
         )
     with pytest.raises(BadRequestError, match="read-only"):
         await client.store.put_item(["knowledge", "manuals"], "x", {"text": "y"})
+    # A refusal is an answer, not a crash: no traceback in the server's log for it.
+    assert "Traceback" not in dev_server.log_text()
+    assert "needs 'value'" not in dev_server.log_text()
     assert {f.subject for f in await memory.facts.acurrent("alice")} == {"diet", "allergy"}
     assert [v.version for v in await memory.rules.aversions("alice")] == [1, 2]
 

@@ -83,6 +83,8 @@ def env(server: FakeOpenAIServer, home: Path) -> dict[str, str]:
         **os.environ,
         "AMEM_BASE_URL": server.base_url,
         "AMEM_MODEL_NAME": "fake-model",
+        # The scripted server plays a capable model (the full prompt), though at 127.0.0.1.
+        "AMEM_MODEL_CLASS": "capable",
         "COLUMNS": "120",
         "TERM": "dumb",
         "NO_COLOR": "1",
@@ -278,9 +280,9 @@ def test_a_local_server_that_dies_is_told_in_one_line_and_restarted(
     model.write_bytes(b"x")
     config = tmp_path / "standin.json"
     config.write_text(
-        # The first turn's requests and their one retry each die: the facts call (it falls
-        # back to the message's self-statements) and the answer (the turn fails).
-        '{"die_signal": "SIGILL", "die_on_starts": [1, 2, 3, 4], "starts_file": "%s"}'
+        # The first turn's answer and its one retry die (the turn fails). "Hello" states
+        # nothing, so the small model is not asked for facts from it.
+        '{"die_signal": "SIGILL", "die_on_starts": [1, 2], "starts_file": "%s"}'
         % (tmp_path / "starts")
     )
     standin = Path(__file__).resolve().parents[1] / "models" / "standin_server.py"
@@ -302,7 +304,7 @@ def test_a_local_server_that_dies_is_told_in_one_line_and_restarted(
     assert "llama.cpp was built for another CPU: rebuild it with" in line
     assert "local-model-" in line and ".log" in line
     assert "Traceback" not in done.stderr
-    assert "assistant> hello from start 5" in done.stdout  # the next turn restarted it
+    assert "assistant> hello from start 3" in done.stdout  # the next turn restarted it
 
 
 def test_without_a_model_it_says_how_to_configure_one(env: dict[str, str]) -> None:
@@ -346,7 +348,10 @@ def test_a_failed_turn_is_reported_and_the_session_goes_on(env: dict[str, str]) 
             timeout=TIMEOUT,
         )
     assert done.returncode == 0, done.stderr
-    assert "this turn failed: OpenAIConnectionError" in done.stderr
+    assert "this turn failed: AnswerFailedError: the chat model (compatible:fake-model)" in (
+        done.stderr
+    )
+    assert "OpenAIConnectionError" in done.stderr and "the thread is as it was" in done.stderr
     assert "No facts remembered yet." in done.stdout  # the command after the failure ran
     assert "Traceback" not in done.stderr
 

@@ -422,8 +422,10 @@ async def test_a_real_graph_turn_that_failed_before_it_was_logged_is_forgotten(
         # The failed run was rolled back: the thread reads as it was (empty, unowned)...
         assert state.values.get("owner") is None
         assert SSN not in str(state.values.get("messages"))
-        # ...but its earlier checkpoints still hold the input, and name the run's user.
-        assert _traces([cp_path, cp_path.with_name(cp_path.name + "-wal")], [SSN]) != []
+        # ...and its history holds nothing of the run either: the checkpoints the run wrote
+        # before the rollback are deleted with their writes (checkpoints.adrop_run).
+        files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
+        assert _traces(files, [SSN]) == []
         assert (
             MESSAGES.name not in store.collections()
             or store.count(MESSAGES.name, user="alice") == 0
@@ -431,16 +433,15 @@ async def test_a_real_graph_turn_that_failed_before_it_was_logged_is_forgotten(
 
         report = await forget_user(store, "alice", checkpointer=cp)
 
-        assert report.threads == ["t-failed"]
-        assert await checkpoint_count(cp, "t-failed") == 0
-        files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
+        # The thread names no one and holds nothing of alice: nothing of hers is left.
+        assert report.threads == []
         assert _traces(files, [SSN, "alice"]) == []
 
 
 async def test_a_refused_first_run_is_forgotten_with_its_user(
     store: EmbeddedStore, tmp_path: Path, embeddings: LocalEmbeddings
 ) -> None:
-    """A refused run leaves the thread as it was, but its input is in the thread's history."""
+    """A refused run leaves the thread as it was, its history included: none of its input."""
     from agentic_memory.graph.nodes import InputRefusedError
 
     cp_path = tmp_path / "checkpoints.sqlite"
@@ -457,9 +458,11 @@ async def test_a_refused_first_run_is_forgotten_with_its_user(
         assert (await app.aget_state({"configurable": {"thread_id": "t-refused"}})).values.get(
             "owner"
         ) is None
-        assert await checkpoint_user_threads(cp, "alice") == ["t-refused"]
+        # Nothing of the refused input stays, even before forgetting: the thread is empty.
+        files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
+        assert _traces(files, [SSN]) == []
+        assert await checkpoint_user_threads(cp, "alice") == []
         assert await checkpoint_user_threads(cp, "bob") == []
         report = await forget_user(store, "alice", checkpointer=cp)
-        assert report.threads == ["t-refused"]
-        files = [cp_path, cp_path.with_name(cp_path.name + "-wal")]
+        assert report.threads == []
         assert _traces(files, [SSN]) == []

@@ -384,8 +384,8 @@ def test_forget_needs_a_user(seeded: Seeded) -> None:
 def test_users_lists_who_has_memories(seeded: Seeded) -> None:
     users = ok_json("memories", "users")
     assert users == [
-        {"user": "alice", "episodes": 2, "facts": 3, "messages": 6, "rule_versions": 2},
-        {"user": "bob", "episodes": 2, "facts": 3, "messages": 6, "rule_versions": 2},
+        {"user": "alice", "episodes": 2, "facts": 3, "messages": 6, "rule_versions": 2, "items": 0},
+        {"user": "bob", "episodes": 2, "facts": 3, "messages": 6, "rule_versions": 2, "items": 0},
     ]
     ok_json("memories", "forget", "--user", "alice", "--all", "--yes")
     assert [u["user"] for u in ok_json("memories", "users")] == ["bob"]

@@ -207,7 +207,8 @@ async def test_conversation_ends_racing_in_one_users_rules_all_succeed(
     """
     rewrites = itertools.count()
     model.structured_defaults["Reflection"] = _lesson_reflection
-    model.structured_defaults["RuleSet"] = _keep_and_add(rewrites)
+    # starting_rules() reads a prompt file the first time: off the guarded event loop.
+    model.structured_defaults["RuleSet"] = await asyncio.to_thread(_keep_and_add, rewrites)
 
     async def conversation(k: int) -> dict[str, Any]:
         out: dict[str, Any] = await app.ainvoke(
@@ -255,7 +256,8 @@ async def test_conversation_ends_racing_in_the_shared_rules_each_leave_one_propo
     monkeypatch.setenv("AMEM_GLOBAL_RULES", "learn")
     rewrites = itertools.count()
     model.structured_defaults["Reflection"] = _lesson_reflection
-    model.structured_defaults["RuleSet"] = _keep_and_add(rewrites)
+    # starting_rules() reads a prompt file the first time: off the guarded event loop.
+    model.structured_defaults["RuleSet"] = await asyncio.to_thread(_keep_and_add, rewrites)
 
     async def conversation(k: int) -> dict[str, Any]:
         out: dict[str, Any] = await app.ainvoke(

@@ -110,12 +110,17 @@ async def _seed(agentic: AgenticStore, tmp_path: Path) -> None:
     assert await asyncio.to_thread(ingest)
 
 
-async def _turn(agentic: AgenticStore, spec: str) -> dict[str, Any]:
+async def _turn(agentic: AgenticStore, spec: str, profile: str = "auto") -> dict[str, Any]:
     app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic)
     return await app.ainvoke(
         {"messages": [HumanMessage(QUESTION)]},
         {"configurable": {"thread_id": "t1"}},
-        context={"user_id": "alice", "model": spec, "memory_model": spec},
+        context={
+            "user_id": "alice",
+            "model": spec,
+            "memory_model": spec,
+            "prompt_profile": profile,
+        },
     )
 
 
@@ -138,8 +143,11 @@ async def test_remote_models_receive_every_layer_with_the_system_role(
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
     else:
         monkeypatch.setenv("AMEM_BASE_URL", fake.base_url)
+        # At 127.0.0.1 the endpoint counts as a small model; this one is said to be capable.
+        monkeypatch.setenv("AMEM_MODEL_CLASS", "capable")
     await _seed(agentic, tmp_path)
     out = await _turn(agentic, f"{provider}:fake-model")
+    assert out["token_report"]["profile"] == "full"
     [answer] = fake.requests_for(None)
     _check_every_layer(answer["messages"])
     assert answer["messages"][0]["role"] == "system"
@@ -149,11 +157,13 @@ async def test_remote_models_receive_every_layer_with_the_system_role(
     assert out["token_report"]["layers"]["variable"] > 0
 
 
-async def test_the_offline_model_receives_every_layer_in_its_user_turn(
-    recorded: Path, agentic: AgenticStore, tmp_path: Path
+async def test_the_offline_model_with_gemma_receives_every_layer_in_its_user_turn(
+    recorded: Path, agentic: AgenticStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Gemma's chat format has no system role: the full prompt is folded into the user turn.
+    monkeypatch.setenv("AMEM_LOCAL_MODEL", "gemma3-270m")
     await _seed(agentic, tmp_path)
-    out = await _turn(agentic, "local")
+    out = await _turn(agentic, "local", profile="full")
     lines = (await asyncio.to_thread(recorded.read_text)).splitlines()
     bodies = [json.loads(line) for line in lines]
     [answer] = [b for b in bodies if not b.get("tools")]
@@ -164,3 +174,48 @@ async def test_the_offline_model_receives_every_layer_in_its_user_turn(
     content = message_text(answer["messages"][0])
     assert content.startswith(LAYERS["system prompt"]) and content.endswith(QUESTION)
     assert out["messages"][-1].content.startswith("hello from start")
+
+
+# One distinctive piece of each layer of the compact profile.
+COMPACT = {
+    "instruction": "Answer the user's last message in one or two short sentences",
+    "facts": "- your diet: vegetarian",
+    "constraint fact": "- your peanut allergy: allergic to peanuts",
+    "constraints": "Never suggest anything against: peanut allergy: allergic to peanuts.",
+    "passage": "[coala.pdf p.1]",
+}
+
+
+@pytest.mark.parametrize("where", ["bundled", "small endpoint"])
+async def test_small_models_receive_the_compact_prompt_with_its_system_role(
+    where: str,
+    recorded: Path,
+    fake: FakeOpenAIServer,
+    agentic: AgenticStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await _seed(agentic, tmp_path)
+    if where == "bundled":
+        out = await _turn(agentic, "local")
+        lines = (await asyncio.to_thread(recorded.read_text)).splitlines()
+        [answer] = [b for b in map(json.loads, lines) if not b.get("tools")]
+    else:
+        monkeypatch.setenv("AMEM_BASE_URL", fake.base_url)  # 127.0.0.1: a small model
+        out = await _turn(agentic, "compatible:fake-model")
+        [answer] = fake.requests_for(None)
+    messages = answer["messages"]
+    assert [m["role"] for m in messages] == ["system", "user"]
+    system = message_text(messages[0])
+    missing = [name for name, piece in COMPACT.items() if piece not in system]
+    assert not missing, f"the compact prompt lacks {missing}:\n{system}"
+    # No layer of the full profile: a small model is lost in them.
+    for piece in ("Behaviour rules (version", "Critical constraints", "Current time"):
+        assert piece not in system
+    assert messages[-1] == {"role": "user", "content": QUESTION}
+    report = out["token_report"]
+    assert report["profile"] == "compact" and report["layers"]["rules"] == 0
+    # What was recalled but not shown is counted, never dropped in silence.
+    recalled = len(out["chunks"]) + len(out["episodes"]) + len(out["past_turns"])
+    assert recalled >= 2 and report["left_out"]["recalled"] == recalled - 2
+    assert report["layers"]["facts"] > 0 and report["layers"]["variable"] > 0

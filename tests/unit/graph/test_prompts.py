@@ -10,6 +10,7 @@ from agentic_memory.prompts import PromptError, _parse
 # Every prompt the graph uses; a missing file fails here, not in a run.
 EXPECTED = {
     "system": [],
+    "compact_answer": ["memory", "constraints"],
     "procedural_rules": [],
     "user_facts": ["facts"],
     "semantic_context": ["chunks"],
@@ -47,7 +48,7 @@ def test_missing_and_extra_placeholders_are_named() -> None:
 
 
 def test_unknown_prompt_lists_the_available_ones() -> None:
-    with pytest.raises(PromptError, match="available: fact_extraction"):
+    with pytest.raises(PromptError, match="available: compact_answer, fact_extraction"):
         prompts.load("nope")
     with pytest.raises(PromptError, match="invalid prompt name"):
         prompts.load("../system")

@@ -95,6 +95,29 @@ def test_one_message_can_state_several_facts() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (
+            "Next month I'm flying to Tokyo for a conference.",
+            "flying to Tokyo for a conference next month",
+        ),
+        (
+            "In March I'm travelling to Lisbon for a wedding.",
+            "travelling to Lisbon for a wedding in March",
+        ),
+        ("I'm going on a trip to Japan in April.", "going to Japan in April"),
+    ],
+)
+def test_a_trip_is_a_self_statement(text: str, value: str) -> None:
+    assert [(f.subject, f.value) for f in extract_self_statements(text)] == [("trip", value)]
+
+
+def test_going_somewhere_that_is_no_place_is_no_trip() -> None:
+    assert extract_self_statements("I'm going to bed now.") == []
+    assert extract_self_statements("Am I flying to Oslo next week?") == []
+
+
 def test_values_are_spans_of_the_message_and_stay_bounded() -> None:
     text = "My name is " + "Bartholomew " * 3 + "and I live in " + "Llanfair" * 40 + "."
     for fact in extract_self_statements(text):

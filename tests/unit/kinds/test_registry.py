@@ -59,9 +59,18 @@ async def _seed(amem: AgenticStore) -> None:
 
 
 def test_the_builtin_registry_is_the_store_s_reserved_roots() -> None:
-    assert BUILTIN_KINDS.names == ("facts", "episodes", "rules", "messages", "knowledge")
+    assert BUILTIN_KINDS.names == ("facts", "episodes", "rules", "messages", "knowledge", "items")
+    # Plain LangGraph items have no root: they are every namespace no kind claims.
     assert BUILTIN_KINDS.roots == KIND_ROOTS
-    assert BUILTIN_KINDS.line_kinds == ("fact", "episode", "rule", "message", "chunk", "source")
+    assert BUILTIN_KINDS.line_kinds == (
+        "fact",
+        "episode",
+        "rule",
+        "message",
+        "chunk",
+        "source",
+        "item",
+    )
     assert current_kinds() is BUILTIN_KINDS
     assert WITH_BOOKMARKS.roots[-1] == "bookmarks"
     with use_kinds(WITH_BOOKMARKS):

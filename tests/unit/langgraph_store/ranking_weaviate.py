@@ -38,7 +38,7 @@ class RankingWeaviate(FakeWeaviate):
         has_filter = request.filters.ByteSize() > 0
         shard = ref.Shard(searchable=list(hybrid.properties))
         for oid, obj in stored.items():
-            allowed = not has_filter or _match(oid, obj["properties"], request.filters)
+            allowed = not has_filter or _match(obj["id_text"], obj["properties"], request.filters)
             # A marker property outside the searchable ones carries the filter to the model.
             props = {**obj["properties"], _ALLOWED: "y" if allowed else "n"}
             shard.put(oid, props, obj["vector"])

@@ -64,7 +64,37 @@ async def test_the_store_opens_sweeps_and_closes(monkeypatch: pytest.MonkeyPatch
         assert item is not None and item.value == {"text": "hello"}
         sweeper = opened._sweeper
     assert sweeper.done()
-    with pytest.raises(ValueError, match="closed"):
+    from starlette.exceptions import HTTPException
+
+    # Refused outside a run: as the server answers it (400, no traceback in its log).
+    with pytest.raises(HTTPException, match="closed"):
         await opened.aget(("notes", "alice"), "k")
     # Everything lives under AMEM_HOME (tests point it at a temporary directory).
     assert await asyncio.to_thread((Path(os.environ["AMEM_HOME"]) / "store").is_dir)
+
+
+def test_a_refused_store_request_is_an_http_error_outside_a_run(tmp_path: Path) -> None:
+    """The server logs a route's ValueError with its traceback; an HTTPException it does not."""
+    from langchain_core.runnables import RunnableLambda
+    from starlette.exceptions import HTTPException
+
+    from agentic_memory.graph.store import ServedStore
+    from agentic_memory.models.embeddings import LocalEmbeddings
+    from agentic_memory.store import InvalidInputError
+    from agentic_memory.store.embedded import EmbeddedStore
+
+    with EmbeddedStore(tmp_path / "store", dims=LocalEmbeddings().dims) as memory:
+        served = ServedStore(memory, LocalEmbeddings())
+        with pytest.raises(HTTPException, match="needs 'value'") as refused:
+            served.put(("facts", "alice"), "pet", {"category": "other"})
+        assert refused.value.status_code == 400
+        with pytest.raises(HTTPException) as forbidden:
+            served.put(("rules", "_global"), "latest", {"rules": [{"instruction": "x"}]})
+        assert forbidden.value.status_code == 403
+        # In a graph run (a node calling the store) the store's own error stays.
+        in_a_run = RunnableLambda(
+            lambda _: served.put(("facts", "alice"), "pet", {"category": "other"})
+        )
+        with pytest.raises(InvalidInputError, match="needs 'value'"):
+            in_a_run.invoke(None)
+        assert served.get(("facts", "alice"), "pet") is None

@@ -233,7 +233,7 @@ def test_rollback_and_the_global_scope(amem: AgenticStore) -> None:
     latest = asyncio.run(amem.rules.alatest("alice"))
     assert latest.version == 4 and latest.rules == asyncio.run(amem.rules.aget("alice", 2)).rules
     assert latest.note == "rollback to version 2"
-    assert latest.source_users == ("alice",)  # set by the store: the scope's user
+    assert latest.source_users == ()  # a put credits no one: the store never names a source
     # The shared rules are an operator's: this store is none, another one is.
     with pytest.raises(OperatorRequiredError, match="only an operator"):
         amem.put(("rules", "_global"), "latest", {"rules": [rule(3)]})

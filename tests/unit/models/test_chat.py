@@ -107,7 +107,7 @@ def test_auto_falls_back_to_local(local_installed: None) -> None:
     assert isinstance(model, LocalChatOpenAI)
     assert model.max_tokens == 50
     assert _extra_max_tokens(model) == 50
-    assert describe_model(model) == "local:gemma3-270m"
+    assert describe_model(model) == "local:smollm2-135m"
 
 
 def test_auto_without_anything_names_every_option(local_missing: None) -> None:
@@ -310,3 +310,92 @@ def test_describe_model_unwraps_bindings_and_names_other_models(
     model = resolve_chat_model("openai:gpt-4o")
     assert describe_model(model.bind_tools([])) == "openai:gpt-4o"  # type: ignore[arg-type]
     assert describe_model(script()) == "message-script:message-script"
+
+
+# --- model classes and the grammar bound of endpoints ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://127.0.0.1:8080/v1", "small"),
+        ("http://localhost:11434/v1", "small"),
+        ("http://192.168.1.20:8000/v1", "small"),
+        ("http://[::1]:8000/v1", "small"),
+        ("http://gpu-box.local:8000/v1", "small"),
+        ("https://api.together.xyz/v1", "capable"),
+        ("http://8.8.8.8/v1", "capable"),
+    ],
+)
+def test_an_endpoints_class_comes_from_its_address(
+    url: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AMEM_BASE_URL", url)
+    monkeypatch.setenv("AMEM_MODEL_NAME", "m")
+    assert chat.model_class(resolve_chat_model()) == expected
+
+
+def test_the_operator_says_what_an_endpoint_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AMEM_BASE_URL", "http://127.0.0.1:8080/v1")
+    monkeypatch.setenv("AMEM_MODEL_CLASS", "capable")
+    assert chat.model_class(resolve_chat_model("compatible:llama3.1:70b")) == "capable"
+    monkeypatch.setenv("AMEM_MODEL_CLASS", "tiny")
+    with pytest.raises(ModelNotConfiguredError, match="AMEM_MODEL_CLASS='tiny'"):
+        resolve_chat_model("compatible:m")
+
+
+def test_classes_of_the_other_models(
+    monkeypatch: pytest.MonkeyPatch, local_installed: None
+) -> None:
+    assert chat.model_class(resolve_chat_model("local")) == "bundled"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert chat.model_class(resolve_chat_model("openai:gpt-4o-mini")) == "capable"
+    bound = resolve_chat_model("local").bind_tools([], tool_choice="none")  # type: ignore[attr-defined]
+    assert chat.model_class(bound) == "bundled"
+
+
+def test_an_unknown_bundled_model_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AMEM_LOCAL_MODEL", "llama-70b")
+    assert not chat.local_model_available()
+    with pytest.raises(ModelNotConfiguredError, match="smollm2-135m, gemma3-270m"):
+        chat.bundled_model()
+
+
+def _bounds(model: Any) -> list[int]:
+    from agentic_memory.graph.state import Summary
+
+    bound = model.bind_tools([Summary], tool_choice="Summary")
+    payload = model._get_request_payload([HumanMessage("x")], **bound.kwargs)
+    return [payload["tools"][0]["function"]["parameters"]["properties"]["text"]["maxLength"]]
+
+
+async def test_the_grammar_bound_follows_what_the_endpoint_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(chat, "_DETECTED", {})
+    with FakeOpenAIServer() as fake:
+        url = fake.base_url
+        monkeypatch.setenv("AMEM_BASE_URL", url)
+        model = resolve_chat_model("compatible:fake-model")
+        await model._adetect()  # type: ignore[attr-defined]
+        # The fake lists its model as owned by "fake": not llama.cpp, no bound sent.
+        assert chat._DETECTED[url] is False
+        assert _bounds(model) == [1500]
+    chat._DETECTED[url] = True  # what a llama.cpp server's /v1/models says
+    assert _bounds(model) == [500]
+    monkeypatch.setenv("AMEM_GRAMMAR_MAX_LENGTH", "300")
+    assert _bounds(resolve_chat_model("compatible:fake-model")) == [300]
+    monkeypatch.setenv("AMEM_GRAMMAR_MAX_LENGTH", "off")
+    assert _bounds(resolve_chat_model("compatible:fake-model")) == [1500]
+    monkeypatch.setenv("AMEM_GRAMMAR_MAX_LENGTH", "lots")
+    with pytest.raises(ModelNotConfiguredError, match="AMEM_GRAMMAR_MAX_LENGTH"):
+        resolve_chat_model("compatible:fake-model")
+
+
+def test_llama_cpp_listings_are_recognised() -> None:
+    assert chat._is_llama_cpp({"data": [{"id": "m", "owned_by": "me"}]})
+    assert chat._is_llama_cpp({"data": [{"id": "m", "owned_by": "llamacpp", "meta": {}}]})
+    assert not chat._is_llama_cpp({"data": [{"id": "gpt-4o", "owned_by": "openai"}]})
+    assert not chat._is_llama_cpp({"models": []}) and not chat._is_llama_cpp([])

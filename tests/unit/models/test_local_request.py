@@ -1,7 +1,8 @@
 """What a request to the local model carries: the whole prompt, grammars llama.cpp compiles.
 
-llama-cpp-python's ``gemma`` chat format keeps only user and model turns, so the system
-layers must reach the model inside the user turns; and a JSON schema's ``maxLength`` becomes
+SmolLM2 (the default) is served with its own ChatML template, which keeps system messages.
+llama-cpp-python's ``gemma`` chat format (``AMEM_LOCAL_MODEL=gemma3-270m``) keeps only user
+and model turns, so there the system layers must reach the model inside the user turns; and a JSON schema's ``maxLength`` becomes
 nested grammar rules that llama.cpp refuses past about a thousand (the server then dies).
 These tests look at the request body as it leaves the client, and at what the stand-in
 server receives.
@@ -38,12 +39,41 @@ __all__ = ["standin"]  # the fixture, imported for this module
 
 @pytest.fixture
 def local(monkeypatch: pytest.MonkeyPatch) -> LocalChatOpenAI:
+    """The offline model served with Gemma's chat format, which has no system role."""
     import agentic_memory.models.chat as chat
 
+    monkeypatch.setenv("AMEM_LOCAL_MODEL", "gemma3-270m")
     monkeypatch.setattr(chat, "local_model_available", lambda: True)
     model = resolve_chat_model("local", max_tokens=1024)
     assert isinstance(model, LocalChatOpenAI)
     return model
+
+
+@pytest.fixture
+def smol(monkeypatch: pytest.MonkeyPatch) -> LocalChatOpenAI:
+    """The default offline model, SmolLM2, served with its own chat template."""
+    import agentic_memory.models.chat as chat
+
+    monkeypatch.delenv("AMEM_LOCAL_MODEL", raising=False)
+    monkeypatch.setattr(chat, "local_model_available", lambda: True)
+    model = resolve_chat_model("local", max_tokens=1024)
+    assert isinstance(model, LocalChatOpenAI)
+    return model
+
+
+def test_smollm2_keeps_the_system_role_and_stops_at_its_turn_markers(
+    smol: LocalChatOpenAI,
+) -> None:
+    payload = smol._get_request_payload(
+        [SystemMessage("SYSTEM"), SystemMessage("FACTS"), HumanMessage("question")]
+    )
+    assert [m["role"] for m in payload["messages"]] == ["system", "system", "user"]
+    assert "<|im_end|>" in payload["stop"] and "<|im_start|>" in payload["stop"]
+    # Free text gets the repeat penalty (without it SmolLM2 loops); a grammar does not.
+    assert payload["extra_body"] == {"max_tokens": 1024, "repeat_penalty": 1.2}
+    bound: Any = smol.bind_tools([Summary], tool_choice="Summary")
+    tools = smol._get_request_payload([HumanMessage("x")], **bound.kwargs)
+    assert tools["extra_body"] == {"max_tokens": 1024}
 
 
 @pytest.fixture
@@ -141,7 +171,7 @@ def test_local_request_carries_every_layer_and_the_stop_markers(local: LocalChat
         assert layer in text
     assert "<end_of_turn>" in payload["stop"] and "<start_of_turn>" in payload["stop"]
     # The token limit every server reads.
-    assert payload["extra_body"] == {"max_tokens": 1024}
+    assert payload["extra_body"]["max_tokens"] == 1024
 
 
 def test_a_caller_stop_sequence_is_kept(local: LocalChatOpenAI) -> None:
@@ -203,7 +233,7 @@ def test_limit_answer_tokens_lowers_both_limits(local: LocalChatOpenAI) -> None:
     assert isinstance(smaller, LocalChatOpenAI)
     assert smaller.max_tokens == 64 and smaller.extra_body == {"max_tokens": 64}
     payload = smaller._get_request_payload([HumanMessage("x")])
-    assert payload["extra_body"] == {"max_tokens": 64}
+    assert payload["extra_body"]["max_tokens"] == 64
     assert local.max_tokens == 1024  # the original is untouched
     assert limit_answer_tokens(local, None) is local
     assert limit_answer_tokens(local, 4096) is local  # never raised above the model's own

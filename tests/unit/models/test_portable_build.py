@@ -150,7 +150,7 @@ def test_a_native_build_fails_even_without_foreign_instructions(tmp_path: Path) 
     folder = _library(tmp_path, "native", AVX2_KERNEL, "-march=native", "-frecord-gcc-switches")
     # GCC records -march=native expanded to this CPU's name (-march=znver3, ...).
     assert any("-march=" in s for s in recorded_switches(folder / "libggml-cpu.so"))
-    with pytest.raises(BuildProblem, match="compiled with -march="):
+    with pytest.raises(BuildProblem, match=r"compiled with (\S+, )*-march="):
         check_build(folder, arch="x86_64")
 
 

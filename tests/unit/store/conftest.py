@@ -1,15 +1,13 @@
 """Backend fixtures for the storage conformance suite.
 
-Every test that takes ``store`` or ``open_test_store`` runs once per backend: always against
-the embedded store, and against Weaviate when ``WEAVIATE_URL`` points at a ready server.
+Every test that takes ``store`` or ``open_test_store`` runs once per backend: against the
+embedded store and against the session's live Weaviate (``tests/live_weaviate.py``: the
+pinned server that ``make weaviate-server`` built, or the one ``WEAVIATE_URL`` names).
 Collections get unique names and are dropped afterwards, so a shared server stays clean.
 """
 
 from __future__ import annotations
 
-import os
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,8 +19,6 @@ from agentic_memory.store import CollectionSpec, MemoryStore, Property, open_sto
 from agentic_memory.store.embedded.cache import PartitionCache
 
 DIMS = 8
-
-WEAVIATE_SKIP = "WEAVIATE_URL not set: Weaviate conformance skipped"
 
 
 def vec(*values: float, dims: int = DIMS) -> list[float]:
@@ -60,36 +56,12 @@ def make_spec(name: str, *, per_user: bool = True) -> CollectionSpec:
     )
 
 
-def _weaviate_unavailable() -> str | None:
-    url = os.environ.get("WEAVIATE_URL", "").strip()
-    if not url:
-        return WEAVIATE_SKIP
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/v1/.well-known/ready", timeout=5) as r:
-            if r.status == 200:
-                return None
-            return f"Weaviate at {url} is not ready (HTTP {r.status}): Weaviate conformance skipped"
-    except (urllib.error.URLError, OSError) as exc:
-        return f"Weaviate at {url} is unreachable ({exc}): Weaviate conformance skipped"
-
-
-def require_weaviate() -> None:
-    """Skip the calling test, saying why, when no live Weaviate answers; fail it instead when
-    ``AMEM_REQUIRE_WEAVIATE`` is set (``make test-weaviate`` sets it: a live run that skipped
-    its live cases would prove nothing)."""
-    reason = _weaviate_unavailable()
-    if reason is None:
-        return
-    if os.environ.get("AMEM_REQUIRE_WEAVIATE"):
-        pytest.fail(f"AMEM_REQUIRE_WEAVIATE is set but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(params=["embedded", pytest.param("weaviate", marks=pytest.mark.weaviate)])
 def backend(request: pytest.FixtureRequest) -> str:
+    """The backend under test; ``weaviate`` is the session's live server (``tests/live_weaviate.py``)."""
     name: str = request.param
     if name == "weaviate":
-        require_weaviate()
+        request.getfixturevalue("weaviate_env")
     return name
 
 

@@ -10,6 +10,7 @@ compared too; generated cases are compared with the reference model
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from agentic_memory.store import (
     MemoryStore,
     MissingUserError,
     SchemaConflictError,
+    StoredObject,
     StoreError,
     UnknownCollectionError,
     VectorSizeError,
@@ -319,6 +321,51 @@ def test_upsert_is_idempotent_and_replaces(store: MemoryStore, coll: CollectionS
     assert store.hybrid(coll.name, query="old", vector=vec(1, 0), alpha=0.0, user=ALICE) == []
     hits = store.hybrid(coll.name, query="words", vector=vec(0, 1), alpha=0.5, user=ALICE)
     assert hits[0].id == make_id("u1")
+
+
+def test_an_id_in_upper_case_without_hyphens_is_one_object(
+    store: MemoryStore, coll: CollectionSpec
+) -> None:
+    # Any spelling uuid.UUID accepts names one object, stored under the canonical form. The
+    # Weaviate client sends a batch object's id as given and the server keeps that text in
+    # its id index, while every lookup by id is sent canonical: a raw id was stored but
+    # then missed by get, update, delete and filtered pages.
+    canonical = make_id("spelled")
+    bare = uuid.UUID(canonical).hex.upper()
+    store.upsert(coll.name, [obj("other", rank=2)], user=ALICE)
+    result = store.upsert(
+        coll.name, [MemoryObject(bare, {"body": "spelled out", "rank": 1}, vec(0, 1))], user=ALICE
+    )
+    assert result.ok
+    for spelling in (bare, canonical, canonical.upper(), "{" + canonical + "}"):
+        got = store.get(coll.name, spelling, user=ALICE)
+        assert got is not None and got.id == canonical and got.properties["rank"] == 1
+    changed = store.update(coll.name, [bare], bump_rank, user=ALICE)
+    assert [uuid.UUID(i) for i in changed.ids] == [uuid.UUID(canonical)]
+    got = store.get(coll.name, canonical, user=ALICE)
+    assert got is not None and got.properties["rank"] == 2
+    # Rewritten under the other spelling: still one object.
+    store.upsert(
+        coll.name,
+        [MemoryObject(canonical.upper(), {"body": "again", "rank": 3}, vec(0, 1))],
+        user=ALICE,
+    )
+    assert store.count(coll.name, user=ALICE) == 2
+    where = [Where("rank", "gte", 3)]
+    paged = list(store.iterate(coll.name, user=ALICE, where=where, page_size=1))
+    assert [o.id for o in paged] == [canonical]
+    listed = store.list_objects(coll.name, user=ALICE, where=where, sort_by="rank")
+    assert [o.id for o in listed] == [canonical]
+    hits = store.hybrid(coll.name, query="again", vector=vec(0, 1), alpha=0.0, user=ALICE)
+    assert [h.id for h in hits] == [canonical]
+    assert store.delete(coll.name, [bare], user=ALICE) == 1
+    assert store.get(coll.name, canonical, user=ALICE) is None
+    assert [o.id for o in store.list_objects(coll.name, user=ALICE)] == [make_id("other")]
+
+
+def bump_rank(current: StoredObject) -> MemoryObject:
+    props = {**current.properties, "rank": int(current.properties["rank"]) + 1}
+    return MemoryObject(current.id.upper(), props, vec(0, 1))
 
 
 def test_delete_by_id_and_by_filter(store: MemoryStore, coll: CollectionSpec) -> None:

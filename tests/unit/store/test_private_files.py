@@ -20,6 +20,7 @@ import pytest
 
 import agentic_memory.models.local_server as local_server
 from agentic_memory.graph.persistence import sqlite_checkpointer
+from agentic_memory.models.chat import GEMMA3
 from agentic_memory.models.local_server import LocalModelServer, LocalServerError, local_model_path
 from agentic_memory.paths import private_dir, private_file
 from agentic_memory.store import MemoryObject, StoreError, amem_home, make_id
@@ -106,7 +107,9 @@ async def test_the_sqlite_checkpointer_is_private_and_deletes_securely(
 
 def test_local_model_logs_and_models_folders_are_private(monkeypatch: pytest.MonkeyPatch) -> None:
     # No llama.cpp needed: the server "starts" a module that does not exist and exits, after
-    # its log was created; the packaged model is a stand-in package that writes a file.
+    # its log was created; the packaged model (Gemma's, assembled from its parts) is a
+    # stand-in package that writes a file.
+    monkeypatch.setenv("AMEM_LOCAL_MODEL", GEMMA3.name)
     real_find_spec = local_server.importlib.util.find_spec
     package = types.SimpleNamespace(
         MODEL_NAME="stand-in.gguf",
@@ -114,7 +117,7 @@ def test_local_model_logs_and_models_folders_are_private(monkeypatch: pytest.Mon
     )
 
     def find_spec(name: str, *args: object) -> object:
-        if name == local_server.LOCAL_GGUF_PACKAGE or name.split(".")[0] in (
+        if name == GEMMA3.package or name.split(".")[0] in (
             "llama_cpp",
             "uvicorn",
             "fastapi",
@@ -130,7 +133,7 @@ def test_local_model_logs_and_models_folders_are_private(monkeypatch: pytest.Mon
     monkeypatch.setattr(
         local_server.importlib,
         "import_module",
-        lambda name: package if name == local_server.LOCAL_GGUF_PACKAGE else real_import(name),
+        lambda name: package if name == GEMMA3.package else real_import(name),
     )
     model = local_model_path()
     assert model == amem_home() / "models" / "stand-in.gguf"

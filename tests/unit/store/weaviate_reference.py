@@ -356,6 +356,8 @@ class Shard:
     """D4: each segment (and the memtable) of a property keeps its own top k."""
     count_superseded: bool = True
     """D7: n counts every posting a segment holds, also of deleted or replaced versions."""
+    replay_loses_tombstones: bool = True
+    """D13: a memtable replayed from its write-ahead log loses its tombstones (``reload``)."""
     uncertain_rewrites: list[str] = field(default_factory=list)
     """Updates whose outcome depends on Go map order (see ``put``)."""
     uncertain_flushes: list[str] = field(default_factory=list)
@@ -408,25 +410,47 @@ class Shard:
         if previous is not None:
             self._unindex(previous.doc_id, previous.properties)
 
-    def flush(self, *, reuse_small_wal: bool = False) -> dict[str, bool]:
-        """Flush every property's memtable to a new segment; return which were flushed.
+    def flush(self, *, force: bool = False) -> dict[str, bool]:
+        """Flush each property's memtable whose log exceeds 4 KB to a new segment; return
+        which were flushed.
 
-        An empty memtable is never flushed. With ``reuse_small_wal`` (a shutdown, or a tenant
-        deactivated: ``Bucket.Shutdown``) a memtable whose log is at most
-        ``MAX_REUSE_WAL_SIZE`` bytes is kept instead (and replayed when the shard loads); a
-        size within ``WAL_MARGIN`` of that limit is named in ``uncertain_flushes``.
+        The server never writes a memtable whose write-ahead log is at most
+        ``MAX_REUSE_WAL_SIZE`` bytes to a segment (``lsmkv/bucket.go`` shouldReuseWAL): the
+        periodic flush (``flushAndSwitchIfThresholdsMet``, 60 s after the first write) returns
+        before its timer is even read, and a shutdown or a deactivation (``Bucket.Shutdown``)
+        keeps the log, replayed when the shard loads again (``reload``). A size within
+        ``WAL_MARGIN`` of that limit is named in ``uncertain_flushes``; an empty memtable is
+        never flushed. ``force`` flushes small memtables too, which no path of the store's
+        does: tests use it to build segments of a few objects by hand.
         """
         flushed: dict[str, bool] = {}
         for name, bucket in self.buckets.items():
             size = bucket.memtable.wal
-            if reuse_small_wal and abs(size - MAX_REUSE_WAL_SIZE) <= WAL_MARGIN:
+            if not force and abs(size - MAX_REUSE_WAL_SIZE) <= WAL_MARGIN:
                 self.uncertain_flushes.append(name)
-            if not bucket.memtable.pairs or (reuse_small_wal and size <= MAX_REUSE_WAL_SIZE):
+            if not bucket.memtable.pairs or (not force and size <= MAX_REUSE_WAL_SIZE):
                 flushed[name] = False
                 continue
             bucket.flush()
             flushed[name] = True
         return flushed
+
+    def reload(self) -> None:
+        """The shard loads again (a restart, a crash, a tenant activated after a deactivation):
+        each memtable that was kept is replayed from its write-ahead log
+        (``lsmkv/bucket_recover_from_wal.go``).
+
+        D13: 1.32 replays a tombstone pair with the docID read from the serialised pair
+        instead of its key (``commitlogger_parser_collection.go`` parseMapNode,
+        ``binary.BigEndian.Uint64(val.value)``: the key's length and six bytes of the docID),
+        so the replayed memtable's tombstones name no real document: the older segments'
+        postings of every document that memtable deleted or rewrote are visible again, now
+        and after the memtable is flushed (its segment carries the same tombstones).
+        Fixed upstream in 7d9fb00b (weaviate#10271: 1.33.14, 1.34.11, 1.36.0), never in 1.32.
+        """
+        if self.replay_loses_tombstones:
+            for bucket in self.buckets.values():
+                bucket.memtable.tombstones = set()
 
     def compact(self) -> None:
         """Compact every bucket until no pair of equal levels is left."""
@@ -611,7 +635,11 @@ def _parts(shard: Shard, prop: str) -> list[_Part]:
 
 
 def _part_scores(
-    part: _Part, terms: dict[str, int], idfs: dict[str, float], avg: float, allowed: set[int]
+    part: _Part,
+    terms: dict[str, int],
+    idfs: dict[str, float],
+    avg: float,
+    allowed: set[int] | None,
 ) -> dict[int, float]:
     """Per matching, visible, allowed docID: the float64 sum over the query terms of
     ``weight · idf`` (``DoBlockMaxWand`` adds a document's terms in the order of its term
@@ -619,7 +647,7 @@ def _part_scores(
     scores: dict[int, float] = {}
     for term in terms:
         for doc_id, posting in part.postings.get(term, {}).items():
-            if doc_id in part.hidden or doc_id not in allowed:
+            if doc_id in part.hidden or (allowed is not None and doc_id not in allowed):
                 continue
             w = _weight(float(posting.tf), float(posting.length), avg)
             scores[doc_id] = scores.get(doc_id, 0.0) + w * idfs[term] * 1.0
@@ -637,7 +665,7 @@ def _block_bounds_fail(
     terms: dict[str, int],
     idfs: dict[str, float],
     avg: float,
-    allowed: set[int],
+    allowed: set[int] | None,
     scores: dict[int, float],
     kept: list[int],
 ) -> str | None:
@@ -664,7 +692,7 @@ def _block_bounds_fail(
                     best, pair = impact, (p.tf, p.length)
             bound = np.float32(idfs[term] * _weight(float(pair[0]), float(pair[1]), avg) * 1.0)
             for doc_id, p in block:
-                if doc_id in part.hidden or doc_id not in allowed:
+                if doc_id in part.hidden or (allowed is not None and doc_id not in allowed):
                     continue
                 own = np.float32(idfs[term] * _weight(float(p.tf), float(p.length), avg) * 1.0)
                 if own > bound:
@@ -688,7 +716,7 @@ def property_scores(
     prop: str,
     terms: dict[str, int],
     idfs: dict[str, float],
-    allowed: set[str],
+    allowed: set[str] | None,
     k: int,
     report: list[str] | None = None,
 ) -> dict[str, np.float32]:
@@ -696,11 +724,13 @@ def property_scores(
 
     Each segment (and the memtable) keeps its own top k (``wandBlock`` runs one heap per
     property and segment, D4), kept as float32 (``priorityqueue.InsertAndPop``); the kept
-    documents of all segments are the property's (a docID lives in one segment). With
-    ``memtable_pruning`` the memtable keeps its first k matches in docID order instead.
+    documents of all segments are the property's. With ``memtable_pruning`` the memtable
+    keeps its first k matches in docID order instead. ``allowed`` ``None``: no filter.
     """
     avg = property_average_length(shard, prop)
-    allowed_ids = {shard.docs[u].doc_id for u in allowed}
+    # Without a filter every posting is scored, also a deleted document's that D13 left
+    # visible: it takes a place in the heap, and then has no object (below).
+    allowed_ids = None if allowed is None else {shard.docs[u].doc_id for u in allowed}
     uuid_of = {d.doc_id: d.uuid for d in shard.docs.values()}
     out: dict[str, np.float32] = {}
     for part in _parts(shard, prop):
@@ -714,7 +744,10 @@ def property_scores(
             if reason is not None:
                 report.append(f"{reason} (property {prop!r})")
         for doc_id in kept:
-            out[uuid_of[doc_id]] = np.float32(scores[doc_id])
+            # A docID in several parts: the later part's score wins (``combineResults``).
+            # A deleted document has no object: ``getObjectsAndScores`` skips it.
+            if doc_id in uuid_of:
+                out[uuid_of[doc_id]] = np.float32(scores[doc_id])
     return out
 
 
@@ -730,11 +763,11 @@ def bm25(
     shard: Shard,
     query: str,
     limit: int,
-    allowed: set[str],
+    allowed: set[str] | None,
     report: list[str] | None = None,
 ) -> list[tuple[str, np.float32]]:
     """``inverted/bm25_searcher_block.go`` ``wandBlock`` and ``combineResults``, then
-    ``getObjectsAndScores``' order (score desc, UUID asc)."""
+    ``getObjectsAndScores``' order (score desc, UUID asc); ``allowed`` ``None``: no filter."""
     terms = tokenize_and_count_duplicates(query)
     if not terms or not shard.searchable:
         return []
@@ -871,6 +904,7 @@ def hybrid(
     where: list[tuple[str, str, Any, str]] | None = None,
     report: list[str] | None = None,
     allowed: set[str] | None = None,
+    vector_ids: list[str] | None = None,
 ) -> list[Result]:
     """``usecases/traverser/explorer_hybrid.go`` ``Hybrid`` with relativeScoreFusion.
 
@@ -879,7 +913,10 @@ def hybrid(
     comes first, the keyword set last; the fused list is sorted, cut to ``limit`` (offset 0,
     no autocut). ``report`` collects why the server's WAND might deviate (D6). ``allowed``,
     when given, is the set of objects a filter lets through, evaluated by the caller.
+    ``vector_ids``, when given, are the vector candidates a server chose: among equal
+    distances at the cut its HNSW search keeps any of them, the model the lowest docIDs.
     """
+    filtered = bool(where) or allowed is not None
     allowed = {d.uuid for d in shard.docs.values() if matches(d, where or [])} & (
         set(shard.docs) if allowed is None else allowed
     )
@@ -891,17 +928,17 @@ def hybrid(
     candidates = max(QUERY_HYBRID_MAXIMUM_RESULTS, limit)
     if alpha64 > 0:
         # denseSearch: SecondarySortValue = 1 - distance (float32).
-        found = [
-            (u, np.float32(np.float32(1) - d))
-            for u, d in near_vector(shard, vector, candidates, allowed)
-        ]
+        nearest = near_vector(shard, vector, candidates, allowed)
+        if vector_ids is not None:
+            nearest = [(u, cosine_distance(vector, shard.docs[u].vector)) for u in vector_ids]
+        found = [(u, np.float32(np.float32(1) - d)) for u, d in nearest]
         vector_hits = dict(found)
         sets.append(found)
         weights.append(alpha64)
     if 1 - alpha64 > 0:
         # sparseSearch: limit max(offset + 100, min(offset + limit, QUERY_MAXIMUM_RESULTS)).
         keyword_limit = max(QUERY_HYBRID_MAXIMUM_RESULTS, min(limit, QUERY_MAXIMUM_RESULTS))
-        found = bm25(shard, query, keyword_limit, allowed, report)
+        found = bm25(shard, query, keyword_limit, allowed if filtered else None, report)
         keyword_hits = dict(found)
         sets.append(found)
         weights.append(1 - alpha64)

@@ -51,10 +51,12 @@ def server_schema(name: str, **create_kwargs: Any) -> dict[str, Any]:
         if prop.get("indexSearchable") is None:
             prop["indexSearchable"] = text
     inverted = body.setdefault("invertedIndexConfig", {})
+    # usecases/schema/class.go setInvertedConfigDefaults (1.32.22 and later): every class.
+    inverted["usingBlockMaxWAND"] = True
     inverted.setdefault("bm25", {"b": 0.75, "k1": 1.2})
     inverted.setdefault("cleanupIntervalSeconds", 60)
     inverted["stopwords"] = {"preset": "en", "additions": None, "removals": None}
-    body.setdefault("replicationConfig", {"factor": 1})
+    _replication_defaults(body)
     body.setdefault(
         "shardingConfig",
         {
@@ -125,8 +127,9 @@ class FakeCollection:
             self.client.added.append(
                 {"properties": obj.properties, "uuid": uuid, "vector": obj.vector}
             )
-            if uuid.lower() in self.client.fail:
-                errors[index] = SimpleNamespace(message=self.client.fail[uuid.lower()])
+            # Ids as given: the server keeps the text it was sent (see server.py).
+            if uuid in self.client.fail:
+                errors[index] = SimpleNamespace(message=self.client.fail[uuid])
         return SimpleNamespace(errors=errors)
 
     def _hybrid(self, **kwargs: Any) -> Any:
@@ -167,6 +170,12 @@ class FakeClient:
         self.near_objects: list[Any] = []
         self.tenant_objects: dict[tuple[str, str | None], list[Any]] = {}
         self.closed = False
+        # The raw schema route the store reads the scorer from (GET /v1/schema/{name}).
+        self._connection = SimpleNamespace(
+            get=lambda path: SimpleNamespace(
+                json=lambda: self.schemas.get(path.rsplit("/", 1)[-1], {})
+            )
+        )
         self.collections = SimpleNamespace(
             exists=lambda name: name in self.schemas,
             create=self._create,
@@ -241,6 +250,10 @@ class Wire:
             if method == "DELETE":
                 self.schemas.pop(name, None)
                 return httpx.Response(200)
+            if method == "PUT" and name in self.schemas:
+                # usecases/schema/class.go UpdateClass: the client sends the whole class.
+                self.schemas[name] = _fill_server_defaults(body)
+                return httpx.Response(200, json=self.schemas[name])
             if name in self.schemas:
                 return httpx.Response(200, json=self.schemas[name])
             return httpx.Response(404)
@@ -316,6 +329,16 @@ def _unprocessable(message: str) -> httpx.Response:
     return httpx.Response(422, json={"error": [{"message": message}]})
 
 
+def _replication_defaults(schema: dict[str, Any]) -> None:
+    """Fill ``replicationConfig`` as the server does (``usecases/replica/config.go``
+    ``ValidateConfig``, ``usecases/schema/class.go``): no factor is the minimum factor (1)."""
+    replication = schema.setdefault("replicationConfig", {})
+    if int(replication.get("factor") or 0) < 1:
+        replication["factor"] = 1
+    replication.setdefault("asyncEnabled", False)
+    replication.setdefault("deletionStrategy", "NoAutomatedResolution")
+
+
 def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
     schema = copy.deepcopy(body)
     for prop in schema.get("properties", []):
@@ -323,12 +346,14 @@ def _fill_server_defaults(body: dict[str, Any]) -> dict[str, Any]:
             prop["indexFilterable"] = True
         if prop.get("indexSearchable") is None:
             prop["indexSearchable"] = prop["dataType"][0] in ("text", "text[]")
-    # usecases/schema/class.go setInvertedConfigDefaults: BlockMax WAND only when none was sent.
-    inverted = schema.setdefault("invertedIndexConfig", {"usingBlockMaxWAND": True})
+    # usecases/schema/class.go setInvertedConfigDefaults: BlockMax WAND for every new class
+    # since 1.32.22, whether an inverted-index config was sent or not.
+    inverted = schema.setdefault("invertedIndexConfig", {})
+    inverted["usingBlockMaxWAND"] = True
     inverted.setdefault("bm25", {"b": 0.75, "k1": 1.2})
     inverted.setdefault("cleanupIntervalSeconds", 60)
     inverted["stopwords"] = {"preset": "en", "additions": None, "removals": None}
-    schema.setdefault("replicationConfig", {"factor": 1})
+    _replication_defaults(schema)
     if not schema.get("multiTenancyConfig", {}).get("enabled"):
         schema["shardingConfig"] = server_schema("X")["shardingConfig"]
     schema["vectorizer"] = "none"

@@ -39,6 +39,9 @@ _OP = base_pb2.Filters.Operator
 class Stored:
     properties: dict[str, Any]
     vector: list[float]
+    id_text: str
+    """The id as the batch sent it: the server's id index keeps that text (found live), and
+    the client sends every lookup by id canonical, so another spelling is never found."""
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     """Unix milliseconds, as the server keeps them (kept when the object is replaced)."""
     updated_ms: int = field(default_factory=lambda: int(time.time() * 1000))
@@ -54,14 +57,32 @@ class FakeServer(Wire):
     # -- REST: deleting a tenant deletes its objects ----------------------------------------
 
     def handle(self, request: httpx.Request) -> httpx.Response:
-        response = super().handle(request)
         parts = request.url.path.split("/")[2:]
+        if request.method == "POST" and parts == ["objects"]:
+            return self._create(request)
+        response = super().handle(request)
         if request.method == "DELETE" and len(parts) == 3 and parts[2] == "tenants":
             import json
 
             for tenant in json.loads(request.content):
                 self.objects.pop((parts[1], tenant), None)
         return response
+
+    def _create(self, request: httpx.Request) -> httpx.Response:
+        """``POST /v1/objects`` (``collection.data.insert``): create one, refuse an id taken."""
+        import json
+
+        body = json.loads(request.content)
+        self.rest.append((request.method, request.url.path, body))
+        bucket = self.objects.setdefault((body["class"], body.get("tenant") or ""), {})
+        oid = str(uuidlib.UUID(body["id"]))
+        if oid in bucket:
+            message = f"id '{oid}' already exists"
+            return httpx.Response(422, json={"error": [{"message": message}]})
+        vectors = body.get("vectors") or {}
+        vector = body.get("vector") or next(iter(vectors.values()), [])
+        bucket[oid] = Stored(dict(body.get("properties") or {}), list(vector))
+        return httpx.Response(200, json=body)
 
     # -- gRPC ------------------------------------------------------------------------------
 
@@ -83,7 +104,7 @@ class FakeServer(Wire):
                 )
             )
             oid = str(uuidlib.UUID(obj.uuid))
-            stored = Stored(props, vector)
+            stored = Stored(props, vector, obj.uuid)
             if oid in bucket:
                 stored.created_ms = bucket[oid].created_ms
             bucket[oid] = stored
@@ -188,7 +209,7 @@ def _predicate(filters: Any, types: dict[str, str]) -> Any:
     want = [_norm(w, dtype) for w in raw] if isinstance(raw, list) else _norm(raw, dtype)
 
     def test(oid: str, obj: Stored) -> bool:
-        have = oid if prop == "_id" else obj.properties.get(prop)
+        have = obj.id_text if prop == "_id" else obj.properties.get(prop)
         if op == _OP.OPERATOR_CONTAINS_ANY:
             if have is None:
                 return False

@@ -1,7 +1,8 @@
 """An in-memory Weaviate behind the real client's transport, for races through the wire.
 
 ``FakeWeaviate`` extends the scripted ``Wire`` with object storage, so that the store and the
-memory classes above it run unchanged against it: gRPC batches (upserts), searches with
+memory classes above it run unchanged against it (ids as the server keeps them: a batch
+object's id text as sent, found by an ``_id`` filter only in that spelling): gRPC batches (upserts), searches with
 filters, sorting and paging, counts and filtered deletes, and the REST create ``POST
 /v1/objects``, which behaves as the pinned Weaviate version's ``AddObject`` does
 (``usecases/objects/add.go``): it checks that the id is free, answers 422 "id '…' already
@@ -90,6 +91,8 @@ class FakeWeaviate(Wire):
             self.objects.setdefault(key, {})[oid] = {
                 "properties": {k: _typed(types.get(k), v) for k, v in body["properties"].items()},
                 "vector": list(body["vectors"]["default"]),
+                # The REST create parses the id (a strfmt.UUID): its index holds it canonical.
+                "id_text": oid,
                 **_times(self.objects.get(key, {}).get(oid)),
             }
         return httpx.Response(200, json=body)
@@ -117,6 +120,9 @@ class FakeWeaviate(Wire):
                 self.objects.setdefault(key, {})[oid] = {
                     "properties": props,
                     "vector": floats,
+                    # A batch keeps the id's text as sent in the id index (found live), while
+                    # the client sends every lookup by id canonical: see _match.
+                    "id_text": obj.uuid,
                     **_times(self.objects.get(key, {}).get(oid)),
                 }
         return {}
@@ -170,7 +176,7 @@ class FakeWeaviate(Wire):
         return [
             (oid, obj)
             for oid, obj in stored.items()
-            if not has_filter or _match(oid, obj["properties"], filters)
+            if not has_filter or _match(obj["id_text"], obj["properties"], filters)
         ]
 
 
@@ -201,14 +207,15 @@ def _filter_value(f: Any) -> Any:
     return value
 
 
-def _match(oid: str, props: dict[str, Any], f: Any) -> bool:
+def _match(id_text: str, props: dict[str, Any], f: Any) -> bool:
+    """Whether an object passes a gRPC filter; ``_id`` is compared with the id's indexed text."""
     op = f.operator
     if op == _OP.OPERATOR_AND:
-        return all(_match(oid, props, sub) for sub in f.filters)
+        return all(_match(id_text, props, sub) for sub in f.filters)
     if op == _OP.OPERATOR_OR:
-        return any(_match(oid, props, sub) for sub in f.filters)
+        return any(_match(id_text, props, sub) for sub in f.filters)
     target = f.target.property
-    actual = oid if target == "_id" else props.get(target)
+    actual = id_text if target == "_id" else props.get(target)
     wanted = _filter_value(f)
     if isinstance(actual, datetime) and isinstance(wanted, str):
         wanted = datetime.fromisoformat(wanted.replace("Z", "+00:00"))

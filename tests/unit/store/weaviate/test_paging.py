@@ -160,6 +160,23 @@ def test_export_past_the_window_writes_every_object_with_its_vector(
     assert max(_windows(w)) <= QUERY_MAXIMUM_RESULTS
 
 
+def test_an_update_of_more_ids_than_the_window_reads_them_in_chunks(
+    server: tuple[FakeServer, wv.WeaviateStore], messages: list[MemoryObject]
+) -> None:
+    w, store = server
+    ids = [m.id for m in messages]
+    result = store.update(
+        MESSAGES.name,
+        ids,
+        lambda c: MemoryObject(c.id, {**c.properties, "role": "ai"}, c.vector or VEC),
+        user=ALICE,
+    )
+    assert sorted(result.ids) == sorted(ids) and result.ok
+    assert store.count(MESSAGES.name, user=ALICE, where=[Where("role", "eq", "human")]) == 0
+    # The server refuses a lookup of more than QUERY_MAXIMUM_RESULTS objects.
+    assert max(_windows(w)) <= QUERY_MAXIMUM_RESULTS
+
+
 async def test_forget_a_thread_and_a_user_past_the_window(
     server: tuple[FakeServer, wv.WeaviateStore],
 ) -> None:

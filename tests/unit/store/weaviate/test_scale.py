@@ -64,12 +64,41 @@ def test_collections_are_created_with_the_settings(wire: tuple[Wire, Any]) -> No
     store.ensure_collection(knowledge_collection("docs"))
     bodies = {b["class"]: b for m, p, b in w.rest if m == "POST" and p == "/v1/schema"}
     per_user, shared = bodies["MessageLog"], bodies["Knowledge_Docs"]
-    assert per_user["replicationConfig"]["factor"] == 3
+    for body in (per_user, shared):
+        assert body["replicationConfig"] == {
+            "factor": 3,
+            "asyncEnabled": True,
+            "deletionStrategy": "TimeBasedResolution",
+        }
     assert "shardingConfig" not in per_user  # one shard per tenant
-    assert shared["replicationConfig"]["factor"] == 3
     # One shard, replicated: BM25 statistics stay global on any number of nodes.
     assert shared["shardingConfig"]["desiredCount"] == 1
     assert "invertedIndexConfig" not in shared
+
+
+def test_a_replicated_collection_without_async_replication_gets_it(
+    wire: tuple[Wire, Any],
+) -> None:
+    """A collection an earlier version created on a cluster: its replicas never caught up."""
+    w, client = wire
+    store = wv.WeaviateStore(client, dims=4)
+    store.ensure_collection(MESSAGES)
+    store.ensure_collection(knowledge_collection("docs"))
+    old = {"factor": 3, "asyncEnabled": False, "deletionStrategy": "NoAutomatedResolution"}
+    w.schemas["MessageLog"]["replicationConfig"] = dict(old)
+    w.schemas["Knowledge_Docs"]["replicationConfig"] = {**old, "factor": 1}
+    w.rest.clear()
+    store.ensure_collection(MESSAGES)
+    store.ensure_collection(knowledge_collection("docs"))
+    (put,) = [(p, b) for m, p, b in w.rest if m == "PUT"]
+    assert put[0] == "/v1/schema/MessageLog"
+    assert put[1]["replicationConfig"] == {
+        "factor": 3,
+        "asyncEnabled": True,
+        "deletionStrategy": "TimeBasedResolution",
+    }
+    # One replica has nothing to catch up with: left as it is.
+    assert w.schemas["Knowledge_Docs"]["replicationConfig"]["asyncEnabled"] is False
 
 
 def test_the_consistency_level_goes_with_every_request(wire: tuple[Wire, Any]) -> None:

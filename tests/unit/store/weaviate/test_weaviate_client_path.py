@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from weaviate.exceptions import WeaviateQueryError
+from weaviate.exceptions import WeaviateBatchError, WeaviateQueryError
 from weaviate.proto.v1 import (
     base_pb2,
     base_search_pb2,
@@ -28,13 +28,15 @@ from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.store import (
     CollectionSpec,
     MemoryObject,
+    PartialWriteError,
     Property,
     SchemaConflictError,
     StoreError,
     Where,
     make_id,
 )
-from tests.unit.store.weaviate.conftest import Wire
+from tests.unit.store.weaviate.conftest import Wire, client_over
+from tests.unit.store.weaviate.fake_server import FakeServer
 
 VEC = [0.5, -0.25, 0.0, 1.0]
 ALICE = "alice@example.com"
@@ -123,7 +125,12 @@ def test_create_sends_the_explicit_schema(wire: tuple[Wire, Any], store: wv.Weav
     # k1 1.2, b 0.75, "en" stopwords); the client cannot ask for them explicitly.
     assert "invertedIndexConfig" not in body
     assert "shardingConfig" not in body  # per-user: one shard per tenant
-    assert "replicationConfig" not in body  # the server's REPLICATION_MINIMUM_FACTOR
+    # No factor: the server's REPLICATION_MINIMUM_FACTOR. Async replication and deletions
+    # resolved by time, so that a replica that was down catches up (docs/weaviate.md).
+    assert body["replicationConfig"] == {
+        "asyncEnabled": True,
+        "deletionStrategy": "TimeBasedResolution",
+    }
     assert body["multiTenancyConfig"] == {
         "enabled": True,
         "autoTenantCreation": True,
@@ -388,14 +395,114 @@ def test_a_tenant_deleted_elsewhere_is_forgotten_and_retried(
 
     client._connection.grpc_aggregate = gone
     assert store.count(MESSAGES.name, user=ALICE) == 0
-    # Any other error is reported once, as a StoreError, without retrying.
+    # Any other error is reported once, as a StoreError, without retrying (a passing
+    # cluster state is retried: tests/unit/store/weaviate/test_cluster_retries.py).
     w.tenants["MessageLog"].add(TENANT)
 
     def broken(request: Any) -> Any:
         w.grpc.append(("broken", request))
-        raise WeaviateQueryError("deadline exceeded", "GRPC aggregate")
+        raise WeaviateQueryError("unexpected EOF", "GRPC aggregate")
 
     client._connection.grpc_aggregate = broken
-    with pytest.raises(StoreError, match="count failed: .*deadline exceeded"):
+    with pytest.raises(StoreError, match="count failed: .*unexpected EOF"):
         store.count(MESSAGES.name, user=ALICE)
     assert len(w.requests("broken")) == 1
+
+
+def test_ids_reach_the_server_in_their_canonical_spelling() -> None:
+    # Against the stateful fake, which keeps a batch object's id text as the server does:
+    # an id sent upper case and without hyphens would be stored but never found again.
+    w = FakeServer()
+    canonical = make_id("spelled")
+    bare = uuid.UUID(canonical).hex.upper()
+    with client_over(w) as client:
+        store = wv.WeaviateStore(client, dims=len(VEC))
+        store.ensure_collection(MESSAGES)
+        props = {"content": "hi", "role": "human", "thread_id": "t", "turn": 0}
+        store.upsert(MESSAGES.name, [MemoryObject(bare, props, VEC)], user=ALICE)
+        sent = [o.uuid for r in w.requests("batch_objects") for o in r.objects]
+        assert sent == [canonical]
+        got = store.get(MESSAGES.name, bare, user=ALICE)
+        assert got is not None and got.id == canonical
+        assert store.update(
+            MESSAGES.name,
+            [bare],
+            lambda c: MemoryObject(c.id.upper(), {**c.properties, "turn": 1}, VEC),
+            user=ALICE,
+        ).ids
+        assert [o.uuid for r in w.requests("batch_objects") for o in r.objects][-1] == canonical
+        assert store.delete(MESSAGES.name, [bare], user=ALICE) == 1
+        assert store.count(MESSAGES.name, user=ALICE) == 0
+
+
+def test_a_connection_lost_partway_through_an_upsert_reports_what_was_written() -> None:
+    w = FakeServer()
+    sent = w.batch_objects
+    calls: list[int] = []
+
+    def drops_the_third(request: Any, timeout: float, max_retries: float) -> dict[int, str]:
+        calls.append(len(request.objects))
+        if len(calls) == 3:
+            # What the client raises once its retries of an unavailable channel are spent.
+            raise WeaviateBatchError("failed to connect to all addresses; last error: ...")
+        return sent(request, timeout, max_retries)
+
+    objects = [
+        MemoryObject(
+            make_id("m", str(i)),
+            {"content": f"turn {i}", "role": "human", "thread_id": "t", "turn": i},
+            VEC,
+        )
+        for i in range(450)
+    ]
+    with client_over(w) as client:
+        store = wv.WeaviateStore(client, dims=len(VEC))
+        store.ensure_collection(MESSAGES)
+        client._connection.grpc_batch_objects = drops_the_third
+        result = store.upsert(MESSAGES.name, objects, user=ALICE)
+        # Two chunks of 100 were acknowledged; the third may or may not be stored; the rest
+        # was never sent. Every id is in exactly one of the two lists.
+        assert calls == [100, 100, 100]
+        assert result.ids == [o.id for o in objects[:200]]
+        assert list(result.failed) == [o.id for o in objects[200:]]
+        assert "may or may not be stored" in result.failed[objects[200].id]
+        assert "not sent" in result.failed[objects[300].id]
+        assert store.count(MESSAGES.name, user=ALICE) == 200
+        with pytest.raises(PartialWriteError):
+            result.raise_for_failures()
+        # Lost before anything was written: an error, as any failed call.
+        calls.clear()
+        calls.extend([0, 0])
+        with pytest.raises(StoreError, match="failed to connect"):
+            store.upsert(MESSAGES.name, objects[:10], user=ALICE)
+
+
+def test_a_collection_of_an_older_server_is_reported_and_nan_scores_fall_back_to_vectors(
+    wire: tuple[Wire, Any], store: wv.WeaviateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    w, client = wire
+    assert store.check_volume() == {}
+    # A volume from 1.32.9: the class was created with an inverted-index config, which gave
+    # the older scorer there; its schema has no usingBlockMaxWAND.
+    del w.schemas["MessageLog"]["invertedIndexConfig"]["usingBlockMaxWAND"]
+    reopened = wv.WeaviateStore(client, dims=len(VEC))
+    with caplog.at_level("WARNING"):
+        issues = reopened.check_volume()
+    assert list(issues) == ["MessageLog"] and "older BM25 scorer" in issues["MessageLog"]
+    assert "weaviate-migration.md" in caplog.text
+    # D1: NaN keyword scores. The store ranks by the vector side alone and says why.
+    w.tenants["MessageLog"] = {TENANT}
+    a = make_id("a")
+    explain = (
+        f"Hybrid (Result Set keyword,bm25) Document {a}: original score NaN, normalized score: NaN"
+    )
+    w.search_replies = [
+        _reply(_result(a, {"content": "x", "turn": 0}, score=float("nan"), explain=explain)),
+        _reply(_result(a, {"content": "x", "turn": 0})),
+    ]
+    w.search_replies[1].results[0].metadata.distance = 0.25
+    w.search_replies[1].results[0].metadata.distance_present = True
+    hits = reopened.hybrid(MESSAGES.name, query="x", vector=VEC, alpha=0.5, user=ALICE)
+    assert [(h.id, h.score, h.keyword_score) for h in hits] == [(a, 0.5, None)]
+    assert w.requests("search")[-1].HasField("near_vector")
+    assert "NaN" in reopened.volume_issues()["MessageLog"]

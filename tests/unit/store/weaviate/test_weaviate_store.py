@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from weaviate.classes.config import VectorDistances
+from weaviate.classes.config import ReplicationDeletionStrategy, VectorDistances
 from weaviate.classes.query import HybridFusion
 from weaviate.exceptions import WeaviateQueryError
 
@@ -67,7 +67,10 @@ def test_collections_are_created_with_explicit_schema(client: FakeClient) -> Non
     # A shared collection gets one shard (global BM25 statistics); per-user ones none.
     assert kwargs["sharding_config"] is None
     assert kb_kwargs["sharding_config"].desiredCount == 1
-    assert kwargs["replication_config"] is None and kb_kwargs["replication_config"] is None
+    for replication in (kwargs["replication_config"], kb_kwargs["replication_config"]):
+        assert replication.factor is None  # the server's REPLICATION_MINIMUM_FACTOR
+        assert replication.asyncEnabled is True
+        assert replication.deletionStrategy == ReplicationDeletionStrategy.TIME_BASED_RESOLUTION
     assert {p.name for p in kwargs["properties"]} == {p.name for p in MESSAGES.properties} | {
         wv.USER_PROPERTY
     }

@@ -100,6 +100,8 @@ def test_connect_passes_resolved_settings(monkeypatch: pytest.MonkeyPatch) -> No
     assert seen["grpc_host"] == "weaviate.example.com" and seen["grpc_port"] == 50051
     assert seen["headers"] == {"X-A": "b"}
     assert seen["auth_credentials"].api_key == "from-arg"
+    # Writes wait 30 s, not the client's 90: a cluster losing its leader (docs/weaviate.md).
+    assert seen["additional_config"].timeout.insert == wv_store.WRITE_TIMEOUT_S == 30
     with pytest.raises(InvalidInputError):
         wv.WeaviateStore.connect(0)
 
