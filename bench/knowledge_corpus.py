@@ -83,15 +83,23 @@ class Embedded:
         self.store: MemoryStore = EmbeddedStore(folder, dims=DIMS)
         self.store.ensure_collection(self.spec)
 
-    def write(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> None:
-        """Upsert documents (new or existing ids)."""
+    def write(
+        self,
+        ids: list[int],
+        texts: list[str],
+        vectors: np.ndarray,
+        props: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Upsert documents (new or existing ids); ``props``: their properties, if made."""
         from agentic_memory.store import MemoryObject, make_id
 
+        if props is None:
+            props = [properties(i, t) for i, t in zip(ids, texts, strict=True)]
         self.store.upsert(
             self.spec.name,
             [
-                MemoryObject(make_id("doc", str(i)), properties(i, t), v.tolist())
-                for i, t, v in zip(ids, texts, vectors, strict=True)
+                MemoryObject(make_id("doc", str(i)), p, v.tolist())
+                for i, p, v in zip(ids, props, vectors, strict=True)
             ],
         )
 
@@ -216,22 +224,36 @@ class Lance:
         self.db = lancedb.connect(str(folder))
         self.table: Any = self.db.open_table("bench") if "bench" in self.db.table_names() else None
 
-    def _rows(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> Any:
+    def _rows(
+        self,
+        ids: list[int],
+        texts: list[str],
+        vectors: np.ndarray,
+        props: list[dict[str, Any]] | None = None,
+    ) -> Any:
         import pyarrow as pa  # type: ignore[import-untyped]
 
+        if props is None:
+            props = [properties(i, t) for i, t in zip(ids, texts, strict=True)]
         columns: dict[str, list[Any]] = collections.defaultdict(list)
-        for i, text in zip(ids, texts, strict=True):
+        for i, given in zip(ids, props, strict=True):
             columns["id"].append(str(i))
-            for key, value in properties(i, text).items():
+            for key, value in given.items():
                 if key != "search_text":  # LanceDB's full-text index reads ``text``
                     columns[key].append(value)
         table = {k: pa.array(v) for k, v in columns.items()}
         table["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMS)
         return pa.table(table)
 
-    def write(self, ids: list[int], texts: list[str], vectors: np.ndarray) -> None:
+    def write(
+        self,
+        ids: list[int],
+        texts: list[str],
+        vectors: np.ndarray,
+        props: list[dict[str, Any]] | None = None,
+    ) -> None:
         """Add documents, or (once ``finished``) rewrite existing ones in place."""
-        batch = self._rows(ids, texts, vectors)
+        batch = self._rows(ids, texts, vectors, props)
         if self.table is None:
             self.table = self.db.create_table("bench", data=batch)
         elif self.finished:

@@ -2,6 +2,7 @@
 
 from agentic_memory.paths import amem_home
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
+from agentic_memory.store.bulk import BulkWriter
 from agentic_memory.store.open import open_store
 from agentic_memory.store.types import (
     CollectionSpec,
@@ -25,6 +26,7 @@ from agentic_memory.store.types import (
 
 __all__ = [
     "GLOBAL_SCOPE",
+    "BulkWriter",
     "CollectionSpec",
     "ConflictError",
     "InvalidInputError",

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from typing import ClassVar
@@ -21,6 +22,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.store.bulk import BULK_ROWS, BulkWriter
 from agentic_memory.store.locks import KeyLocks
 from agentic_memory.store.threads import in_thread, in_thread_iterator
 from agentic_memory.store.types import (
@@ -184,6 +186,37 @@ class MemoryStore(ABC):
         vectors = _check_finite([obj.vector for obj in objects])
         return self._upsert(spec, list(objects), user, vectors)
 
+    @contextmanager
+    def bulk(
+        self, collection: str, *, user: str | None = None, rows: int = BULK_ROWS
+    ) -> Iterator[BulkWriter]:
+        """Upsert many objects into one partition in a few large writes (ingestion, imports).
+
+        ``writer.upsert(objects)`` checks each batch at once, as ``upsert`` does, and keeps
+        it; every ``rows`` objects, on ``writer.flush()`` and when the block ends, what is
+        kept is written with one upsert (on the embedded store one transaction, whose keyword
+        blocks are built once for all of it). When the block raises, what was not written yet
+        is dropped and what was stays. See ``agentic_memory.store.bulk``.
+        """
+        spec = self.spec(collection)
+        user = self._check_user(spec, user)
+        _check_positive("rows", rows)
+        writer = BulkWriter(self, collection, user, rows)
+        yield writer
+        writer.flush()
+
+    @asynccontextmanager
+    async def abulk(
+        self, collection: str, *, user: str | None = None, rows: int = BULK_ROWS
+    ) -> AsyncIterator[BulkWriter]:
+        """:meth:`bulk` for a coroutine: ``await writer.aupsert(objects)`` (in a worker thread)."""
+        spec = await self.aspec(collection)
+        user = self._check_user(spec, user)
+        _check_positive("rows", rows)
+        writer = BulkWriter(self, collection, user, rows)
+        yield writer
+        await writer.aflush()
+
     def insert(
         self,
         collection: str,
@@ -226,17 +259,17 @@ class MemoryStore(ABC):
         if isinstance(objects, MemoryObject):
             raise InvalidInputError(f"{verb} takes a sequence of MemoryObject, not one object")
         seen: set[str] = set()
+        known = {p.name: p.type for p in spec.properties}
         for obj in objects:
             if not isinstance(obj, MemoryObject):
                 raise InvalidInputError(f"expected MemoryObject, got {type(obj).__name__}")
-            _check_id(obj.id)
             # Canonical form: "ABC…" and "abc…" are one object on both backends.
-            key = str(uuid.UUID(obj.id))
+            key = canonical_id(obj.id)
             if key in seen:
                 raise InvalidInputError(f"id {obj.id} appears twice in one batch")
             seen.add(key)
             self._check_vector_form(obj.vector)
-            _check_properties(spec, obj.properties)
+            _check_properties(spec, obj.properties, known)
 
     def update(
         self,
@@ -850,12 +883,24 @@ def _validate_indexes(spec: CollectionSpec) -> None:
 
 
 def _check_id(value: object) -> None:
-    import uuid as _uuid  # noqa: PLC0415  (keeps the module namespace free of a second uuid name)
+    canonical_id(value)
 
+
+_CANONICAL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def canonical_id(value: object) -> str:
+    """Return an object id in its canonical form (lower-case, hyphenated), or raise.
+
+    Raises:
+        InvalidInputError: ``value`` is not a UUID string.
+    """
     if not isinstance(value, str):
         raise InvalidInputError(f"object id must be a UUID string, got {type(value).__name__}")
+    if _CANONICAL_ID.fullmatch(value):
+        return value  # what make_id gives: parsing it again would give it back
     try:
-        _uuid.UUID(value)
+        return str(uuid.UUID(value))
     except ValueError:
         raise InvalidInputError(
             f"object id {value!r} is not a UUID (use agentic_memory.store.make_id)"
@@ -897,6 +942,15 @@ def _check_positive(name: str, value: object) -> None:
 
 
 def _check_value(spec: CollectionSpec, prop_name: str, ptype: str, value: object) -> None:
+    # The common cases first: plain text and integers in range (bool is an int subclass,
+    # so ``type(...) is`` keeps it out).
+    if type(value) is str and ptype == "text":
+        if not value.isascii():
+            check_text(value, f"{spec.name}.{prop_name}")
+        return
+    if type(value) is int and ptype in ("int", "number") and -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+        return
+
     if ptype == "text[]":
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise InvalidInputError(
@@ -951,16 +1005,20 @@ def check_properties(spec: CollectionSpec, properties: object) -> None:
     _check_properties(spec, properties)
 
 
-def _check_properties(spec: CollectionSpec, properties: object) -> None:
+def _check_properties(
+    spec: CollectionSpec, properties: object, known: Mapping[str, str] | None = None
+) -> None:
     if not isinstance(properties, dict):
         raise InvalidInputError(f"properties must be a dict, got {type(properties).__name__}")
-    known = {p.name: p for p in spec.properties}
+    if known is None:
+        known = {p.name: p.type for p in spec.properties}
     for key, value in properties.items():
-        if key not in known:
+        ptype = known.get(key)
+        if ptype is None:
             raise InvalidInputError(f"collection {spec.name!r} has no property {key!r}")
         if value is None:
             continue
-        _check_value(spec, key, known[key].type, value)
+        _check_value(spec, key, ptype, value)
 
 
 def _check_filters(spec: CollectionSpec, where: Filters) -> None:

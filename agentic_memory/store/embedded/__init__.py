@@ -2,7 +2,10 @@
 
 ``store``: the ``EmbeddedStore`` class (transactions, catalogue, writes, reads, hybrid search);
 ``sql``: the file's layout, filters and migrations; ``keyword``: tokenising and BM25
-postings; ``vectors``: cosine top-k and the PCA shortlist; ``lists``: the inverted lists that
+postings; ``skipping``: the frequent terms' columns and bounds that let BM25 on a large
+partition skip the rows that cannot enter its top k; ``vectors``: cosine top-k and the PCA
+shortlist; ``lists``: the inverted lists that
+
 limit the shortlist's pass on large partitions; ``cache``: the per-partition
 in-memory index and its in-place updates. Ranking follows the pinned Weaviate version
 (``ranking.WEAVIATE_VERSION``): the rules live in ``agentic_memory.store.ranking``; ``docs/storage.md`` cites the server source and says

@@ -22,13 +22,15 @@ for every block, in place, by the transaction that chooses new axes. A cache loa
 partition reads them instead of projecting every vector; a block whose tag is not the
 partition's axes' version (none is, unless the file was damaged) is projected afresh.
 
-Each block also keeps its rows' unit vectors (``unit``: the stored vectors scaled to unit
-length by ``vectors.unit_rows``, float32, the very bits a load computes from the rows), made by
-the transaction that writes the rows and carried along by rewrites and merges like the
-projections. A cache loading the partition reads a few of these blobs instead of every row's
-vector (20,000 rows read one by one were most of a cold search's time); a block without them
-(written before they were kept, or merged with such a block) has its rows' vectors read from
-the object table, and a write to its partition fills them in (``fill_units``).
+Each block also keeps its rows' vectors (``vectors``: float32, the very values written), and
+since layout 7 they are kept there only: the rows' own ``vector`` column holds an empty
+value, and a read of a row's vector (``row_vectors``) takes it from the block holding the
+row's current entry. They are written by the transaction that writes the rows and carried
+along by rewrites and merges like the projections. A cache loading the partition reads a few
+of these blobs instead of every row's vector (20,000 rows read one by one were most of a cold
+search's time). A block without them (written by the code of layout 6 or before, still
+running in a process that had the file open when it was migrated) has its rows' vectors in
+their rows, where every read looks first.
 
 A row rewritten in place (an upsert of an existing id) joins a new block with its new
 content, and its entry in the block that held it becomes *superseded* (``amem_superseded``)
@@ -37,7 +39,7 @@ blocks of ``BLOCK_ROWS`` rows. A row's current entry is the one with the largest
 newer version is born in a newer block). A block is rewritten without its superseded entries
 once they are a quarter of its rows (``COMPACT_SHARE``), when it is rewritten or merged for
 another reason, and by ``compact_superseded`` (``EmbeddedStore.erase_deleted``); until then
-the old version's term hashes, token counts and unit vector stay in the file (its text does
+the old version's term hashes, token counts and vector stay in the file (its text does
 not: the row itself is overwritten). A deleted row leaves every block that names it in its transaction.
 
 Small blocks are merged as they come (``_merge_tail``): the newest block joins the one before
@@ -47,6 +49,7 @@ message at a time still has O(rows / BLOCK_ROWS + log rows) blocks.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import struct
@@ -58,7 +61,8 @@ import numpy.typing as npt
 
 from agentic_memory.store.embedded.arrays import FloatArray, IntArray
 from agentic_memory.store.embedded.keyword import _Pairs, _Postings, _Terms
-from agentic_memory.store.embedded.vectors import load_axes, project, unit_rows
+from agentic_memory.store.embedded.lists import decode_labels, encode_labels, label_rows
+from agentic_memory.store.embedded.vectors import load_axes, load_centroids, normalise, project
 from agentic_memory.store.ranking import sorted_unique
 from agentic_memory.store.types import StoreError
 
@@ -88,12 +92,16 @@ def create_tables(conn: sqlite3.Connection) -> None:
         "CREATE TABLE IF NOT EXISTS amem_blocks ("
         "block INTEGER PRIMARY KEY AUTOINCREMENT, collection TEXT NOT NULL, "
         "scope TEXT NOT NULL, rows INTEGER NOT NULL, lo INTEGER NOT NULL, hi INTEGER NOT NULL, "
-        "rowinfo BLOB NOT NULL, postings BLOB NOT NULL, axes INTEGER, projected BLOB, unit BLOB)"
+        "rowinfo BLOB NOT NULL, postings BLOB NOT NULL, axes INTEGER, projected BLOB, unit BLOB, "
+        "vectors BLOB, labels BLOB)"
     )
-    # Files written before blocks kept unit vectors: the column is added (NULL: the rows are
-    # read instead); code of that time names its columns, so it still reads and writes them.
-    if "unit" not in {r[1] for r in conn.execute("PRAGMA table_info(amem_blocks)")}:
-        conn.execute("ALTER TABLE amem_blocks ADD COLUMN unit BLOB")
+    # Files of earlier layouts: the columns are added. ``unit`` (layout 6: the rows' unit
+    # vectors, kept beside the rows' own) is NULL in the blocks this code writes; code of
+    # those layouts names its columns, so it still reads and writes them.
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(amem_blocks)")}
+    for name in ("unit", "vectors", "labels"):
+        if name not in columns:
+            conn.execute(f"ALTER TABLE amem_blocks ADD COLUMN {name} BLOB")
     # Covering for the block list a cache compares and a writer merges by.
     conn.execute(
         "CREATE INDEX IF NOT EXISTS amem_blocks_partition "
@@ -119,8 +127,10 @@ class Block:
     """(rows, axes): the rows' unit vectors on the partition's PCA axes, if it has axes."""
     axes: int | None = None
     """The version of the axes ``projected`` was computed on."""
-    unit: FloatArray | None = None
-    """(rows, dims): the rows' unit vectors (a superseded entry's may be its newer content's)."""
+    vectors: FloatArray | None = None
+    """(rows, dims): the rows' stored vectors (a superseded entry's may be its newer content's)."""
+    labels: npt.NDArray[Any] | None = None
+    """Each row's inverted list (``lists.py``) among the centroids of the axes ``axes``."""
 
     @property
     def rows(self) -> int:
@@ -226,13 +236,13 @@ def decode_projected(blob: bytes, rows: int) -> FloatArray:
     return flat.reshape(rows, flat.size // rows)
 
 
-def encode_unit(unit: FloatArray) -> bytes:
-    """Return a block's ``unit``: its rows' unit vectors, float32 each."""
-    return np.ascontiguousarray(unit, dtype="<f4").tobytes()
+def encode_vectors(vectors: FloatArray) -> bytes:
+    """Return a block's ``vectors``: its rows' vectors, float32 each."""
+    return np.ascontiguousarray(vectors, dtype="<f4").tobytes()
 
 
-def decode_unit(blob: bytes | None, rows: int, dims: int) -> FloatArray | None:
-    """Return the (rows, dims) unit vectors of a block's ``unit``, None if absent or not those."""
+def decode_vectors(blob: bytes | None, rows: int, dims: int) -> FloatArray | None:
+    """Return the (rows, dims) vectors of a block's ``vectors``, None if absent or not those."""
     if blob is None or rows == 0 or len(blob) != 4 * rows * dims:
         return None
     return np.frombuffer(blob, dtype="<f4").reshape(rows, dims)
@@ -253,13 +263,14 @@ def block_of(
     births: IntArray,
     postings: _Postings,
     projected: tuple[int, FloatArray] | None = None,
-    unit: FloatArray | None = None,
+    vectors: FloatArray | None = None,
+    labels: npt.NDArray[Any] | None = None,
 ) -> Block:
     """Return the block of rows ``rids`` (any order) with the postings of a batch.
 
     ``postings`` numbers the rows 0..n-1 in the order of ``rids`` (as does ``projected``, the
-    rows' projections and the axes' version, and ``unit``, their unit vectors); the block
-    orders them by rid and its pairs by term hash, then row.
+    rows' projections and the axes' version, ``vectors``, their vectors, and ``labels``, their
+    inverted lists); the block orders them by rid and its pairs by term hash, then row.
     """
     order = np.argsort(rids, kind="stable")
     place = np.empty_like(order)
@@ -276,7 +287,8 @@ def block_of(
         props,
         None if projected is None else projected[1][order],
         None if projected is None else projected[0],
-        None if unit is None else unit[order],
+        None if vectors is None else vectors[order],
+        None if labels is None else labels[order],
     )
 
 
@@ -294,7 +306,8 @@ def _keep_rows(block: Block, keep: npt.NDArray[np.bool_]) -> Block:
         props,
         None if block.projected is None else block.projected[keep],
         block.axes,
-        None if block.unit is None else block.unit[keep],
+        None if block.vectors is None else block.vectors[keep],
+        None if block.labels is None else block.labels[keep],
     )
 
 
@@ -319,9 +332,11 @@ def _merge(a: Block, b: Block) -> Block:
         props,
         np.concatenate((a.projected, b.projected))[order] if both else None,  # type: ignore[arg-type]
         a.axes if both else None,
-        # A damaged block's vectors (another width) are dropped: fill_units reads the rows.
-        np.concatenate((a.unit, b.unit))[order]
-        if a.unit is not None and b.unit is not None and a.unit.shape[1] == b.unit.shape[1]
+        np.concatenate((a.vectors, b.vectors))[order]
+        if a.vectors is not None and b.vectors is not None
+        else None,
+        np.concatenate((a.labels, b.labels))[order]
+        if both and a.labels is not None and b.labels is not None
         else None,
     )
 
@@ -336,6 +351,16 @@ class PartitionBlocks:
         self.scope = scope
         self.width = width
 
+    @functools.cached_property
+    def dims(self) -> int:
+        """Return the size of the collection's vectors."""
+        row = self.conn.execute(
+            "SELECT dims FROM amem_collections WHERE name = ?", (self.collection,)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"collection {self.collection!r} was dropped meanwhile")
+        return int(row[0])
+
     def _next_id(self) -> int:
         row = self.conn.execute(
             "SELECT seq FROM sqlite_sequence WHERE name = 'amem_blocks'"
@@ -346,8 +371,8 @@ class PartitionBlocks:
         block_id = self._next_id()
         self.conn.execute(
             "INSERT INTO amem_blocks "
-            "(block, collection, scope, rows, lo, hi, rowinfo, postings, axes, projected, unit) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "(block, collection, scope, rows, lo, hi, rowinfo, postings, axes, projected, vectors, "
+            "labels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 block_id,
                 self.collection,
@@ -359,23 +384,27 @@ class PartitionBlocks:
                 encode_postings(block),
                 block.axes,
                 None if block.projected is None else encode_projected(block.projected),
-                None if block.unit is None else encode_unit(block.unit),
+                None if block.vectors is None else encode_vectors(block.vectors),
+                None if block.labels is None else encode_labels(block.labels),
             ),
         )
         return block_id
 
     def _load(self, block_id: int) -> Block:
-        rowinfo, postings, axes, projected, unit = self.conn.execute(
-            "SELECT rowinfo, postings, axes, projected, unit FROM amem_blocks WHERE block = ?",
+        rowinfo, postings, axes, projected, vectors, labels = self.conn.execute(
+            "SELECT rowinfo, postings, axes, projected, vectors, labels FROM amem_blocks "
+            "WHERE block = ?",
             (block_id,),
         ).fetchone()
         block = decode_postings(postings, *decode_rowinfo(rowinfo))
         if projected is not None:
             block.projected = decode_projected(projected, block.rows)
             block.axes = axes
-        if unit is not None and len(unit) % (4 * block.rows) == 0:
-            # Damaged (a size no rows fit) is left out: the rows are read instead, then filled.
-            block.unit = decode_unit(unit, block.rows, len(unit) // (4 * block.rows))
+            block.labels = decode_labels(labels, block.rows)
+        if vectors is not None:
+            block.vectors = decode_vectors(vectors, block.rows, self.dims)
+            if block.vectors is None:
+                raise StoreError("the vectors of a keyword block of the store are damaged")
         marked = [
             r[0]
             for r in self.conn.execute(
@@ -459,24 +488,27 @@ class PartitionBlocks:
             self._insert(block)
 
     def add(
-        self, rids: IntArray, postings: _Postings, vectors: list[bytes] | None, dims: int
+        self, rids: IntArray, postings: _Postings, vectors: FloatArray | None, dims: int
     ) -> None:
         """Add rows not held by any block (new rows, or rows ``remove`` just took out).
 
-        Their births are the id of the first block they go in. ``vectors`` (the rows' stored
-        vectors, in the order of ``rids``) are kept as unit vectors and projected on the
-        partition's axes if it has any; None leaves the blocks without either (``reproject``
-        and ``fill_units`` give them theirs).
+        Their births are the id of the first block they go in. ``vectors`` (the rows' vectors,
+        (rows, dims) float32 in the order of ``rids``) are kept, and projected on the
+        partition's axes if it has any; None leaves the blocks without either (the layout
+        migrations give them theirs).
         """
         if rids.size == 0:
             return
         axes = None if vectors is None else load_axes(self.conn, self.collection, self.scope, dims)
-        unit = None if vectors is None else unit_rows(vectors, dims)
-        projected = None
-        if axes is not None and unit is not None:
-            projected = (axes[0], project(unit, axes[1]))
+        projected = labels = None
+        if axes is not None and vectors is not None:
+            projected = (axes[0], project(normalise(vectors), axes[1]))
+            labels = self._labels(projected[1])
         birth = self._next_id()
-        block = block_of(rids, np.full(rids.size, birth, dtype=np.int64), postings, projected, unit)
+        block = block_of(
+            rids, np.full(rids.size, birth, dtype=np.int64), postings, projected, vectors, labels
+        )
+
         for start in range(0, block.rows, BLOCK_ROWS):
             keep = np.zeros(block.rows, dtype=bool)
             keep[start : start + BLOCK_ROWS] = True
@@ -515,78 +547,76 @@ class PartitionBlocks:
             self._delete([prev, last])
             self._insert(merged)
 
-    def _unit_of(self, table: str, user: str | None, rids: IntArray, dims: int) -> FloatArray:
-        """Return the unit vectors of the stored rows ``rids`` (ascending), read from ``table``.
-
-        A superseded entry gets its row's current vector: no search reads it.
-        """
-        rows = sorted(
-            self.conn.execute(
-                f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o "
-                "ON o.rid = j.value WHERE o.user IS ?",
-                (json.dumps(rids.tolist()), user),
-            ).fetchall()
-        )
-        if [r[0] for r in rows] != rids.tolist():
-            raise StoreError("a keyword block names rows that are not stored")
-        return unit_rows([r[1] for r in rows], dims)
+    def _labels(self, projected: FloatArray) -> npt.NDArray[np.int32] | None:
+        """Return projected rows' inverted lists, None if the partition has no centroids."""
+        centroids = load_centroids(self.conn, self.collection, self.scope)
+        if centroids is None or centroids.shape[1] != projected.shape[1]:
+            return None
+        return label_rows(projected, centroids)
 
     def reproject(self, table: str, user: str | None, dims: int) -> None:
         """Give every block the projections of its rows on the partition's current axes.
 
-        Run by the transaction that chose them; the blocks keep their ids (their rows did
-        not change), and a cache sees the axes' new version and reads the projections again.
-        A block without unit vectors gets them too (the rows' vectors are read anyway).
+        And their inverted lists. Run by the transaction that chose them; the blocks keep
+        their ids (their rows did not change), and a cache sees the axes' new version and
+        reads the projections again.
         """
         axes = load_axes(self.conn, self.collection, self.scope, dims)
-        listed = self.conn.execute(
-            "SELECT block, rowinfo FROM amem_blocks WHERE collection = ? AND scope = ?",
-            (self.collection, self.scope),
-        ).fetchall()
-        for block_id, rowinfo in listed:
+        listed = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT block FROM amem_blocks WHERE collection = ? AND scope = ?",
+                (self.collection, self.scope),
+            )
+        ]
+        for block_id in listed:
             if axes is None:
                 self.conn.execute(
-                    "UPDATE amem_blocks SET axes = NULL, projected = NULL WHERE block = ?",
+                    "UPDATE amem_blocks SET axes = NULL, projected = NULL, labels = NULL "
+                    "WHERE block = ?",
                     (block_id,),
                 )
                 continue
-            rids, _ = decode_rowinfo(rowinfo)
-            unit = self._unit_of(table, user, rids, dims)
-            self.conn.execute(
-                "UPDATE amem_blocks SET axes = ?, projected = ?, unit = coalesce(unit, ?) "
-                "WHERE block = ?",
-                (axes[0], encode_projected(project(unit, axes[1])), encode_unit(unit), block_id),
-            )
-
-    def fill_units(self, table: str, user: str | None, dims: int, most: int) -> int:
-        """Give blocks of the partition that have no unit vectors theirs, ``most`` rows' worth.
-
-        Blocks written before they were kept (or merged with one) have none (a damaged
-        block's are taken for none); each write to
-        the partition fills some in its own transaction, so an old partition is upgraded
-        after a few writes at a bounded cost per write, and a crash loses nothing. The blocks
-        keep their ids: their rows did not change, and a cache holds those vectors already.
-        Returns the number of rows filled.
-        """
-        # length() of a blob reads its size from the record header, not its pages.
-        listed = self.conn.execute(
-            "SELECT block, rows FROM amem_blocks WHERE collection = ? AND scope = ? "
-            "AND (unit IS NULL OR length(unit) != 4 * rows * ?) ORDER BY block",
-            (self.collection, self.scope, dims),
-        ).fetchall()
-        filled = 0
-        for block_id, rows in listed:
-            if filled and filled + rows > most:
-                break
-            (rowinfo,) = self.conn.execute(
-                "SELECT rowinfo FROM amem_blocks WHERE block = ?", (block_id,)
+            # One block at a time: the vectors of a large partition are gigabytes.
+            rowinfo, blob = self.conn.execute(
+                "SELECT rowinfo, vectors FROM amem_blocks WHERE block = ?", (block_id,)
             ).fetchone()
-            unit = self._unit_of(table, user, decode_rowinfo(rowinfo)[0], dims)
+            rids, _ = decode_rowinfo(rowinfo)
+            vectors = _block_vectors(self.conn, table, user, rids, blob, dims)
+            projected = project(normalise(vectors), axes[1])
+            labels = self._labels(projected)
             self.conn.execute(
-                "UPDATE amem_blocks SET unit = ? WHERE block = ?", (encode_unit(unit), block_id)
+                "UPDATE amem_blocks SET axes = ?, projected = ?, labels = ? WHERE block = ?",
+                (
+                    axes[0],
+                    encode_projected(projected),
+                    None if labels is None else encode_labels(labels),
+                    block_id,
+                ),
             )
-            filled += int(rows)
-        return filled
+
+    def relabel(self, dims: int) -> None:
+        """Give every block projected on the current axes its rows' inverted lists.
+
+        From the projections it keeps (a migration: the rows and their vectors are as they
+        were).
+        """
+        axes = load_axes(self.conn, self.collection, self.scope, dims)
+        if axes is None:
+            return
+        listed = self.conn.execute(
+            "SELECT block, rows FROM amem_blocks WHERE collection = ? AND scope = ? AND axes = ?",
+            (self.collection, self.scope, axes[0]),
+        ).fetchall()
+        for block_id, rows in listed:
+            (blob,) = self.conn.execute(
+                "SELECT projected FROM amem_blocks WHERE block = ?", (block_id,)
+            ).fetchone()
+            labels = None if blob is None else self._labels(decode_projected(blob, int(rows)))
+            self.conn.execute(
+                "UPDATE amem_blocks SET labels = ? WHERE block = ?",
+                (None if labels is None else encode_labels(labels), block_id),
+            )
 
     def rows(self) -> int:
         """Return the number of rows the partition's blocks hold (superseded entries aside)."""
@@ -597,6 +627,136 @@ class PartitionBlocks:
             (self.collection, self.scope),
         ).fetchone()
         return int(total) - int(superseded)
+
+
+def inline_vectors(
+    conn: sqlite3.Connection, table: str, user: str | None, rids: IntArray, dims: int
+) -> FloatArray:
+    """Return the vectors rows ``rids`` (ascending) hold in their own column (layout 6 or before).
+
+    A superseded entry gets its row's current vector: no read takes it.
+    """
+    rows = sorted(
+        conn.execute(
+            f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o "
+            "ON o.rid = j.value WHERE o.user IS ?",
+            (json.dumps(rids.tolist()), user),
+        ).fetchall()
+    )
+    if [r[0] for r in rows] != rids.tolist():
+        raise StoreError("a keyword block names rows that are not stored")
+    if any(len(r[1]) != 4 * dims for r in rows):
+        raise StoreError("rows of a keyword block without vectors hold none either")
+    return np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(rids.size, dims)
+
+
+def _block_vectors(
+    conn: sqlite3.Connection,
+    table: str,
+    user: str | None,
+    rids: IntArray,
+    blob: bytes | None,
+    dims: int,
+) -> FloatArray:
+    """Return a block's vectors: its own, or its rows' (a block of layout 6 or before)."""
+    if blob is None:
+        return inline_vectors(conn, table, user, rids, dims)
+    vectors = decode_vectors(blob, rids.size, dims)
+    if vectors is None:
+        raise StoreError("the vectors of a keyword block of the store are damaged")
+    return vectors
+
+
+def row_vectors(
+    conn: sqlite3.Connection,
+    collection: str,
+    table: str,
+    user: str | None,
+    rids: IntArray,
+    dims: int,
+) -> FloatArray:
+    """Return the vectors of the stored rows ``rids`` (ascending, distinct), in that order.
+
+    A row written by this code holds none itself: its vector is read from the block of its
+    current entry (the newest birth), a slice of the blob, not the blob. A row written by
+    the code of layout 6 or before holds its own.
+    """
+    out = np.empty((rids.size, dims), dtype=np.float32)
+    if rids.size == 0:
+        return out
+    own = dict(
+        conn.execute(
+            f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o "
+            "ON o.rid = j.value WHERE o.user IS ?",
+            (json.dumps(rids.tolist()), user),
+        ).fetchall()
+    )
+    if len(own) != rids.size:
+        raise StoreError(f"rows of {collection!r} are gone")
+    size = 4 * dims
+    missing: list[int] = []
+    for i, rid in enumerate(rids.tolist()):
+        blob = own[rid]
+        if len(blob) == size:
+            out[i] = np.frombuffer(blob, dtype="<f4")
+        else:
+            missing.append(i)
+    if not missing:
+        return out
+    at = np.asarray(missing, dtype=np.int64)
+    wanted = rids[at]
+    newest = np.full(wanted.size, -1, dtype=np.int64)
+    home = np.full((wanted.size, 2), -1, dtype=np.int64)
+    partition = PartitionBlocks(conn, collection, user or "", 0)
+    sizes: dict[int, int] = {}
+    for block_id, block_rids, block_births in partition._holding(wanted):
+        sizes[block_id] = block_rids.size
+        place = np.searchsorted(wanted, block_rids)
+        mine = place < wanted.size
+        mine[mine] = wanted[place[mine]] == block_rids[mine]
+        newer = np.zeros(block_rids.size, dtype=bool)
+        newer[mine] = block_births[mine] > newest[place[mine]]
+        newest[place[newer]] = block_births[newer]
+        home[place[newer], 0] = block_id
+        home[place[newer], 1] = np.flatnonzero(newer)
+    if (home[:, 0] < 0).any():
+        raise StoreError(f"a row of {collection!r} is in no keyword block")
+    for block_id in sorted_unique(home[:, 0]).tolist():
+        held = np.flatnonzero(home[:, 0] == block_id)
+        with conn.blobopen("amem_blocks", "vectors", block_id, readonly=True) as blob:
+            if len(blob) != sizes[block_id] * size:
+                raise StoreError("the vectors of a keyword block of the store are damaged")
+            for i, position in zip(held.tolist(), home[held, 1].tolist(), strict=True):
+                blob.seek(position * size)
+                out[at[i]] = np.frombuffer(blob.read(size), dtype="<f4")
+    return out
+
+
+def move_vectors(conn: sqlite3.Connection, collection: str, table: str, dims: int) -> None:
+    """Move a collection's vectors from its rows into its blocks (the migration to layout 7).
+
+    Each block without vectors gets its rows' (a superseded entry: its row's current one);
+    then every row's own vector is emptied, and layout 6's unit vectors are dropped.
+    """
+    listed = [
+        r[0]
+        for r in conn.execute(
+            "SELECT block FROM amem_blocks WHERE collection = ? AND vectors IS NULL", (collection,)
+        )
+    ]
+    for block_id in listed:
+        scope, rowinfo = conn.execute(
+            "SELECT scope, rowinfo FROM amem_blocks WHERE block = ?", (block_id,)
+        ).fetchone()
+        rids, _ = decode_rowinfo(rowinfo)
+        # A shared collection's rows have no user (scope ""); a per-user one's always one.
+        vectors = inline_vectors(conn, table, scope or None, rids, dims)
+        conn.execute(
+            "UPDATE amem_blocks SET vectors = ?, unit = NULL WHERE block = ?",
+            (encode_vectors(vectors), block_id),
+        )
+    conn.execute("UPDATE amem_blocks SET unit = NULL WHERE collection = ?", (collection,))
+    conn.execute(f"UPDATE {table} SET vector = x'' WHERE length(vector) > 0")
 
 
 def drop_partition(conn: sqlite3.Connection, collection: str, scope: str) -> None:

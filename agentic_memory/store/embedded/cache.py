@@ -12,9 +12,10 @@ updates the slots in place: a deleted row's slot is marked dead, a replaced row'
 are replaced by a new chunk (``keyword._KeywordIndex``). The cache reloads instead once dead
 slots or stale postings are a quarter of what it holds.
 
-Loading reads the unit vectors the blocks keep (a block without them has its rows' vectors
-read and normalised) and, on the first keyword search, the blocks' postings: no text is
-tokenised or decompressed. Either way the answers equal a fresh load's.
+Loading reads the vectors the blocks keep and scales them to unit length (a block without
+them, written by the code of an earlier layout, has its rows' own vectors read) and, on the
+first keyword search, the blocks' postings: no text is tokenised or decompressed. Either way
+the answers equal a fresh load's.
 """
 
 from __future__ import annotations
@@ -26,20 +27,24 @@ import sqlite3
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.store.embedded import skipping as _skipping
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growing, IntArray
 from agentic_memory.store.embedded.blocks import (
     decode_projected,
     decode_rowinfo,
     decode_terms,
-    decode_unit,
+    decode_vectors,
+    inline_vectors,
 )
 from agentic_memory.store.embedded.filters import Column
 from agentic_memory.store.embedded.keyword import _KeywordIndex, _Pairs, _Terms
+from agentic_memory.store.embedded.lists import decode_labels
 from agentic_memory.store.embedded.sql import _column, _table
 from agentic_memory.store.embedded.vectors import (
     _CoarseIndex,
     load_axes,
     load_centroids,
+    normalise,
     project,
     unit_rows,
 )
@@ -244,10 +249,10 @@ class PartitionCache:
         part.centroids = load_centroids(conn, spec.name, scope)
         rids: list[IntArray] = []
         births: list[IntArray] = []
-        stored: list[tuple[int, bytes | None]] = []
-        for block, info, version, projected in conn.execute(
-            "SELECT block, rowinfo, axes, "
-            f"{'projected' if part.axes is not None else 'NULL'} FROM amem_blocks "
+        stored: list[tuple[int, bytes | None, bytes | None]] = []
+        wanted = "projected, labels" if part.axes is not None else "NULL, NULL"
+        for block, info, version, projected, labels in conn.execute(
+            f"SELECT block, rowinfo, axes, {wanted} FROM amem_blocks "
             "WHERE collection = ? AND scope = ? ORDER BY block",
             (spec.name, scope),
         ):
@@ -255,7 +260,7 @@ class PartitionCache:
             part.blocks[int(block)] = (block_rids, block_births)
             rids.append(block_rids)
             births.append(block_births)
-            stored.append((version, projected))
+            stored.append((version, projected, labels))
         if not rids:
             return part
         all_rids, all_births = _current(np.concatenate(rids), np.concatenate(births))
@@ -265,10 +270,10 @@ class PartitionCache:
         part._unit = Growing.unfilled(all_rids.size, (self.dims,), np.float32)
         (without,) = conn.execute(
             "SELECT coalesce(sum(rows), 0) FROM amem_blocks WHERE collection = ? AND scope = ? "
-            "AND (unit IS NULL OR length(unit) != 4 * rows * ?)",
-            (spec.name, scope, self.dims),
+            "AND vectors IS NULL",
+            (spec.name, scope),
         ).fetchone()
-        # Mostly blocks without vectors (a file of older code): one pass over the rows.
+        # Mostly blocks without vectors (written by older code): one pass over the rows.
         if 2 * int(without) > all_rids.size:
             self._scan_units(conn, spec.name, user, part)
         else:
@@ -290,16 +295,18 @@ class PartitionCache:
     def _stored_units(
         self, conn: sqlite3.Connection, collection: str, scope: str, part: _Partition
     ) -> IntArray:
-        """Fill the slots' unit vectors from the blocks that keep them; return the slots left.
+        """Fill the slots' unit vectors from the blocks' vectors; return the slots left.
 
         Read block by block (a second pass over the blocks the load listed, in its snapshot),
-        so that no more than one block's vectors are held besides the slots'.
+        so that no more than one block's vectors are held besides the slots'; a block without
+        vectors leaves its slots to the rows' own.
         """
         unit = part.unit
         missing: list[IntArray] = []
         listed = iter(part.blocks.items())
         for block, blob in conn.execute(
-            "SELECT block, unit FROM amem_blocks WHERE collection = ? AND scope = ? ORDER BY block",
+            "SELECT block, vectors FROM amem_blocks WHERE collection = ? AND scope = ? "
+            "ORDER BY block",
             (collection, scope),
         ):
             held, (block_rids, block_births) = next(listed, (None, (None, None)))
@@ -307,13 +314,18 @@ class PartitionCache:
                 raise StoreError("partition changed while it was loaded")
             slots = np.searchsorted(part.rowids, block_rids)
             mine = part.births[slots] == block_births  # superseded entries left out
-            stored = decode_unit(blob, block_rids.size, self.dims)
-            if stored is None:
+            if blob is None:
                 missing.append(slots[mine])
-            elif mine.all() and int(slots[-1]) - int(slots[0]) + 1 == slots.size:
-                unit[int(slots[0]) : int(slots[-1]) + 1] = stored  # a run of slots: no gather
+                continue
+            stored = decode_vectors(blob, block_rids.size, self.dims)
+            if stored is None:
+                raise StoreError(f"the vectors of a keyword block of {collection!r} are damaged")
+            if mine.all() and int(slots[-1]) - int(slots[0]) + 1 == slots.size:
+                # A run of slots: scaled straight into place.
+                normalise(stored, out=unit[int(slots[0]) : int(slots[-1]) + 1])
             else:
-                unit[slots[mine]] = stored[mine]
+                unit[slots[mine]] = normalise(stored[mine])
+
         if next(listed, None) is not None:
             raise StoreError("partition changed while it was loaded")
         return np.sort(np.concatenate(missing)) if missing else np.zeros(0, dtype=np.int64)
@@ -375,26 +387,39 @@ class PartitionCache:
         axes: tuple[int, FloatArray64],
         rids: list[IntArray],
         births: list[IntArray],
-        stored: list[tuple[int, bytes | None]],
+        stored: list[tuple[int, bytes | None, bytes | None]],
     ) -> _CoarseIndex:
         """Return the PCA projection of a loaded partition from its blocks' projections.
 
-        Rows of a block without projections on these axes are projected here.
+        Rows of a block without projections on these axes are projected here. The rows'
+        inverted lists come from the blocks too when every block keeps them (else the lists
+        label every row when first used).
         """
         width = axes[1].shape[0]
         projected = Growing.unfilled(part.slots, (width,), np.float32)
+        labels: npt.NDArray[np.uint8] | None = None
+        if part.centroids is not None:
+            labels = np.empty(part.slots, dtype=np.uint8)
         missing: list[IntArray] = []
-        for block_rids, block_births, (version, blob) in zip(rids, births, stored, strict=True):
+        for block_rids, block_births, (version, blob, listed) in zip(
+            rids, births, stored, strict=True
+        ):
             slots = np.searchsorted(part.rowids, block_rids)
             mine = part.births[slots] == block_births  # superseded entries left out
             if blob is not None and version == axes[0] and len(blob) == 4 * width * slots.size:
                 projected.view[slots[mine]] = decode_projected(blob, slots.size)[mine]
+                held = decode_labels(listed, slots.size)
+                if labels is not None and held is not None:
+                    labels[slots[mine]] = held[mine]
+                else:
+                    labels = None
             else:
                 missing.append(slots[mine])
         if missing:
             redo = np.concatenate(missing)
             projected.view[redo] = project(part.unit[redo], axes[1])
-        return _CoarseIndex(part.unit, axes, projected, part.centroids)
+            labels = None
+        return _CoarseIndex(part.unit, axes, projected, part.centroids, labels)
 
     def keyword(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, part: _Partition
@@ -421,12 +446,24 @@ class PartitionCache:
             decoded.append((slots, lengths, terms))
         if len(decoded) != len(part.blocks):
             raise StoreError("partition changed while its keyword index was loaded")
+        if part.slots >= _skipping.PRUNE_ROWS:
+            # Frequent terms get columns before any posting is placed, chosen from about 64
+            # blocks' postings (the choice changes no answer, only what is skipped).
+            sample = decoded[:: max(1, len(decoded) // 64)]
+            index.choose_dense([terms for _, _, terms in sample], sum(s.size for s, _, _ in sample))
         for p, prop in enumerate(index.props):
-            total = sum(terms[p].docs.size for _, _, terms in decoded)
+            dense = index.dense[p]
+            total = sum(
+                terms[p].docs.size
+                if dense is None
+                else int(terms[p].counts[dense.find(terms[p].hashes) < 0].sum())
+                for _, _, terms in decoded
+            )
             prop.docs.reserve(total)
             prop.tf.reserve(total)
         for slots, lengths, terms in decoded:
-            index.assign(slots, lengths.astype(np.float32), terms)
+            index.assign(slots, lengths.astype(np.float32), terms, loading=True)
+        index.tighten_dense()
         part.keyword = index
         return index
 
@@ -538,29 +575,34 @@ class PartitionCache:
         extra = "".join(f", {_column(c)}" for c in columns)
         table = _table(spec.name)
         if changed_slots.size:
+            changed_rids = part.rowids[changed_slots]
             rows = conn.execute(
-                f"SELECT o.rid, o.vector{extra.replace(', ', ', o.')} FROM json_each(?) AS j "
+                f"SELECT o.rid{extra.replace(', ', ', o.')} FROM json_each(?) AS j "
                 f"CROSS JOIN {table} AS o ON o.rid = j.value WHERE o.user IS ?",
-                (json.dumps(part.rowids[changed_slots].tolist()), user),
+                (json.dumps(changed_rids.tolist()), user),
             ).fetchall()
             rows.sort(key=lambda r: r[0])
             if len(rows) != changed_slots.size:
                 raise StoreError("partition changed while its cache was updated")
-            part.replace(changed_slots, changed_births, unit_rows([r[1] for r in rows], self.dims))
+            vectors = self._fresh_vectors(
+                conn, table, user, infos, new, changed_rids, changed_births
+            )
+            part.replace(changed_slots, changed_births, normalise(vectors))
             for i, name in enumerate(columns):
-                part.columns[name].update(changed_slots, [r[2 + i] for r in rows])
+                part.columns[name].update(changed_slots, [r[1 + i] for r in rows])
         if added_rids.size:
             first = n
             rows = conn.execute(
-                f"SELECT rid, vector{extra} FROM {table} WHERE user IS ? AND rid > ? ORDER BY rid",
+                f"SELECT rid{extra} FROM {table} WHERE user IS ? AND rid > ? ORDER BY rid",
                 (user, int(part.rowids[-1]) if n else 0),
             ).fetchall()
             rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             if not np.array_equal(rids, added_rids):
                 raise StoreError("partition changed while its cache was updated")
-            part.append(added_rids, added_births, unit_rows([r[1] for r in rows], self.dims))
+            vectors = self._fresh_vectors(conn, table, user, infos, new, added_rids, added_births)
+            part.append(added_rids, added_births, normalise(vectors))
             for i, name in enumerate(columns):
-                part.columns[name].append([r[2 + i] for r in rows])
+                part.columns[name].append([r[1 + i] for r in rows])
             added_slots = np.arange(first, first + added_rids.size)
         else:
             added_slots = empty
@@ -583,6 +625,47 @@ class PartitionCache:
         if part._coarse is not None:
             part._coarse.set_centroids(part.centroids)
         part.token = token
+
+    def _fresh_vectors(
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        user: str | None,
+        infos: dict[int, tuple[IntArray, IntArray]],
+        new: list[int],
+        rids: IntArray,
+        births: IntArray,
+    ) -> FloatArray:
+        """Return the vectors of rows ``rids`` (ascending): their entries of ``births``.
+
+        Those are in the blocks the cache has not seen (``new``): each is read once, whole.
+        """
+        out = np.empty((rids.size, self.dims), dtype=np.float32)
+        found = np.zeros(rids.size, dtype=bool)
+        for block in new:
+            block_rids, block_births = infos[block]
+            place = np.searchsorted(rids, block_rids)
+            mine = place < rids.size
+            mine[mine] = (rids[place[mine]] == block_rids[mine]) & (
+                births[place[mine]] == block_births[mine]
+            )
+            if not mine.any():
+                continue
+            (blob,) = conn.execute(
+                "SELECT vectors FROM amem_blocks WHERE block = ?", (block,)
+            ).fetchone()
+            if blob is None:
+                stored = inline_vectors(conn, table, user, block_rids[mine], self.dims)
+            else:
+                held = decode_vectors(blob, block_rids.size, self.dims)
+                if held is None:
+                    raise StoreError("the vectors of a keyword block of the store are damaged")
+                stored = held[mine]
+            out[place[mine]] = stored
+            found[place[mine]] = True
+        if not found.all():
+            raise StoreError("partition changed while its cache was updated")
+        return out
 
     def _assign_postings(
         self,

@@ -4,6 +4,8 @@ A write tokenises its rows' searchable properties (``text_postings``) and keeps 
 postings in the file (``blocks.py``); a partition's in-memory index (``_KeywordIndex``) is
 loaded from those, updated by chunks as rows are added, replaced or deleted, and ranked like
 Weaviate's BlockMax-WAND BM25 (``_bm25_top``; the rules in ``agentic_memory.store.ranking``).
+On large partitions a property's frequent terms are also kept as columns, which let a query
+skip the rows that cannot enter its top k (``skipping.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ import numpy.typing as npt
 
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, Growing, IntArray
+from agentic_memory.store.embedded.skipping import (
+    DENSE_MAX,
+    DENSE_SHARE,
+    PRUNE_ROWS,
+    DenseTerms,
+    Scratch,
+    Term,
+    pruned_top,
+)
 from agentic_memory.store.ranking import (
     BM25_B,
     BM25_K1,
@@ -298,6 +309,9 @@ class _KeywordIndex:
         self.postings = 0
         """Postings held, stale ones included."""
         self.stale = 0
+        self.dense: list[DenseTerms | None] = [None] * width
+        """Per property: its frequent terms' columns, made by the first query that prunes."""
+        self.scratch = Scratch()
 
     @property
     def slots(self) -> int:
@@ -331,6 +345,9 @@ class _KeywordIndex:
         self._lengths.append(np.zeros((count, self.width), dtype=np.float32))
         self._owner.append(np.full(count, -1, dtype=np.int64))
         self._counts.append(np.zeros(count, dtype=np.int64))
+        for dense in self.dense:
+            if dense is not None:
+                dense.grow(count)
 
     def _release(self, slots: IntArray) -> None:
         owned = self._owner.view[slots] >= 0
@@ -338,13 +355,20 @@ class _KeywordIndex:
         old = self._lengths.view[slots]
         self.total = self.total - old.sum(axis=0, dtype=np.float64)
         self.present = self.present - (old > 0).sum(axis=0)
+        for dense in self.dense:
+            if dense is not None:
+                dense.clear(slots)
 
-    def assign(self, slots: IntArray, lengths: FloatArray, props: list[_Terms]) -> None:
+    def assign(
+        self, slots: IntArray, lengths: FloatArray, props: list[_Terms], *, loading: bool = False
+    ) -> None:
         """Give ``slots`` new content: token counts and postings (``docs`` index ``slots``).
 
-        Whatever the slots held before becomes stale.
+        Whatever the slots held before becomes stale. ``loading``: part of a load, whose end
+        makes the dense columns' bounds (``DenseTerms.tighten``), of slots never assigned.
         """
-        self._release(slots)
+        if not loading:
+            self._release(slots)
         chunk = self.chunks
         self.chunks += 1
         self._lengths.view[slots] = lengths
@@ -352,7 +376,20 @@ class _KeywordIndex:
         self.present = self.present + (lengths > 0).sum(axis=0)
         self._owner.view[slots] = chunk
         counts = np.zeros(slots.size, dtype=np.int64)
-        for prop, terms in zip(self.props, props, strict=True):
+        for p, (prop, terms) in enumerate(zip(self.props, props, strict=True)):
+            dense = self.dense[p]
+            if dense is not None:
+                dense.lengths(slots, lengths[:, p])
+                found = dense.find(terms.hashes)
+                column = np.repeat(found, terms.counts)
+                mine = column >= 0
+                if mine.any():
+                    dense.set(
+                        column[mine], slots[terms.docs[mine]], terms.tf[mine], bounds=not loading
+                    )
+                    if dense.exclusive:
+                        # Its frequent terms' postings are in its columns only.
+                        terms = _without_terms(terms, found >= 0)
             prop.add(terms, slots, chunk)
             counts += np.bincount(terms.docs, minlength=slots.size)
             self.postings += int(terms.docs.size)
@@ -392,17 +429,73 @@ class _KeywordIndex:
 
     def lookup(self, hashes: IntArray) -> list[list[tuple[IntArray, FloatArray]]]:
         """Return, per property and term, the live postings: slots and term frequencies."""
-        out: list[list[tuple[IntArray, FloatArray]]] = []
+        return [self.lookup_property(p, hashes) for p in range(self.width)]
+
+    def lookup_property(self, p: int, hashes: IntArray) -> list[tuple[IntArray, FloatArray]]:
+        """Return, per term, the live postings in property ``p``: slots and term frequencies."""
+        found = []
         owner = self.owner
-        for prop in self.props:
-            found = []
-            for rows, tf, chunks in prop.lookup(hashes):
-                if self.stale and rows.size:
-                    live = owner[rows] == chunks
-                    rows, tf = rows[live], tf[live]
-                found.append((rows.astype(np.int64), tf))
-            out.append(found)
-        return out
+        for rows, tf, chunks in self.props[p].lookup(hashes):
+            if self.stale and rows.size:
+                live = owner[rows] == chunks
+                rows, tf = rows[live], tf[live]
+            found.append((rows.astype(np.int64), tf))
+        dense = self.dense[p]
+        if dense is not None and dense.exclusive:
+            for t, column in enumerate(dense.find(hashes).tolist()):
+                if column >= 0:
+                    values = dense.cols[column]
+                    rows = np.flatnonzero(values)
+                    found[t] = (rows.astype(np.int64), values[rows].astype(np.float32))
+        return found
+
+    def choose_dense(self, sample: list[list[_Terms]], rows: int) -> None:
+        """Give every property columns for its frequent terms before a load assigns postings.
+
+        ``sample``: some blocks' postings (``rows`` rows in all), from which each term's share
+        of the rows is estimated. The columns are exclusive: those terms' postings go to them
+        alone (half the postings of a large partition, in a sixteenth of the memory).
+        """
+        for p in range(self.width):
+            hashes = np.concatenate([terms[p].hashes for terms in sample]) if sample else _NO_ROWS
+            counts = np.concatenate([terms[p].counts for terms in sample]) if sample else _NO_ROWS
+            self.dense[p] = DenseTerms(_frequent(hashes, counts, rows), self.slots, exclusive=True)
+
+    def tighten_dense(self) -> None:
+        """Make the dense columns' bounds exact (the end of a load)."""
+        for p, dense in enumerate(self.dense):
+            if dense is not None:
+                dense.tighten(self.lengths[:, p])
+
+    def dense_terms(self, p: int) -> DenseTerms:
+        """Return property ``p``'s frequent terms as columns, choosing them if due.
+
+        Chosen on first use and again once the slots have doubled since: the terms in at least
+        ``1 / DENSE_SHARE`` of the slots, the ``DENSE_MAX`` most frequent if more. Which terms
+        have columns changes no answer, only which rows a query can skip.
+        """
+        held = self.dense[p]
+        if held is not None and (held.exclusive or held.built * 2 > self.slots):
+            return held
+        prop = self.props[p]
+        prop.directory.settle()
+        levels = prop.directory.levels()
+        chosen = np.zeros(0, dtype=np.int64)
+        if levels:
+            chosen = _frequent(
+                np.concatenate([level.hashes for level in levels]),
+                np.concatenate([level.lens for level in levels]),
+                self.slots,
+            )
+        dense = DenseTerms(chosen, self.slots)
+        # A few terms at a time: their postings are the partition's most numerous.
+        for start in range(0, chosen.size, 16):
+            group = chosen[start : start + 16]
+            for column, (rows, tf) in enumerate(self.lookup_property(p, group), start):
+                dense.set(np.full(rows.size, column), rows, tf, bounds=False)
+        dense.tighten(self.lengths[:, p])
+        self.dense[p] = dense
+        return dense
 
     def canonical(self) -> list[_Pairs]:
         """Return each property's live postings as pairs sorted by (term hash, slot).
@@ -411,18 +504,23 @@ class _KeywordIndex:
         compare the two).
         """
         out = []
-        for prop in self.props:
+        for p, prop in enumerate(self.props):
             prop.directory.settle(whole=True)
             d = prop.directory.main
-            if d.hashes.size == 0:
-                out.append(_Pairs(_NO_ROWS, _NO_ROWS, _NO_TF))
-                continue
-            at = _ranges(d.starts, d.lens)
+            at = _ranges(d.starts, d.lens) if d.hashes.size else _NO_ROWS
             hashes = np.repeat(d.hashes, d.lens)
             rows = prop.docs.view[at].astype(np.int64)
             tf = prop.tf.view[at]
             live = self.owner[rows] == np.repeat(d.chunks, d.lens)
             hashes, rows, tf = hashes[live], rows[live], tf[live]
+            dense = self.dense[p]
+            if dense is not None and dense.exclusive:
+                for term, (more, freq) in zip(
+                    dense.hashes.tolist(), self.lookup_property(p, dense.hashes), strict=True
+                ):
+                    hashes = np.concatenate((hashes, np.full(more.size, term, dtype=np.int64)))
+                    rows = np.concatenate((rows, more))
+                    tf = np.concatenate((tf, freq))
             order = np.lexsort((rows, hashes))
             out.append(_Pairs(hashes[order], rows[order], tf[order]))
         return out
@@ -534,35 +632,86 @@ def _bm25_top(
     ``per_property_limit`` rows; a row's score is the float32 sum of the properties that kept
     it, and the best ``candidates`` rows are returned. Ties at every cut keep the lowest
     slots, which are in rid order and stand in for the server's docIDs (write order). See
-    ``docs/storage.md``.
+    ``docs/storage.md``. On a partition of ``PRUNE_ROWS`` slots or more a property's best rows
+    come from ``skipping.pruned_top``, which skips rows that cannot enter them and returns
+    what scoring every posting returns.
     """
     n = index.slots
     hashes = np.fromiter(map(term_hash, counts), dtype=np.int64, count=len(counts))
-    found = index.lookup(hashes)
-    doc_freq = [[found[p][t][0].size for p in range(index.width)] for t in range(hashes.size)]
-    idfs = [bm25_idf(live, freqs, r) for freqs, r in zip(doc_freq, counts.values(), strict=True)]
+    skipping = n >= PRUNE_ROWS
+    # Per property: each term's dense column (-1: none) and, for the others, their postings.
+    columns: list[IntArray] = []
+    found: list[list[tuple[IntArray, FloatArray]]] = []
+    doc_freq = np.zeros((hashes.size, index.width), dtype=np.int64)
+    for p in range(index.width):
+        dense = index.dense_terms(p) if skipping else None
+        column = np.full(hashes.size, -1) if dense is None else dense.find(hashes)
+        postings: list[tuple[IntArray, FloatArray]] = [(_NO_ROWS, _NO_TF)] * hashes.size
+        rare = np.flatnonzero(column < 0)
+        for t, got in zip(rare.tolist(), index.lookup_property(p, hashes[rare]), strict=True):
+            postings[t] = got
+            doc_freq[t, p] = got[0].size
+        if dense is not None:
+            dense_held = column >= 0
+            doc_freq[dense_held, p] = dense.df[column[dense_held]]
+        columns.append(column)
+        found.append(postings)
+    idfs = [
+        bm25_idf(live, freqs.tolist(), r)
+        for freqs, r in zip(doc_freq, counts.values(), strict=True)
+    ]
     if not any(idfs):
         return _NO_HITS
     keep_each = per_property_limit(candidates)
     kept_rows: list[IntArray] = []
     kept_scores: list[FloatArray] = []
     for p in range(index.width):
-        docs: list[IntArray] = []
-        weights: list[FloatArray64] = []
-        # Term by term: a row's contributions are added in query-term order.
-        for (rows, tf32), idf in zip(found[p], idfs, strict=True):
-            if rows.size == 0:
+        weights = [
+            _weights(index, p, idf, rows, tf)
+            for (rows, tf), idf in zip(found[p], idfs, strict=True)
+        ]
+        kept: tuple[IntArray, FloatArray] | None = None
+        dense = index.dense[p] if skipping else None
+        if dense is not None and (columns[p] >= 0).any():
+            terms = [
+                Term(idf, int(c), rows, w)
+                for idf, c, (rows, _), w in zip(
+                    idfs, columns[p].tolist(), found[p], weights, strict=True
+                )
+            ]
+            average = float(index.average[p])
+            kept = pruned_top(
+                terms,
+                dense,
+                functools.partial(index.norm_of, p),
+                average,
+                allowed,
+                keep_each,
+                index.scratch,
+            )
+            if kept is None:
+                # Too few matches among the seeds: every posting, the frequent terms' too.
+                held = np.flatnonzero(columns[p] >= 0)
+                for t, (rows, tf) in zip(
+                    held.tolist(), index.lookup_property(p, hashes[held]), strict=True
+                ):
+                    weights[t] = _weights(index, p, idfs[t], rows, tf)
+                    found[p][t] = (rows, tf)
+        if kept is None:
+            # Term by term: a row's contributions are added in query-term order.
+            present = [t for t in range(hashes.size) if found[p][t][0].size]
+            if not present:
                 continue
-            tf = tf32.astype(np.float64)
-            docs.append(rows)
-            weights.append(idf * (tf / (tf + index.norm_of(p, rows))))
-        if not docs:
-            continue
-        best, narrow = _property_top(
-            np.concatenate(docs), np.concatenate(weights), n, allowed, keep_each
-        )
-        kept_rows.append(best)
-        kept_scores.append(narrow)
+            kept = _property_top(
+                np.concatenate([found[p][t][0] for t in present]),
+                np.concatenate([weights[t] for t in present]),
+                n,
+                allowed,
+                keep_each,
+            )
+        if kept[0].size:
+            kept_rows.append(kept[0])
+            kept_scores.append(kept[1])
     if not kept_rows:
         return _NO_HITS
     rows_kept = sorted_unique(np.concatenate(kept_rows))
@@ -574,6 +723,44 @@ def _bm25_top(
     )
     best = top_positions(total, candidates)
     return rows_kept[best], total[best]
+
+
+def _frequent(hashes: IntArray, counts: IntArray, rows: int) -> IntArray:
+    """Return the terms (sorted) in at least ``1 / DENSE_SHARE`` of ``rows`` (``DENSE_MAX`` most).
+
+    ``hashes`` and ``counts``: postings per term, in parts (a term may come more than once).
+    """
+    if hashes.size == 0 or rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(hashes, kind="stable")
+    hashes, counts = hashes[order], counts[order]
+    starts = _term_starts(hashes)
+    totals = np.add.reduceat(counts, starts)
+    often = np.flatnonzero(totals * DENSE_SHARE >= rows)
+    if often.size > DENSE_MAX:
+        often = often[np.argsort(-totals[often], kind="stable")[:DENSE_MAX]]
+    chosen: IntArray = np.sort(hashes[starts[often]])
+    return chosen
+
+
+def _without_terms(terms: _Terms, drop: npt.NDArray[np.bool_]) -> _Terms:
+    """Return a block's postings without those of the terms ``drop`` marks."""
+    keep = ~drop
+    at = (
+        _ranges(np.cumsum(terms.counts) - terms.counts, terms.counts * keep)
+        if keep.any()
+        else _NO_ROWS
+    )
+    return _Terms(terms.hashes[keep], terms.counts[keep], terms.docs[at], terms.tf[at])
+
+
+def _weights(
+    index: _KeywordIndex, p: int, idf: float, rows: IntArray, tf32: FloatArray
+) -> FloatArray64:
+    """Return postings' weights in property ``p``: ``idf * tf / (tf + norm)`` in float64."""
+    tf = tf32.astype(np.float64)
+    weights: FloatArray64 = idf * (tf / (tf + index.norm_of(p, rows)))
+    return weights
 
 
 SPARSE_SHARE = 8

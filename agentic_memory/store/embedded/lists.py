@@ -16,6 +16,7 @@ centroids is stored: the lists are rebuilt from the projections when a partition
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +72,43 @@ def choose_centroids(projected: FloatArray, rows: int) -> IntArray:
     return fixed
 
 
+def label_rows(projected: FloatArray, centroids: IntArray) -> npt.NDArray[np.int32]:
+    """Return the nearest centroid of each projected row (ties: the lowest); exact, see above.
+
+    A function of the row and the centroids alone: a block's writer, a load and a cache
+    updated in place give a row the same list.
+    """
+    fixed = centroids.astype(np.float32)
+    norms = (fixed * fixed).sum(axis=1, dtype=np.float32)
+    out = np.empty(projected.shape[0], dtype=np.int32)
+    for start in range(0, projected.shape[0], _LABEL_ROWS):
+        chunk = np.rint(projected[start : start + _LABEL_ROWS] * np.float32(_SCALE))
+        # Squared distance less the row's own norm (the same for every centroid). Exact
+        # either way; a few rows go through numpy's own loop, since waking BLAS threads on
+        # shared cores cost tens of milliseconds.
+        if chunk.shape[0] >= 1024:
+            product = chunk @ fixed.T
+        else:
+            product = np.einsum("ij,kj->ik", chunk, fixed)
+        distance = norms - 2 * product
+        out[start : start + _LABEL_ROWS] = np.argmin(distance, axis=1)
+    return out
+
+
+def encode_labels(labels: npt.NDArray[Any]) -> bytes | None:
+    """Return rows' lists as a block keeps them (one byte each), None if one would not fit."""
+    if labels.size and int(labels.max()) > 255:
+        return None
+    return np.ascontiguousarray(labels, dtype=np.uint8).tobytes()
+
+
+def decode_labels(blob: bytes | None, rows: int) -> npt.NDArray[np.uint8] | None:
+    """Return a block's rows' lists, None if it keeps none (or not those rows')."""
+    if blob is None or len(blob) != rows:
+        return None
+    return np.frombuffer(blob, dtype=np.uint8)
+
+
 def encode_centroids(centroids: IntArray) -> bytes:
     """Return centroids as stored (``amem_axes.centroids``): values, count, width, a marker."""
     count, width = centroids.shape
@@ -102,14 +140,19 @@ class InvertedLists:
     until they are a 16th of the rows: then the lists are sorted again.
     """
 
-    def __init__(self, centroids: IntArray, projected: Growing) -> None:
-        """Label every row of ``projected`` (rows, axes) and sort the slots into lists."""
+    def __init__(
+        self, centroids: IntArray, projected: Growing, labels: npt.NDArray[Any] | None = None
+    ) -> None:
+        """Label every row of ``projected`` (rows, axes) and sort the slots into lists.
+
+        ``labels``: those rows' lists, already made (read from the file).
+        """
         self.centroids = centroids
-        self._fixed = centroids.astype(np.float32)
-        self._norms = (self._fixed * self._fixed).sum(axis=1, dtype=np.float32)
         self._unit_centroids: FloatArray64 = centroids.astype(np.float64) / _SCALE
         self._projected = projected
-        self._labels = Growing(self.label(projected.view))
+        if labels is None:
+            labels = self.label(projected.view)
+        self._labels = Growing(labels.astype(np.int32))
         self._changed: list[IntArray] = []
         self._changed_rows = 0
         self.order = np.zeros(0, dtype=np.int64)
@@ -126,13 +169,7 @@ class InvertedLists:
 
     def label(self, projected: FloatArray) -> npt.NDArray[np.int32]:
         """Return the nearest centroid of each projected row (ties: the lowest)."""
-        out = np.empty(projected.shape[0], dtype=np.int32)
-        for start in range(0, projected.shape[0], _LABEL_ROWS):
-            chunk = np.rint(projected[start : start + _LABEL_ROWS] * np.float32(_SCALE))
-            # Squared distance less the row's own norm (the same for every centroid).
-            distance = self._norms - 2 * (chunk @ self._fixed.T)
-            out[start : start + _LABEL_ROWS] = np.argmin(distance, axis=1)
-        return out
+        return label_rows(projected, self.centroids)
 
     def _sort(self) -> None:
         labels = self.labels
@@ -179,7 +216,9 @@ class InvertedLists:
             self._sort()
         centres = self._unit_centroids
         q = query.astype(np.float64)
-        nearest = np.argsort((centres * centres).sum(axis=1) - 2 * (centres @ q), kind="stable")
+        # numpy's own loop: a BLAS matrix-vector product stalls on shared cores.
+        closeness = np.einsum("ij,j->i", centres, q)
+        nearest = np.argsort((centres * centres).sum(axis=1) - 2 * closeness, kind="stable")
         # As many lists as hold PROBE_ROWS allowed rows on average: a count of the live rows
         # alone, which a cache updated in place and a fresh load agree on (the sizes of the
         # lists as last sorted would differ).

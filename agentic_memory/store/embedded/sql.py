@@ -2,14 +2,16 @@
 
 Layout: ``store.sqlite3`` (WAL mode) holds a catalogue of collection schemas and, per
 collection, an object table ``o_<Name>``: id, user, the properties (``body``: their JSON,
-compressed), the float32 vector, a column per filterable scalar property, and ``props``: the
-JSON of the filterable ``text[]`` properties, which filters read. Each partition's keyword
-postings are kept in blocks (``amem_blocks``, see ``blocks.py``), written in the transaction
-that writes the rows; a large partition's PCA axes in ``amem_axes`` (``vectors.py``).
+compressed), a column per filterable scalar property, ``props``: the JSON of the filterable
+``text[]`` properties, which filters read, and ``vector``, empty since layout 7. Each
+partition's keyword postings and vectors are kept in blocks (``amem_blocks``, see
+``blocks.py``), written in the transaction that writes the rows; a large partition's PCA axes
+in ``amem_axes`` (``vectors.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import uuid
@@ -18,8 +20,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from agentic_memory.store.embedded.blocks import BLOCK_ROWS, PartitionBlocks, create_tables
+from agentic_memory.store.embedded.blocks import (
+    BLOCK_ROWS,
+    PartitionBlocks,
+    create_tables,
+    inline_vectors,
+    move_vectors,
+)
 from agentic_memory.store.embedded.keyword import text_postings
 from agentic_memory.store.embedded.vectors import maintain_axes
 from agentic_memory.store.ranking import text_sort_key
@@ -35,7 +44,7 @@ from agentic_memory.store.types import (
 )
 
 DB_FILENAME = "store.sqlite3"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 PAGE_SIZE = 16_384
 """Bytes per database page. A row (a 256-d vector and its compressed text) takes ~1.5 KB: a
 4 KB page holds two and leaves the rest empty, a 16 KB page wastes ~5 %."""
@@ -128,7 +137,7 @@ def _create_catalogue(conn: sqlite3.Connection) -> None:
         )
         # Written with secure_delete from the start: no stale text in its free space.
         conn.execute(f"INSERT INTO amem_meta (key, value) VALUES ('{_ZEROED_KEY}', '1')")
-    elif int(row[0]) in (1, 2, 3, 4, 5):
+    elif int(row[0]) in (1, 2, 3, 4, 5, 6):
         if int(row[0]) == 1:
             _migrate_from_v1(conn)
         if int(row[0]) <= 2:
@@ -137,7 +146,9 @@ def _create_catalogue(conn: sqlite3.Connection) -> None:
             _migrate_from_v3(conn)
         if int(row[0]) <= 4:
             _migrate_from_v4(conn)
-        _migrate_from_v5(conn)
+        if int(row[0]) <= 5:
+            _migrate_from_v5(conn)
+        _migrate_from_v6(conn)
     elif int(row[0]) != SCHEMA_VERSION:
         raise SchemaConflictError(
             f"store file has layout version {row[0]}, this code reads {SCHEMA_VERSION}"
@@ -413,12 +424,20 @@ def _migrate_from_v4(conn: sqlite3.Connection) -> None:
                 rids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
                 blocks.add(rids, text_postings(spec, [decode_body(r[1]) for r in rows], 0), None, 0)
                 after = rows[-1][0]
-            if maintain_axes(conn, spec.name, user or "", table, user, blocks.rows()):
-                dims = int(
-                    conn.execute(
-                        "SELECT dims FROM amem_collections WHERE name = ?", (spec.name,)
-                    ).fetchone()[0]
-                )
+            dims = int(
+                conn.execute(
+                    "SELECT dims FROM amem_collections WHERE name = ?", (spec.name,)
+                ).fetchone()[0]
+            )
+            if maintain_axes(
+                conn,
+                spec.name,
+                user or "",
+                table,
+                user,
+                blocks.rows(),
+                functools.partial(inline_vectors, conn, table, user, dims=dims),
+            ):
                 blocks.reproject(table, user, dims)
     columns = [r[1] for r in conn.execute("PRAGMA table_info(amem_generations)")]
     for gone in ("lineage", "removed"):
@@ -431,12 +450,33 @@ def _migrate_from_v5(conn: sqlite3.Connection) -> None:
     """Layout 6: keyword blocks may keep their rows' unit vectors, axes their lists' centroids.
 
     Only columns are added here (``unit`` by ``blocks.create_tables``, ``centroids`` and
-    ``centroid_rows`` of ``amem_axes``): the blocks get their vectors from later writes
-    (``PartitionBlocks.fill_units``), the axes their centroids from the next write to a
-    partition that has axes. Code of layout 5 could go on with such a file, but the version
-    makes it refuse one it opens: the next change of the layout can rely on that.
+    ``centroid_rows`` of ``amem_axes``); the axes get their centroids from the next write to
+    a partition that has axes. Leaves the version at 6: ``_migrate_from_v6`` follows.
     """
     _partition_tables(conn)
+    conn.execute("UPDATE amem_meta SET value = '6' WHERE key = 'schema_version'")
+
+
+def _migrate_from_v6(conn: sqlite3.Connection) -> None:
+    """Layout 7: each vector is kept once, in its row's keyword block.
+
+    Layout 6 kept each row's vector in the row and its unit vector in the block as well:
+    every block gets its rows' vectors, every row's own is emptied and the unit vectors are
+    dropped (``blocks.move_vectors``), and blocks get their rows' inverted lists
+    (``PartitionBlocks.relabel``), in the opening transaction like ``_migrate_from_v1``.
+    The pages this frees go back to the file system at the next open alone with the file
+    (``compact_pages``). A process of layout 6 that had the file open before goes on writing
+    rows with their vectors and blocks without: every read looks in the row first.
+    """
+    _partition_tables(conn)
+    for spec_json, dims in conn.execute("SELECT spec, dims FROM amem_collections").fetchall():
+        spec = _spec_from_json(spec_json)
+        move_vectors(conn, spec.name, _table(spec.name), int(dims))
+        scopes = conn.execute("SELECT scope FROM amem_axes WHERE collection = ?", (spec.name,))
+        for (scope,) in scopes.fetchall():
+            # The rows' inverted lists, from the projections the blocks keep.
+            PartitionBlocks(conn, spec.name, scope, 0).relabel(int(dims))
+    conn.execute(f"INSERT OR REPLACE INTO amem_meta (key, value) VALUES ('{_VACUUM_KEY}', '1')")
     conn.execute(
         "UPDATE amem_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
     )
@@ -551,12 +591,13 @@ def _filter_sql(spec: CollectionSpec, where: list[Where], alias: str = "") -> tu
     return "".join(f" AND {p}" for p in parts), params
 
 
-def _stored(row: tuple[Any, ...], include_vector: bool) -> StoredObject:
-    """Return the object of a row (id, body, vector or NULL)."""
-    vector = None
-    if include_vector and row[2] is not None:
-        vector = np.frombuffer(row[2], dtype=np.float32).astype(np.float64).tolist()
-    return StoredObject(id=row[0], properties=decode_body(row[1]), vector=vector)
+def _stored(row: tuple[Any, ...], vector: npt.NDArray[np.float32] | None = None) -> StoredObject:
+    """Return the object of a row (id, body, ...) with its vector, if given."""
+    return StoredObject(
+        id=row[0],
+        properties=decode_body(row[1]),
+        vector=None if vector is None else vector.astype(np.float64).tolist(),
+    )
 
 
 def _spec_to_json(spec: CollectionSpec) -> str:

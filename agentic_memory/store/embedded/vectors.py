@@ -9,9 +9,9 @@ in the file beside them.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -49,11 +49,20 @@ def unit_rows(blobs: list[bytes], dims: int, out: FloatArray | None = None) -> F
     Written into ``out`` (rows, dims) when given.
     """
     matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dims)
+    return normalise(matrix, out)
+
+
+def normalise(matrix: FloatArray, out: FloatArray | None = None) -> FloatArray:
+    """Return float32 vectors (rows, dims) scaled to unit length (zero vectors stay zero).
+
+    Row by row: a row gets the same bits alone as in any batch. Written into ``out`` when
+    given.
+    """
     # np.linalg.norm's own arithmetic (float32 squares, pairwise sums): the same bits as before.
     norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1))
     norms[norms == 0] = 1.0
     if out is None:
-        out = np.empty((len(blobs), dims), dtype=np.float32)
+        out = np.empty(matrix.shape, dtype=np.float32)
     np.divide(matrix, norms[:, None], out=out)
     return out
 
@@ -72,8 +81,14 @@ def choose_axes(unit: FloatArray) -> FloatArray64:
 
 
 def maintain_axes(
-    conn: sqlite3.Connection, collection: str, scope: str, table: str, user: str | None, rows: int
-) -> bool:
+    conn: sqlite3.Connection,
+    collection: str,
+    scope: str,
+    table: str,
+    user: str | None,
+    rows: int,
+    read: Callable[[IntArray], FloatArray],
+) -> str | None:
     """Choose a partition's PCA axes when it first exceeds ``EXACT_VECTOR_ROWS``.
 
     And again each time it has doubled since (inside the write transaction that made it so).
@@ -84,11 +99,13 @@ def maintain_axes(
     inverted lists' centroids (``lists.choose_centroids``) come from the same sample and are
     kept beside the axes with the axes' version; axes stored without them (files written
     before the lists existed), or with those of earlier axes, get theirs from the next
-    write, without a new version. Returns
-    whether it chose axes (the caller then projects every row on them).
+    write, without a new version. ``read(rids)`` returns the vectors of rows ``rids``
+    (ascending). Returns "axes" when it chose axes (the caller then projects every row on
+    them, and lists it), "centroids" when it chose centroids alone (the caller lists every
+    row again), else None.
     """
     if rows <= EXACT_VECTOR_ROWS:
-        return False
+        return None
     row = conn.execute(
         "SELECT rows, axes, centroids, centroid_rows FROM amem_axes "
         "WHERE collection = ? AND scope = ?",
@@ -96,7 +113,7 @@ def maintain_axes(
     ).fetchone()
     renew = row is None or rows >= 2 * int(row[0])
     if not renew and row[2] is not None and row[3] == row[0]:
-        return False
+        return None
     rids = np.fromiter(
         (
             r[0]
@@ -106,15 +123,8 @@ def maintain_axes(
     )
     rng = np.random.default_rng(0)
     pick = rids[np.sort(rng.choice(rids.size, size=min(rids.size, _SAMPLE), replace=False))]
-    blobs = [
-        r[0]
-        for r in conn.execute(
-            f"SELECT o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o ON o.rid = j.value",
-            (json.dumps(pick.tolist()),),
-        )
-    ]
-    dims = len(blobs[0]) // 4
-    sample = unit_rows(blobs, dims)
+    sample = normalise(read(pick))
+    dims = sample.shape[1]
     if renew:
         version, fixed = rids.size, choose_axes(sample)
     else:
@@ -135,7 +145,7 @@ def maintain_axes(
             version,
         ),
     )
-    return renew
+    return "axes" if renew else "centroids"
 
 
 def load_axes(
@@ -179,11 +189,14 @@ class _CoarseIndex:
         axes: tuple[int, FloatArray64],
         projected: Growing | None = None,
         centroids: IntArray | None = None,
+        labels: npt.NDArray[Any] | None = None,
     ) -> None:
         """Project every row of ``unit`` on ``axes`` (their version, fixed-point axes).
 
         ``projected``: those projections, already made (read from the file). ``centroids``:
-        the partition's inverted lists' centroids, if it has any.
+        the partition's inverted lists' centroids, if it has any, and ``labels`` each row's
+        list among them, if read from the file (used if the lists are made before any row
+        changes).
         """
         self.version, self.fixed = axes
         self.basis: FloatArray = (self.fixed / _FIXED).astype(np.float32)
@@ -194,6 +207,7 @@ class _CoarseIndex:
         self.projected = projected
         """(rows, axes): the unit vectors on those axes."""
         self.centroids = centroids
+        self._labels = labels
         self._lists: InvertedLists | None = None
 
     def lists(self) -> InvertedLists | None:
@@ -201,7 +215,11 @@ class _CoarseIndex:
         if self._lists is None and self.centroids is not None:
             if self.centroids.shape[1] != self.fixed.shape[0]:
                 return None  # centroids of other axes: the next write chooses new ones
-            self._lists = InvertedLists(self.centroids, self.projected)
+            labels = self._labels
+            if labels is not None and labels.shape[0] != self.projected.view.shape[0]:
+                labels = None
+            self._lists = InvertedLists(self.centroids, self.projected, labels)
+            self._labels = None
         return self._lists
 
     def set_centroids(self, centroids: IntArray | None) -> None:
@@ -214,17 +232,20 @@ class _CoarseIndex:
         if not same:
             self.centroids = centroids
             self._lists = None
+            self._labels = None
 
     def append(self, unit: FloatArray) -> None:
         """Project rows added at the end."""
         added = project(unit, self.fixed)
         self.projected.append(added)
+        self._labels = None  # the lists, when made, label every row
         if self._lists is not None:
             self._lists.append(added)
 
     def update(self, slots: IntArray, unit: FloatArray) -> None:
         """Project rows whose vectors changed."""
         changed = project(unit, self.fixed)
+        self._labels = None
         self.projected.view[slots] = changed
         if self._lists is not None:
             self._lists.update(slots, changed)

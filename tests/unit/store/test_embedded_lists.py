@@ -284,3 +284,34 @@ def test_bm25_of_a_few_matches_allocates_nothing_sized_by_the_partition(
             monkeypatch.undo()
             np.testing.assert_array_equal(sparse[0], dense[0])
             np.testing.assert_array_equal(sparse[1], dense[1])
+
+
+def test_a_cold_load_reads_each_rows_list_from_its_block(
+    tmp_path: Path, small_lists: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The writes keep each row's inverted list in its block (computed with the centroids
+    # the axes came with), so a new process labels no row; its answers are those of a
+    # process that labels every row itself.
+    rng = np.random.default_rng(3)
+    vectors = _clustered(rng, ROWS)
+    store, name = _fill(tmp_path, vectors)
+    store.close()
+    labelled: list[int] = []
+    real = embedded.lists.label_rows
+
+    def spy(projected: np.ndarray, centroids: np.ndarray) -> object:
+        labelled.append(projected.shape[0])
+        return real(projected, centroids)
+
+    monkeypatch.setattr(embedded.lists, "label_rows", spy)
+    queries = [vectors[rng.integers(ROWS)] + 0.2 * rng.normal(size=DIMS) for _ in range(10)]
+    cold = EmbeddedStore(tmp_path, dims=DIMS)
+    got = [_vector_hits(cold, name, q, limit=10) for q in queries]
+    cold.close()
+    assert small_lists and labelled == [], f"a cold load labelled {labelled} rows"
+    monkeypatch.setattr(embedded.blocks, "decode_labels", lambda *_: None)
+    monkeypatch.setattr(embedded.cache, "decode_labels", lambda *_: None)
+    relabelled = EmbeddedStore(tmp_path, dims=DIMS)
+    assert [_vector_hits(relabelled, name, q, limit=10) for q in queries] == got
+    assert sum(labelled) == ROWS, "without stored lists every row is labelled once"
+    relabelled.close()

@@ -756,10 +756,42 @@ def test_a_cached_partition_is_updated_in_place_and_equals_a_fresh_load(
     writer.close()
 
 
+def _downgrade_to_layout_6(db: Path) -> None:
+    """Rewrite a store file into layout 6, as the code before layout 7 wrote it: each row's
+    vector in its row, the blocks' unit vectors beside them, no ``vectors`` in the blocks."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("BEGIN")
+    for spec_json, dims in conn.execute("SELECT spec, dims FROM amem_collections").fetchall():
+        name = embedded.sql._spec_from_json(spec_json).name
+        newest: dict[int, tuple[int, bytes]] = {}
+        listed = conn.execute(
+            "SELECT block, rowinfo, vectors FROM amem_blocks WHERE collection = ?", (name,)
+        ).fetchall()
+        for block, rowinfo, blob in listed:
+            rids, births = embedded.blocks.decode_rowinfo(rowinfo)
+            vectors = np.frombuffer(blob, dtype="<f4").reshape(rids.size, dims)
+            for rid, birth, vector in zip(rids.tolist(), births.tolist(), vectors, strict=True):
+                if rid not in newest or newest[rid][0] < birth:
+                    newest[rid] = (birth, vector.tobytes())
+            unit = embedded.vectors.normalise(vectors)
+            conn.execute("UPDATE amem_blocks SET unit = ? WHERE block = ?", (unit.tobytes(), block))
+        conn.executemany(
+            f'UPDATE "o_{name}" SET vector = ? WHERE rid = ?',
+            [(vector, rid) for rid, (_, vector) in newest.items()],
+        )
+    conn.execute("ALTER TABLE amem_blocks DROP COLUMN vectors")
+    conn.execute("UPDATE amem_meta SET value = '6' WHERE key = 'schema_version'")
+    conn.execute("DELETE FROM amem_meta WHERE key = 'vacuum_pending'")
+    conn.execute("COMMIT")
+    conn.close()
+
+
 def _downgrade_to_layout_4(db: Path) -> None:
     """Rewrite a store file into layout 4, as the code before layout 5 wrote it: no keyword
     blocks or axes, and a lineage and a count of deleting writes per partition."""
+    _downgrade_to_layout_6(db)
     conn = sqlite3.connect(db, isolation_level=None)
+
     conn.execute("BEGIN")
     conn.execute("DROP TABLE amem_blocks")
     conn.execute("DROP TABLE amem_axes")
@@ -1195,9 +1227,10 @@ def _no_projection(real: object) -> object:
         axes: object,
         projected: object = None,
         centroids: object = None,
+        labels: object = None,
     ) -> None:
         assert projected is not None, "a loaded partition should not project all its rows"
-        real(self, unit, axes, projected, centroids)  # type: ignore[operator]
+        real(self, unit, axes, projected, centroids, labels)  # type: ignore[operator]
 
     return init
 
