@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.store.threads import in_thread
 from agentic_memory.store.types import MemoryObject, UpsertResult
-from agentic_memory.twins import in_thread
 
 if TYPE_CHECKING:
     from agentic_memory.store.base import MemoryStore
