@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import threading
 import uuid
 from abc import ABC, abstractmethod
@@ -42,6 +41,8 @@ from agentic_memory.store.types import (
     UpsertResult,
     VectorSizeError,
     Where,
+    canonical_id,
+    check_finite,
     check_text,
 )
 
@@ -183,7 +184,7 @@ class MemoryStore(ABC):
         if not objects:
             return UpsertResult()
         # After the per-object checks, so that the batch converts to one array.
-        vectors = _check_finite([obj.vector for obj in objects])
+        vectors = check_finite([obj.vector for obj in objects])
         return self._upsert(spec, list(objects), user, vectors)
 
     @contextmanager
@@ -250,7 +251,7 @@ class MemoryStore(ABC):
         _check_filters(spec, unless)
         if not objects:
             return UpsertResult()
-        vectors = _check_finite([obj.vector for obj in objects])
+        vectors = check_finite([obj.vector for obj in objects])
         return self._insert(spec, list(objects), user, vectors, list(unless))
 
     def _check_batch(
@@ -596,7 +597,7 @@ class MemoryStore(ABC):
 
     def _check_vector(self, vector: Sequence[float]) -> None:
         self._check_vector_form(vector)
-        _check_finite([vector])
+        check_finite([vector])
 
     def _check_vector_form(self, vector: Sequence[float]) -> None:
         if isinstance(vector, str | bytes) or not hasattr(vector, "__len__"):
@@ -884,44 +885,6 @@ def _validate_indexes(spec: CollectionSpec) -> None:
 
 def _check_id(value: object) -> None:
     canonical_id(value)
-
-
-_CANONICAL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def canonical_id(value: object) -> str:
-    """Return an object id in its canonical form (lower-case, hyphenated), or raise.
-
-    Raises:
-        InvalidInputError: ``value`` is not a UUID string.
-    """
-    if not isinstance(value, str):
-        raise InvalidInputError(f"object id must be a UUID string, got {type(value).__name__}")
-    if _CANONICAL_ID.fullmatch(value):
-        return value  # what make_id gives: parsing it again would give it back
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise InvalidInputError(
-            f"object id {value!r} is not a UUID (use agentic_memory.store.make_id)"
-        ) from None
-
-
-def check_finite(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
-    """Return the vectors as one float64 array, refusing NaN and infinity (see below)."""
-    return _check_finite(vectors)
-
-
-def _check_finite(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
-    """Return the vectors as one float64 array, refusing NaN and infinity.
-
-    One conversion for a whole batch, which the backends reuse: per-vector conversions were a
-    visible part of ingestion time.
-    """
-    values = np.asarray(vectors, dtype=np.float64)
-    if not np.isfinite(values).all():
-        raise InvalidInputError("vector values must be finite floats (found NaN or infinity)")
-    return values
 
 
 def _check_page_size(value: object) -> None:

@@ -13,16 +13,38 @@ flush.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.store.threads import in_thread
-from agentic_memory.store.types import MemoryObject, UpsertResult
+from agentic_memory.store.types import (
+    CollectionSpec,
+    MemoryObject,
+    UpsertResult,
+    canonical_id,
+    check_finite,
+)
 
-if TYPE_CHECKING:
-    from agentic_memory.store.base import MemoryStore
+
+class _Store(Protocol):
+    """What a bulk writer needs of ``MemoryStore`` (``store.base`` imports this module)."""
+
+    def spec(self, name: str, *, reload: bool = False) -> CollectionSpec: ...
+
+    def _check_batch(
+        self, spec: CollectionSpec, objects: Sequence[MemoryObject], verb: str
+    ) -> None: ...
+
+    def _upsert(
+        self,
+        spec: CollectionSpec,
+        objects: list[MemoryObject],
+        user: str | None,
+        vectors: npt.NDArray[np.float64],
+    ) -> UpsertResult: ...
+
 
 BULK_ROWS = 8192
 """Objects a bulk writer holds before it writes them: eight full keyword blocks."""
@@ -39,7 +61,7 @@ class BulkWriter:
     block is one transaction.
     """
 
-    def __init__(self, store: MemoryStore, collection: str, user: str | None, rows: int) -> None:
+    def __init__(self, store: _Store, collection: str, user: str | None, rows: int) -> None:
         """Write into ``collection`` (and ``user``'s partition) ``rows`` objects at a time."""
         self._store = store
         self._collection = collection
@@ -72,11 +94,6 @@ class BulkWriter:
         store._check_batch(spec, objects, "upsert")
         if not objects:
             return
-        from agentic_memory.store.base import (  # noqa: PLC0415 (base imports this module)
-            canonical_id,
-            check_finite,
-        )
-
         vectors = check_finite([obj.vector for obj in objects])
 
         keys = [canonical_id(obj.id) for obj in objects]

@@ -9,6 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
+
 PropertyType = Literal["text", "text[]", "int", "number", "bool", "date"]
 """Property types both backends support; ``date`` is an RFC 3339 string with a timezone."""
 
@@ -271,3 +274,36 @@ class PartialWriteError(StoreError):
 
 
 Filters = Sequence[Where]
+
+
+_CANONICAL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def canonical_id(value: object) -> str:
+    """Return an object id in its canonical form (lower-case, hyphenated), or raise.
+
+    Raises:
+        InvalidInputError: ``value`` is not a UUID string.
+    """
+    if not isinstance(value, str):
+        raise InvalidInputError(f"object id must be a UUID string, got {type(value).__name__}")
+    if _CANONICAL_ID.fullmatch(value):
+        return value  # what make_id gives: parsing it again would give it back
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise InvalidInputError(
+            f"object id {value!r} is not a UUID (use agentic_memory.store.make_id)"
+        ) from None
+
+
+def check_finite(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
+    """Return the vectors as one float64 array, refusing NaN and infinity.
+
+    One conversion for a whole batch, which the backends reuse: per-vector conversions were a
+    visible part of ingestion time.
+    """
+    values = np.asarray(vectors, dtype=np.float64)
+    if not np.isfinite(values).all():
+        raise InvalidInputError("vector values must be finite floats (found NaN or infinity)")
+    return values

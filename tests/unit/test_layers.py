@@ -21,7 +21,7 @@ from tools.measure import (
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("paths", "text_cache", "sync_edge", "operators", "checkpoints", "prompts", "models"),
-    ("store.types", "store.locks", "store.ranking", "store.threads", "store.checks"),
+    ("store.types", "store.locks", "store.ranking", "store.threads", "store.checks", "store.bulk"),
     ("store.base", "store.coordination"),
     ("store.embedded", "store.weaviate"),
     ("store.open", "store"),

@@ -24,8 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.paths import private_dir, private_file, tighten
-from agentic_memory.store.base import MemoryStore, absent_properties, canonical_id
-from agentic_memory.store.base import check_finite as _finite
+from agentic_memory.store.base import MemoryStore, absent_properties
 from agentic_memory.store.embedded import blocks as _blocks
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, IntArray
@@ -88,7 +87,9 @@ from agentic_memory.store.types import (
     UnknownCollectionError,
     UpsertResult,
     Where,
+    canonical_id,
 )
+from agentic_memory.store.types import check_finite as _finite
 
 _CACHE_KIB = -131_072
 """SQLite's page cache while a large batch is written (SQLite's default, between, is 2 MB)."""

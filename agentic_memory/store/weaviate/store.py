@@ -36,7 +36,7 @@ from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from agentic_memory.paths import amem_home
-from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, absent_properties, check_finite
+from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, absent_properties
 from agentic_memory.store.coordination import (
     Coordination,
     PostgresLocks,
@@ -63,6 +63,7 @@ from agentic_memory.store.types import (
     UnknownCollectionError,
     UpsertResult,
     Where,
+    check_finite,
 )
 from agentic_memory.store.weaviate.filters import build_filter, sort_like_weaviate
 from agentic_memory.store.weaviate.schema import (

@@ -81,7 +81,7 @@ class FakeServer(Wire):
             return httpx.Response(422, json={"error": [{"message": message}]})
         vectors = body.get("vectors") or {}
         vector = body.get("vector") or next(iter(vectors.values()), [])
-        bucket[oid] = Stored(dict(body.get("properties") or {}), list(vector))
+        bucket[oid] = Stored(dict(body.get("properties") or {}), list(vector), body["id"])
         return httpx.Response(200, json=body)
 
     # -- gRPC ------------------------------------------------------------------------------
