@@ -25,6 +25,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +69,38 @@ def _ready(url: str) -> str | None:
         return str(exc)
 
 
+def start_node(folder: Path) -> Node:
+    """Start a node with its data under ``folder``; the caller stops it."""
+    for attempt in range(3):
+        node = Node(folder / f"node{attempt + 1}", extra_env=SESSION_SERVER_ENV)
+        try:
+            node.start()
+            return node
+        except RuntimeError as exc:
+            # A free port can be taken by another program before the server binds it.
+            if "address already in use" not in str(exc) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture
+def own_weaviate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveWeaviate]:
+    """A node of this test's own: the session's may hold its collections at another size."""
+    if os.environ.get("WEAVIATE_URL", "").strip():
+        skip_or_fail("this test starts a node of its own; unset WEAVIATE_URL to run it")
+    reason = unavailable_reason()
+    if reason is not None:
+        skip_or_fail(reason)
+    node = start_node(tmp_path / "weaviate")
+    live = LiveWeaviate(node.url, "127.0.0.1", node.ports.grpc, node)
+    for key, value in live.client_env().items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield live
+    finally:
+        node.stop()
+
+
 @pytest.fixture(scope="session")
 def live_weaviate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveWeaviate]:
     """The session's Weaviate (see the module docstring)."""
@@ -84,16 +117,7 @@ def live_weaviate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveWeav
     reason = unavailable_reason()
     if reason is not None:
         skip_or_fail(reason)
-    folder = tmp_path_factory.mktemp("weaviate")
-    for attempt in range(3):
-        node = Node(folder / f"node{attempt + 1}", extra_env=SESSION_SERVER_ENV)
-        try:
-            node.start()
-            break
-        except RuntimeError as exc:
-            # A free port can be taken by another program before the server binds it.
-            if "address already in use" not in str(exc) or attempt == 2:
-                raise
+    node = start_node(tmp_path_factory.mktemp("weaviate"))
     try:
         yield LiveWeaviate(node.url, "127.0.0.1", node.ports.grpc, node)
     finally:

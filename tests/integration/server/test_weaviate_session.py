@@ -182,8 +182,9 @@ def _remains(base: str, user: str) -> list[str]:
 
 
 def test_a_whole_session_on_live_weaviate_then_the_user_forgotten(
-    weaviate_env: LiveWeaviate, tmp_path: Path
+    own_weaviate: LiveWeaviate, tmp_path: Path
 ) -> None:
+    weaviate_env = own_weaviate
     user = f"alice{uuid.uuid4().hex[:8]}"
     home = tmp_path / "home"
     with FakeOpenAIServer(tool_scripts=SCRIPTS) as fake:
