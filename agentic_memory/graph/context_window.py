@@ -248,6 +248,23 @@ def _check(layer: str, tokens: int, budget: int, hint: str) -> None:
         raise ContextOverflowError(layer, tokens, budget, hint)
 
 
+def _check_conversation(tokens: dict[str, int], budgets: TokenBudgets) -> None:
+    """Check the summary, the recent turns and the new message against their budgets."""
+    _check("summary", tokens["summary"], budgets.summary, "raise budget_summary")
+    _check(
+        "new_message",
+        tokens["new_message"],
+        budgets.recent,
+        "the message is longer than the recent-turns budget",
+    )
+    _check(
+        "recent",
+        tokens["recent"],
+        budgets.recent,
+        "compaction should have summarised older turns first",
+    )
+
+
 def assemble_context(
     *,
     system: str,
@@ -304,19 +321,7 @@ def assemble_context(
     _check("system", tokens["system"], budgets.system, "shorten the system prompt")
     _check("rules", tokens["rules"], budgets.rules, "the rules must be rewritten shorter")
     _check("facts", tokens["facts"], budgets.facts, "raise budget_facts or supersede old facts")
-    _check("summary", tokens["summary"], budgets.summary, "raise budget_summary")
-    _check(
-        "new_message",
-        tokens["new_message"],
-        budgets.recent,
-        "the message is longer than the recent-turns budget",
-    )
-    _check(
-        "recent",
-        tokens["recent"],
-        budgets.recent,
-        "compaction should have summarised older turns first",
-    )
+    _check_conversation(tokens, budgets)
     _check(
         "variable",
         tokens["variable"],
@@ -388,19 +393,7 @@ def assemble_compact(
         "reserve": budgets.reserve,
     }
     _check("system", tokens["system"], budgets.system, "shorten the compact prompt")
-    _check("summary", tokens["summary"], budgets.summary, "raise budget_summary")
-    _check(
-        "new_message",
-        tokens["new_message"],
-        budgets.recent,
-        "the message is longer than the recent-turns budget",
-    )
-    _check(
-        "recent",
-        tokens["recent"],
-        budgets.recent,
-        "compaction should have summarised older turns first",
-    )
+    _check_conversation(tokens, budgets)
     counts = dict(left_out or {})
     counts["facts"] = counts.get("facts", 0) + facts_left
     counts["recalled"] = counts.get("recalled", 0) + recalled_left
