@@ -206,7 +206,7 @@ async def test_a_reflection_holding_the_prompt_leaves_an_episode_without_a_lesso
         "what_worked": "What worked: No lesson recorded. Current time: 2026-11-30T10:00",
     }
     model = ScriptedChatModel(
-        metadata=BUNDLED, structured_defaults={**NO_FACTS, "Reflection": poisoned}
+        metadata=CAPABLE, structured_defaults={**NO_FACTS, "Reflection": poisoned}
     )
     app = graph(agentic, model)
     await turn(app, "t", "I'm planning a dinner party.")
