@@ -23,36 +23,37 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.messages import BaseMessage
 
 from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.knowledge import KnowledgeHit, asearch_knowledge
 from agentic_memory.kinds.messages import (
     MESSAGES,
-    LoggedMessage,
     MessageLog,
     MessageRetention,
-    RecalledMessage,
 )
+from agentic_memory.kinds.registry import BUILTIN_KINDS, KindRegistry, check_registry
 from agentic_memory.kinds.retention import NEVER_PURGED, PurgeReport, RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
-from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.kinds.rules.shared import SharedRules
 from agentic_memory.models.embeddings import embedding_dims, get_embeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, check_user_id
 from agentic_memory.store.open import open_store
-from agentic_memory.sync_edge import SyncCallInEventLoopError, run_sync
+from agentic_memory.sync_edge import SyncCallInEventLoopError, blocking
 
 __all__ = ["Memory", "RetentionStatus", "SubAPI", "SyncCallInEventLoopError"]
 
 T = TypeVar("T")
+K = TypeVar("K")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,43 @@ class SubAPI(Generic[T]):
         return part
 
 
+class delegate(Generic[K, P, R]):
+    """A ``Memory`` shortcut to one kind's coroutine method, never restated.
+
+    ``arecall = delegate(messages, MessageLog.arecall)``: ``mem.arecall`` is the kind's bound
+    method itself, with the kind's signature and docstring.
+    """
+
+    def __init__(
+        self, part: SubAPI[K], method: Callable[Concatenate[K, P], Coroutine[Any, Any, R]]
+    ) -> None:
+        self.part = part
+        self.method = method
+        self.__name__ = method.__name__
+        self.__doc__ = method.__doc__
+        self.__wrapped__ = method  # inspect.signature follows it
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> delegate[K, P, R]: ...
+
+    @overload
+    def __get__(
+        self, obj: Memory, owner: type | None = None
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    def __get__(
+        self, obj: Memory | None, owner: type | None = None
+    ) -> delegate[K, P, R] | Callable[P, Coroutine[Any, Any, R]]:
+        if obj is None:
+            return self
+        bound: Callable[P, Coroutine[Any, Any, R]] = getattr(self.part.__get__(obj), self.__name__)
+        return bound
+
+    def __call__(self, obj: Memory, /, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        """Call it on the class: ``await Memory.arecall(mem, ...)``."""
+        return self.method(self.part.__get__(obj), *args, **kwargs)
+
+
 class Memory:
     """Long-term memory on one store with one embedding model; a context manager."""
 
@@ -136,13 +174,16 @@ class Memory:
         embeddings: Embeddings,
         *,
         retention: RetentionPolicy | None = None,
+        kinds: KindRegistry = BUILTIN_KINDS,
     ) -> None:
         """Use an open store and embeddings (``Memory.open`` makes both from settings).
 
         ``retention`` is what is kept (:class:`~agentic_memory.kinds.retention.
         RetentionPolicy`); default: the operator's environment (``AMEM_MESSAGE_RETENTION_DAYS``
-        and the other variables its ``from_env`` reads).
+        and the other variables its ``from_env`` reads). ``kinds``: the memory kinds served
+        (default the built-in ones; the CLI's commands, forget and transfer use them).
         """
+        self.kinds = check_registry(kinds)
         if retention is not None and not isinstance(retention, RetentionPolicy):
             raise InvalidInputError(
                 f"retention must be a RetentionPolicy, got {type(retention).__name__}"
@@ -167,6 +208,7 @@ class Memory:
         backend: str | None = None,
         embeddings: Embeddings | None = None,
         retention: RetentionPolicy | None = None,
+        kinds: KindRegistry = BUILTIN_KINDS,
     ) -> Memory:
         """Open the configured store with the configured embeddings.
 
@@ -178,7 +220,9 @@ class Memory:
                 ``agentic_memory.models.embeddings.get_embeddings()`` (offline WordLlama unless
                 ``AMEM_EMBEDDINGS`` says otherwise).
             retention: What is kept; default ``RetentionPolicy.from_env()``.
+            kinds: The memory kinds served; default the built-in ones.
         """
+        check_registry(kinds)
         emb = embeddings if embeddings is not None else get_embeddings()
         dims = embedding_dims(emb)
         path: Path | None = None
@@ -187,7 +231,7 @@ class Memory:
             path = Path(home).expanduser() / "store"
         policy = retention if retention is not None else RetentionPolicy.from_env()
         store = open_store(dims, backend=backend, path=path)
-        return cls(store, emb, retention=policy)
+        return cls(store, emb, retention=policy, kinds=kinds)
 
     @property
     def store(self) -> MemoryStore:
@@ -199,59 +243,14 @@ class Memory:
         """The embedding model every sub-API uses."""
         return self._embeddings
 
-    # -- message-log shortcuts ------------------------------------------------------------
+    # -- message-log shortcuts: the log's own methods, signatures and docstrings ----------
 
-    async def aremember(
-        self,
-        user: str,
-        thread_id: str,
-        messages: Sequence[BaseMessage | Mapping[str, Any]],
-        metadata: Mapping[str, Any] | None = None,
-        *,
-        important: bool | None = None,
-    ) -> builtins.list[str]:
-        """Log a conversation's turns (see ``MessageLog.aremember``); return their ids.
-
-        ``important=True`` keeps them for good and recalls them first.
-        """
-        return await self.messages.aremember(
-            user, thread_id, messages, metadata=metadata, important=important
-        )
-
-    async def arecall(
-        self,
-        user: str,
-        query: str,
-        k: int = 5,
-        *,
-        alpha: float | None = None,
-        thread_id: str | None = None,
-        exclude_thread: str | None = None,
-    ) -> builtins.list[RecalledMessage]:
-        """Find a user's logged turns for ``query`` (see ``MessageLog.arecall``)."""
-        return await self.messages.arecall(
-            user, query, k=k, alpha=alpha, thread_id=thread_id, exclude_thread=exclude_thread
-        )
-
-    async def alist(
-        self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
-    ) -> builtins.list[LoggedMessage]:
-        """Page through a user's log by thread, then turn (see ``MessageLog.alist``)."""
-        return await self.messages.alist(user, thread_id=thread_id, limit=limit, offset=offset)
-
-    async def athreads(self, user: str) -> builtins.list[str]:
-        """Return the user's thread ids that have logged turns."""
-        return await self.messages.athreads(user)
-
-    async def aforget(
-        self,
-        user: str,
-        *,
-        ids: Sequence[str] | None = None,
-        thread_id: str | None = None,
-    ) -> int:
-        """Delete logged turns by id or by thread (see ``MessageLog.aforget``)."""
-        return await self.messages.aforget(user, ids=ids, thread_id=thread_id)
+    aremember = delegate(messages, MessageLog.aremember)
+    arecall = delegate(messages, MessageLog.arecall)
+    alist = delegate(messages, MessageLog.alist)
+    athreads = delegate(messages, MessageLog.athreads)
+    aforget = delegate(messages, MessageLog.aforget)
+    amark_important = delegate(messages, MessageLog.amark_important)
 
     # -- knowledge -------------------------------------------------------------------------
 
@@ -282,12 +281,6 @@ class Memory:
         )
 
     # -- importance and retention ----------------------------------------------------------
-
-    async def amark_important(
-        self, user: str, ids: Sequence[str], *, important: bool = True
-    ) -> builtins.list[LoggedMessage]:
-        """Mark logged turns important, or unmark them (see ``MessageLog.amark_important``)."""
-        return await self.messages.amark_important(user, ids, important=important)
 
     async def apurge(
         self,
@@ -360,141 +353,16 @@ class Memory:
     # thread whose loop is running (a notebook, an async function) it raises
     # ``SyncCallInEventLoopError``: await the ``a…`` method there.
 
-    def remember(
-        self,
-        user: str,
-        thread_id: str,
-        messages: Sequence[BaseMessage | Mapping[str, Any]],
-        metadata: Mapping[str, Any] | None = None,
-        *,
-        important: bool | None = None,
-    ) -> builtins.list[str]:
-        """Log a conversation's turns; return their ids (blocking :meth:`aremember`).
-
-        ``important=True`` keeps them for good and recalls them first.
-
-        Raises:
-            InvalidInputError: a message, the metadata or an id is malformed; nothing was
-                written.
-            SyncCallInEventLoopError: called from a running event loop.
-        """
-        return run_sync(
-            self.aremember(user, thread_id, messages, metadata, important=important),
-            instead="await mem.aremember(...)",
-        )
-
-    def recall(
-        self,
-        user: str,
-        query: str,
-        k: int = 5,
-        *,
-        alpha: float | None = None,
-        thread_id: str | None = None,
-        exclude_thread: str | None = None,
-    ) -> builtins.list[RecalledMessage]:
-        """Find a user's logged turns for ``query``, best first (blocking :meth:`arecall`).
-
-        Raises:
-            InvalidInputError: the query, ``k`` or ``alpha`` is malformed.
-            SyncCallInEventLoopError: called from a running event loop.
-        """
-        return run_sync(
-            self.arecall(
-                user, query, k, alpha=alpha, thread_id=thread_id, exclude_thread=exclude_thread
-            ),
-            instead="await mem.arecall(...)",
-        )
-
-    def list(
-        self, user: str, *, thread_id: str | None = None, limit: int = 100, offset: int = 0
-    ) -> builtins.list[LoggedMessage]:
-        """Page through a user's log by thread, then turn (blocking :meth:`alist`).
-
-        Raises:
-            SyncCallInEventLoopError: called from a running event loop.
-        """
-        return run_sync(
-            self.alist(user, thread_id=thread_id, limit=limit, offset=offset),
-            instead="await mem.alist(...)",
-        )
-
-    def threads(self, user: str) -> builtins.list[str]:
-        """Return the user's thread ids that have logged turns (blocking :meth:`athreads`).
-
-        Raises:
-            SyncCallInEventLoopError: called from a running event loop.
-        """
-        return run_sync(self.athreads(user), instead="await mem.athreads(...)")
-
-    def forget(
-        self,
-        user: str,
-        *,
-        ids: Sequence[str] | None = None,
-        thread_id: str | None = None,
-    ) -> int:
-        """Delete logged turns by id or by thread; return how many (blocking :meth:`aforget`).
-
-        Raises:
-            InvalidInputError: neither or both of ``ids`` and ``thread_id`` were given.
-            SyncCallInEventLoopError: called from a running event loop.
-        """
-        return run_sync(
-            self.aforget(user, ids=ids, thread_id=thread_id), instead="await mem.aforget(...)"
-        )
-
-    def mark_important(
-        self, user: str, ids: Sequence[str], *, important: bool = True
-    ) -> builtins.list[LoggedMessage]:
-        """Mark logged turns important, or unmark them (blocking :meth:`amark_important`).
-
-        Raises:
-            InvalidInputError: an id is not one of the user's turns; nothing was changed.
-            SyncCallInEventLoopError: called from a running event loop.
-        """
-        return run_sync(
-            self.amark_important(user, ids, important=important),
-            instead="await mem.amark_important(...)",
-        )
-
-    def purge(
-        self,
-        user: str | None = None,
-        *,
-        dry_run: bool = False,
-        now: datetime | None = None,
-    ) -> builtins.list[PurgeReport]:
-        """Apply the retention policy to one user, or every user (blocking :meth:`apurge`).
-
-        Raises:
-            InvalidInputError: an argument is malformed.
-            SyncCallInEventLoopError: called from a running event loop.
-        """
-        return run_sync(
-            self.apurge(user, dry_run=dry_run, now=now), instead="await mem.apurge(...)"
-        )
-
-    def users_with_history(self) -> builtins.list[str]:
-        """Return the users with logged turns or episodes (blocking :meth:`ausers_with_history`).
-
-        Raises:
-            SyncCallInEventLoopError: called from a running event loop.
-        """
-        return run_sync(self.ausers_with_history(), instead="await mem.ausers_with_history()")
-
-    def retention_status(
-        self, user: str, *, now: datetime | None = None, upcoming: int = 5
-    ) -> RetentionStatus:
-        """Say what of a user's memories expires when (blocking :meth:`aretention`).
-
-        Raises:
-            InvalidInputError: an argument is malformed.
-            SyncCallInEventLoopError: called from a running event loop.
-        """
-        return run_sync(
-            self.aretention(user, now=now, upcoming=upcoming), instead="await mem.aretention(...)"
-        )
+    _edge_name = "mem"
+    remember = blocking(aremember)
+    recall = blocking(arecall)
+    list = blocking(alist)
+    threads = blocking(athreads)
+    forget = blocking(aforget)
+    mark_important = blocking(amark_important)
+    purge = blocking(apurge)
+    users_with_history = blocking(ausers_with_history)
+    retention_status = blocking(aretention)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -17,8 +17,13 @@ which :func:`eraser_of` chooses:
 
 A run the graph rolls back (a refused input, a failed run) leaves nothing of itself in the
 thread's history either: :func:`adrop_run` deletes the checkpoints and writes it made before
-the restored one (:meth:`CheckpointEraser.adrop`: SQLite, PostgreSQL and the in-memory
-saver; another checkpointer keeps them, and says so in the log).
+the restored one, and those of the subgraphs it ran, and makes the restored checkpoint's
+parent the one the run started from (:meth:`CheckpointEraser.adrop`: SQLite, PostgreSQL and
+the in-memory saver; another checkpointer keeps them, and says so in the log). A drop only
+deletes and tries once, without waiting, to empty a SQLite write-ahead log, so that a flood
+of refused inputs does not hold up other runs' checkpoint writes: a log another connection
+is reading keeps its older copies until its next checkpoint, or until the user's threads
+are forgotten (:func:`adelete_threads` empties the log, waiting for it).
 
 :mod:`agentic_memory.graph.persistence` opens the checkpointers and marks a new SQLite file
 with :data:`ZEROED_KEY` from here.
@@ -150,9 +155,18 @@ class CheckpointEraser:
         """Drop every copy of deleted data; return False when another process prevents it."""
         return True
 
-    async def adrop(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
-        """Delete some checkpoints of a thread and their writes; False: this one cannot."""
-        del thread_id, checkpoint_ids
+    async def adrop(
+        self, thread_id: str, checkpoint_ids: Sequence[str], *, head: str, parent: str | None
+    ) -> bool:
+        """Delete a rolled-back run's checkpoints; False: this checkpointer cannot.
+
+        ``checkpoint_ids`` are the run's checkpoints of the thread's root namespace; the
+        subgraphs the run ran (namespaces of their own, one per task, whose checkpoints lie
+        between the first of them and ``head``) go too, with their writes. ``head``, the
+        checkpoint kept, gets ``parent`` as its parent (LangGraph follows a parent when it
+        replays or copies a checkpoint, and Studio shows it).
+        """
+        del thread_id, checkpoint_ids, head, parent
         return False
 
     async def _versions(self, thread_id: str, ids: Iterable[str]) -> set[tuple[str, str]]:
@@ -178,11 +192,14 @@ class MemoryEraser(CheckpointEraser):
 
     checkpointer: InMemorySaver
 
-    async def adrop(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
+    async def adrop(
+        self, thread_id: str, checkpoint_ids: Sequence[str], *, head: str, parent: str | None
+    ) -> bool:
         """Delete the checkpoints, their writes, and the channel values only they held."""
         saver = self.checkpointer
         dropped = set(checkpoint_ids)
-        stored = saver.storage.get(thread_id, {}).get("", {})
+        spaces = saver.storage.get(thread_id, {})
+        stored = spaces.get("", {})
         kept = [cid for cid in stored if cid not in dropped]
         orphans = await self._versions(thread_id, dropped) - await self._versions(thread_id, kept)
         for checkpoint_id in dropped:
@@ -190,6 +207,16 @@ class MemoryEraser(CheckpointEraser):
             saver.writes.pop((thread_id, "", checkpoint_id), None)
         for channel, version in orphans:
             saver.blobs.pop((thread_id, "", channel, version), None)
+        first = min(dropped, default=head)
+        for ns in [ns for ns, saved in spaces.items() if ns and _any_between(saved, first, head)]:
+            del spaces[ns]
+            for write in [k for k in saver.writes if k[:2] == (thread_id, ns)]:
+                del saver.writes[write]
+            for blob in [k for k in saver.blobs if k[:2] == (thread_id, ns)]:
+                del saver.blobs[blob]
+        if head in stored:
+            checkpoint, metadata, _ = stored[head]
+            stored[head] = (checkpoint, metadata, parent)
         return True
 
 
@@ -198,7 +225,9 @@ class PostgresEraser(CheckpointEraser):
 
     checkpointer: AsyncPostgresSaver
 
-    async def adrop(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
+    async def adrop(
+        self, thread_id: str, checkpoint_ids: Sequence[str], *, head: str, parent: str | None
+    ) -> bool:
         """Delete the checkpoints, their writes, and the channel values only they held."""
         ids = list(checkpoint_ids)
         saver = self.checkpointer
@@ -208,6 +237,12 @@ class PostgresEraser(CheckpointEraser):
                 (thread_id,),
             )
             kept = [str(r["checkpoint_id"]) for r in await cur.fetchall()]
+            await cur.execute(
+                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = %s "
+                "AND checkpoint_ns <> '' AND checkpoint_id >= %s AND checkpoint_id < %s",
+                (thread_id, min(ids, default=head), head),
+            )
+            spaces = [str(r["checkpoint_ns"]) for r in await cur.fetchall()]
         kept = [cid for cid in kept if cid not in ids]
         orphans = await self._versions(thread_id, ids) - await self._versions(thread_id, kept)
         async with saver._cursor(pipeline=True) as cur:
@@ -223,6 +258,16 @@ class PostgresEraser(CheckpointEraser):
                     "AND channel = %s AND version = %s",
                     (thread_id, channel, version),
                 )
+            for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
+                await cur.execute(
+                    f"DELETE FROM {table} WHERE thread_id = %s AND checkpoint_ns = ANY(%s)",
+                    (thread_id, spaces),
+                )
+            await cur.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = %s WHERE thread_id = %s "
+                "AND checkpoint_ns = '' AND checkpoint_id = %s",
+                (parent, thread_id, head),
+            )
         return True
 
 
@@ -261,7 +306,7 @@ class SqliteEraser(CheckpointEraser):
                     (ZEROED_KEY,),
                 )
                 await conn.commit()
-            await self._areclaim()
+            await self._areclaim(vacuum=True)
             busy = 1
             for _ in range(_ERASE_ATTEMPTS):
                 async with conn.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cursor:
@@ -272,11 +317,12 @@ class SqliteEraser(CheckpointEraser):
                 await asyncio.sleep(0.1)
         return not busy
 
-    async def _areclaim(self) -> None:
+    async def _areclaim(self, *, vacuum: bool) -> None:
         """Give the free pages back once a tenth of the file is free (under the lock).
 
         Incrementally in a file made with ``auto_vacuum = INCREMENTAL`` (every file
-        ``sqlite_checkpointer`` creates since), else by one ``VACUUM`` that turns it on.
+        ``sqlite_checkpointer`` creates since), else (``vacuum``) by one ``VACUUM`` that
+        turns it on.
         """
         conn = self.checkpointer.conn
         values = []
@@ -290,12 +336,21 @@ class SqliteEraser(CheckpointEraser):
         if mode == 2:
             # A script runs the pragma to its end; one execute() frees a single page.
             await conn.executescript("PRAGMA incremental_vacuum;")
-        else:
+        elif vacuum:
             await conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             await conn.execute("VACUUM")
 
-    async def adrop(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
-        """Delete the checkpoints and their writes (zeroed), then empty the log."""
+    async def adrop(
+        self, thread_id: str, checkpoint_ids: Sequence[str], *, head: str, parent: str | None
+    ) -> bool:
+        """Delete the checkpoints and their writes (zeroed), then try once to empty the log.
+
+        The log is emptied only if no other connection is using it (no waiting, no retry:
+        all of it holds the lock every checkpoint write of this saver takes); otherwise
+        its copies of the deleted pages go at its next checkpoint, or when threads are
+        forgotten (:meth:`aerase`, which also vacuums a file written before secure
+        deletion).
+        """
         ids = list(checkpoint_ids)
         marks = ", ".join("?" for _ in ids)
         conn = self.checkpointer.conn
@@ -307,9 +362,33 @@ class SqliteEraser(CheckpointEraser):
                     f"AND checkpoint_id IN ({marks})",
                     (thread_id, *ids),
                 )
+                # A subgraph's namespace is its task's: only this run wrote in it.
+                await conn.execute(
+                    f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns <> '' "
+                    "AND checkpoint_id >= ? AND checkpoint_id < ?",
+                    (thread_id, min(ids, default=head), head),
+                )
+            await conn.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = ? WHERE thread_id = ? "
+                "AND checkpoint_ns = '' AND checkpoint_id = ?",
+                (parent, thread_id, head),
+            )
             await conn.commit()
-        await self.aerase()
+            # A large refused input must not leave the file its size: freeing its pages
+            # costs about what writing them did; the VACUUM an older file needs does not.
+            await self._areclaim(vacuum=False)
+            async with conn.execute("PRAGMA busy_timeout") as cursor:
+                row = await cursor.fetchone()
+            await conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                await conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                await conn.execute(f"PRAGMA busy_timeout = {int(row[0]) if row else 0}")
         return True
+
+
+def _any_between(saved: Mapping[str, object], first: str, head: str) -> bool:
+    return any(first <= checkpoint_id < head for checkpoint_id in saved)
 
 
 def eraser_of(checkpointer: BaseCheckpointSaver[Any]) -> CheckpointEraser:
@@ -344,17 +423,24 @@ async def adrop_run(
             return 0
         await asyncio.sleep(0.01)
     doomed: list[str] = []
+    parent: str | None = None  # of the oldest doomed: the checkpoint the run started from
     async for saved in checkpointer.alist(config):
         checkpoint_id = str(saved.config["configurable"].get("checkpoint_id", ""))
-        if since <= checkpoint_id < head:
-            doomed.append(checkpoint_id)
-        elif checkpoint_id < since:
-            if (saved.metadata or {}).get("source") == "input" and doomed:
-                doomed.append(checkpoint_id)  # the run's input, applied
+        if checkpoint_id < since and (
+            (saved.metadata or {}).get("source") != "input" or not doomed
+        ):
             break
+        if checkpoint_id < head:
+            # Between ``since`` and ``head``, or the run's input applied (just before).
+            doomed.append(checkpoint_id)
+            before = (saved.parent_config or {}).get("configurable", {})
+            parent = before.get("checkpoint_id")
+            if checkpoint_id < since:
+                break
     if not doomed:
         return 0
-    if not await eraser_of(checkpointer).adrop(thread_id, doomed):
+    dropped = await eraser_of(checkpointer).adrop(thread_id, doomed, head=head, parent=parent)
+    if not dropped:
         logger.warning(
             "%s cannot delete single checkpoints: a rolled-back run of thread %r keeps its "
             "%d checkpoint(s)",

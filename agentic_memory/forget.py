@@ -62,12 +62,13 @@ from agentic_memory.checkpoints import (
 )
 from agentic_memory.checkpoints import auser_threads as checkpoint_user_threads
 from agentic_memory.kinds._bound import areclaim_space
-from agentic_memory.kinds.contract import current_kinds
 from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.registry import BUILTIN_KINDS, KindRegistry, check_registry
 from agentic_memory.kinds.rules import RULES, RuleBook
-from agentic_memory.kinds.shared_rules import PROPOSALS, SharedRules
+from agentic_memory.kinds.rules.shared import PROPOSALS, SharedRules
+from agentic_memory.models.embeddings import LazyEmbeddings
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
 from agentic_memory.store.types import CollectionSpec, InvalidInputError, check_text
 
@@ -181,35 +182,13 @@ class _Kinds:
 
 def _kinds(store: MemoryStore, embeddings: Embeddings | None) -> _Kinds:
     # Forgetting only embeds when it rewrites a rule text; the model loads on that first use.
-    emb = embeddings or _LazyEmbeddings()
+    emb = embeddings or LazyEmbeddings()
     return _Kinds(
         FactStore(store, emb),
         EpisodicMemory(store, emb),
         RuleBook(store, emb),
         MessageLog(store, emb),
     )
-
-
-class _LazyEmbeddings(Embeddings):
-    """The configured embedding model, created only if something has to be embedded."""
-
-    def __init__(self) -> None:
-        self._model: Embeddings | None = None
-
-    def _get(self) -> Embeddings:
-        if self._model is None:
-            from agentic_memory.models.embeddings import get_embeddings  # noqa: PLC0415  (heavy)
-
-            self._model = get_embeddings()
-        return self._model
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed with the configured model."""
-        return self._get().embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed with the configured model."""
-        return self._get().embed_query(text)
 
 
 async def _delete_checkpoints(
@@ -432,13 +411,15 @@ async def forget_thread(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     server: LangGraphClient | None = None,
     embeddings: Embeddings | None = None,
+    kinds: KindRegistry = BUILTIN_KINDS,
 ) -> ForgetReport:
     """Forget one conversation: its messages, its episodes, facts learned in it and its checkpoints.
 
     Facts learned in the thread are deleted and the subject's history re-linked, so an older
     value becomes current again when the thread had replaced it. Rules learned only from its
     episodes are removed (see the module doc). With ``server``, the thread is deleted on that
-    LangGraph server too, unless its state or metadata names another user.
+    LangGraph server too, unless its state or metadata names another user. ``kinds``: the
+    memory kinds that forget (default the built-in ones).
 
     Raises:
         InvalidInputError: Neither the store, the checkpointer nor the server knows the thread.
@@ -447,9 +428,10 @@ async def forget_thread(
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise InvalidInputError("thread id is empty")
     check_text(thread_id, "thread id")
+    check_registry(kinds)
     report = _report(store, user)
-    emb = embeddings or _LazyEmbeddings()
-    known = thread_id in await user_threads(store, user)
+    emb = embeddings or LazyEmbeddings()
+    known = thread_id in await user_threads(store, user, kinds=kinds)
     has_checkpoints = False
     if checkpointer is not None:
         owner = await athread_owner(checkpointer, thread_id)
@@ -465,8 +447,8 @@ async def forget_thread(
         await _delete_server_threads(server, [thread_id], report)
     # Every memory kind forgets what it learned in the thread.
     episode_ids: list[str] = []
-    for kind in current_kinds():
-        done = await kind.aforget_thread(store, emb, user, thread_id)
+    for kind in kinds.open(store, emb):
+        done = await kind.aforget_thread_parts(user, thread_id)
         for name, n in done.deleted.items():
             report.add_deleted(name, n)
         for name, n in done.rewritten.items():
@@ -487,13 +469,16 @@ async def forget_thread(
     return report
 
 
-async def user_threads(store: MemoryStore, user: str) -> list[str]:
+async def user_threads(
+    store: MemoryStore, user: str, *, kinds: KindRegistry = BUILTIN_KINDS
+) -> list[str]:
     """Return the threads ``user`` has talked in: every memory kind's (log, episodes, facts)."""
     check_user_id(user)
-    emb = _LazyEmbeddings()  # reading threads embeds nothing: the model is never loaded
+    check_registry(kinds)
+    emb = LazyEmbeddings()  # reading threads embeds nothing: the model is never loaded
     threads: set[str] = set()
-    for kind in current_kinds():
-        threads |= await kind.athreads(store, emb, user)
+    for kind in kinds.open(store, emb):
+        threads |= await kind.athreads(user)
     return sorted(t for t in threads if t)
 
 
@@ -505,6 +490,7 @@ async def forget_user(
     server: LangGraphClient | None = None,
     extra_threads: Iterable[str] = (),
     embeddings: Embeddings | None = None,
+    kinds: KindRegistry = BUILTIN_KINDS,
 ) -> ForgetReport:
     """Erase everything derived from ``user``.
 
@@ -520,14 +506,15 @@ async def forget_user(
     checkpointer empty their write-ahead logs, so no copy of a deleted page stays behind.
 
     ``embeddings`` re-embed global rule texts that lose a rule (default: the configured
-    embedding model).
+    embedding model). ``kinds``: the memory kinds that forget (default the built-in ones).
     """
     check_user_id(user)
+    check_registry(kinds)
     if user == GLOBAL_SCOPE:
         raise InvalidInputError("the global rule scope is not a user; it cannot be forgotten")
     report = _report(store, user)
-    kinds = _kinds(store, embeddings)
-    threads = set(await user_threads(store, user)) | set(extra_threads)
+    parts = _kinds(store, embeddings)
+    threads = set(await user_threads(store, user, kinds=kinds)) | set(extra_threads)
     if checkpointer is not None:
         # Finds threads that left no memory yet (a turn that failed before it was logged).
         threads.update(await checkpoint_user_threads(checkpointer, user))
@@ -548,7 +535,7 @@ async def forget_user(
     # running it again still finds which versions came from them.
     await scrub_rule_provenance(
         store,
-        episode_ids=await kinds.episodes.aids(user),
+        episode_ids=await parts.episodes.aids(user),
         user=user,
         drop_user=True,
         scopes=[GLOBAL_SCOPE],
@@ -556,10 +543,10 @@ async def forget_user(
         embeddings=embeddings,
     )
     # Every memory kind forgets its part (a user's own knowledge bases too).
-    for kind in current_kinds():
-        for name, n in (await kind.aforget_user(store, kinds.rules.embeddings, user)).items():
+    for kind in kinds.open(store, parts.rules.embeddings):
+        for name, n in (await kind.aforget_user_parts(user)).items():
             report.add_deleted(name, n)
-    for spec in await _other_per_user_collections(store):
+    for spec in await _other_per_user_collections(store, kinds):
         report.add_deleted(spec.name, await store.adelete_user(spec.name, user))
     await _erase(store, report)
     if checkpointer is not None:
@@ -581,9 +568,10 @@ async def _erase(store: MemoryStore, report: ForgetReport) -> ForgetReport:
     return report
 
 
-async def _other_per_user_collections(store: MemoryStore) -> list[CollectionSpec]:
+async def _other_per_user_collections(
+    store: MemoryStore, registry: KindRegistry
+) -> list[CollectionSpec]:
     """Return the store's per-user collections that are not a memory kind's (kept by others)."""
-    registry = current_kinds()
     specs = []
     names = await store.acollections()
     foreign = [n for n in names if registry.of_collection(n) is None]

@@ -1,7 +1,7 @@
 """Who is an operator: the people allowed to change what every user shares.
 
 Operators decide the rules shared by every user (they approve or reject what conversations
-propose, :mod:`agentic_memory.kinds.shared_rules`) and write the shared knowledge bases.
+propose, :mod:`agentic_memory.kinds.rules.shared`) and write the shared knowledge bases.
 Everyone else changes only their own memories and their own knowledge bases.
 
 How an operator is recognised depends on how they reach the memory:

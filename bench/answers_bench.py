@@ -51,11 +51,11 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentic_memory.graph.graph import compile_graph
-from agentic_memory.graph.nodes import _NO_LESSON, _layer_openings
+from agentic_memory.graph.prompting import NO_LESSON, prompt_openings
 from agentic_memory.ingest.pipeline import ingest_paths
 from agentic_memory.kinds.facts import is_secret
+from agentic_memory.kinds.facts.self_statements import grounded
 from agentic_memory.kinds.model_output import leak_at, mangled
-from agentic_memory.kinds.self_statements import grounded
 from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.chat import resolve_chat_model
 from agentic_memory.models.embeddings import LocalEmbeddings
@@ -275,7 +275,7 @@ async def _session(config: Config, folder: Path) -> tuple[list[Result], dict[str
         ended = await app.ainvoke({"end_conversation": True}, one, context=context)
         end_seconds = time.perf_counter() - started
         two = {"configurable": {"thread_id": "questions"}}
-        openings = await _layer_openings()
+        openings = await prompt_openings()
         results = []
         for q in QUESTIONS:
             started = time.perf_counter()
@@ -321,7 +321,7 @@ def _score(
 
 def _rescored(path: Path) -> list[tuple[Config, list[Result], dict[str, Any]]]:
     """Read the raw results of a run (``--json``) and score them again with today's rules."""
-    openings = asyncio.run(_layer_openings())
+    openings = asyncio.run(prompt_openings())
     by_text = {q.text: q for q in QUESTIONS}
     rows = []
     for row in json.loads(path.read_text()):
@@ -349,7 +349,7 @@ async def _poison(agentic: AgenticStore, openings: Sequence[str]) -> dict[str, A
         if any(
             leak_at(text, openings) is not None
             for text in (e.conversation_summary, e.what_worked, e.what_to_avoid)
-            if text != _NO_LESSON  # the episode written without the model says so, on purpose
+            if text != NO_LESSON  # the episode written without the model says so, on purpose
         )
     ]
     latest = await memory.rules.alatest(USER)

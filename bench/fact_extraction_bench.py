@@ -40,7 +40,7 @@ from pydantic import Field
 from agentic_memory import prompts
 from agentic_memory.graph.nodes import extract_facts
 from agentic_memory.kinds.facts import ExtractedFact, ExtractedFacts
-from agentic_memory.kinds.self_statements import (
+from agentic_memory.kinds.facts.self_statements import (
     extract_self_statements,
     looks_like_self_statement,
     merge_facts,

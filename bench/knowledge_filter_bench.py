@@ -17,8 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import agentic_memory.kinds.knowledge as knowledge
+import agentic_memory.kinds.knowledge.search as knowledge
 from agentic_memory.ingest import ingest_paths
+from agentic_memory.kinds.knowledge import search_knowledge
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 
@@ -62,11 +63,11 @@ def main() -> None:
                 saved = knowledge.IN_FILTER_MAX_REVISIONS
                 for limit in (10**9, 0):
                     knowledge.IN_FILTER_MAX_REVISIONS = limit
-                    knowledge.search_knowledge(store, embeddings, "bench", queries[0])
+                    search_knowledge(store, embeddings, "bench", queries[0])
                     times = []
                     for query in queries:
                         started = time.perf_counter()
-                        knowledge.search_knowledge(store, embeddings, "bench", query, k=5)
+                        search_knowledge(store, embeddings, "bench", query, k=5)
                         times.append((time.perf_counter() - started) * 1000)
                     results.append(statistics.median(times))
                 knowledge.IN_FILTER_MAX_REVISIONS = saved

@@ -65,7 +65,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,14 +73,14 @@ if str(ROOT) not in sys.path:  # the fake Weaviate lives with the tests
 
 from agentic_memory.kinds.facts import FACTS, FactStore, successor_id  # noqa: E402
 from agentic_memory.kinds.messages import MessageLog  # noqa: E402
-from agentic_memory.store import ConflictError, MemoryObject, Where  # noqa: E402
+from agentic_memory.store import ConflictError  # noqa: E402
 from agentic_memory.store.coordination import (  # noqa: E402
     Held,
     PostgresLocks,
     WriteLocks,
 )
 from agentic_memory.store.locks import KeyLocks  # noqa: E402
-from agentic_memory.store.types import CollectionSpec, UpsertResult  # noqa: E402
+from agentic_memory.store.types import CollectionSpec, UpsertResult, Writes  # noqa: E402
 from agentic_memory.store.weaviate import WeaviateStore, tenant_name  # noqa: E402
 
 DIMS = 8
@@ -343,24 +342,17 @@ class LedgerStore(WeaviateStore):
         self.seconds = 0.0
         self._add = threading.Lock()
 
-    def _insert(
-        self,
-        spec: CollectionSpec,
-        objects: list[MemoryObject],
-        user: str | None,
-        vectors: npt.NDArray[np.float64],
-        unless: list[Where],
-    ) -> UpsertResult:
-        if unless:
+    def _insert(self, spec: CollectionSpec, user: str | None, batch: Writes) -> UpsertResult:
+        if batch.unless:
             raise NotImplementedError("a ledger of ids cannot decide an insert's guard")
         partition = f"{spec.name}/{tenant_name(user) if user is not None else ''}"
         started = time.perf_counter()
-        won = self.ledger.claim(partition, [o.id for o in objects])
+        won = self.ledger.claim(partition, [o.id for o in batch.objects])
         with self._add:
             self.seconds += time.perf_counter() - started
         if not won:
             raise ConflictError(f"an id of {spec.name!r} is claimed in the ledger")
-        return super()._insert(spec, objects, user, vectors, unless)
+        return super()._insert(spec, user, batch)
 
     def close(self) -> None:
         """Close the store and the ledger's connections."""

@@ -1,7 +1,7 @@
 """Store states that only an earlier version of agentic-memory could write, for tests.
 
 Versions of the shared rules are now written only through the operator's gate
-(``agentic_memory.kinds.shared_rules``), which records one source user per version and
+(``agentic_memory.kinds.rules.shared``), which records one source user per version and
 screens every rule. Stores written before the gate may hold versions learned from several
 users, or rules the screen would refuse; forgetting must still clean those. This writes such
 versions directly, through the rule book's own writer.

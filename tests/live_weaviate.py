@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -54,7 +55,7 @@ class LiveWeaviate:
         }
 
 
-def skip_or_fail(reason: str) -> None:
+def skip_or_fail(reason: str) -> NoReturn:
     """Skip with ``reason``; fail with it when ``AMEM_REQUIRE_WEAVIATE`` asks for a live run."""
     if os.environ.get("AMEM_REQUIRE_WEAVIATE"):
         pytest.fail(f"AMEM_REQUIRE_WEAVIATE is set but {reason}", pytrace=False)

@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "agentic_memory"
 
 KIND_HOMES: Mapping[str, tuple[str, ...]] = {
-    "facts": ("kinds.facts", "kinds.self_statements"),
+    "facts": ("kinds.facts",),
     "episodes": ("kinds.episodes",),
-    "rules": ("kinds.rules", "kinds.shared_rules", "kinds.rule_guard"),
+    "rules": ("kinds.rules",),
     "messages": ("kinds.messages",),
     "knowledge": ("kinds.knowledge",),
 }

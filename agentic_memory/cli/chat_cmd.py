@@ -16,28 +16,29 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import typer
-from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from rich.text import Text
 
+from agentic_memory.api import Memory
 from agentic_memory.cli import render
-from agentic_memory.cli.memories_cmd import CliError, need_user, rules_diff_lines
+from agentic_memory.cli.rules import rules_diff_lines
+from agentic_memory.cli.scaffold import CliError, need_user
 from agentic_memory.forget import forget_subject
-from agentic_memory.kinds.episodes import EpisodicMemory
-from agentic_memory.kinds.facts import FactStore
+from agentic_memory.graph.context import Context
+from agentic_memory.graph.graph import compile_graph
+from agentic_memory.graph.persistence import CheckpointerError, open_checkpointer
 from agentic_memory.kinds.knowledge import alist_knowledge_bases
 from agentic_memory.kinds.messages import MessageLog
-from agentic_memory.kinds.rules import RuleBook, rules_scope
-from agentic_memory.models.embeddings import embedding_dims, get_embeddings
-from agentic_memory.store import InvalidInputError, MemoryStore, StoreError, open_store
-
-if TYPE_CHECKING:
-    from agentic_memory.graph.context import Context
+from agentic_memory.kinds.rules import rules_scope
+from agentic_memory.models.chat import ModelNotConfiguredError, resolve_chat_model
+from agentic_memory.models.local_server import LocalServerError
+from agentic_memory.store import InvalidInputError, StoreError
+from agentic_memory.sync_edge import run_session
 
 HELP = """\
 Type a message and press Enter. Commands:
@@ -103,8 +104,7 @@ class ChatSession:
         self,
         *,
         graph: Any,
-        store: MemoryStore,
-        embeddings: Embeddings,
+        memory: Memory,
         context: Context,
         thread_id: str,
         stream: bool = True,
@@ -112,8 +112,8 @@ class ChatSession:
         resume: bool | None = None,
     ) -> None:
         self.graph = graph
-        self.store = store
-        self.embeddings = embeddings
+        self.memory = memory
+        self.store = memory.store
         self.context = context
         self.user = context.user_id
         self.thread_id = thread_id
@@ -229,14 +229,14 @@ class ChatSession:
         )
         version = result.state.get("rules_version_created")
         if version:
-            book = RuleBook(self.store, self.embeddings)
+            book = self.memory.rules
             created = await book.aget(self.scope, int(version))
             parent = created.parent_version or int(version) - 1
             diff = await book.adiff(self.scope, parent, int(version))
             render.out().print(Text(f"Rules updated: version {version}", style="bold"))
             render.out().print(render.diff_text(rules_diff_lines(str(diff))))
         else:
-            latest = await RuleBook(self.store, self.embeddings).alatest(self.scope)
+            latest = await self.memory.rules.alatest(self.scope)
             render.say(f"Rules unchanged (version {latest.version}).")
         return result
 
@@ -244,7 +244,7 @@ class ChatSession:
 
     async def show_facts(self) -> None:
         """Print the user's current facts."""
-        facts = await FactStore(self.store, self.embeddings).acurrent(self.user)
+        facts = await self.memory.facts.acurrent(self.user)
         render.print_records(
             [f.to_dict() for f in facts],
             [("subject", "subject"), ("value", "value"), ("category", "category")],
@@ -254,7 +254,7 @@ class ChatSession:
 
     async def show_rules(self) -> None:
         """Print the rules in force."""
-        latest = await RuleBook(self.store, self.embeddings).alatest(self.scope)
+        latest = await self.memory.rules.alatest(self.scope)
         render.out().print(
             render.table(
                 ["#", "instruction", "rationale"],
@@ -268,7 +268,7 @@ class ChatSession:
         if not query.strip():
             render.error("usage: /recall QUERY")
             return
-        episodes = await EpisodicMemory(self.store, self.embeddings).arecall(self.user, query, k=3)
+        episodes = await self.memory.episodes.arecall(self.user, query, k=3)
         render.print_records(
             [e.to_dict() for e in episodes],
             [
@@ -281,7 +281,7 @@ class ChatSession:
             title="Past conversations",
             empty="No past conversation matches.",
         )
-        messages = await MessageLog(self.store, self.embeddings).arecall(self.user, query, k=5)
+        messages = await self.memory.messages.arecall(self.user, query, k=5)
         render.print_records(
             [m.to_dict() for m in messages],
             [("thread", "thread_id"), ("role", "role"), ("content", "content"), ("score", "score")],
@@ -310,7 +310,7 @@ class ChatSession:
         ]
         ids = [MessageLog.message_id(self.user, self.thread_id, str(m.id)) for m in exchange]
         try:
-            marked = await MessageLog(self.store, self.embeddings).amark_important(self.user, ids)
+            marked = await self.memory.messages.amark_important(self.user, ids)
         except InvalidInputError:
             render.error(
                 "the last exchange is not in the message log (its turn failed?): nothing was "
@@ -461,8 +461,6 @@ async def _read_line() -> str | None:
 
 async def repl(session: ChatSession) -> Outcome:
     """Read lines until ``/end``, ``/quit`` or end of input."""
-    from agentic_memory.models.local_server import LocalServerError  # noqa: PLC0415  (model clients: chat only)
-
     await session.greet()
     if sys.stdin.isatty():
         try:
@@ -509,8 +507,6 @@ class ChatOptions:
 
 def resolve_models(options: ChatOptions) -> tuple[BaseChatModel, BaseChatModel]:
     """Resolve the answer and memory models now, so a missing model fails before any turn."""
-    from agentic_memory.models.chat import resolve_chat_model  # noqa: PLC0415  (langchain-openai: only for chat)
-
     answer = resolve_chat_model(options.model, max_tokens=1024)
     memory = (
         resolve_chat_model(options.memory_model, max_tokens=512)
@@ -523,12 +519,6 @@ def resolve_models(options: ChatOptions) -> tuple[BaseChatModel, BaseChatModel]:
 @asynccontextmanager
 async def open_session(options: ChatOptions) -> AsyncIterator[ChatSession]:
     """Open the store, checkpointer and graph for a chat, and close them afterwards."""
-    # The graph pulls in LangGraph and the model clients: loaded only when chatting, so the
-    # other amem commands start fast.
-    from agentic_memory.graph.context import Context  # noqa: PLC0415
-    from agentic_memory.graph.graph import compile_graph  # noqa: PLC0415
-    from agentic_memory.graph.persistence import open_checkpointer  # noqa: PLC0415
-
     answer_model, memory_model = resolve_models(options)
     context = Context(
         user_id=options.user,
@@ -537,21 +527,19 @@ async def open_session(options: ChatOptions) -> AsyncIterator[ChatSession]:
         knowledge_bases=options.kbs or ["default"],
         rules_scope=options.rules_scope,
     )
-    embeddings = get_embeddings()
-    store = await asyncio.to_thread(open_store, embedding_dims(embeddings))
+    memory = await asyncio.to_thread(Memory.open)
     try:
         async with open_checkpointer() as checkpointer:
             graph = compile_graph(
                 checkpointer=checkpointer,
-                store=store,
-                embeddings=embeddings,
+                store=memory.store,
+                embeddings=memory.embeddings,
                 chat_model=answer_model,
                 memory_model=memory_model,
             )
             yield ChatSession(
                 graph=graph,
-                store=store,
-                embeddings=embeddings,
+                memory=memory,
                 context=context,
                 thread_id=options.thread or f"t-{uuid.uuid4().hex[:12]}",
                 stream=options.stream,
@@ -559,7 +547,7 @@ async def open_session(options: ChatOptions) -> AsyncIterator[ChatSession]:
                 resume=None if options.thread is None else not options.new,
             )
     finally:
-        store.close()
+        memory.close()
 
 
 async def run_chat(options: ChatOptions) -> Outcome:
@@ -607,9 +595,6 @@ def chat(
 ) -> None:
     """Chat with the agent; /help lists the commands (/end, /quit, /facts, /rules, ...)."""
     render.quiet_library_logs()
-    from agentic_memory.graph.persistence import CheckpointerError  # noqa: PLC0415  (see open_session)
-    from agentic_memory.models.chat import ModelNotConfiguredError  # noqa: PLC0415
-
     try:
         if new and thread is None:
             raise CliError("--new goes with --thread T (without --thread, every chat is new)")
@@ -623,7 +608,7 @@ def chat(
             rules_scope="global" if global_rules else "user",
             stream=not no_stream,
         )
-        asyncio.run(run_chat(options))
+        run_session(run_chat(options))
     except ModelNotConfiguredError as exc:
         render.error(str(exc))
         raise typer.Exit(2) from None

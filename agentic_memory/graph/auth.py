@@ -7,20 +7,15 @@ an API gateway header) and keep the rest:
 
 * **threads** are created with ``metadata.owner`` (and ``user_id``) set to the caller, and
   every read, update, delete, search and run on a thread is filtered by that owner, so
-  another user's thread answers 404 before any run starts. A new thread always gets an id
-  the server makes: a thread id the caller chooses (``POST /threads {"thread_id": ...}``, a
-  run with ``if_not_exists="create"``) is accepted only for the caller's own existing
-  thread, and refused with one answer in every other case, so creating never returns,
-  reveals or takes another user's thread;
+  another user's thread answers 404 before any run starts. A thread id the caller chooses
+  is accepted only for their own existing thread (:func:`_check_chosen_id`);
 * **runs** act for the authenticated user: the graph takes the user from the server's
   authentication when ``context.user_id`` is empty, and refuses a run whose
   ``context.user_id`` names someone else (``graph.nodes.admit``);
 * **the store** (``client.store``, Studio's memory view): a namespace's second element is
-  the user it belongs to (``("facts", "alice")``, ``("user_knowledge", "alice", kb)``);
-  only the user reads or writes it. Namespaces shared by everyone (``("knowledge", kb)``,
-  ``("rules", "_global")``) can be read by every user; the shared rules are written, and
-  their proposals (``("rules", "_global", "proposals")``) read and decided, by operators
-  only;
+  the user it belongs to; only the user reads or writes it. Shared namespaces
+  (``("knowledge", kb)``, ``("rules", "_global")``) can be read by every user; the shared
+  rules and their proposals are written and decided by operators only;
 * **operators** are the identities named in ``AMEM_OPERATORS`` (comma-separated; see
   :mod:`agentic_memory.operators`): their requests carry the ``operator`` permission, which
   the graphs read (the ``ingest`` graph writes shared knowledge bases only for them);
@@ -74,17 +69,11 @@ auth = Auth()
 
 
 def load_tokens(spec: str | None = None) -> dict[str, str]:
-    """Parse ``token=user`` pairs (comma- or newline-separated, or ``@file``).
+    """Map tokens to user ids from ``token=user`` pairs (``AMEM_AUTH_TOKENS`` by default).
 
-    Args:
-        spec: The setting; default ``AMEM_AUTH_TOKENS``.
-
-    Returns:
-        Token to user id.
-
-    Raises:
-        ValueError: a pair is malformed, a token appears twice, or a user id is not one
-            (empty, reserved such as ``_global``, or with control characters).
+    Pairs are comma- or newline-separated, or in ``@file``. A malformed pair, a token given
+    twice or a user id that is not one (empty, reserved such as ``_global``, control
+    characters) raises ``ValueError``.
     """
     raw = os.environ.get(TOKENS_ENV, "") if spec is None else spec
     if raw.startswith("@"):
@@ -193,10 +182,7 @@ async def create_own_thread(
 ) -> Auth.types.FilterType:
     """Record the caller as the thread's owner; refuse an id that is not theirs to use."""
     await _check_chosen_id(ctx, value.get("thread_id"))
-    metadata = value.setdefault("metadata", {})
-    metadata["owner"] = ctx.user.identity
-    metadata["user_id"] = ctx.user.identity
-    return {"owner": ctx.user.identity}
+    return _owned_by_caller(ctx, value)
 
 
 @auth.on.threads.create_run
@@ -206,6 +192,11 @@ async def run_on_own_thread(
     """Let a run start only on the caller's threads; tag the run with its user."""
     if value.get("if_not_exists") == "create":
         await _check_chosen_id(ctx, value.get("thread_id"))
+    return _owned_by_caller(ctx, value)
+
+
+def _owned_by_caller(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType:
+    """Tag what is created with the caller as owner and user; filter on that owner."""
     metadata = value.setdefault("metadata", {})
     metadata["owner"] = ctx.user.identity
     metadata["user_id"] = ctx.user.identity
@@ -222,10 +213,6 @@ async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.Fil
 async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> bool:
     """Every user may find and use the graphs; nobody changes them through the API."""
     return ctx.action in ("read", "search")
-
-
-def _operator(ctx: Auth.types.AuthContext) -> bool:
-    return OPERATOR_PERMISSION in set(ctx.permissions)
 
 
 @auth.on.store
@@ -246,7 +233,7 @@ async def own_namespaces(ctx: Auth.types.AuthContext, value: Any) -> bool:
         value["namespace"] = (namespace[0] if namespace else "*", user)
         return True
     shared_rules = namespace[:2] == ("rules", GLOBAL_SCOPE)
-    if shared_rules and _operator(ctx):
+    if shared_rules and OPERATOR_PERMISSION in set(ctx.permissions):
         if ctx.action == "put" and isinstance(value.get("value"), dict):
             # Recorded as who decided; whatever the client wrote there is replaced.
             value["value"] = {**value["value"], "operator": user}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 from agentic_memory.graph.context_window import TokenBudgets
 from agentic_memory.kinds.retention import RetentionPolicy
@@ -17,155 +17,111 @@ from agentic_memory.kinds.retention import RetentionPolicy
 __all__ = ["Context"]
 
 _BUDGETS = TokenBudgets()
+_T = TypeVar("_T")
 
 
-def _describe(text: str) -> dict[str, str]:
-    return {"description": text}
+def _setting(default: _T, text: str) -> _T:
+    """Return a field with its description (what Studio shows)."""
+    found: _T = field(default=default, metadata={"description": text})
+    return found
 
 
 @dataclass(kw_only=True)
 class Context:
     """Settings of one run."""
 
-    user_id: str = field(
-        default="",
-        metadata=_describe(
-            "Whose memory to use. Required: a run without it fails before anything is written."
-        ),
+    user_id: str = _setting(
+        "", "Whose memory to use. Required: a run without it fails before anything is written."
     )
-    model: str = field(
-        default="auto",
-        metadata=_describe(
-            "Model that answers: 'auto', 'openai:<model>', 'compatible:<model>' or 'local'."
-        ),
+    model: str = _setting(
+        "auto", "Model that answers: 'auto', 'openai:<model>', 'compatible:<model>' or 'local'."
     )
-    memory_model: str = field(
-        default="auto",
-        metadata=_describe(
-            "Model for facts, summaries, reflections and rules (same forms as 'model')."
-        ),
+    memory_model: str = _setting(
+        "auto", "Model for facts, summaries, reflections and rules (same forms as 'model')."
     )
-    answer_max_tokens: int | None = field(
-        default=None,
-        metadata=_describe(
-            "Most tokens in one answer. Unset: the model's own limit (1024; 256 for the "
-            "offline model, a base model that rarely ends its turn by itself)."
-        ),
+    answer_max_tokens: int | None = _setting(
+        None,
+        "Most tokens in one answer. Unset: the model's own limit (1024; 256 for the "
+        "offline model, a base model that rarely ends its turn by itself).",
     )
-    episodic_k: int = field(
-        default=3, metadata=_describe("How many past conversations (episodes) to recall (0: off).")
+    episodic_k: int = _setting(3, "How many past conversations (episodes) to recall (0: off).")
+    episodic_alpha: float = _setting(
+        0.5, "Episodic hybrid search weight: 0 = keyword (BM25), 1 = vector."
     )
-    episodic_alpha: float = field(
-        default=0.5,
-        metadata=_describe("Episodic hybrid search weight: 0 = keyword (BM25), 1 = vector."),
+    past_turns_k: int = _setting(
+        3, "How many messages from the user's other threads to recall (0: off)."
     )
-    past_turns_k: int = field(
-        default=3,
-        metadata=_describe("How many messages from the user's other threads to recall (0: off)."),
+    past_turns_alpha: float | None = _setting(
+        None,
+        "Past-message hybrid search weight: 0 = keyword (BM25), 1 = vector. Unset: chosen "
+        "per query, the share of the keyword side's best ten that the vector side also "
+        "ranks in its best ten.",
     )
-    past_turns_alpha: float | None = field(
-        default=None,
-        metadata=_describe(
-            "Past-message hybrid search weight: 0 = keyword (BM25), 1 = vector. Unset: chosen "
-            "per query, the share of the keyword side's best ten that the vector side also "
-            "ranks in its best ten."
-        ),
+    recency_half_life_days: float = _setting(
+        30.0, "Days after which an episode's recency weight halves."
     )
-    recency_half_life_days: float = field(
-        default=30.0,
-        metadata=_describe("Days after which an episode's recency weight halves."),
+    semantic_k: int = _setting(4, "How many knowledge-base passages to recall (0: off).")
+    semantic_alpha: float = _setting(
+        0.5, "Knowledge hybrid search weight: 0 = keyword (BM25), 1 = vector."
     )
-    semantic_k: int = field(
-        default=4, metadata=_describe("How many knowledge-base passages to recall (0: off).")
-    )
-    semantic_alpha: float = field(
-        default=0.5,
-        metadata=_describe("Knowledge hybrid search weight: 0 = keyword (BM25), 1 = vector."),
-    )
-    semantic_min_similarity: float | None = field(
-        default=None,
-        metadata=_describe(
-            "Relevance floor of knowledge passages: a passage whose cosine similarity to the "
-            "message is below it is left out, so a message the documents do not answer gets "
-            "no passage (-1: keep all). Unset: the value measured for the embedding model "
-            "(0.25 for the offline WordLlama; none for other models)."
-        ),
+    semantic_min_similarity: float | None = _setting(
+        None,
+        "Relevance floor of knowledge passages: a passage whose cosine similarity to the "
+        "message is below it is left out, so a message the documents do not answer gets "
+        "no passage (-1: keep all). Unset: the value measured for the embedding model "
+        "(0.25 for the offline WordLlama; none for other models).",
     )
     knowledge_bases: list[str] = field(
         default_factory=lambda: ["default"],
-        metadata=_describe(
-            "Knowledge bases to search: for each name, the shared one and the user's own "
-            "(their uploads); one that does not exist gives nothing."
-        ),
+        metadata={
+            "description": (
+                "Knowledge bases to search: for each name, the shared one and the user's own "
+                "(their uploads); one that does not exist gives nothing."
+            )
+        },
     )
-    rules_scope: Literal["user", "global"] = field(
-        default="user",
-        metadata=_describe(
-            "Whose procedural rules to use and rewrite: this user's, or one set shared by all."
-        ),
+    rules_scope: Literal["user", "global"] = _setting(
+        "user", "Whose procedural rules to use and rewrite: this user's, or one set shared by all."
     )
-    prompt_profile: Literal["auto", "compact", "full"] = field(
-        default="auto",
-        metadata=_describe(
-            "How the answer's prompt is written. 'compact': one short instruction, the user's "
-            "facts as short lines (the most relevant last), the one or two most relevant "
-            "recalled passages or past messages, recent turns, the message: what a small "
-            "model can use. 'full': the system prompt, the rules and every recalled layer. "
-            "'auto': compact for the offline model and small local endpoints, full for "
-            "capable ones (agentic_memory.models.chat.model_class)."
-        ),
+    prompt_profile: Literal["auto", "compact", "full"] = _setting(
+        "auto",
+        "How the answer's prompt is written. 'compact': one short instruction, the user's "
+        "facts as short lines (the most relevant last), the one or two most relevant "
+        "recalled passages or past messages, recent turns, the message: what a small "
+        "model can use. 'full': the system prompt, the rules and every recalled layer. "
+        "'auto': compact for the offline model and small local endpoints, full for "
+        "capable ones (agentic_memory.models.chat.model_class).",
     )
-    extract_facts: bool = field(
-        default=True,
-        metadata=_describe("Extract durable facts from each user message (one model call)."),
+    extract_facts: bool = _setting(
+        True, "Extract durable facts from each user message (one model call)."
     )
-    budget_system: int = field(
-        default=_BUDGETS.system, metadata=_describe("Token budget of the system prompt.")
+    budget_system: int = _setting(_BUDGETS.system, "Token budget of the system prompt.")
+    budget_rules: int = _setting(_BUDGETS.rules, "Token budget of the procedural rules.")
+    budget_facts: int = _setting(_BUDGETS.facts, "Token budget of the user's facts.")
+    budget_episodic: int = _setting(
+        _BUDGETS.episodic, "Token budget of recalled episodes and past messages."
     )
-    budget_rules: int = field(
-        default=_BUDGETS.rules, metadata=_describe("Token budget of the procedural rules.")
+    budget_semantic: int = _setting(
+        _BUDGETS.semantic, "Token budget of knowledge passages (and the per-turn notes)."
     )
-    budget_facts: int = field(
-        default=_BUDGETS.facts, metadata=_describe("Token budget of the user's facts.")
+    budget_summary: int = _setting(_BUDGETS.summary, "Token budget of the rolling summary.")
+    budget_recent: int = _setting(
+        _BUDGETS.recent, "Token budget of the recent turns kept verbatim."
     )
-    budget_episodic: int = field(
-        default=_BUDGETS.episodic,
-        metadata=_describe("Token budget of recalled episodes and past messages."),
+    budget_reserve: int = _setting(_BUDGETS.reserve, "Tokens kept free for the answer.")
+    message_retention_days: float | None = _setting(
+        None,
+        "Days after which this user's logged turns expire unless marked important "
+        "(0: never by age). Unset: the operator's AMEM_MESSAGE_RETENTION_DAYS (default: "
+        "never). Facts and rules never expire.",
     )
-    budget_semantic: int = field(
-        default=_BUDGETS.semantic,
-        metadata=_describe("Token budget of knowledge passages (and the per-turn notes)."),
+    max_messages: int | None = _setting(
+        None,
+        "Most logged turns kept for this user; beyond it the oldest unimportant ones are "
+        "purged (0: no cap). Unset: the operator's AMEM_MAX_MESSAGES (default 50000).",
     )
-    budget_summary: int = field(
-        default=_BUDGETS.summary, metadata=_describe("Token budget of the rolling summary.")
-    )
-    budget_recent: int = field(
-        default=_BUDGETS.recent,
-        metadata=_describe("Token budget of the recent turns kept verbatim."),
-    )
-    budget_reserve: int = field(
-        default=_BUDGETS.reserve, metadata=_describe("Tokens kept free for the answer.")
-    )
-    message_retention_days: float | None = field(
-        default=None,
-        metadata=_describe(
-            "Days after which this user's logged turns expire unless marked important "
-            "(0: never by age). Unset: the operator's AMEM_MESSAGE_RETENTION_DAYS (default: "
-            "never). Facts and rules never expire."
-        ),
-    )
-    max_messages: int | None = field(
-        default=None,
-        metadata=_describe(
-            "Most logged turns kept for this user; beyond it the oldest unimportant ones are "
-            "purged (0: no cap). Unset: the operator's AMEM_MAX_MESSAGES (default 50000)."
-        ),
-    )
-    compaction_threshold: float = field(
-        default=0.65,
-        metadata=_describe(
-            "Summarise older turns when the recent turns pass this fraction of budget_recent."
-        ),
+    compaction_threshold: float = _setting(
+        0.65, "Summarise older turns when the recent turns pass this fraction of budget_recent."
     )
 
     def __post_init__(self) -> None:
@@ -240,16 +196,8 @@ class Context:
     @property
     def budgets(self) -> TokenBudgets:
         """The token budgets as the context-window module takes them."""
-        return TokenBudgets(
-            system=self.budget_system,
-            rules=self.budget_rules,
-            facts=self.budget_facts,
-            episodic=self.budget_episodic,
-            semantic=self.budget_semantic,
-            summary=self.budget_summary,
-            recent=self.budget_recent,
-            reserve=self.budget_reserve,
-        )
+        names = [f.name for f in fields(TokenBudgets)]
+        return TokenBudgets(**{name: getattr(self, f"budget_{name}") for name in names})
 
 
 def _number(value: object) -> bool:

@@ -137,13 +137,7 @@ since they are whole messages: 16,384 pasted documents would be hundreds of mega
 
 
 def count_tokens(text: str) -> int:
-    """Count the tokens of ``text`` (0 for the empty string).
-
-    Results are cached, because the same history and prefix are counted every turn.
-
-    Raises:
-        TypeError: ``text`` is not a string.
-    """
+    """Count the tokens of ``text``; cached, as the same history and prefix come every turn."""
     if not isinstance(text, str):
         raise TypeError(f"count_tokens expects a str, got {type(text).__name__}")
     if not text:
@@ -183,11 +177,7 @@ def _message_tokens(message: BaseMessage) -> int:
 
 
 def count_message_tokens(messages: Sequence[BaseMessage]) -> int:
-    """Count the tokens of chat messages: content, tool calls and a per-message overhead.
-
-    Raises:
-        TypeError: an element is not a ``BaseMessage``.
-    """
+    """Count the tokens of chat messages: content, tool calls and a per-message overhead."""
     total = 0
     for message in messages:
         if not isinstance(message, BaseMessage):
@@ -197,22 +187,15 @@ def count_message_tokens(messages: Sequence[BaseMessage]) -> int:
 
 
 def pack_items(items: Sequence[str], budget: int) -> tuple[list[str], int, int]:
-    """Keep whole items, best-ranked first, while they fit ``budget`` tokens.
+    """Keep whole items (texts in rank order, best first) while they fit ``budget`` tokens.
 
     An item that does not fit is skipped (never cut) and a later, smaller item may still
     take the room left. Each kept item costs its tokens plus one for the separator the
     caller joins items with.
 
-    Args:
-        items: Texts in rank order, best first.
-        budget: Tokens available.
-
     Returns:
         ``(kept, tokens, left_out)``: the kept items in rank order, the tokens they use
         and how many items were left out.
-
-    Raises:
-        ValueError: ``budget`` is negative.
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
         raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
@@ -284,27 +267,11 @@ def assemble_context(
     verbatim, ``[variable]`` (recalled episodes and documents, current time, restated
     constraints) and the new message. Empty facts, summary and variable layers are
     omitted. The variable layer must already be packed (see :func:`pack_items`) so that,
-    headers included, it fits ``episodic + semantic``.
-
-    Args:
-        system: The system prompt.
-        rules: The rendered procedural rules ("" when there are none).
-        facts: The rendered user facts.
-        summary: The rolling summary of older turns.
-        recent: Recent turns, kept verbatim.
-        variable: The per-turn layer.
-        new_message: The user's new message.
-        budgets: The budget of each layer.
-        left_out: Items left out per ranked layer, copied into the result.
-
-    Returns:
-        The messages, ``tokens`` per layer (``system``, ``rules``, ``facts``,
-        ``summary``, ``recent``, ``variable``, ``new_message``, ``reserve``) and
-        ``left_out``.
+    headers included, it fits ``episodic + semantic``. ``left_out`` (items left out per
+    ranked layer) is copied into the result.
 
     Raises:
         ContextOverflowError: a layer is over its budget; nothing is trimmed silently.
-        TypeError: ``new_message`` or an element of ``recent`` is not a message.
     """
     if not isinstance(new_message, BaseMessage):
         raise TypeError(f"new_message must be a BaseMessage, got {type(new_message).__name__}")
@@ -360,17 +327,8 @@ def assemble_compact(
     and the recalled lines that fit ``episodic + semantic``; then the rolling summary, the
     recent turns verbatim and the new message. What did not fit is counted in ``left_out``
     (``facts``, ``recalled``), added to the counts the caller gives; nothing is cut.
-
-    Args:
-        frame: Writes the system message around the memory lines (the ``compact_answer``
-            prompt); with "" it gives the instruction alone, which must fit ``budgets.system``.
-        facts: Fact lines, most relevant first.
-        recalled: Recalled lines (passages, past messages, episodes), most relevant first.
-        summary: The rolling summary ("" when none).
-        recent: Recent turns, kept verbatim.
-        new_message: The user's new message.
-        budgets: The budget of each layer.
-        left_out: Items the caller already left out, per layer.
+    ``frame`` is the ``compact_answer`` prompt: with "" it gives the instruction alone, which
+    must fit ``budgets.system``.
 
     Raises:
         ContextOverflowError: the instruction, the summary, the recent turns or the new
@@ -448,19 +406,12 @@ def plan_compaction(
     once every several turns, not on every turn. The cut is always just before a human
     message (or before the new message), never between an AI tool call and its tool
     results; the last exchange is kept even when it alone is above the target, unless it
-    alone is over the whole budget: then everything is summarised.
-
-    Args:
-        history: The recent turns, oldest first (without the summary).
-        budget: The recent-turns budget in tokens.
-        threshold: Fraction of ``budget`` that triggers compaction, in (0, 1].
+    alone is over the whole budget: then everything is summarised. ``history`` is the
+    recent turns, oldest first, without the summary.
 
     Returns:
         A plan with ``summarise + keep == history``, or ``None`` when the history is
         under the threshold, or is a single exchange that still fits the budget.
-
-    Raises:
-        ValueError: ``budget`` is not positive or ``threshold`` is outside (0, 1].
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise ValueError(f"budget must be a positive integer, got {budget!r}")

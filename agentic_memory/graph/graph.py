@@ -17,6 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
+from agentic_memory.graph.admission import ERRORS_KEY, RunErrors
 from agentic_memory.graph.context import Context
 from agentic_memory.graph.nodes import (
     FAN_OUT,
@@ -38,6 +39,7 @@ from agentic_memory.graph.nodes import (
 )
 from agentic_memory.graph.resources import MODELS_KEY, BoundModels
 from agentic_memory.graph.state import InputState, State
+from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import get_embeddings
 from agentic_memory.store import MemoryStore
 
@@ -59,7 +61,9 @@ class _Builder(StateGraph[State, Context, InputState, State]):
         self, *args: Any, **kwargs: Any
     ) -> CompiledStateGraph[State, Context, InputState, State]:
         self.nodes.pop(_DEFAULT_HANDLER, None)
-        return super().compile(*args, **kwargs)
+        # Each compiled graph keeps its failed runs' errors for ``refuse`` (no process-wide list).
+        compiled = super().compile(*args, **kwargs)
+        return compiled.with_config(configurable={ERRORS_KEY: RunErrors()})
 
 
 builder = _Builder(State, input_schema=InputState, context_schema=Context)
@@ -119,10 +123,6 @@ def compile_graph(
     Returns:
         The compiled graph; every run uses this store (as ``runtime.store``) and these models.
     """
-    from agentic_memory.langgraph_store import AgenticStore  # noqa: PLC0415  (see below)
-
-    # Imported here rather than at the top: the served graph must import without opening or
-    # importing the store machinery the server provides itself.
     if isinstance(store, MemoryStore):
         store = AgenticStore(store, embeddings or get_embeddings())
     elif store is None:

@@ -1,19 +1,8 @@
 """Checkpointers for the working memory: SQLite by default, PostgreSQL when configured.
 
-A checkpointer stores every thread's state (messages, summary, per-turn reports) after
-each step, so a conversation resumes where it stopped, also from a new process.
-
-- :func:`sqlite_checkpointer`: ``$AMEM_HOME/checkpoints.sqlite`` (default
-  ``~/.agentic-memory/checkpoints.sqlite``); no server.
-- :func:`postgres_checkpointer`: the database at ``AMEM_POSTGRES_URI`` (or the URI given);
-  the tables are created on first use.
-- :func:`open_checkpointer`: PostgreSQL when ``AMEM_POSTGRES_URI`` is set, else SQLite.
-
-These are for embedding the graph in an application or the CLI
-(``compile_graph(checkpointer=...)``), and ``langgraph.json`` names :func:`open_checkpointer`
-as the server's checkpointer (``"checkpointer": {"backend": "custom", "path": …}``), so
-``langgraph dev`` keeps its threads in the same private file, where deleting a thread
-deletes all of it (``docs/persistence.md``, "Where the server's data lives").
+For the library and the CLI (``compile_graph(checkpointer=...)``) and the server:
+``langgraph.json`` names :func:`open_checkpointer`, so ``langgraph dev`` keeps its threads in
+the same private file, where deleting a thread deletes all of it (``docs/persistence.md``).
 """
 
 from __future__ import annotations
@@ -116,17 +105,10 @@ async def _secure(saver: AsyncSqliteSaver, target: Path | None, *, new: bool) ->
 
 @asynccontextmanager
 async def sqlite_checkpointer(path: str | Path | None = None) -> AsyncIterator[AsyncSqliteSaver]:
-    """Open the SQLite checkpointer, creating the file, its directory and tables.
+    """Open the SQLite checkpointer at ``path`` (:func:`default_sqlite_path`; ``":memory:"``).
 
     The folder is created 0700 and the file 0600 (its ``-wal`` and ``-shm`` files follow),
     and the connection overwrites deleted data with zeros (``PRAGMA secure_delete``).
-
-    Args:
-        path: The database file; default :func:`default_sqlite_path`. ``":memory:"``
-            keeps checkpoints in memory for the life of the context.
-
-    Yields:
-        A ready ``AsyncSqliteSaver``; its connection closes when the context exits.
 
     Raises:
         CheckpointerError: The path is a directory or its directory cannot be created.
@@ -196,12 +178,7 @@ async def _setup_once(saver: AsyncPostgresSaver, conn_string: str) -> None:
 async def postgres_checkpointer(uri: str | None = None) -> AsyncIterator[AsyncPostgresSaver]:
     """Open the PostgreSQL checkpointer and create or migrate its tables (``setup()``).
 
-    Args:
-        uri: A libpq URI or DSN; default ``AMEM_POSTGRES_URI``. An explicit argument
-            always wins over the environment.
-
-    Yields:
-        A ready ``AsyncPostgresSaver``; its connection closes when the context exits.
+    ``uri`` (a libpq URI or DSN) wins over ``AMEM_POSTGRES_URI``.
 
     Raises:
         CheckpointerError: No URI is given or set, or the database cannot be reached (the
@@ -227,15 +204,7 @@ async def postgres_checkpointer(uri: str | None = None) -> AsyncIterator[AsyncPo
 async def open_checkpointer(
     *, sqlite_path: str | Path | None = None, postgres_uri: str | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """Open the configured checkpointer: PostgreSQL if a URI is given or set, else SQLite.
-
-    Args:
-        sqlite_path: SQLite file when SQLite is chosen (default under ``AMEM_HOME``).
-        postgres_uri: Forces PostgreSQL with this URI.
-
-    Yields:
-        The open checkpointer.
-    """
+    """Open the configured checkpointer: PostgreSQL if a URI is given or set, else SQLite."""
     if postgres_uri is not None or os.environ.get(POSTGRES_URI_ENV, "").strip():
         async with postgres_checkpointer(postgres_uri) as pg_saver:
             yield pg_saver
@@ -244,19 +213,11 @@ async def open_checkpointer(
             yield sqlite_saver
 
 
-def _check_thread_id(thread_id: object) -> str:
+async def adelete_thread(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> None:
+    """Delete every checkpoint and pending write of one thread (a no-op if it has none)."""
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise ValueError(f"thread_id must be a non-empty string, got {thread_id!r}")
-    return thread_id
-
-
-async def adelete_thread(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> None:
-    """Delete every checkpoint and pending write of one thread (a no-op if it has none).
-
-    Raises:
-        ValueError: ``thread_id`` is empty or not a string.
-    """
-    await checkpointer.adelete_thread(_check_thread_id(thread_id))
+    await checkpointer.adelete_thread(thread_id)
 
 
 async def athread_ids(
@@ -265,10 +226,8 @@ async def athread_ids(
     """List the threads with a checkpoint whose metadata contains ``metadata``.
 
     Run metadata (``config={"metadata": {"user_id": ...}}``) is copied into each
-    checkpoint's metadata, which is how threads are found per user.
-
-    Raises:
-        ValueError: ``metadata`` is empty (that would match every thread).
+    checkpoint's metadata, which is how threads are found per user. An empty ``metadata``
+    is refused: it would match every thread.
     """
     if not isinstance(metadata, Mapping) or not metadata:
         raise ValueError("metadata filter must be a non-empty mapping")
@@ -283,11 +242,7 @@ async def athread_ids(
 async def adelete_threads_where(
     checkpointer: BaseCheckpointSaver[Any], metadata: Mapping[str, Any]
 ) -> list[str]:
-    """Delete every thread found by :func:`athread_ids`; return their ids.
-
-    Raises:
-        ValueError: ``metadata`` is empty.
-    """
+    """Delete every thread found by :func:`athread_ids`; return their ids."""
     thread_ids = await athread_ids(checkpointer, metadata)
     for thread_id in thread_ids:
         await checkpointer.adelete_thread(thread_id)

@@ -1,12 +1,7 @@
-"""What the nodes use besides their state: the memory behind ``runtime.store``, and the models.
+"""The models the nodes use: the answering model and the memory model of a run.
 
-The memory is the run's LangGraph store, the LangGraph way: ``compile_graph(store=...)`` or
-``builder.compile(store=...)`` in Python, and under ``langgraph dev`` / LangGraph Platform
-the store ``langgraph.json`` names. It must be agentic_memory's store
-(:class:`agentic_memory.langgraph_store.AgenticStore`), whose ``memory`` holds the memory
-kinds; any other store is refused with a clear error on the first node.
-
-The models come through one seam. A run's context names them by spec (``Context.model``,
+(The memory behind ``runtime.store`` is :mod:`agentic_memory.graph.memory`'s.) The models
+come through one seam. A run's context names them by spec (``Context.model``,
 ``Context.memory_model``), resolved once per spec and reused, with an HTTP client of their
 own per event loop (see :func:`_for_this_loop`). ``compile_graph(chat_model=...,
 memory_model=...)`` binds given objects instead (tests, notebooks), through the compiled
@@ -18,26 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import openai
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
 from langgraph.config import get_config
 
-from agentic_memory.api import Memory
 from agentic_memory.graph.context import Context
-from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.chat import LocalChatOpenAI, limit_answer_tokens, resolve_chat_model
 
 __all__ = [
     "MODELS_KEY",
     "BoundModels",
-    "MemoryNotConfiguredError",
     "answer_model",
     "background_model",
-    "memory_of",
+    "run_config",
 ]
 
 MODELS_KEY = "__amem_models"
@@ -62,16 +56,16 @@ class _LoopModels:
     """By proxy (``None``: none): one connection pool per loop, as one per process before."""
     models: dict[tuple[str, str], tuple[BaseChatModel, BaseChatModel]] = field(default_factory=dict)
     """By role and spec: (the model resolved for the spec, its copy for this loop)."""
+    closer: AsyncGenerator[None] | None = None
+    """Started on the loop (see :func:`_close_at_shutdown`); kept here, so that only the
+    loop's shutdown finalises it."""
 
 
 _PER_LOOP: dict[asyncio.AbstractEventLoop, _LoopModels] = {}
 """Not weakly keyed: pooled connections refer to their loop, so a weak key would never go.
-Closed loops are dropped when another loop resolves a model."""
+A loop's entry goes, its clients closed, when the loop shuts down (``asyncio.run`` does);
+one closed without that goes when another loop resolves a model."""
 _LOCK = threading.Lock()
-
-
-class MemoryNotConfiguredError(RuntimeError):
-    """The run's store is not agentic_memory's: the graph has no memory to work with."""
 
 
 @dataclass(frozen=True)
@@ -82,28 +76,17 @@ class BoundModels:
     memory: BaseChatModel | None = None
 
 
-def memory_of(store: Any) -> Memory:
-    """Return the memory kinds behind a run's store.
-
-    Raises:
-        MemoryNotConfiguredError: the store is missing or is not agentic_memory's.
-    """
-    if isinstance(store, AgenticStore):
-        return store.memory
-    kind = "no store" if store is None else f"a {type(store).__name__}"
-    raise MemoryNotConfiguredError(
-        f"the agent's memory needs agentic_memory's store, but the run has {kind}: compile "
-        "with agentic_memory.graph.graph.compile_graph(store=...) or builder.compile(store=AgenticStore(...)); "
-        'under langgraph dev, langgraph.json names it ("store": {"path": "agentic_memory.graph.store.store"})'
-    )
+def run_config() -> RunnableConfig:
+    """Return the current run's config (empty outside a run)."""
+    try:
+        return get_config()
+    except RuntimeError:
+        # Called outside a graph run (a direct call): no thread, default resources.
+        return {}
 
 
 def _bound() -> BoundModels:
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:
-        return BoundModels()  # called outside a run
-    bound = configurable.get(MODELS_KEY)
+    bound = (run_config().get("configurable") or {}).get(MODELS_KEY)
     return bound if isinstance(bound, BoundModels) else BoundModels()
 
 
@@ -125,7 +108,31 @@ async def _resolved(role: str, spec: str) -> BaseChatModel:
     if base is not None and entry is not None and entry[0] is base:
         return entry[1]
     # Building a client may read certificates: off the event loop.
-    return await asyncio.to_thread(_resolve, role, spec, loop)
+    model = await asyncio.to_thread(_resolve, role, spec, loop)
+    mine = _PER_LOOP.get(loop)
+    if mine is not None and mine.closer is None:
+        mine.closer = _close_at_shutdown(loop, mine)
+        await anext(mine.closer)  # registers it with the loop, whose shutdown closes it
+    return model
+
+
+async def _close_at_shutdown(
+    loop: asyncio.AbstractEventLoop, mine: _LoopModels
+) -> AsyncGenerator[None]:
+    """Wait for the loop's shutdown, then close its HTTP clients and let its models go.
+
+    An event loop has no close hook, but its shutdown (``loop.shutdown_asyncgens()``, which
+    ``asyncio.run`` and ``asyncio.Runner`` call before closing it) finalises, on the loop,
+    the async generators that are still open: this one stays open until then.
+    """
+    try:
+        yield
+    finally:
+        with _LOCK:
+            if _PER_LOOP.get(loop) is mine:
+                del _PER_LOOP[loop]
+        for http in mine.http.values():
+            await http.aclose()
 
 
 def _resolve(role: str, spec: str, loop: asyncio.AbstractEventLoop) -> BaseChatModel:
@@ -152,8 +159,8 @@ def _for_this_loop(model: BaseChatModel, mine: _LoopModels) -> BaseChatModel:
     ``langchain_openai`` shares one such client among all its models: a graph run on a second
     loop (a thread pool, each ``asyncio.run``) would reuse a connection of the first and fail
     ("Event loop is closed", "bound to a different event loop"). Each loop gets its client,
-    shared by its models and let go once the loop is closed; the sync client (thread-safe)
-    stays shared by all.
+    shared by its models, closed and let go when the loop shuts down; the sync client
+    (thread-safe) stays shared by all.
     """
     if not isinstance(model, ChatOpenAI):
         return model

@@ -1,33 +1,27 @@
 """Serve the agent with ``langgraph dev`` from a private folder under ``AMEM_HOME``: ``make run``.
 
-``python -m agentic_memory.graph.serve [--config langgraph.auth.json] [--port 2024] [langgraph dev options]``
-starts ``langgraph dev`` with:
+``python -m agentic_memory.graph.serve [--config langgraph.auth.json] [--port 2024] [langgraph dev options]``.
 
-* **its own data under** ``$AMEM_HOME/langgraph-dev/``. ``langgraph dev`` keeps its threads,
-  runs and assistants in ``.langgraph_api/`` of its *working directory* (``langgraph_runtime_inmem``
-  hard-codes that relative path; no setting moves it), so it is started from that folder,
-  which holds links to ``graph/`` and ``ingest/``. Each ``AMEM_HOME`` thus has its own server
-  data, next to its store, instead of one ``./.langgraph_api/`` shared by every home;
-* **private files**: the process runs with umask 077, so that folder is 0700 and every file
-  the server writes there (it rewrites them every 10 s) is 0600; an older world-readable
-  ``.langgraph_api/`` there is tightened first. The checkpoints themselves go to the
-  checkpointer ``langgraph.json`` names (``graph/persistence.py:open_checkpointer``:
-  ``$AMEM_HOME/checkpoints.sqlite``, 0600, or PostgreSQL), see ``docs/persistence.md``;
-* **one line saying who can read what**: without an ``auth`` entry in the configuration,
-  anyone who can reach the port reads and changes every user's memories and threads;
-* **one line naming the chat model** that runs with ``model: "auto"`` (the default): OpenAI,
-  the endpoint at ``AMEM_BASE_URL``, or the bundled offline model
-  (:func:`agentic_memory.models.chat.describe_default_model`).
-
-``AMEM_HOME`` is made absolute before the working directory changes. Nothing runs at import.
+``langgraph dev`` keeps its threads, runs and assistants in ``.langgraph_api/`` of its
+*working directory* (``langgraph_runtime_inmem`` hard-codes that relative path; no setting
+moves it), so it is started from ``$AMEM_HOME/langgraph-dev/``: each home has its own server
+data, next to its store. The process runs with umask 077, so every file the server writes
+there (it rewrites them every 10 s) is 0600; the checkpoints go to the checkpointer
+``langgraph.json`` names (``docs/persistence.md``). A second server on the same home would
+overwrite the first one's threads at its next flush, so the home is locked for the server's
+life. Before it starts, one line says who can read what (without ``auth`` anyone who reaches
+the port reads every user's memories) and one names the chat model of ``model: "auto"``.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
 import json
 import os
 import shutil
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +29,7 @@ from pathlib import Path
 from agentic_memory.models.chat import describe_default_model
 from agentic_memory.paths import amem_home, private_dir, tighten
 
-__all__ = ["SERVER_DIR", "exposure_line", "main", "prepare"]
+__all__ = ["SERVER_DIR", "free_port", "claim", "exposure_line", "main", "prepare"]
 
 SERVER_DIR = "langgraph-dev"
 """The folder under ``AMEM_HOME`` that ``langgraph dev`` runs in (its ``.langgraph_api/``)."""
@@ -83,7 +77,56 @@ def prepare(home: Path) -> Path:
     return folder
 
 
-def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+def claim(folder: Path, port: int) -> int:
+    """Lock the server folder for this server's life (exit if another holds it); return the fd.
+
+    The descriptor is inherited by ``langgraph dev`` (``execv``), so the lock lasts as long as
+    the server does and goes when it dies.
+    """
+    path = folder / "server.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = path.read_text(encoding="utf-8").strip() or "another process"
+        os.close(fd)
+        sys.exit(
+            f"another server already serves AMEM_HOME={folder.parent} ({holder}): two servers "
+            "would overwrite each other's threads. Stop it, or give this one its own home: "
+            "AMEM_HOME=/some/other/folder make run"
+        )
+    os.ftruncate(fd, 0)
+    os.write(fd, f"pid {os.getpid()}, port {port}".encode())
+    os.set_inheritable(fd, True)
+    return fd
+
+
+def free_port(host: str, port: int) -> int:
+    """Return ``port`` when nothing listens on it, else the next free one (said on stderr).
+
+    ``langgraph dev`` would move to another port by itself, and the lines printed before it
+    starts would name the wrong one.
+    """
+    for candidate in range(port, port + 50):
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            try:
+                probe.bind((host, candidate))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                continue
+        if candidate != port:
+            sys.stderr.write(f"port {port} is in use on {host}: serving on port {candidate}\n")
+        return candidate
+    sys.exit(f"ports {port}-{port + 49} are in use on {host}: choose one, make run PORT=...")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Prepare the folder, say who can read what and which model answers, then run ``langgraph dev``.
+
+    Options other than ``--config``, ``--port`` and ``--host`` go to ``langgraph dev``
+    unchanged (``--no-reload``, ``--n-jobs-per-worker N``, …).
+    """
     parser = argparse.ArgumentParser(
         prog="python -m agentic_memory.graph.serve",
         description="Run `langgraph dev` from a private folder under AMEM_HOME.",
@@ -95,16 +138,7 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--port", type=int, default=2024, help="Port (default 2024).")
     parser.add_argument("--host", default="127.0.0.1", help="Interface (default 127.0.0.1).")
-    return parser.parse_known_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Prepare the folder, say who can read what and which model answers, then run ``langgraph dev``.
-
-    Options other than ``--config``, ``--port`` and ``--host`` go to ``langgraph dev``
-    unchanged (``--no-reload``, ``--n-jobs-per-worker N``, …).
-    """
-    args, rest = _parse(sys.argv[1:] if argv is None else argv)
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     config_path = Path(args.config)
     if not config_path.is_absolute() and not config_path.exists():
         config_path = REPO / config_path  # the repository's, from any working directory
@@ -116,7 +150,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     home = amem_home().expanduser().resolve()
     os.umask(0o077)
     folder = prepare(home)
-    sys.stdout.write(exposure_line(config, f"http://{args.host}:{args.port}") + "\n")
+    port = free_port(args.host, args.port)
+    lock = claim(folder, port)
+    sys.stdout.write(exposure_line(config, f"http://{args.host}:{port}") + "\n")
     sys.stdout.write(describe_default_model() + "\n")
     sys.stdout.flush()
     os.environ["AMEM_HOME"] = str(home)
@@ -130,12 +166,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--host",
         args.host,
         "--port",
-        str(args.port),
+        str(port),
         "--no-browser",
         *rest,
     ]
     os.chdir(folder)
-    os.execv(command[0], command)
+    try:
+        os.execv(command[0], command)
+    finally:  # only reached when the server could not be started
+        os.close(lock)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,46 +20,36 @@ __all__ = [
     "InputState",
     "State",
     "Summary",
-    "merge_failures",
-    "merge_model_calls",
-    "replace_calls",
-    "reset_failures",
+    "append_or_replace",
+    "message_text",
+    "replacing",
 ]
 
 _REPLACE = "__replace__"
+_T = TypeVar("_T")
 
 
-def replace_calls(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Wrap a list of call records so that it *replaces* ``model_calls`` (a new turn)."""
-    return {_REPLACE: list(calls)}
+def message_text(message: BaseMessage) -> str:
+    """Return a message's text: its string content, or its blocks' text joined by lines."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = [b if isinstance(b, str) else str(b.get("text", "")) for b in content]
+    return "\n".join(p for p in parts if p)
 
 
-def reset_failures() -> dict[str, Any]:
-    """Return the write that empties ``run_failures`` (a completed or rolled back run)."""
-    return {_REPLACE: []}
+def replacing(items: Sequence[_T]) -> dict[str, Any]:
+    """Wrap a list so that it *replaces* the field's list (see :func:`append_or_replace`)."""
+    return {_REPLACE: list(items)}
 
 
-def merge_failures(
-    left: list[dict[str, str]] | None, right: list[dict[str, str]] | dict[str, Any] | None
-) -> list[dict[str, str]]:
-    """Collect why a run failed: nodes failing in one step each add theirs.
+def append_or_replace(left: list[_T] | None, right: list[_T] | dict[str, Any] | None) -> list[_T]:
+    """Append a node's items, or start over when given :func:`replacing`.
 
-    A plain reducer (not a last value): two nodes that run in parallel can both fail.
-    """
-    if right is None:
-        return list(left or [])
-    if isinstance(right, dict):
-        return list(right.get(_REPLACE, []))
-    return [*(left or []), *right]
-
-
-def merge_model_calls(
-    left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | dict[str, Any] | None
-) -> list[dict[str, Any]]:
-    """Append call records, or start over when given :func:`replace_calls`.
-
-    The first node of a turn that calls a model starts over, so ``model_calls`` always
-    holds the calls of the current turn only.
+    A reducer, not a last value: two nodes that run in parallel can both fail, or both call
+    a model. The first node of a turn that calls a model starts ``model_calls`` over, so it
+    holds the current turn's calls only; a completed or rolled back run empties
+    ``run_failures``.
     """
     if right is None:
         return list(left or [])
@@ -76,8 +66,7 @@ class InputState:
     """The conversation of this thread; a turn appends the user's new message."""
 
     end_conversation: bool = False
-    """True ends the conversation after this turn (or at once, with no new message):
-    the graph then writes the reflection and may rewrite the rules."""
+    """True ends the conversation after this turn (at once with no new message): reflect."""
 
 
 @dataclass(kw_only=True)
@@ -85,8 +74,7 @@ class State(InputState):
     """The full state of a thread."""
 
     owner: str | None = None
-    """The user this thread belongs to: the user of its first run. Another user's run is
-    refused before it reads or writes anything."""
+    """The user of the thread's first run; another user's run is refused (``admit``)."""
 
     settled_through: str | None = None
     """Id of the newest message the graph admitted or wrote; what follows it is a run's new
@@ -98,10 +86,9 @@ class State(InputState):
     ``None`` for a thread from before it was kept (written at the end of its next run)."""
 
     run_before: dict[str, Any] | None = None
-    """While a run is under way: the values the thread had before it (set by ``admit``,
-    cleared when the run completes or is rolled back). Internal."""
+    """While a run is under way: the thread's values before it (``admit``). Internal."""
 
-    run_failures: Annotated[list[dict[str, str]], merge_failures] = field(default_factory=list)
+    run_failures: Annotated[list[dict[str, str]], append_or_replace] = field(default_factory=list)
     """While a refused or failed run is rolled back: why (kind, message). Internal."""
 
     pending_reflection: dict[str, Any] | None = None
@@ -118,7 +105,7 @@ class State(InputState):
     call) or ``rewritten`` (the merge would pass ten rules: the model rewrote the newer)."""
 
     rules_note: str | None = None
-    """Why the rules were not rewritten at this conversation end, if they could not be."""
+    """Why the rules were not rewritten at this conversation end."""
 
     episodes: list[dict[str, Any]] = field(default_factory=list)
     """Episodes recalled for this turn: id, thread_id, context_tags, conversation_summary,
@@ -145,8 +132,7 @@ class State(InputState):
     """The user's current facts after this turn: subject, value, category, ..."""
 
     turn_important: bool = False
-    """Whether the memory model flagged this turn's user message as worth keeping for good
-    (``ExtractedFacts.important``); ``log_turn`` logs it marked important."""
+    """The memory model flagged this turn's message as worth keeping for good (``log_turn``)."""
 
     facts_remembered: list[dict[str, Any]] = field(default_factory=list)
     """Facts stored this turn: subject, value, category, action ("added"/"superseded"),
@@ -158,7 +144,7 @@ class State(InputState):
     token_report: dict[str, Any] = field(default_factory=dict)
     """Tokens per context layer in this turn's prompt, items left out, compaction."""
 
-    model_calls: Annotated[list[dict[str, Any]], merge_model_calls] = field(default_factory=list)
+    model_calls: Annotated[list[dict[str, Any]], append_or_replace] = field(default_factory=list)
     """Every model call of this turn (purpose, model, tokens, seconds)."""
 
     reflection: dict[str, Any] | None = None
@@ -167,11 +153,10 @@ class State(InputState):
     holds what the user said and no lesson."""
 
     rules_version_created: int | None = None
-    """The rules version created when the conversation ended, if any (this run only)."""
+    """The rules version this conversation end created (this run only)."""
 
     rules_proposal: dict[str, Any] | None = None
-    """With the shared rules: the proposal this conversation end made (id, rules, status),
-    which changes nothing until an operator approves it (this run only)."""
+    """With the shared rules: this end's proposal (id, rules, status), for an operator."""
 
     conversation_ended: bool = False
     """True after a run that ended the conversation."""
@@ -183,8 +168,7 @@ class State(InputState):
     """Id of the last message covered by a reflection; a later reflection starts after it."""
 
     turn_answered: bool = False
-    """Set by ``log_turn`` when this run goes on to end the conversation, so ``reflect``
-    adds its model calls to the turn's instead of starting a new list."""
+    """Set by ``log_turn`` before an end, so ``reflect`` adds to the turn's ``model_calls``."""
 
 
 RUN_FIELDS = frozenset({"messages", "settled_messages", "run_before", "run_failures"})

@@ -6,19 +6,11 @@ enters :func:`store` once at start-up and leaves it at shutdown; the same
 answers ``/store/*`` (``client.store.*`` in the SDK, Studio's memory view), so both show
 and edit the facts, episodes, rules, messages and knowledge the agent works with.
 
-It opens the configured memory store and embeddings (``AMEM_STORE``, ``AMEM_HOME``,
-``AMEM_EMBEDDINGS``, see ``docs/storage.md``). A ``"ttl"`` next to ``"path"`` in
-``langgraph.json`` (LangGraph's ``TTLConfig``) applies to items of other namespaces; expired
-items are swept every ``sweep_interval_minutes`` (5 when not set). The server skips its own
-sweeper for custom stores, so this one sweeps itself.
-
-The store acts for operators (the shared rules and their proposals, see
-:mod:`agentic_memory.operators`) only when the server can tell them apart: with
-``AMEM_OPERATORS`` naming identities and an authentication configured (``langgraph.json``'s
-``auth``, which ``graph/auth.py`` implements and which lets only those identities reach the
-shared namespaces), or with ``AMEM_OPERATORS=*`` (every caller). Otherwise the shared rules
-are read-only through the server and operators use ``amem memories rules`` where the store
-lives.
+It opens the configured memory store and embeddings (``docs/storage.md``). A ``"ttl"`` next
+to ``"path"`` in ``langgraph.json`` applies to items of other namespaces; the server skips its
+own sweeper for custom stores, so this one sweeps itself. It acts for operators (the shared
+rules, :mod:`agentic_memory.operators`) only when the server can tell them apart: see
+:func:`server_operator`; otherwise operators use ``amem memories rules`` where the store lives.
 """
 
 from __future__ import annotations
@@ -65,12 +57,9 @@ class ServedStore(AgenticStore):
     """The store a server serves: a refused ``/store`` request answers as an HTTP error.
 
     The server logs every ``ValueError`` a route raises with its whole traceback (25 lines
-    per refused put, for a request it answers 400 anyway). Outside a graph run (a
-    ``/store`` route), a refusal is raised as the ``HTTPException`` it becomes: 400 for bad
-    input, 403 for an operator's right, 409 for a rules version that is no longer the
-    latest, with the store's message, and the server answers it without a traceback. In a
-    graph run the error stays what it is (nodes catch ``InvalidInputError``); a store
-    failure (not a refusal) stays an error.
+    per refused put, for a request it answers 400 anyway). Outside a graph run a refusal is
+    raised as its ``HTTPException`` (400, 403 for an operator's right, 409 for a stale rules
+    version); in a run it stays what it is (nodes catch ``InvalidInputError``).
     """
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -113,9 +102,9 @@ async def store() -> AsyncIterator[AgenticStore]:
 def server_operator() -> str | None:
     """Return the name the server's store records for operators' decisions, or ``None``.
 
-    ``None`` (the store is no operator's) unless ``AMEM_OPERATORS`` is ``*``, or names
-    identities on a server with an authentication (``LANGGRAPH_AUTH``); each decision made
-    through the authentication example records the caller's identity instead of this name.
+    ``None`` (no operator's) unless ``AMEM_OPERATORS`` is ``*``, or names identities on a
+    server with an authentication (``LANGGRAPH_AUTH``, which lets only them reach the shared
+    namespaces; each decision then records the caller's identity instead of this name).
     """
     operators = configured_operators()
     if EVERYONE in operators:
@@ -128,12 +117,8 @@ def server_operator() -> str | None:
 def server_ttl_config(settings: Mapping[str, Any] | None = None) -> TTLConfig | None:
     """Return the ``ttl`` of ``langgraph.json``'s ``store`` entry, if there is one.
 
-    Args:
-        settings: The ``store`` entry; default the running server's, which ``langgraph dev``
-            and LangGraph's images pass in ``LANGGRAPH_STORE`` (JSON).
-
-    Raises:
-        ValueError: ``LANGGRAPH_STORE`` is not a JSON object.
+    ``settings`` defaults to the running server's entry, which ``langgraph dev`` and
+    LangGraph's images pass in ``LANGGRAPH_STORE`` (JSON).
     """
     if settings is None:
         raw = os.environ.get(STORE_ENV, "").strip()

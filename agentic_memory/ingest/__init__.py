@@ -6,6 +6,8 @@ from agentic_memory.ingest.pipeline import (
     FileResult,
     IngestEvent,
     IngestReport,
+    aingest_paths,
+    aingest_uploads,
     ingest_paths,
     ingest_uploads,
 )
@@ -22,6 +24,8 @@ __all__ = [
     "IngestFileError",
     "IngestReport",
     "Upload",
+    "aingest_paths",
+    "aingest_uploads",
     "ingest_paths",
     "ingest_uploads",
 ]

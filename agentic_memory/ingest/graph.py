@@ -8,10 +8,9 @@ report as a dictionary.
 
 Who may write what:
 
-* by default the documents go to the caller's own knowledge base ``kb``
-  (``agentic_memory.kinds.knowledge``, ``owner=``), which only they recall and read. The
-  caller is the server's authenticated user, else ``context.user_id``; a run whose
-  ``context.user_id`` names someone else than the authenticated user is refused;
+* by default the documents go to the caller's own knowledge base ``kb``, which only they
+  recall and read. The caller is the server's authenticated user, else ``context.user_id``
+  (a run whose ``context.user_id`` names someone else is refused);
 * ``"shared": true`` writes the shared knowledge base every user reads: an operator's
   right (:mod:`agentic_memory.operators`), refused to anyone else;
 * ``paths`` are read only inside the documents folders the operator configures
@@ -30,17 +29,17 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
-from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from agentic_memory.graph.resources import memory_of
+from agentic_memory.graph.admission import run_context
+from agentic_memory.graph.memory import memory_of
+from agentic_memory.graph.resources import run_config
 from agentic_memory.ingest.inputs import INGEST_DIRS_ENV, Upload, ingest_roots
-from agentic_memory.ingest.pipeline import IngestReport, ingest_paths, ingest_uploads
+from agentic_memory.ingest.pipeline import IngestOptions, aingest_paths, aingest_uploads
 from agentic_memory.ingest.text import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
-from agentic_memory.kinds._bound import check_user_id
 from agentic_memory.operators import run_identity
-from agentic_memory.store import InvalidInputError
+from agentic_memory.store import InvalidInputError, check_user_id
 
 __all__ = [
     "GRAPH_NAME",
@@ -100,27 +99,9 @@ class IngestContext:
     )
 
 
-def _context(runtime: Runtime[IngestContext] | None) -> IngestContext:
-    ctx: Any = runtime.context if runtime is not None else None
-    if ctx is None:
-        return IngestContext()
-    if isinstance(ctx, dict):
-        return IngestContext(**ctx)
-    if not isinstance(ctx, IngestContext):
-        raise TypeError(f"the run context must be an IngestContext or a dict, not {type(ctx)}")
-    return ctx
-
-
-def _configurable() -> dict[str, Any]:
-    try:
-        return dict(get_config().get("configurable") or {})
-    except RuntimeError:
-        return {}
-
-
 def _owner(ctx: IngestContext) -> tuple[str | None, bool]:
     """Return the user the run acts for (``None``: nobody known) and whether an operator."""
-    identity, operator = run_identity(_configurable())
+    identity, operator = run_identity(run_config().get("configurable") or {})
     given = ctx.user_id.strip() if isinstance(ctx.user_id, str) else ""
     if identity and given and given != identity:
         raise InvalidInputError(
@@ -166,14 +147,8 @@ def _uploads(raw: object) -> list[Upload]:
 
 
 async def ingest_files(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
-    """Ingest the uploaded documents (or allowed server paths) into a knowledge base.
-
-    Raises:
-        InvalidInputError: nothing to ingest, both or neither of documents and paths, a
-            path given where the server reads none, a shared knowledge base asked for by
-            someone who is no operator, or no user for an own knowledge base.
-    """
-    ctx = _context(runtime)
+    """Ingest the uploaded documents (or allowed server paths) into a knowledge base."""
+    ctx = run_context(runtime, IngestContext)
     owner, operator = _owner(ctx)
     shared = state.get("shared", False)
     if not isinstance(shared, bool):
@@ -191,25 +166,24 @@ async def ingest_files(state: IngestState, runtime: Runtime[IngestContext]) -> d
     if ("documents" in state) == ("paths" in state):
         raise InvalidInputError("give either documents (their content) or paths, not both")
     # Without a store the pipeline opens the configured one; a foreign store is an error.
-    memory = None if runtime.store is None else memory_of(runtime.store)
-    options: dict[str, Any] = {
+    store, embeddings = (
+        (None, None) if runtime.store is None else memory_of(runtime.store).for_ingestion()
+    )
+    options: IngestOptions = {
         "kb": state.get("kb", "default"),
-        "store": None if memory is None else memory.store,
-        "embeddings": None if memory is None else memory.embeddings,
+        "store": store,
+        "embeddings": embeddings,
         "chunk_size": state.get("chunk_size", DEFAULT_CHUNK_SIZE),
         "chunk_overlap": state.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP),
         "password": state.get("password"),
         "owner": None if shared else owner,
     }
-    # Decoding uploads and looking at folders touch bytes and the disk: off the event loop.
-    report = await asyncio.to_thread(_ingest, state, options)
-    return {"report": report.to_dict()}
-
-
-def _ingest(state: IngestState, options: dict[str, Any]) -> IngestReport:
     if "documents" in state:
-        return ingest_uploads(_uploads(state["documents"]), **options)
-    roots = ingest_roots()
+        # Decoding base64 touches every byte: off the event loop.
+        uploads = await asyncio.to_thread(_uploads, state["documents"])
+        return {"report": (await aingest_uploads(uploads, **options)).to_dict()}
+    # The configured folders are resolved on the disk: off the event loop.
+    roots = await asyncio.to_thread(ingest_roots)
     if not roots:
         raise InvalidInputError(
             "this server reads no paths: send the documents' content (documents=[...]); "
@@ -218,7 +192,7 @@ def _ingest(state: IngestState, options: dict[str, Any]) -> IngestReport:
     paths = state["paths"]
     if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
         raise InvalidInputError("paths is a list of strings")
-    return ingest_paths(list(paths), roots=roots, **options)
+    return {"report": (await aingest_paths(list(paths), roots=roots, **options)).to_dict()}
 
 
 builder = StateGraph(

@@ -37,13 +37,9 @@ MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
 
 def ingest_roots(spec: str | None = None) -> list[Path]:
-    """Return the documents folders a server may ingest from, resolved; none by default.
+    """Return the documents folders a server may ingest from (``AMEM_INGEST_DIRS``), resolved.
 
-    Args:
-        spec: The setting; default ``AMEM_INGEST_DIRS`` (folders separated by ``os.pathsep``).
-
-    Raises:
-        ValueError: a folder is not an absolute path to an existing directory.
+    Each must be an absolute path to an existing directory.
     """
     raw = os.environ.get(INGEST_DIRS_ENV, "") if spec is None else spec
     roots: list[Path] = []

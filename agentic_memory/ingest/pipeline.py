@@ -1,15 +1,14 @@
 """Ingest files into a knowledge base: read, clean, split, embed in batches, write, commit.
 
-Each file goes through the replace protocol of its knowledge base
-(``agentic_memory.kinds.knowledge.KnowledgeBase``, described in that module):
+Each file goes through the replace protocol of its knowledge base (described in
+``kinds.knowledge.base``): a file whose revision (content hash, splitter settings) is already
+active with all its chunks is left alone (``Knowledge.akeep_unchanged``); any other is
+parsed, split and handed, embedded batch by batch, to ``Knowledge.areplace_source``.
 
-1. Hash the file. If the manifest's active revision for this path is the same (same content,
-   same splitter settings) and all its chunks are there, nothing is written.
-2. Otherwise record a pending entry for the path, then write all new chunks, tagged with the
-   new revision (invisible to searches).
-3. Commit: upsert the path's manifest object naming the new revision (one object).
-4. Renew the knowledge base's generation token, then delete the path's chunks of any
-   other revision (the old ones, and leftovers of a killed run), then the pending entry.
+The pipeline is asynchronous (``aingest_paths``, ``aingest_uploads``): a file is read,
+parsed and split in a worker thread, embedded through ``aembed_documents`` and written
+through the store's ``a…`` methods. ``ingest_paths`` and ``ingest_uploads`` are their
+blocking names (in a running loop, a notebook cell, they run on a thread of their own).
 
 A process killed anywhere leaves the store searchable and consistent; running the same
 ingestion again completes or cleans up what was left. When the file was renamed or deleted
@@ -19,13 +18,14 @@ the sources of any other deleted files.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypedDict, Unpack, overload
 
 from langchain_core.embeddings import Embeddings
 
@@ -46,13 +46,13 @@ from agentic_memory.ingest.text import (
     split_document,
 )
 from agentic_memory.kinds.knowledge import (
-    KnowledgeBase,
+    Knowledge,
     PruneReport,
+    ReplaceStep,
     SourceInfo,
     chunk_id,
     knowledge_collection,
     now_rfc3339,
-    prune_knowledge_base,
     revision_of,
     source_key,
     upload_source,
@@ -67,6 +67,7 @@ from agentic_memory.store import (
     check_text,
     open_store,
 )
+from agentic_memory.sync_edge import blocking_function
 
 PIPELINE_VERSION = "3"
 """Part of every revision: bump it when cleaning or splitting changes, so files are redone.
@@ -159,6 +160,7 @@ class IngestReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dictionary with the totals and every file."""
+        summed = ("pages", "chunks_written", "chunks_unchanged", "chunks_removed", "warnings")
         return {
             "kb": self.kb,
             "chunk_size": self.chunk_size,
@@ -170,11 +172,7 @@ class IngestReport:
                 "unchanged": sum(f.status == "unchanged" for f in self.files),
                 "failed": len(self.failed),
                 "skipped": len(self.skipped),
-                "pages": self.pages,
-                "chunks_written": self.chunks_written,
-                "chunks_unchanged": self.chunks_unchanged,
-                "chunks_removed": self.chunks_removed,
-                "warnings": self.warnings,
+                **{name: getattr(self, name) for name in summed},
                 "seconds": round(self.seconds, 3),
             },
             "files": [asdict(f) for f in self.files],
@@ -199,20 +197,26 @@ class IngestEvent:
 ProgressCallback = Callable[[IngestEvent], None]
 
 
-def ingest_paths(
+class IngestOptions(TypedDict, total=False):
+    """What both ingestion entry points take besides their inputs (see :func:`aingest_paths`)."""
+
+    kb: str
+    owner: str | None
+    store: MemoryStore | None
+    embeddings: Embeddings | None
+    chunk_size: int
+    chunk_overlap: int
+    password: str | None
+    progress: ProgressCallback | None
+    batch_size: int
+
+
+async def aingest_paths(
     paths: str | Path | Sequence[str | Path],
     *,
-    kb: str = "default",
-    store: MemoryStore | None = None,
-    embeddings: Embeddings | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-    password: str | None = None,
-    progress: ProgressCallback | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
     prune: bool = False,
-    owner: str | None = None,
     roots: Sequence[Path] | None = None,
+    **options: Unpack[IngestOptions],
 ) -> IngestReport:
     """Ingest files, directories (recursively) and glob patterns into knowledge base ``kb``.
 
@@ -222,20 +226,19 @@ def ingest_paths(
 
     Args:
         paths: One path or pattern, or several.
-        kb: Knowledge base name (letters, digits, underscores; starts with a letter).
-        store: An open store; by default the configured one is opened and closed again.
-        embeddings: By default ``agentic_memory.models.embeddings.get_embeddings()``.
-        chunk_size: Characters per chunk.
-        chunk_overlap: Characters shared by neighbouring chunks.
-        password: Password for encrypted PDFs.
-        progress: Called with an ``IngestEvent`` at each step.
-        batch_size: Chunks embedded and written per call.
         prune: Afterwards, remove the sources of ``kb`` whose files no longer exist, with
             their chunks and what killed runs left for them (see
             ``agentic_memory.kinds.knowledge.prune_knowledge_base``).
-        owner: Ingest into this user's own knowledge base ``kb`` instead of the shared one.
         roots: The only folders files may come from (a server's ``AMEM_INGEST_DIRS``, see
             ``ingest.inputs.expand_inputs``); ``None``: any path (the library, the CLI).
+        options: ``kb``, the knowledge base name (letters, digits, underscores; starts with
+            a letter; default ``"default"``); ``owner``, ingest into this user's own
+            knowledge base ``kb`` instead of the shared one; ``store``, an open store (by
+            default the configured one is opened and closed again); ``embeddings`` (default
+            ``agentic_memory.models.embeddings.get_embeddings()``); ``chunk_size``,
+            characters per chunk; ``chunk_overlap``, characters shared by neighbouring
+            chunks; ``password``, for encrypted PDFs; ``progress``, called with an
+            ``IngestEvent`` at each step; ``batch_size``, chunks embedded and written per call.
 
     Returns:
         The per-file results and totals.
@@ -244,29 +247,54 @@ def ingest_paths(
         >>> report = ingest_paths(["papers/", "notes/*.md"], kb="research")  # doctest: +SKIP
         >>> report.chunks_written, report.ok  # doctest: +SKIP
     """
+    _check_options(options, "aingest_paths")
     inputs = _check_paths(paths)
     if not isinstance(prune, bool):
         raise InvalidInputError(f"prune must be True or False, got {prune!r}")
     folders = None if roots is None else [Path(r) for r in roots]
-    return _ingest(
-        lambda: expand_inputs(inputs, roots=folders),
-        kb=kb,
-        store=store,
-        embeddings=embeddings,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        password=password,
-        progress=progress,
-        batch_size=batch_size,
-        prune=prune,
-        owner=owner,
-        roots=folders,
+    return await _aingest(
+        lambda: expand_inputs(inputs, roots=folders), prune=prune, roots=folders, **options
     )
 
 
-def ingest_uploads(
-    documents: Sequence[Upload],
+async def aingest_uploads(
+    documents: Sequence[Upload], **options: Unpack[IngestOptions]
+) -> IngestReport:
+    """Ingest documents sent as content (no path is read) into knowledge base ``kb``.
+
+    Each document's source is ``upload://<name>``: uploading a name again replaces that
+    document. Everything else, ``options`` included, is as in :func:`aingest_paths`.
+    """
+    _check_options(options, "aingest_uploads")
+    if isinstance(documents, Upload) or not isinstance(documents, Sequence) or not documents:
+        raise InvalidInputError("documents must be a non-empty list of uploads")
+    if not all(isinstance(d, Upload) for d in documents):
+        raise InvalidInputError("every document must be an ingest.inputs.Upload")
+    names = [d.name for d in documents]
+    if len(set(names)) != len(names):
+        raise InvalidInputError("two uploaded documents have the same name")
+    return await _aingest(
+        lambda: Expanded(entries=list(documents)), prune=False, roots=None, **options
+    )
+
+
+def _check_options(options: Mapping[str, object], caller: str) -> None:
+    # The options arrive as **kwargs: an unknown one is refused as Python refuses a keyword,
+    # naming the function called rather than the private one behind it.
+    for name in options:
+        if name not in IngestOptions.__optional_keys__:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}")
+
+
+ingest_paths = blocking_function(aingest_paths)
+ingest_uploads = blocking_function(aingest_uploads)
+
+
+async def _aingest(
+    expand: Callable[[], Expanded],
     *,
+    prune: bool,
+    roots: Sequence[Path] | None,
     kb: str = "default",
     owner: str | None = None,
     store: MemoryStore | None = None,
@@ -277,68 +305,12 @@ def ingest_uploads(
     progress: ProgressCallback | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> IngestReport:
-    """Ingest documents sent as content (no path is read) into knowledge base ``kb``.
-
-    Each document's source is ``upload://<name>``: uploading a name again replaces that
-    document. Everything else is as in :func:`ingest_paths`.
-
-    Args:
-        documents: The uploads (file name and bytes), at least one.
-        kb: Knowledge base name.
-        owner: The user whose own knowledge base ``kb`` it goes to; ``None``: the shared one.
-        store: See :func:`ingest_paths`.
-        embeddings: See :func:`ingest_paths`.
-        chunk_size: See :func:`ingest_paths`.
-        chunk_overlap: See :func:`ingest_paths`.
-        password: See :func:`ingest_paths`.
-        progress: See :func:`ingest_paths`.
-        batch_size: See :func:`ingest_paths`.
-    """
-    if isinstance(documents, Upload) or not isinstance(documents, Sequence) or not documents:
-        raise InvalidInputError("documents must be a non-empty list of uploads")
-    if not all(isinstance(d, Upload) for d in documents):
-        raise InvalidInputError("every document must be an ingest.inputs.Upload")
-    names = [d.name for d in documents]
-    if len(set(names)) != len(names):
-        raise InvalidInputError("two uploaded documents have the same name")
-
-    def entries() -> Expanded:
-        return Expanded(entries=list(documents))
-
-    return _ingest(
-        entries,
-        kb=kb,
-        store=store,
-        embeddings=embeddings,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        password=password,
-        progress=progress,
-        batch_size=batch_size,
-        prune=False,
-        owner=owner,
-        roots=None,
-    )
-
-
-def _ingest(
-    expand: Callable[[], Expanded],
-    *,
-    kb: str,
-    store: MemoryStore | None,
-    embeddings: Embeddings | None,
-    chunk_size: int,
-    chunk_overlap: int,
-    password: str | None,
-    progress: ProgressCallback | None,
-    batch_size: int,
-    prune: bool,
-    owner: str | None,
-    roots: Sequence[Path] | None,
-) -> IngestReport:
     started = time.perf_counter()
     knowledge_collection(kb, owner)
-    chunk_size, chunk_overlap = _check_settings(chunk_size, chunk_overlap)
+    try:
+        chunk_size, chunk_overlap = check_split_settings(chunk_size, chunk_overlap)
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise InvalidInputError(f"batch size must be a positive integer, got {batch_size!r}")
     if password is not None and not isinstance(password, str):
@@ -346,7 +318,8 @@ def _ingest(
     emit = progress or (lambda _event: None)
 
     report = IngestReport(kb=kb, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-    expanded = expand()
+    # Globs and folders are walked on the disk: off the event loop.
+    expanded = await asyncio.to_thread(expand)
     report.skipped = [printable_path(s) for s in expanded.skipped]
     total = len(expanded.files)
     emit(IngestEvent("planned", files_total=total))
@@ -354,26 +327,29 @@ def _ingest(
     if not expanded.files and not prune:
         report.files = [_input_failure(e) for e in expanded.errors]
     else:
-        embedder = embeddings if embeddings is not None else get_embeddings()
-        dims = embedding_dims(embedder)
+        # Loading a model and opening a store read files: in worker threads.
+        embedder = embeddings if embeddings is not None else await asyncio.to_thread(get_embeddings)
+        dims = await asyncio.to_thread(embedding_dims, embedder)
         own_store = store is None
-        active_store = open_store(dims) if store is None else store
+        active_store = await asyncio.to_thread(open_store, dims) if store is None else store
         try:
             if active_store.dims != dims:
                 raise InvalidInputError(
                     f"the store holds {active_store.dims}-d vectors but the embeddings make "
                     f"{dims}-d ones"
                 )
-            base = KnowledgeBase(active_store, kb, owner)
-            kb = report.kb = base.name
+            knowledge = Knowledge(active_store)
+            kb = report.kb = await knowledge.aensure(kb, owner)
             job = _Job(
-                base,
+                knowledge,
+                kb,
+                owner,
                 embedder,
                 chunk_size,
                 chunk_overlap,
                 password,
                 batch_size,
-                roots=roots,
+                roots,
             )
             index = 0
             for entry in expanded.entries:
@@ -386,15 +362,15 @@ def _ingest(
                     else printable_path(entry)
                 )
                 emit(IngestEvent("file_started", shown, index, total))
-                result = job.run(entry, _Reporter(emit, shown, index, total))
+                result = await job.arun(entry, _Reporter(emit, shown, index, total))
                 report.files.append(result)
                 emit(IngestEvent("file_finished", shown, index, total, result=result))
                 index += 1
             if prune:
-                report.pruned = prune_knowledge_base(active_store, kb, owner=owner)
+                report.pruned = await knowledge.aprune(kb, owner=owner)
         finally:
             if own_store:
-                active_store.close()
+                await asyncio.to_thread(active_store.close)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -432,13 +408,6 @@ def _check_paths(paths: object) -> list[str | Path]:
     return items
 
 
-def _check_settings(chunk_size: object, chunk_overlap: object) -> tuple[int, int]:
-    try:
-        return check_split_settings(chunk_size, chunk_overlap)
-    except ValueError as exc:
-        raise InvalidInputError(str(exc)) from None
-
-
 @dataclass(frozen=True)
 class _Reporter:
     """Sends the steps of one file to the progress callback."""
@@ -452,34 +421,38 @@ class _Reporter:
         self.emit(IngestEvent(kind, self.path, self.index, self.total, done, of))
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    """A file read, parsed and split (in one worker thread)."""
+
+    title: str
+    pages: int
+    chunks: list[TextChunk]
+    search_texts: list[str]
+    """Each chunk's prepared keyword text (stemming is CPU work too)."""
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
 class _Job:
-    """The per-file work of one ``ingest_paths`` call."""
+    """The per-file work of one ``aingest_paths`` call."""
 
-    def __init__(
-        self,
-        base: KnowledgeBase,
-        embeddings: Embeddings,
-        chunk_size: int,
-        chunk_overlap: int,
-        password: str | None,
-        batch_size: int,
-        *,
-        roots: Sequence[Path] | None = None,
-    ) -> None:
-        self.base = base
-        self.roots = roots
-        self.embeddings = embeddings
-        self.chunk_size = chunk_size
-        self.chunk_overlap = chunk_overlap
-        self.password = password
-        self.batch_size = batch_size
+    knowledge: Knowledge
+    kb: str
+    owner: str | None
+    embeddings: Embeddings
+    chunk_size: int
+    chunk_overlap: int
+    password: str | None
+    batch_size: int
+    roots: Sequence[Path] | None
 
-    def run(self, path: Path | Upload, step: _Reporter) -> FileResult:
+    async def arun(self, path: Path | Upload, step: _Reporter) -> FileResult:
         started = time.perf_counter()
         shown = upload_source(path.name) if isinstance(path, Upload) else printable_path(path)
         result = FileResult(path=shown, status="failed")
         try:
-            self._run(path, result, step)
+            await self._arun(path, result, step)
         except IngestFileError as exc:
             result.status, result.error = "failed", str(exc)
         except StoreError as exc:
@@ -487,10 +460,10 @@ class _Job:
         result.seconds = time.perf_counter() - started
         return result
 
-    def _run(self, entry: Path | Upload, result: FileResult, step: _Reporter) -> None:
-        path = Path(entry.name) if isinstance(entry, Upload) else entry
+    def _read(self, entry: Path | Upload) -> tuple[str, bytes]:
+        """Return the source key of ``entry`` and its bytes (storage-free: a worker thread)."""
         # Checked before reading so that a large unrelated file is not loaded for nothing.
-        require_kind(path)
+        require_kind(Path(entry.name) if isinstance(entry, Upload) else entry)
         source = upload_source(entry.name) if isinstance(entry, Upload) else source_key(entry)
         try:
             check_text(source, "the file name")
@@ -501,22 +474,12 @@ class _Job:
                 f"the path is not valid UTF-8 ({printable_path(source)}); rename the file to "
                 "ingest it"
             ) from None
-        result.source = source
         data = entry.data if isinstance(entry, Upload) else read_bytes(entry, within=self.roots)
-        sha256 = hashlib.sha256(data).hexdigest()
-        revision = revision_of(
-            source, sha256, self.chunk_size, self.chunk_overlap, PIPELINE_VERSION
-        )
-        current = self.base.unchanged(source, revision)
-        if current is not None:
-            result.status, result.title, result.pages = "unchanged", current.title, current.pages
-            result.chunks_unchanged = current.chunks
-            result.chunks_removed = self.base.keep(source, revision)
-            return
+        return source, data
 
+    def _parse(self, path: Path, data: bytes) -> _Parsed:
+        """Parse, clean and split a file's bytes (CPU work: a worker thread)."""
         raw = parse(path, data, password=self.password)
-        result.warnings = len(raw.warnings)
-        result.warning_sample = raw.warnings[0][:200] if raw.warnings else None
         document = assemble(raw.pages)
         chunks = split_document(
             document,
@@ -527,59 +490,79 @@ class _Job:
         if not chunks:
             raise IngestFileError("no extractable text")
         title = derive_title(raw, document.text, path)
-        result.title, result.pages = title, document.page_count
+        search_texts = [chunk_search_text(c.text, title=title, section=c.section) for c in chunks]
+        return _Parsed(title, document.page_count, chunks, search_texts, list(raw.warnings))
 
-        # Before the first chunk: a run killed from here on stays known (see prune).
-        self.base.begin(source, revision)
-        for start in range(0, len(chunks), self.batch_size):
-            batch = chunks[start : start + self.batch_size]
-            self._write(batch, source=source, sha256=sha256, title=title, revision=revision)
-            result.chunks_written += len(batch)
-            step("chunks_progress", result.chunks_written, len(chunks))
-        step("chunks_written", len(chunks), len(chunks))
+    async def _arun(self, entry: Path | Upload, result: FileResult, step: _Reporter) -> None:
+        path = Path(entry.name) if isinstance(entry, Upload) else entry
+        source, data = await asyncio.to_thread(self._read, entry)
+        result.source = source
+        sha256 = hashlib.sha256(data).hexdigest()
+        revision = revision_of(
+            source, sha256, self.chunk_size, self.chunk_overlap, PIPELINE_VERSION
+        )
+        kept = await self.knowledge.akeep_unchanged(self.kb, source, revision, owner=self.owner)
+        if kept is not None:
+            current, result.chunks_removed = kept
+            result.status, result.title, result.pages = "unchanged", current.title, current.pages
+            result.chunks_unchanged = current.chunks
+            return
 
+        # An unchanged file is not parsed: the store is asked first, then the thread parses.
+        parsed = await asyncio.to_thread(self._parse, path, data)
+        result.warnings = len(parsed.warnings)
+        result.warning_sample = parsed.warnings[0][:200] if parsed.warnings else None
+        result.title, result.pages = parsed.title, parsed.pages
         info = SourceInfo(
             source=source,
-            title=title,
+            title=parsed.title,
             revision=revision,
             sha256=sha256,
-            pages=document.page_count,
-            chunks=len(chunks),
+            pages=parsed.pages,
+            chunks=len(parsed.chunks),
             chunk_size=self.chunk_size,
             chunk_overlap=self.chunk_overlap,
             ingested_at=now_rfc3339(),
         )
-        self.base.commit(info)
-        step("committed")
-        result.chunks_removed = self.base.finish(info)
-        step("old_removed")
+
+        def progress(kind: ReplaceStep, done: int, of: int) -> None:
+            result.chunks_written = done
+            if kind in ("chunks_progress", "chunks_written"):
+                step(kind, done, of)
+            else:
+                step(kind)
+
+        result.chunks_removed = await self.knowledge.areplace_source(
+            self.kb, info, self._abatches(parsed, info), owner=self.owner, step=progress
+        )
         result.status = "written"
 
-    def _write(
-        self, batch: list[TextChunk], *, source: str, sha256: str, title: str, revision: str
-    ) -> None:
-        vectors = self.embeddings.embed_documents([chunk.text for chunk in batch])
-        objects = [
-            MemoryObject(
-                id=chunk_id(revision, chunk.index),
-                properties={
-                    "text": chunk.text,
-                    "title": title,
-                    "source": source,
-                    "sha256": sha256,
-                    "page_start": chunk.page_start,
-                    "page_end": chunk.page_end,
-                    "chunk_index": chunk.index,
-                    "char_start": chunk.char_start,
-                    "char_end": chunk.char_end,
-                    "revision": revision,
-                    "section": chunk.section,
-                    "search_text": chunk_search_text(
-                        chunk.text, title=title, section=chunk.section
-                    ),
-                },
-                vector=vector,
-            )
-            for chunk, vector in zip(batch, vectors, strict=True)
-        ]
-        self.base.write_chunks(objects)
+    async def _abatches(
+        self, parsed: _Parsed, info: SourceInfo
+    ) -> AsyncIterator[list[MemoryObject]]:
+        """Yield the chunks as stored objects, embedded ``batch_size`` at a time."""
+        for start in range(0, len(parsed.chunks), self.batch_size):
+            batch = parsed.chunks[start : start + self.batch_size]
+            keywords = parsed.search_texts[start : start + self.batch_size]
+            vectors = await self.embeddings.aembed_documents([chunk.text for chunk in batch])
+            yield [
+                MemoryObject(
+                    id=chunk_id(info.revision, chunk.index),
+                    properties={
+                        "text": chunk.text,
+                        "title": info.title,
+                        "source": info.source,
+                        "sha256": info.sha256,
+                        "page_start": chunk.page_start,
+                        "page_end": chunk.page_end,
+                        "chunk_index": chunk.index,
+                        "char_start": chunk.char_start,
+                        "char_end": chunk.char_end,
+                        "revision": info.revision,
+                        "section": chunk.section,
+                        "search_text": search_text,
+                    },
+                    vector=vector,
+                )
+                for chunk, search_text, vector in zip(batch, keywords, vectors, strict=True)
+            ]

@@ -16,7 +16,7 @@ import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pypdf import PdfReader
@@ -32,7 +32,8 @@ from pypdf.errors import (
 OUTSIDE_FOLDERS = "not inside the documents folders this server may read (AMEM_INGEST_DIRS)"
 """Why a path given to a server is refused (the same words whatever lies outside)."""
 
-SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
+_KINDS = {".pdf": "pdf", ".txt": "text", ".md": "markdown", ".markdown": "markdown"}
+SUPPORTED_SUFFIXES = tuple(_KINDS)
 """File name endings ingestion accepts (case-insensitive)."""
 
 TITLE_MAX_CHARS = 120
@@ -48,25 +49,13 @@ class IngestFileError(Exception):
     """A file cannot be ingested; the message is one line meant for the user."""
 
 
-@dataclass
-class Captured:
-    """Warnings pypdf emitted while a file was read."""
-
-    messages: list[str] = field(default_factory=list)
-
-    @property
-    def count(self) -> int:
-        """How many warnings were captured."""
-        return len(self.messages)
-
-
 class _ListHandler(logging.Handler):
-    def __init__(self, sink: Captured) -> None:
+    def __init__(self, sink: list[str]) -> None:
         super().__init__(level=logging.WARNING)
         self.sink = sink
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.sink.messages.append(record.getMessage())
+        self.sink.append(record.getMessage())
 
 
 # The logger and the warnings filters are process-wide: two threads capturing at once would
@@ -76,9 +65,9 @@ _CAPTURE_LOCK = threading.Lock()
 
 
 @contextmanager
-def captured_pypdf_output() -> Iterator[Captured]:
+def captured_pypdf_output() -> Iterator[list[str]]:
     """Capture pypdf's log records and Python warnings for the duration of the block."""
-    sink = Captured()
+    sink: list[str] = []
     logger = logging.getLogger("pypdf")
     handler = _ListHandler(sink)
     with _CAPTURE_LOCK:
@@ -89,7 +78,7 @@ def captured_pypdf_output() -> Iterator[Captured]:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 yield sink
-            sink.messages.extend(str(w.message) for w in caught)
+            sink.extend(str(w.message) for w in caught)
         finally:
             logger.removeHandler(handler)
             logger.propagate = saved_propagate
@@ -110,14 +99,7 @@ class RawDocument:
 
 def file_kind(path: Path) -> str | None:
     """Return ``pdf``, ``text`` or ``markdown`` from the file name, or ``None`` if unsupported."""
-    suffix = path.suffix.lower()
-    if suffix == ".pdf":
-        return "pdf"
-    if suffix == ".txt":
-        return "text"
-    if suffix in (".md", ".markdown"):
-        return "markdown"
-    return None
+    return _KINDS.get(path.suffix.lower())
 
 
 def is_within(path: str, folders: Sequence[Path]) -> bool:
@@ -264,7 +246,7 @@ def _parse_pdf(data: bytes, password: str | None) -> RawDocument:
         except PyPdfError as exc:
             # Any other refusal of pypdf's concerns this file only, never the whole run.
             raise IngestFileError(f"unreadable PDF: {_one_line(exc)}") from None
-    return RawDocument(kind="pdf", pages=pages, metadata_title=title, warnings=captured.messages)
+    return RawDocument(kind="pdf", pages=pages, metadata_title=title, warnings=captured)
 
 
 def _decrypt(reader: PdfReader, password: str | None) -> None:

@@ -1,14 +1,14 @@
-"""The contract of a memory kind, and the registry the rest of the library iterates.
+"""The contract of a memory kind (the registry the rest of the library iterates is in ``registry``).
 
 A memory kind (facts, episodes, rules, messages, knowledge, or one of your own) is one
 :class:`MemoryKind`: it names its collections and their schemas, the LangGraph namespaces it
-serves (its :class:`~agentic_memory.langgraph_store.kinds.KindSpace` families: how items are
+serves (its :class:`~agentic_memory.namespaces.family.KindSpace` families: how items are
 written, read, searched and listed there), how a user's part of it is forgotten, how its
 stored objects are checked and embedded when a file is imported, and how ``amem memories``
 shows it. ``AgenticStore``, :mod:`agentic_memory.forget`, :mod:`agentic_memory.transfer` and
-``amem memories`` read the kinds from a :class:`KindRegistry` (by default
-:data:`agentic_memory.kinds.registry.BUILTIN_KINDS`) instead of naming each one, so adding a
-kind is its module plus one line in the registry (``docs/architecture.md``, "Adding a
+``amem memories`` read the kinds from a :class:`~agentic_memory.kinds.registry.KindRegistry`
+(by default :data:`agentic_memory.kinds.registry.BUILTIN_KINDS`) instead of naming each
+one, so adding a kind is its package plus one line in the registry (``docs/architecture.md``, "Adding a
 memory kind").
 
 Everything that reads or writes the store is a coroutine (the async core), but for the
@@ -20,10 +20,8 @@ worker thread when a loop serves the caller).
 
 from __future__ import annotations
 
-import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -39,7 +37,7 @@ from agentic_memory.store.types import (
 )
 
 if TYPE_CHECKING:
-    from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
+    from agentic_memory.namespaces.family import KindSpace, SpaceContext
 
 __all__ = [
     "GateOutcome",
@@ -47,13 +45,10 @@ __all__ = [
     "ImportLine",
     "ImportTarget",
     "KindInfo",
-    "KindRegistry",
     "MemoryKind",
     "ThreadForgotten",
     "StagedLines",
     "UniqueKey",
-    "current_kinds",
-    "use_kinds",
     "whose",
 ]
 
@@ -215,7 +210,7 @@ class ImportGate:
 
 @dataclass
 class ThreadForgotten:
-    """What one kind forgot of a conversation (:meth:`MemoryKind.aforget_thread`)."""
+    """What one kind forgot of a conversation (:meth:`MemoryKind.aforget_thread_parts`)."""
 
     deleted: dict[str, int] = field(default_factory=dict)
     """Objects deleted per collection (zero counts kept, for the report's table)."""
@@ -252,31 +247,41 @@ class MemoryKind(ABC):
     memories, not as shared data (plain LangGraph items)."""
     bookkeeping: ClassVar[tuple[str, ...]] = ()
     """Collections the kind keeps for itself, holding no memory (the message log's turn
-    marks): never exported, and cleaned by the kind's own ``aforget_user`` and
-    ``aforget_thread`` rather than reported as another program's data."""
+    marks): never exported, and cleaned by the kind's own ``aforget_user_parts`` and
+    ``aforget_thread_parts`` rather than reported as another program's data."""
+
+    def __init__(self, store: MemoryStore, embeddings: Embeddings) -> None:
+        # What the kind needs without a store is on the class (the registry holds classes);
+        # the hooks that read or delete memories run on a kind opened on one store.
+        self.store = store
+        self.embeddings = embeddings
 
     # -- storage ---------------------------------------------------------------------------
 
-    def line_kind(self, collection: str) -> str | None:
+    @classmethod
+    def line_kind(cls, collection: str) -> str | None:
         """Return the line kind of the objects in ``collection``; ``None``: not this kind's."""
-        if any(spec.name == collection for spec in self.specs):
-            return self.info.line_kinds[0]
+        if any(spec.name == collection for spec in cls.specs):
+            return cls.info.line_kinds[0]
         return None
 
-    def expected_schema(self, collection: str) -> tuple[tuple[Property, ...], bool] | None:
+    @classmethod
+    def expected_schema(cls, collection: str) -> tuple[tuple[Property, ...], bool] | None:
         """Return this build's properties and ``per_user`` of one of the kind's collections."""
-        for spec in self.specs:
+        for spec in cls.specs:
             if spec.name == collection:
                 return spec.properties, spec.per_user
         return None
 
-    def accepts_earlier_schema(self, spec: CollectionSpec) -> bool:
+    @classmethod
+    def accepts_earlier_schema(cls, spec: CollectionSpec) -> bool:
         """Whether ``spec`` is an earlier version's schema the kind upgrades on first use."""
         del spec
         return False
 
+    @classmethod
     def upgraded_properties(
-        self, collection: str, properties: Mapping[str, Any]
+        cls, collection: str, properties: Mapping[str, Any]
     ) -> dict[str, Any] | None:
         """Return an object of an accepted earlier schema as the current schema stores it.
 
@@ -289,7 +294,8 @@ class MemoryKind(ABC):
         del collection, properties
         return None
 
-    def upgrade_collection(self, store: MemoryStore, collection: str) -> None:
+    @classmethod
+    def upgrade_collection(cls, store: MemoryStore, collection: str) -> None:
         """Bring one of the kind's collections an earlier version wrote to the current schema.
 
         Synchronous storage work (an import runs it before writing); by default nothing:
@@ -299,79 +305,79 @@ class MemoryKind(ABC):
 
     # -- LangGraph namespaces --------------------------------------------------------------
 
+    @classmethod
     @abstractmethod
-    def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
+    def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
         """Return the kind's namespace families for one ``AgenticStore``, one per root."""
 
     # -- forgetting ------------------------------------------------------------------------
 
-    async def collections_in(self, store: MemoryStore) -> list[str]:
+    @classmethod
+    async def collections_in(cls, store: MemoryStore) -> list[str]:
         """Return the store's collections that are the kind's, sorted."""
-        return sorted(n for n in await store.acollections() if self.line_kind(n) is not None)
+        return sorted(n for n in await store.acollections() if cls.line_kind(n) is not None)
 
-    async def aforget_user(
-        self, store: MemoryStore, embeddings: Embeddings, user: str
-    ) -> dict[str, int]:
+    async def aforget_user_parts(self, user: str) -> dict[str, int]:
         """Delete everything of ``user`` the kind holds; return the count per collection.
 
         The default deletes the user's partition of each per-user collection the kind has
         in the store (a shared collection is nobody's to forget).
         """
-        del embeddings
         out: dict[str, int] = {}
-        for name in await self.collections_in(store):
+        for name in await self.collections_in(self.store):
             schema = self.expected_schema(name)
             if schema is not None and schema[1]:
-                out[name] = await store.adelete_user(name, user)
+                out[name] = await self.store.adelete_user(name, user)
         return out
 
-    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+    async def athreads(self, user: str) -> set[str]:
         """Return the conversations of ``user`` the kind remembers something from.
 
         The default: none (a kind that keeps no thread); forget finds a user's threads and
         their checkpoints by these.
         """
-        del store, embeddings, user
+        del user
         return set()
 
-    async def aforget_thread(
-        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
-    ) -> ThreadForgotten:
+    async def aforget_thread_parts(self, user: str, thread: str) -> ThreadForgotten:
         """Forget what the kind learned in one conversation of ``user`` (default: nothing)."""
-        del store, embeddings, user, thread
+        del user, thread
         return ThreadForgotten()
 
-    async def ausers(self, store: MemoryStore) -> set[str]:
+    async def ausers(self) -> set[str]:
         """Return the users the kind holds something for (``_global`` left out)."""
         users: set[str] = set()
-        for name in await self.collections_in(store):
+        for name in await self.collections_in(self.store):
             schema = self.expected_schema(name)
             if schema is not None and schema[1]:
-                users.update(await store.ausers(name))
+                users.update(await self.store.ausers(name))
         users.discard(GLOBAL_SCOPE)
         return users
 
-    async def acount(self, store: MemoryStore, user: str) -> int:
+    async def acount(self, user: str) -> int:
         """Return how many objects the kind holds for ``user``."""
         total = 0
-        for name in await self.collections_in(store):
+        for name in await self.collections_in(self.store):
             schema = self.expected_schema(name)
-            if schema is not None and schema[1] and user in await store.ausers(name):
-                total += await store.acount(name, user=user)
+            if schema is not None and schema[1] and user in await self.store.ausers(name):
+                total += await self.store.acount(name, user=user)
         return total
 
     # -- export and import -----------------------------------------------------------------
 
+    @classmethod
     @abstractmethod
-    def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
+    def embedding_text(cls, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the text a stored object is embedded from (re-embedding on import)."""
 
-    def embeds(self, line_kind: str) -> bool:
+    @classmethod
+    def embeds(cls, line_kind: str) -> bool:
         """Whether objects of ``line_kind`` are embedded (else they keep a unit marker vector)."""
         del line_kind
         return True
 
-    def check_line(self, line: ImportLine) -> None:
+    @classmethod
+    def check_line(cls, line: ImportLine) -> None:
         """Check one object of an import file; raise ``InvalidInputError``.
 
         The store's schema is checked already (types, unknown properties); this checks the
@@ -379,18 +385,21 @@ class MemoryKind(ABC):
         """
         del line
 
-    def unique_keys(self, line: ImportLine) -> list[UniqueKey]:
+    @classmethod
+    def unique_keys(cls, line: ImportLine) -> list[UniqueKey]:
         """Return the keys at most one line of the file may hold (after :meth:`check_line`)."""
         del line
         return []
 
-    def shared_what(self, line: ImportLine, spec: CollectionSpec) -> str | None:
+    @classmethod
+    def shared_what(cls, line: ImportLine, spec: CollectionSpec) -> str | None:
         """Say what shared data a line is (only an operator imports it); ``None``: a user's."""
         if spec.per_user:
             return None
-        return f"shared {self.info.name}"
+        return f"shared {cls.info.name}"
 
-    def owner_of(self, collection: str, properties: Mapping[str, Any]) -> str | None:
+    @classmethod
+    def owner_of(cls, collection: str, properties: Mapping[str, Any]) -> str | None:
         """Return the user an object of a shared collection belongs to (``None``: no one).
 
         Read only for a kind with :attr:`owned_objects`.
@@ -398,13 +407,15 @@ class MemoryKind(ABC):
         del collection, properties
         return None
 
-    def export_note(self, collection: str) -> str | None:
+    @classmethod
+    def export_note(cls, collection: str) -> str | None:
         """Say why a collection the kind keeps is not exported; ``None``: not such a one."""
         del collection
         return None
 
+    @classmethod
     def import_group(
-        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+        cls, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
     ) -> None:
         """Merge one ``(collection, user)`` group of an import file into the store.
 
@@ -415,7 +426,8 @@ class MemoryKind(ABC):
         """
         target.merge_plain(line_kind, spec, user)
 
-    def import_gate(self, staged: StagedLines) -> ImportGate | None:
+    @classmethod
+    def import_gate(cls, staged: StagedLines) -> ImportGate | None:
         """Return the gate the file's lines of this kind pass after the import, if any.
 
         The lines the gate takes are left out by :meth:`import_group`.
@@ -425,151 +437,32 @@ class MemoryKind(ABC):
 
     # -- the CLI ---------------------------------------------------------------------------
 
-    async def alist_rows(
-        self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
-    ) -> list[dict[str, Any]]:
+    async def alist_rows(self, user: str, limit: int) -> list[dict[str, Any]]:
         """Return what ``amem memories list <name> --user`` shows, at most ``limit`` rows.
 
         The default shows the user's stored objects as stored (id and properties).
         """
-        del embeddings
         rows: list[dict[str, Any]] = []
-        for name in await self.collections_in(store):
+        for name in await self.collections_in(self.store):
             schema = self.expected_schema(name)
-            if schema is None or not schema[1] or user not in await store.ausers(name):
+            if schema is None or not schema[1] or user not in await self.store.ausers(name):
                 continue
-            for obj in await store.alist_objects(name, user=user, limit=limit - len(rows)):
+            for obj in await self.store.alist_objects(name, user=user, limit=limit - len(rows)):
                 rows.append({"id": obj.id, **obj.properties})
             if len(rows) >= limit:
                 break
         return rows
 
-    async def ashow(
-        self, store: MemoryStore, embeddings: Embeddings, user: str, oid: str
-    ) -> dict[str, Any] | None:
+    async def ashow(self, user: str, oid: str) -> dict[str, Any] | None:
         """Return what ``amem memories show <name> ID --user`` shows; ``None``: no such object.
 
         The default shows the user's stored object as stored (id and properties).
         """
-        del embeddings
-        for name in await self.collections_in(store):
+        for name in await self.collections_in(self.store):
             schema = self.expected_schema(name)
             if schema is None or not schema[1]:
                 continue
-            found = await store.aget(name, oid, user=user)
+            found = await self.store.aget(name, oid, user=user)
             if found is not None:
                 return {"id": found.id, **found.properties}
         return None
-
-
-class KindRegistry:
-    """The memory kinds, in order: what ``AgenticStore``, forget, transfer and the CLI serve.
-
-    The order is the order namespaces are searched and listed in and the order an import
-    writes the kinds in. Names, namespace roots, line kinds and fixed collection names are
-    each one kind's.
-    """
-
-    def __init__(self, kinds: Iterable[MemoryKind]) -> None:
-        self._kinds: tuple[MemoryKind, ...] = tuple(kinds)
-        for what, labels in (
-            ("name", [k.info.name for k in self._kinds]),
-            ("namespace root", [r for k in self._kinds for r in k.info.roots]),
-            ("export line kind", [lk for k in self._kinds for lk in k.info.line_kinds]),
-            ("collection", [s.name for k in self._kinds for s in k.specs]),
-            ("bookkeeping collection", [n for k in self._kinds for n in k.bookkeeping]),
-        ):
-            seen: set[str] = set()
-            for label in labels:
-                if label in seen:
-                    raise InvalidInputError(f"two memory kinds claim the {what} {label!r}")
-                seen.add(label)
-
-    def __iter__(self) -> Iterator[MemoryKind]:
-        return iter(self._kinds)
-
-    def __len__(self) -> int:
-        return len(self._kinds)
-
-    def __repr__(self) -> str:
-        return f"KindRegistry({', '.join(self.names)})"
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The kinds' names, in order."""
-        return tuple(k.info.name for k in self._kinds)
-
-    @property
-    def roots(self) -> tuple[str, ...]:
-        """Every namespace root a kind serves, in order."""
-        return tuple(r for k in self._kinds for r in k.info.roots)
-
-    @property
-    def line_kinds(self) -> tuple[str, ...]:
-        """Every export line kind, in the order an import writes them."""
-        return tuple(lk for k in self._kinds for lk in k.info.line_kinds)
-
-    @property
-    def bookkeeping(self) -> frozenset[str]:
-        """The collections the kinds keep for themselves (see ``MemoryKind.bookkeeping``)."""
-        return frozenset(name for k in self._kinds for name in k.bookkeeping)
-
-    @property
-    def per_user_specs(self) -> tuple[CollectionSpec, ...]:
-        """The kinds' per-user collections with a fixed name, in order."""
-        return tuple(spec for k in self._kinds for spec in k.specs if spec.per_user)
-
-    def get(self, name: str) -> MemoryKind:
-        """Return the kind named ``name``; raise ``InvalidInputError`` naming the others."""
-        for kind in self._kinds:
-            if kind.info.name == name:
-                return kind
-        raise InvalidInputError(f"no memory kind {name!r} (the kinds: {', '.join(self.names)})")
-
-    def of_collection(self, collection: str) -> tuple[MemoryKind, str] | None:
-        """Return the kind a collection belongs to and its line kind, or ``None`` (foreign)."""
-        for kind in self._kinds:
-            line_kind = kind.line_kind(collection)
-            if line_kind is not None:
-                return kind, line_kind
-        return None
-
-    def of_line_kind(self, line_kind: str) -> MemoryKind | None:
-        """Return the kind whose export lines are ``line_kind``."""
-        for kind in self._kinds:
-            if line_kind in kind.info.line_kinds:
-                return kind
-        return None
-
-    def with_kind(self, kind: MemoryKind) -> KindRegistry:
-        """Return a registry with ``kind`` added after these (a test's, or an app's own)."""
-        return KindRegistry((*self._kinds, kind))
-
-
-_CURRENT: ContextVar[KindRegistry | None] = ContextVar("amem_kinds", default=None)
-
-
-def current_kinds() -> KindRegistry:
-    """Return the registry in force: the one :func:`use_kinds` set, else the built-in kinds."""
-    chosen = _CURRENT.get()
-    if chosen is not None:
-        return chosen
-    from agentic_memory.kinds.registry import BUILTIN_KINDS  # noqa: PLC0415  (import cycle)
-
-    return BUILTIN_KINDS
-
-
-@contextlib.contextmanager
-def use_kinds(registry: KindRegistry) -> Iterator[KindRegistry]:
-    """Serve ``registry``'s kinds (forget, transfer, ``amem memories``) inside the block.
-
-    ``AgenticStore`` takes its registry when it is made (its ``kinds`` argument, default
-    the one in force then).
-    """
-    if not isinstance(registry, KindRegistry):
-        raise InvalidInputError(f"kinds must be a KindRegistry, got {type(registry).__name__}")
-    token = _CURRENT.set(registry)
-    try:
-        yield registry
-    finally:
-        _CURRENT.reset(token)

@@ -19,8 +19,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.embeddings import Embeddings
-
 from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind
 from agentic_memory.store import (
     CollectionSpec,
@@ -33,7 +31,7 @@ from agentic_memory.store import (
 )
 
 if TYPE_CHECKING:
-    from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
+    from agentic_memory.namespaces.family import KindSpace, SpaceContext
 
 __all__ = ["ITEMS", "TOUCHES", "ItemsKind", "aforget_owner", "item_id", "owner_of"]
 
@@ -148,45 +146,46 @@ class ItemsKind(MemoryKind):
         ("updated", "updated_at"),
     )
 
-    def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
+    @classmethod
+    def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
         """None of its own: ``AgenticStore`` serves every namespace no kind claims."""
         del ctx
         return ()
 
-    def owner_of(self, collection: str, properties: Mapping[str, Any]) -> str | None:
+    @classmethod
+    def owner_of(cls, collection: str, properties: Mapping[str, Any]) -> str | None:
         """Return an item's user: its namespace's second label."""
         del collection
         return owner_of(properties)
 
-    async def aforget_user(
-        self, store: MemoryStore, embeddings: Embeddings, user: str
-    ) -> dict[str, int]:
+    async def aforget_user_parts(self, user: str) -> dict[str, int]:
         """Delete the user's items (and their TTL refreshes)."""
-        del embeddings
-        if ITEMS.name not in await store.acollections():
+        if ITEMS.name not in await self.store.acollections():
             return {}
-        return {ITEMS.name: await aforget_owner(store, user)}
+        return {ITEMS.name: await aforget_owner(self.store, user)}
 
-    async def ausers(self, store: MemoryStore) -> set[str]:
+    async def ausers(self) -> set[str]:
         """Return the users some item belongs to."""
-        if ITEMS.name not in await store.acollections():
+        if ITEMS.name not in await self.store.acollections():
             return set()
         users = set()
-        async for obj in store.aiterate(ITEMS.name, page_size=_PAGE):
+        async for obj in self.store.aiterate(ITEMS.name, page_size=_PAGE):
             owner = owner_of(obj.properties)
             if owner is not None:
                 users.add(owner)
         return users
 
-    async def acount(self, store: MemoryStore, user: str) -> int:
+    async def acount(self, user: str) -> int:
         """Return how many items belong to ``user``."""
-        return len(await _aowned(store, user))
+        return len(await _aowned(self.store, user))
 
-    def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
+    @classmethod
+    def embedding_text(cls, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the text the item indexes."""
         return str(properties.get("search_text") or "")
 
-    def check_line(self, line: ImportLine) -> None:
+    @classmethod
+    def check_line(cls, line: ImportLine) -> None:
         """Check a namespace, a key, a JSON object value, and the id they make."""
         props = line.properties
         namespace, key = props.get("namespace"), props.get("key")
@@ -201,32 +200,27 @@ class ItemsKind(MemoryKind):
         if line.id != item_id(namespace.split(_SEPARATOR), key):
             raise InvalidInputError(f"the id of item {key!r:.40} is not its namespace's and key's")
 
-    def shared_what(self, line: ImportLine, spec: CollectionSpec) -> str | None:
+    @classmethod
+    def shared_what(cls, line: ImportLine, spec: CollectionSpec) -> str | None:
         """Say a one-label namespace's item is shared; ``None`` for a user's (theirs)."""
         del spec
         if owner_of(line.properties) is not None:
             return None
         return "plain LangGraph items that belong to no user"
 
-    async def alist_rows(
-        self, store: MemoryStore, embeddings: Embeddings, user: str, limit: int
-    ) -> list[dict[str, Any]]:
+    async def alist_rows(self, user: str, limit: int) -> list[dict[str, Any]]:
         """Return the user's items by namespace and key (values shortened)."""
-        del embeddings
         owned = sorted(
-            await _aowned(store, user),
+            await _aowned(self.store, user),
             key=lambda o: (str(o.properties.get("namespace")), str(o.properties.get("key"))),
         )
         return [_row(obj) for obj in owned[:limit]]
 
-    async def ashow(
-        self, store: MemoryStore, embeddings: Embeddings, user: str, oid: str
-    ) -> dict[str, Any] | None:
+    async def ashow(self, user: str, oid: str) -> dict[str, Any] | None:
         """Return one of the user's items, value whole."""
-        del embeddings
-        if ITEMS.name not in await store.acollections():
+        if ITEMS.name not in await self.store.acollections():
             return None
-        found = await store.aget(ITEMS.name, oid)
+        found = await self.store.aget(ITEMS.name, oid)
         if found is None or owner_of(found.properties) != user:
             return None
         return {"id": found.id, **found.properties}

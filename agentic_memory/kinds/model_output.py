@@ -23,10 +23,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "ECHO_RUN",
     "KeptRules",
+    "field_bound",
     "keep_protected",
     "layer_openings",
     "leak_at",
@@ -302,3 +304,12 @@ def keep_protected(
             ),
         )
     return KeptRules(rules=rules + restored, restored=restored)
+
+
+def field_bound(schema: Any, name: str) -> int | None:
+    """Return a pydantic schema field's ``max_length``, if it has one."""
+    for item in schema.model_fields[name].metadata:
+        bound = getattr(item, "max_length", None)
+        if isinstance(bound, int):
+            return bound
+    return None

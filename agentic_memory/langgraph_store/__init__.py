@@ -9,7 +9,7 @@ See ``docs/langgraph-store.md``.
 """
 
 from agentic_memory.kinds.registry import BUILTIN_KINDS
-from agentic_memory.langgraph_store.kinds import (
+from agentic_memory.kinds.rules.space import (
     PROPOSALS_NAMESPACE,
     OperatorRequiredError,
     RuleVersionConflictError,

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import math
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,14 +32,14 @@ from langgraph.store.base import (
 )
 
 from agentic_memory.api import Memory
-from agentic_memory.kinds.contract import KindRegistry, current_kinds
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
+from agentic_memory.kinds.registry import BUILTIN_KINDS, KindRegistry, check_registry
 from agentic_memory.kinds.retention import RetentionPolicy
 from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.langgraph_store.generic import GenericPut, GenericSpace
-from agentic_memory.langgraph_store.kinds import KindContext, KindSpace
+from agentic_memory.namespaces.family import KindSpace, SpaceContext
 from agentic_memory.namespaces.labels import (
     NamespaceError,
     check_key,
@@ -119,9 +120,8 @@ class AgenticStore(BaseStore):
             read-only here and their proposals hidden. Give it only to code that acts for
             an operator; on a server, only callers the authentication lets through should
             reach such a store's shared namespaces (``graph/auth.py``, ``AMEM_OPERATORS``).
-        kinds: The memory kinds whose namespaces the store serves (default: the registry
-            in force, ``agentic_memory.kinds.contract.current_kinds()``: the built-in kinds
-            unless ``use_kinds`` set others).
+        kinds: The memory kinds whose namespaces the store serves (default: the built-in
+            kinds, ``agentic_memory.kinds.registry.BUILTIN_KINDS``).
     """
 
     supports_ttl: bool = True
@@ -138,7 +138,7 @@ class AgenticStore(BaseStore):
         close_store: bool = False,
         retention: RetentionPolicy | None = None,
         operator: str | None = None,
-        kinds: KindRegistry | None = None,
+        kinds: KindRegistry = BUILTIN_KINDS,
     ) -> None:
         if not isinstance(store, MemoryStore):
             raise InvalidInputError(f"store must be a MemoryStore, got {type(store).__name__}")
@@ -170,21 +170,21 @@ class AgenticStore(BaseStore):
         self.episodes: EpisodicMemory = self.memory.episodes
         self.rules: RuleBook = self.memory.rules
         self.messages: MessageLog = self.memory.messages
-        ctx = KindContext(
+        ctx = SpaceContext(
             store=store,
             embeddings=embeddings,
-            facts=self.facts,
-            episodes=self.episodes,
-            rules=self.rules,
-            messages=self.messages,
             now=self._kind_now,
-            shared_rules=self.memory.shared_rules,
             operator=operator,
+            kinds=(
+                self.facts,
+                self.episodes,
+                self.rules,
+                self.messages,
+                self.memory.shared_rules,
+            ),
         )
-        self.kinds = current_kinds() if kinds is None else kinds
+        self.kinds = check_registry(kinds)
         """The memory kinds whose namespaces this store serves (``agentic_memory.kinds``)."""
-        if not isinstance(self.kinds, KindRegistry):
-            raise InvalidInputError(f"kinds must be a KindRegistry, got {type(kinds).__name__}")
         self._kinds: dict[str, KindSpace] = {
             space.root: space for kind in self.kinds for space in kind.spaces(ctx)
         }
@@ -207,6 +207,7 @@ class AgenticStore(BaseStore):
         index_fields: Sequence[str] | None = None,
         retention: RetentionPolicy | None = None,
         operator: str | None = None,
+        kinds: KindRegistry = BUILTIN_KINDS,
     ) -> AgenticStore:
         """Open the configured memory store and embeddings, as ``Memory.open`` does.
 
@@ -220,10 +221,13 @@ class AgenticStore(BaseStore):
             index_fields: See the class.
             retention: See the class.
             operator: See the class.
+            kinds: See the class.
 
         The store is closed with this one (``close()``, or leaving a ``with`` block).
         """
-        opened = Memory.open(home=home, backend=backend, embeddings=embeddings, retention=retention)
+        opened = Memory.open(
+            home=home, backend=backend, embeddings=embeddings, retention=retention, kinds=kinds
+        )
         try:
             return cls(
                 opened.store,
@@ -234,6 +238,7 @@ class AgenticStore(BaseStore):
                 close_store=True,
                 retention=opened.retention,
                 operator=operator,
+                kinds=opened.kinds,
             )
         except BaseException:
             opened.close()
@@ -598,7 +603,9 @@ class AgenticStore(BaseStore):
         """Stop the sweeper; return whether it stopped within ``timeout`` seconds.
 
         Works from any event loop: a sweeper started on another one (another thread) is
-        cancelled on its own loop, and this one waits for it without blocking.
+        cancelled on its own loop, and this one waits for it without blocking. A sweeper
+        whose loop is not running (stopped, or closed) cannot sweep: it is stopped at once,
+        and cancelled should that loop run again.
         """
         task, self._sweeper = self._sweeper, None
         if task is None or task.done():
@@ -620,7 +627,19 @@ class AgenticStore(BaseStore):
             owner.call_soon_threadsafe(cancel)
         except RuntimeError:
             return True  # its loop is closed: the sweeper will never run again
-        return await asyncio.to_thread(stopped.wait, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def wait() -> bool:
+            # A loop stopped but not closed never runs ``cancel``: waiting for it alone
+            # would never end (nor free this worker thread).
+            while not stopped.wait(0.05):
+                if not owner.is_running():
+                    return True
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+            return True
+
+        return await asyncio.to_thread(wait)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -631,7 +650,8 @@ class AgenticStore(BaseStore):
         self._closed = True
         task, self._sweeper = self._sweeper, None
         if task is not None and not task.done():
-            task.get_loop().call_soon_threadsafe(task.cancel)
+            with contextlib.suppress(RuntimeError):  # its loop is closed: it never runs again
+                task.get_loop().call_soon_threadsafe(task.cancel)
         if self._close_store:
             self._store.close()
 

@@ -180,6 +180,20 @@ class LocalChatOpenAI(ChatOpenAI):
         payload["stop"] = stops + [s for s in self.local_stop if s not in stops]
         return payload
 
+    def _again(self, exc: BaseException | None, died: Exception | None, last: bool) -> None:
+        """Return when the request can be sent again on a new server, else raise.
+
+        ``exc`` is raised as it was when the server did not die; on the last attempt (or once
+        output reached the caller) the death is raised instead.
+        """
+        if died is None:
+            if exc is not None:
+                raise exc
+            return
+        if last:
+            raise died from exc
+        logger.warning("%s; retrying the request once on a new server", died)
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -192,12 +206,7 @@ class LocalChatOpenAI(ChatOpenAI):
             try:
                 return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
             except Exception as exc:
-                died = self._server_death(exc)
-                if died is None:
-                    raise
-                if attempt == 2:
-                    raise died from exc
-                logger.warning("%s; retrying the request once on a new server", died)
+                self._again(exc, self._server_death(exc), attempt == 2)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _agenerate(
@@ -215,12 +224,7 @@ class LocalChatOpenAI(ChatOpenAI):
                     messages, stop=stop, run_manager=run_manager, **kwargs
                 )
             except Exception as exc:
-                died = await asyncio.to_thread(self._server_death, exc)
-                if died is None:
-                    raise
-                if attempt == 2:
-                    raise died from exc
-                logger.warning("%s; retrying the request once on a new server", died)
+                self._again(exc, await asyncio.to_thread(self._server_death, exc), attempt == 2)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _stream(
@@ -232,9 +236,7 @@ class LocalChatOpenAI(ChatOpenAI):
     ) -> Iterator[ChatGenerationChunk]:
         for attempt in (1, 2):
             self._ensure_server()
-            finished = False
-            sent = False
-            died: Exception | None = None
+            finished = sent = False
             try:
                 for chunk in super()._stream(
                     messages, stop=stop, run_manager=run_manager, **kwargs
@@ -243,18 +245,13 @@ class LocalChatOpenAI(ChatOpenAI):
                     sent = True
                     yield chunk
             except Exception as exc:
-                died = self._server_death(exc)
-                if died is None:
-                    raise
-                if sent or attempt == 2:
-                    raise died from exc
-            else:
-                if finished or (died := self._server_death(None)) is None:
-                    return
-                if sent or attempt == 2:
-                    raise died
-            # Nothing reached the caller yet: the request can be sent again.
-            logger.warning("%s; retrying the request once on a new server", died)
+                self._again(exc, self._server_death(exc), sent or attempt == 2)
+                continue
+            # A stream that ends without a finish reason may be a server that died mid-way.
+            died = None if finished else self._server_death(None)
+            if died is None:
+                return
+            self._again(None, died, sent or attempt == 2)
 
     async def _astream(
         self,
@@ -265,9 +262,7 @@ class LocalChatOpenAI(ChatOpenAI):
     ) -> AsyncIterator[ChatGenerationChunk]:
         for attempt in (1, 2):
             await asyncio.to_thread(self._ensure_server)
-            finished = False
-            sent = False
-            died: Exception | None = None
+            finished = sent = False
             try:
                 async for chunk in super()._astream(
                     messages, stop=stop, run_manager=run_manager, **kwargs
@@ -277,20 +272,12 @@ class LocalChatOpenAI(ChatOpenAI):
                     yield chunk
             except Exception as exc:
                 died = await asyncio.to_thread(self._server_death, exc)
-                if died is None:
-                    raise
-                if sent or attempt == 2:
-                    raise died from exc
-            else:
-                if finished:
-                    return
-                died = await asyncio.to_thread(self._server_death, None)
-                if died is None:
-                    return
-                if sent or attempt == 2:
-                    raise died
-            # Nothing reached the caller yet: the request can be sent again.
-            logger.warning("%s; retrying the request once on a new server", died)
+                self._again(exc, died, sent or attempt == 2)
+                continue
+            died = None if finished else await asyncio.to_thread(self._server_death, None)
+            if died is None:
+                return
+            self._again(None, died, sent or attempt == 2)
 
 
 def merge_system_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -536,32 +523,35 @@ class EndpointChatOpenAI(ChatOpenAI):
         key = secret.get_secret_value() if isinstance(secret, SecretStr) else ""
         return {"Authorization": f"Bearer {key}"} if key else {}
 
-    def _detect(self) -> None:
-        if self.grammar_bound != "auto" or str(self.openai_api_base) in _DETECTED:
-            return
-        import httpx  # noqa: PLC0415  (only endpoints that answer structured calls need it)
+    def _undetected(self) -> bool:
+        return self.grammar_bound == "auto" and str(self.openai_api_base) not in _DETECTED
 
+    def _record(self, response: Any) -> None:
         try:
-            response = httpx.get(self._listing_url(), headers=self._headers(), timeout=5.0)
             found = response.status_code == 200 and _is_llama_cpp(response.json())
-        except (httpx.HTTPError, ValueError):
+        except ValueError:
             return  # asked again next time: the endpoint may not be up yet
         with _DETECT_LOCK:
             _DETECTED[str(self.openai_api_base)] = found
 
-    async def _adetect(self) -> None:
-        if self.grammar_bound != "auto" or str(self.openai_api_base) in _DETECTED:
+    def _detect(self) -> None:
+        import httpx  # noqa: PLC0415  (only endpoints that answer structured calls need it)
+
+        try:
+            response = httpx.get(self._listing_url(), headers=self._headers(), timeout=5.0)
+        except httpx.HTTPError:
             return
+        self._record(response)
+
+    async def _adetect(self) -> None:
         import httpx  # noqa: PLC0415  (only endpoints that answer structured calls need it)
 
         try:
             async with httpx.AsyncClient(timeout=5.0) as client:
                 response = await client.get(self._listing_url(), headers=self._headers())
-            found = response.status_code == 200 and _is_llama_cpp(response.json())
-        except (httpx.HTTPError, ValueError):
+        except httpx.HTTPError:
             return
-        with _DETECT_LOCK:
-            _DETECTED[str(self.openai_api_base)] = found
+        self._record(response)
 
     def _get_request_payload(
         self,
@@ -584,7 +574,7 @@ class EndpointChatOpenAI(ChatOpenAI):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if kwargs.get("tools"):
+        if kwargs.get("tools") and self._undetected():
             self._detect()
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
@@ -595,7 +585,7 @@ class EndpointChatOpenAI(ChatOpenAI):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if kwargs.get("tools"):
+        if kwargs.get("tools") and self._undetected():
             await self._adetect()
         return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
 

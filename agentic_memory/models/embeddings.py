@@ -275,6 +275,30 @@ def embedding_dims(embeddings: Embeddings) -> int:
     return dims
 
 
+class LazyEmbeddings(Embeddings):
+    """The configured embedding model (``get_embeddings()``), created only if something is embedded.
+
+    For work that embeds rarely or never (forgetting only embeds when it rewrites a rule's
+    text; listing a user's threads never does), so that the model is not loaded for nothing.
+    """
+
+    def __init__(self) -> None:
+        self._model: Embeddings | None = None
+
+    def _get(self) -> Embeddings:
+        if self._model is None:
+            self._model = get_embeddings()
+        return self._model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed with the configured model."""
+        return self._get().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed with the configured model."""
+        return self._get().embed_query(text)
+
+
 def _check_texts(texts: Sequence[object]) -> None:
     if isinstance(texts, str):
         raise TypeError("embed_documents takes a list of strings, not one string")

@@ -1,8 +1,9 @@
 """Long-term memory storage: one interface, an embedded backend and a Weaviate backend."""
 
 from agentic_memory.paths import amem_home
-from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore, check_user_id
+from agentic_memory.store.base import MemoryStore
 from agentic_memory.store.bulk import BulkWriter
+from agentic_memory.store.checks import GLOBAL_SCOPE, check_user_id
 from agentic_memory.store.open import open_store
 from agentic_memory.store.types import (
     CollectionSpec,

@@ -18,11 +18,13 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from agentic_memory.store.checks import check_batch
 from agentic_memory.store.threads import in_thread
 from agentic_memory.store.types import (
     CollectionSpec,
     MemoryObject,
     UpsertResult,
+    Writes,
     canonical_id,
     check_finite,
 )
@@ -31,19 +33,11 @@ from agentic_memory.store.types import (
 class _Store(Protocol):
     """What a bulk writer needs of ``MemoryStore`` (``store.base`` imports this module)."""
 
+    dims: int
+
     def spec(self, name: str, *, reload: bool = False) -> CollectionSpec: ...
 
-    def _check_batch(
-        self, spec: CollectionSpec, objects: Sequence[MemoryObject], verb: str
-    ) -> None: ...
-
-    def _upsert(
-        self,
-        spec: CollectionSpec,
-        objects: list[MemoryObject],
-        user: str | None,
-        vectors: npt.NDArray[np.float64],
-    ) -> UpsertResult: ...
+    def _upsert(self, spec: CollectionSpec, user: str | None, batch: Writes) -> UpsertResult: ...
 
 
 BULK_ROWS = 8192
@@ -91,7 +85,7 @@ class BulkWriter:
         """
         store = self._store
         spec = store.spec(self._collection)
-        store._check_batch(spec, objects, "upsert")
+        check_batch(spec, objects, "upsert", store.dims)
         if not objects:
             return
         vectors = check_finite([obj.vector for obj in objects])
@@ -116,7 +110,7 @@ class BulkWriter:
         objects, vectors = self._objects, np.concatenate(self._vectors)
         self._objects, self._vectors, self._ids = [], [], set()
         store = self._store
-        result = store._upsert(store.spec(self._collection), objects, self._user, vectors)
+        result = store._upsert(store.spec(self._collection), self._user, Writes(objects, vectors))
         self.results.append(result)
         result.raise_for_failures()
         self.written += len(objects)

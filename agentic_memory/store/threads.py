@@ -15,7 +15,7 @@ import itertools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-__all__ = ["in_thread", "in_thread_function", "in_thread_iterator"]
+__all__ = ["in_thread", "in_thread_iterator"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -114,16 +114,6 @@ async def _pull(start: Callable[[], Iterator[T]]) -> AsyncIterator[T]:
     while chunk := await asyncio.to_thread(lambda: list(itertools.islice(items, _CHUNK))):
         for item in chunk:
             yield item
-
-
-def in_thread_function(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
-    """Return the coroutine function of a synchronous storage function (run in a thread)."""
-
-    async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
-        return await asyncio.to_thread(function, *args, **kwargs)
-
-    _describe(twin, function, f"a{function.__name__}", "runs in a worker thread")
-    return twin
 
 
 def _describe(twin: Callable[..., Any], wrapped: Callable[..., Any], name: str, how: str) -> None:

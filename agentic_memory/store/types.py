@@ -1,11 +1,15 @@
-"""Value types shared by every storage backend: schemas, objects, filters, hits and errors."""
+"""Value types shared by every storage backend: schemas, objects, filters, hits and errors.
+
+``Writes``, ``Update``, ``Listing``, ``Page`` and ``HybridQuery`` are the checked calls ``MemoryStore``
+hands its backends' hooks.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -204,6 +208,58 @@ class Where:
     prop: str
     op: FilterOp
     value: Any
+
+
+@dataclass(frozen=True)
+class Writes:
+    """A checked batch, as ``MemoryStore`` hands it to a backend's ``_upsert`` or ``_insert``."""
+
+    objects: list[MemoryObject]
+    vectors: npt.NDArray[np.float64]
+    """``vectors[i]`` is ``objects[i].vector``, checked, as float64."""
+    unless: list[Where] = field(default_factory=list)
+    """An insert's guard: refused when an object of the partition matches every condition."""
+
+
+@dataclass(frozen=True)
+class Update:
+    """A checked ``update``: ``change`` rewrites the stored objects of canonical ``ids``."""
+
+    ids: list[str]
+    change: Callable[[StoredObject], MemoryObject | None]
+    """Checked as ``update`` documents: it returns an object of the same id, or ``None``."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A checked ``list_objects`` page: matches of ``where`` sorted by ``sort_by``, then id."""
+
+    where: list[Where]
+    limit: int
+    offset: int = 0
+    sort_by: str | None = None
+    descending: bool = False
+
+
+@dataclass(frozen=True)
+class Page:
+    """A checked keyset page of ``iterate``: up to ``limit`` matches with ids after ``after``."""
+
+    where: list[Where]
+    after: str | None
+    limit: int
+    include_vector: bool = False
+
+
+@dataclass(frozen=True)
+class HybridQuery:
+    """A checked ``hybrid`` search: ``alpha`` weighs the vector side, ``1 - alpha`` keywords."""
+
+    query: str
+    vector: list[float]
+    alpha: float
+    limit: int
+    where: list[Where]
 
 
 @dataclass(frozen=True)

@@ -42,17 +42,13 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "kinds.knowledge",
         "kinds.episodes",
         "kinds.rules",
-        "kinds.builtin",
-        "kinds.self_statements",
-        "kinds.rule_guard",
-        "kinds.shared_rules",
     ),
     ("kinds.registry", "kinds"),
     ("api",),
     ("langgraph_store",),
     ("forget", "transfer", "tools", "ingest"),
     ("graph.context_window", "graph.state", "graph.context", "graph.resources", "graph.memory"),
-    ("graph.admission",),
+    ("graph.admission", "graph.prompting"),
     ("graph.nodes",),
     ("graph",),
     ("ingest.graph",),
@@ -69,45 +65,12 @@ ALLOWED_INNER = frozenset(
 )
 """(module, function, imported module) of the imports inside functions kept on purpose."""
 
-KNOWN_UPWARD = frozenset(
-    {
-        ("kinds.builtin", "langgraph_store.kinds"),
-        ("kinds.contract", "kinds.registry"),
-        ("kinds.contract", "langgraph_store.kinds"),
-        ("kinds.items", "langgraph_store.kinds"),
-    }
-)
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 """(module, imported module) of today's upward imports."""
 
-KNOWN_CIRCLES = frozenset(
-    {
-        frozenset(
-            {
-                "kinds.builtin",
-                "kinds.contract",
-                "kinds.items",
-                "kinds.registry",
-            }
-        ),
-    }
-)
+KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset()
 
-KNOWN_INNER = frozenset(
-    {
-        ("cli.chat_cmd", "repl", "models.local_server"),
-        ("cli.chat_cmd", "resolve_models", "models.chat"),
-        ("cli.chat_cmd", "open_session", "graph.context"),
-        ("cli.chat_cmd", "open_session", "graph.graph"),
-        ("cli.chat_cmd", "open_session", "graph.persistence"),
-        ("cli.chat_cmd", "chat", "graph.persistence"),
-        ("cli.chat_cmd", "chat", "models.chat"),
-        ("cli.memories_cmd", "_forget", "graph.persistence"),
-        ("forget", "_get", "models.embeddings"),
-        ("graph.graph", "compile_graph", "langgraph_store"),
-        ("kinds.builtin", "spaces", "langgraph_store.kinds"),
-        ("kinds.contract", "current_kinds", "kinds.registry"),
-    }
-)
+KNOWN_INNER = frozenset({})
 
 KNOWN_CROSS_KIND: frozenset[tuple[str, str]] = frozenset()
 """(module, imported module) of today's imports from one kind's home into another's."""

@@ -60,8 +60,9 @@ import numpy as np
 import numpy.typing as npt
 
 from agentic_memory.store.embedded.arrays import FloatArray, IntArray
-from agentic_memory.store.embedded.keyword import _Pairs, _Postings, _Terms
+from agentic_memory.store.embedded.keyword import _Postings
 from agentic_memory.store.embedded.lists import decode_labels, encode_labels, label_rows
+from agentic_memory.store.embedded.postings import _Pairs, _term_starts, _Terms
 from agentic_memory.store.embedded.vectors import load_axes, load_centroids, normalise, project
 from agentic_memory.store.ranking import sorted_unique
 from agentic_memory.store.types import StoreError
@@ -252,12 +253,6 @@ def _padded(size: int) -> int:
     return size + (-size % 8)
 
 
-def _term_starts(pair_hash: IntArray) -> IntArray:
-    if pair_hash.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(np.concatenate(([True], pair_hash[1:] != pair_hash[:-1])))
-
-
 def block_of(
     rids: IntArray,
     births: IntArray,
@@ -445,6 +440,27 @@ class PartitionBlocks:
                 out.append((block_id, block_rids, block_births))
         return out
 
+    def _homes(self, wanted: IntArray) -> tuple[IntArray, dict[int, int]]:
+        """Find where each row of ``wanted`` (sorted) has its current entry.
+
+        Returns, per row, the block of its newest entry and the entry's place in that block
+        (both -1: in no block), and the number of rows of each block read.
+        """
+        newest = np.full(wanted.size, -1, dtype=np.int64)
+        home = np.full((wanted.size, 2), -1, dtype=np.int64)
+        sizes: dict[int, int] = {}
+        for block_id, block_rids, block_births in self._holding(wanted):
+            sizes[block_id] = block_rids.size
+            at = np.searchsorted(wanted, block_rids)
+            mine = at < wanted.size
+            mine[mine] = wanted[at[mine]] == block_rids[mine]
+            newer = np.zeros(block_rids.size, dtype=bool)
+            newer[mine] = block_births[mine] > newest[at[mine]]
+            newest[at[newer]] = block_births[newer]
+            home[at[newer], 0] = block_id
+            home[at[newer], 1] = np.flatnonzero(newer)
+        return home, sizes
+
     def supersede(self, rids: IntArray) -> None:
         """Mark the current entries of rows rewritten in place as superseded.
 
@@ -454,16 +470,7 @@ class PartitionBlocks:
         if rids.size == 0:
             return
         wanted = sorted_unique(rids)
-        newest = np.full(wanted.size, -1, dtype=np.int64)
-        home = np.full(wanted.size, -1, dtype=np.int64)
-        for block_id, block_rids, block_births in self._holding(wanted):
-            at = np.searchsorted(wanted, block_rids)
-            mine = at < wanted.size
-            mine[mine] = wanted[at[mine]] == block_rids[mine]
-            newer = np.zeros(block_rids.size, dtype=bool)
-            newer[mine] = block_births[mine] > newest[at[mine]]
-            newest[at[newer]] = block_births[newer]
-            home[at[newer]] = block_id
+        home = self._homes(wanted)[0][:, 0]
         found = home >= 0
         if not found.all():
             raise StoreError("a stored row is in no keyword block")
@@ -629,6 +636,17 @@ class PartitionBlocks:
         return int(total) - int(superseded)
 
 
+def _own_vectors(
+    conn: sqlite3.Connection, table: str, user: str | None, rids: IntArray
+) -> list[Any]:
+    """Return (rid, vector column) of the rows ``rids``, in no set order: one query."""
+    return conn.execute(
+        f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o "
+        "ON o.rid = j.value WHERE o.user IS ?",
+        (json.dumps(rids.tolist()), user),
+    ).fetchall()
+
+
 def inline_vectors(
     conn: sqlite3.Connection, table: str, user: str | None, rids: IntArray, dims: int
 ) -> FloatArray:
@@ -636,13 +654,7 @@ def inline_vectors(
 
     A superseded entry gets its row's current vector: no read takes it.
     """
-    rows = sorted(
-        conn.execute(
-            f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o "
-            "ON o.rid = j.value WHERE o.user IS ?",
-            (json.dumps(rids.tolist()), user),
-        ).fetchall()
-    )
+    rows = sorted(_own_vectors(conn, table, user, rids))
     if [r[0] for r in rows] != rids.tolist():
         raise StoreError("a keyword block names rows that are not stored")
     if any(len(r[1]) != 4 * dims for r in rows):
@@ -684,13 +696,7 @@ def row_vectors(
     out = np.empty((rids.size, dims), dtype=np.float32)
     if rids.size == 0:
         return out
-    own = dict(
-        conn.execute(
-            f"SELECT o.rid, o.vector FROM json_each(?) AS j CROSS JOIN {table} AS o "
-            "ON o.rid = j.value WHERE o.user IS ?",
-            (json.dumps(rids.tolist()), user),
-        ).fetchall()
-    )
+    own = dict(_own_vectors(conn, table, user, rids))
     if len(own) != rids.size:
         raise StoreError(f"rows of {collection!r} are gone")
     size = 4 * dims
@@ -704,21 +710,7 @@ def row_vectors(
     if not missing:
         return out
     at = np.asarray(missing, dtype=np.int64)
-    wanted = rids[at]
-    newest = np.full(wanted.size, -1, dtype=np.int64)
-    home = np.full((wanted.size, 2), -1, dtype=np.int64)
-    partition = PartitionBlocks(conn, collection, user or "", 0)
-    sizes: dict[int, int] = {}
-    for block_id, block_rids, block_births in partition._holding(wanted):
-        sizes[block_id] = block_rids.size
-        place = np.searchsorted(wanted, block_rids)
-        mine = place < wanted.size
-        mine[mine] = wanted[place[mine]] == block_rids[mine]
-        newer = np.zeros(block_rids.size, dtype=bool)
-        newer[mine] = block_births[mine] > newest[place[mine]]
-        newest[place[newer]] = block_births[newer]
-        home[place[newer], 0] = block_id
-        home[place[newer], 1] = np.flatnonzero(newer)
+    home, sizes = PartitionBlocks(conn, collection, user or "", 0)._homes(rids[at])
     if (home[:, 0] < 0).any():
         raise StoreError(f"a row of {collection!r} is in no keyword block")
     for block_id in sorted_unique(home[:, 0]).tolist():

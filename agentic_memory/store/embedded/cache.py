@@ -37,8 +37,9 @@ from agentic_memory.store.embedded.blocks import (
     inline_vectors,
 )
 from agentic_memory.store.embedded.filters import Column
-from agentic_memory.store.embedded.keyword import _KeywordIndex, _Pairs, _Terms
+from agentic_memory.store.embedded.keyword import _KeywordIndex
 from agentic_memory.store.embedded.lists import decode_labels
+from agentic_memory.store.embedded.postings import _Pairs, _Terms
 from agentic_memory.store.embedded.sql import _column, _table
 from agentic_memory.store.embedded.vectors import (
     _CoarseIndex,

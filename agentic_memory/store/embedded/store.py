@@ -1,8 +1,9 @@
-"""The embedded store: transactions, the catalogue, writes, reads and hybrid search.
+"""The embedded store: the catalogue, writes, reads and hybrid search.
 
-One SQLite file for durability (``sql``), numpy for ranking (``keyword``, ``vectors``) over an
-in-memory index per (collection, user) (``cache``). Ranking follows the pinned Weaviate
-version (``ranking.WEAVIATE_VERSION``): the rules live in ``agentic_memory.store.ranking``; ``docs/storage.md`` cites the server source.
+One SQLite file for durability (``sql``; its connection and transactions: ``connection``),
+numpy for ranking (``keyword``, ``vectors``) over an in-memory index per (collection, user)
+(``cache``). Ranking follows the pinned Weaviate version (``ranking.WEAVIATE_VERSION``): the
+rules live in ``agentic_memory.store.ranking``; ``docs/storage.md`` cites the server source.
 """
 
 from __future__ import annotations
@@ -11,32 +12,24 @@ import dataclasses
 import functools
 import json
 import sqlite3
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from agentic_memory.paths import private_dir, private_file, tighten
-from agentic_memory.store.base import MemoryStore, absent_properties
+from agentic_memory.store.checks import absent_properties
 from agentic_memory.store.embedded import blocks as _blocks
 from agentic_memory.store.embedded.arrays import NO_HITS as _NO_HITS
 from agentic_memory.store.embedded.arrays import FloatArray, FloatArray64, IntArray
 from agentic_memory.store.embedded.blocks import PartitionBlocks, row_vectors
-from agentic_memory.store.embedded.cache import PartitionCache, _Partition
+from agentic_memory.store.embedded.cache import _Partition
+from agentic_memory.store.embedded.connection import SQLiteStore
 from agentic_memory.store.embedded.filters import evaluable
 from agentic_memory.store.embedded.filters import mask as _filter_mask
 from agentic_memory.store.embedded.keyword import _bm25_top, _Postings, text_postings
 from agentic_memory.store.embedded.sql import (
-    _ZEROED_KEY,
-    DB_FILENAME,
-    PAGE_SIZE,
     _add_columns,
     _array_props,
     _bump,
@@ -44,28 +37,21 @@ from agentic_memory.store.embedded.sql import (
     _column_value,
     _columns,
     _compound_indexes,
-    _create_catalogue,
     _describe,
     _filter_sql,
     _prop_sql,
     _spec_from_json,
     _spec_to_json,
-    _sql_body_json,
-    _sql_text_key,
     _stored,
     _structure,
     _table,
-    _translate,
-    compact_pages,
     create_object_table,
     decode_body,
     encode_body,
     filter_json,
     normalise_date,
-    reclaim_pages,
 )
 from agentic_memory.store.embedded.vectors import _cosine_top, maintain_axes
-from agentic_memory.store.locks import KeyLocks
 from agentic_memory.store.ranking import (
     fuse_arrays,
     fusion_weights,
@@ -77,219 +63,58 @@ from agentic_memory.store.ranking import (
 from agentic_memory.store.types import (
     CollectionSpec,
     ConflictError,
+    HybridQuery,
     InvalidInputError,
+    Listing,
     MemoryObject,
+    Page,
     Property,
     SchemaConflictError,
     SearchHit,
     StoredObject,
     StoreError,
     UnknownCollectionError,
+    Update,
     UpsertResult,
     Where,
+    Writes,
     canonical_id,
 )
 from agentic_memory.store.types import check_finite as _finite
 
-_CACHE_KIB = -131_072
-"""SQLite's page cache while a large batch is written (SQLite's default, between, is 2 MB)."""
-_LARGE_BATCH = 256
-_BUSY_RETRIES = 8
-
-_BUSY_TIMEOUT_MS = 30_000
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-T = TypeVar("T")
+def _by_ids(
+    conn: sqlite3.Connection, table: str, user: str | None, ids: list[str], columns: str
+) -> list[Any]:
+    """Return ``columns`` of the partition's rows of canonical ``ids``: one query for all."""
+    return conn.execute(
+        f"SELECT {columns} FROM {table} WHERE user IS ? AND id IN (SELECT value FROM json_each(?))",
+        (user, json.dumps(ids)),
+    ).fetchall()
 
 
-def _empty_log(conn: sqlite3.Connection) -> bool:
-    """Checkpoint the write-ahead log into the file and cut it; False: a reader kept it."""
-    busy = 1
-    for _ in range(_BUSY_RETRIES):
-        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if not busy:
-            break
-        time.sleep(0.1)
-    return not busy
+def _insert_sql(spec: CollectionSpec) -> str:
+    """Return the statement that adds a row of ``_prepare`` with its rid and user in front."""
+    names = "".join(f", {_column(p.name)}" for p in _columns(spec))
+    marks = ", ?" * len(_columns(spec))
+    return (
+        f"INSERT INTO {_table(spec.name)} (rid, id, user, props, body, vector{names}) "
+        f"VALUES (?, ?, ?, ?, ?, ?{marks})"
+    )
 
 
-class EmbeddedStore(MemoryStore):
+def _update_sql(spec: CollectionSpec) -> str:
+    """Return the statement that rewrites a row: ``_prepare``'s values after the id, then rid."""
+    updates = "".join(f", {_column(p.name)} = ?" for p in _columns(spec))
+    return f"UPDATE {_table(spec.name)} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?"
+
+
+class EmbeddedStore(SQLiteStore):
     """A durable, serverless store in one directory; safe for several processes at once."""
 
     backend = "embedded"
-
-    def __init__(self, path: str | Path, *, dims: int) -> None:
-        """Open (creating if needed) the store in directory ``path`` for ``dims``-sized vectors."""
-        super().__init__(dims=dims)
-        if not isinstance(path, str | Path) or str(path) == "":
-            raise InvalidInputError(f"store path must be a non-empty path, got {path!r}")
-        self.path = Path(path).expanduser()
-        if self.path.exists() and not self.path.is_dir():
-            raise InvalidInputError(f"store path {self.path} exists and is not a directory")
-        # Memories are private: the folder 0700, the database and its WAL files 0600.
-        try:
-            private_dir(self.path)
-            private_file(self.path / DB_FILENAME)
-        except OSError as exc:
-            raise StoreError(f"cannot create the embedded store at {self.path}: {exc}") from exc
-        self._lock = threading.RLock()
-        # Every handle and process on this folder shares its exclusive blocks' lock files.
-        self._exclusive = KeyLocks(self.path / "locks")
-        self._in_transaction = False
-        self._cache = PartitionCache(dims)
-        conn = sqlite3.connect(
-            str(self.path / DB_FILENAME),
-            isolation_level=None,
-            check_same_thread=False,
-            timeout=_BUSY_TIMEOUT_MS / 1000,
-        )
-        self._conn: sqlite3.Connection | None = conn
-        try:
-            # Text sorts like Weaviate's: case-insensitively (agentic_memory.store.ranking.text_sort_key).
-            conn.create_function("amem_text_key", 1, _sql_text_key, deterministic=True)
-            conn.create_function("amem_props", 1, _sql_body_json, deterministic=True)
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            # Deleted rows and freed pages are overwritten with zeros, whatever the SQLite
-            # build's default: forgotten memories must not stay readable in the file.
-            conn.execute("PRAGMA secure_delete = ON")
-            # Takes effect only in a new, empty file (older ones: compact_pages below, and
-            # reclaim_space for auto_vacuum): purges and forgets can give space back.
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._write(_create_catalogue)
-            compact_pages(conn)
-            # Files made by an older version, before the database file was created private.
-            tighten(self.path / (DB_FILENAME + suffix) for suffix in ("", "-wal", "-shm"))
-        except BaseException:
-            conn.close()
-            self._conn = None
-            raise
-
-    # -- connection and transactions ------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the database connection; later calls raise ``StoreError``."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            self._cache.clear()
-
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreError(f"the embedded store at {self.path} is closed")
-        return self._conn
-
-    def _retry(self, fn: Callable[[], T]) -> T:
-        """Run ``fn``, retrying while another process holds the write lock past busy_timeout."""
-        delay = 0.05
-        for attempt in range(_BUSY_RETRIES):
-            try:
-                return fn()
-            except sqlite3.OperationalError as exc:
-                msg = str(exc)
-                if ("locked" not in msg and "busy" not in msg) or attempt == _BUSY_RETRIES - 1:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-        raise AssertionError("unreachable")
-
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one IMMEDIATE transaction: all of it is written or none of it.
-
-        Inside :meth:`transaction`, ``fn`` runs in a savepoint of that transaction instead.
-        """
-        with self._lock:
-            conn = self._db()
-            if self._in_transaction:
-                return self._in_savepoint(conn, fn)
-
-            def attempt() -> T:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    result = fn(conn)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                return result
-
-            try:
-                return self._retry(attempt)
-            except sqlite3.Error as exc:
-                raise _translate(exc) from exc
-
-    @staticmethod
-    def _in_savepoint(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # One call stays all-or-nothing inside the caller's transaction.
-        conn.execute("SAVEPOINT amem_write")
-        try:
-            result = fn(conn)
-        except BaseException:
-            conn.execute("ROLLBACK TO amem_write")
-            conn.execute("RELEASE amem_write")
-            raise
-        conn.execute("RELEASE amem_write")
-        return result
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Make every read and write of this handle within the block one transaction.
-
-        All the block's writes are committed together when it ends, or none of them when it
-        raises. The block holds the store's write lock: other threads of this handle wait,
-        other handles and processes wait up to the busy timeout (30 s) per attempt, so keep
-        it short (no model or embedding calls inside).
-
-        Raises:
-            StoreError: a transaction is already open on this handle.
-        """
-        with self._lock:
-            if self._in_transaction:
-                raise StoreError("a transaction is already open on this store handle")
-            conn = self._db()
-            try:
-                self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
-            except sqlite3.Error as exc:
-                raise _translate(exc) from exc
-            self._in_transaction = True
-            try:
-                yield
-            except BaseException:
-                self._in_transaction = False
-                conn.execute("ROLLBACK")
-                # Caches may hold what was read or created inside the rolled-back block.
-                self._cache.clear()
-                self._specs.clear()
-                raise
-            self._in_transaction = False
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
-                self._cache.clear()
-                self._specs.clear()
-                raise _translate(exc) from exc
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """Give a connection for reads inside one snapshot (a deferred transaction)."""
-        with self._lock:
-            conn = self._db()
-            if self._in_transaction:
-                yield conn
-                return
-            try:
-                conn.execute("BEGIN")
-                try:
-                    yield conn
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise _translate(exc) from exc
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -376,34 +201,17 @@ class EmbeddedStore(MemoryStore):
 
     # -- writes ---------------------------------------------------------------------------
 
-    def _upsert(
-        self,
-        spec: CollectionSpec,
-        objects: list[MemoryObject],
-        user: str | None,
-        vectors: FloatArray64,
-    ) -> UpsertResult:
-        rows, postings, stored = self._prepare(spec, objects, vectors)
+    def _upsert(self, spec: CollectionSpec, user: str | None, batch: Writes) -> UpsertResult:
+        rows, postings, stored = self._prepare(spec, batch.objects, batch.vectors)
         obj_t = _table(spec.name)
-        columns = [_column(p.name) for p in _columns(spec)]
-        names = "".join(f", {c}" for c in columns)
-        marks = ", ?" * len(columns)
-        updates = "".join(f", {c} = ?" for c in columns)
 
         def write(conn: sqlite3.Connection) -> None:
             # One lookup for the whole batch, then one executemany per statement: a query
             # per object was most of the write time for large batches.
-            existing = dict(
-                conn.execute(
-                    f"SELECT id, rid FROM {obj_t} WHERE user IS ? "
-                    "AND id IN (SELECT value FROM json_each(?))",
-                    (user, json.dumps([row[0] for row in rows])),
-                ).fetchall()
-            )
+            existing = dict(_by_ids(conn, obj_t, user, [row[0] for row in rows], "id, rid"))
             rids = self._new_rids(conn, obj_t, [existing.get(row[0]) for row in rows])
             conn.executemany(
-                f"INSERT INTO {obj_t} (rid, id, user, props, body, vector{names}) "
-                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
+                _insert_sql(spec),
                 [
                     (rid, oid, user, *rest)
                     for rid, (oid, *rest) in zip(rids.tolist(), rows, strict=True)
@@ -411,7 +219,7 @@ class EmbeddedStore(MemoryStore):
                 ],
             )
             conn.executemany(
-                f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
+                _update_sql(spec),
                 [(*rest, existing[oid]) for oid, *rest in rows if oid in existing],
             )
             # Every row of the batch joins a new block; a replaced row's old entry is superseded.
@@ -419,26 +227,8 @@ class EmbeddedStore(MemoryStore):
                 conn, spec, user, rids, postings, stored, replaced=list(existing.values())
             )
 
-        self._write_large(write, len(objects))
-        return UpsertResult(ids=[obj.id for obj in objects])
-
-    def _write_large(self, fn: Callable[[sqlite3.Connection], T], rows: int) -> T:
-        """``_write`` a batch of ``rows`` rows: with up to 128 MB of page cache if it is large.
-
-        A row touches a leaf of each of its table's indexes; in a large partition those are
-        read from the file again and again with the default 2 MB cache (+13-16 % rows
-        written per second of CPU at 1M rows with 128 MB). The cache is given back after, so
-        a process that searches holds no more than before.
-        """
-        if rows < _LARGE_BATCH:
-            return self._write(fn)
-        with self._lock:
-            conn = self._db()
-            conn.execute(f"PRAGMA cache_size = {_CACHE_KIB}")
-            try:
-                return self._write(fn)
-            finally:
-                conn.execute("PRAGMA cache_size = -2000")
+        self._write_large(write, len(batch.objects))
+        return UpsertResult(ids=[obj.id for obj in batch.objects])
 
     @staticmethod
     def _new_rids(conn: sqlite3.Connection, table: str, known: list[int | None]) -> IntArray:
@@ -481,39 +271,22 @@ class EmbeddedStore(MemoryStore):
             blocks.relabel(self.dims)
         _bump(conn, spec.name, user)
 
-    def _insert(
-        self,
-        spec: CollectionSpec,
-        objects: list[MemoryObject],
-        user: str | None,
-        vectors: FloatArray64,
-        unless: list[Where],
-    ) -> UpsertResult:
-        rows, postings, stored = self._prepare(spec, objects, vectors)
+    def _insert(self, spec: CollectionSpec, user: str | None, batch: Writes) -> UpsertResult:
+        rows, postings, stored = self._prepare(spec, batch.objects, batch.vectors)
         obj_t = _table(spec.name)
-        columns = [_column(p.name) for p in _columns(spec)]
-        names = "".join(f", {c}" for c in columns)
-        marks = ", ?" * len(columns)
-        guard, guard_params = _filter_sql(spec, unless)
+        guard, guard_params = _filter_sql(spec, batch.unless)
 
         def write(conn: sqlite3.Connection) -> None:
             # Checks and rows in one IMMEDIATE transaction: no other writer, in this process
             # or another, can come between them.
-            existing = [
-                r[0]
-                for r in conn.execute(
-                    f"SELECT id FROM {obj_t} WHERE user IS ? "
-                    "AND id IN (SELECT value FROM json_each(?))",
-                    (user, json.dumps([row[0] for row in rows])),
-                )
-            ]
+            existing = [r[0] for r in _by_ids(conn, obj_t, user, [row[0] for row in rows], "id")]
             if existing:
                 raise ConflictError(
                     f"{len(existing)} object(s) already exist in {spec.name!r}: "
                     f"{', '.join(sorted(existing)[:3])}",
                     existing=existing,
                 )
-            if unless:
+            if batch.unless:
                 found = conn.execute(
                     f"SELECT id FROM {obj_t} WHERE user IS ?{guard} LIMIT 1", (user, *guard_params)
                 ).fetchone()
@@ -524,8 +297,7 @@ class EmbeddedStore(MemoryStore):
                     )
             rids = self._new_rids(conn, obj_t, [None] * len(rows))
             conn.executemany(
-                f"INSERT INTO {obj_t} (rid, id, user, props, body, vector{names}) "
-                f"VALUES (?, ?, ?, ?, ?, ?{marks})",
+                _insert_sql(spec),
                 [
                     (rid, oid, user, *rest)
                     for rid, (oid, *rest) in zip(rids.tolist(), rows, strict=True)
@@ -533,18 +305,11 @@ class EmbeddedStore(MemoryStore):
             )
             self._reindex(conn, spec, user, rids, postings, stored, replaced=[])
 
-        self._write_large(write, len(objects))
-        return UpsertResult(ids=[obj.id for obj in objects])
+        self._write_large(write, len(batch.objects))
+        return UpsertResult(ids=[obj.id for obj in batch.objects])
 
-    def _update(
-        self,
-        spec: CollectionSpec,
-        ids: list[str],
-        change: Callable[[StoredObject], MemoryObject | None],
-        user: str | None,
-    ) -> UpsertResult:
+    def _update(self, spec: CollectionSpec, user: str | None, update: Update) -> UpsertResult:
         obj_t = _table(spec.name)
-        updates = "".join(f", {_column(p.name)} = ?" for p in _columns(spec))
 
         def write(conn: sqlite3.Connection) -> list[str]:
             # Read, change and write in one IMMEDIATE transaction: no other writer, in this
@@ -552,12 +317,7 @@ class EmbeddedStore(MemoryStore):
             # Sorted here: ``ORDER BY rid`` made SQLite walk the user's rows by rid instead
             # of looking the ids up (an update cost O(user), not O(ids)).
             rows = sorted(
-                conn.execute(
-                    f"SELECT id, body, rid FROM {obj_t} WHERE user IS ? "
-                    "AND id IN (SELECT value FROM json_each(?))",
-                    (user, json.dumps(ids)),
-                ).fetchall(),
-                key=lambda row: int(row[2]),
+                _by_ids(conn, obj_t, user, update.ids, "id, body, rid"), key=lambda row: int(row[2])
             )
             held = row_vectors(
                 conn,
@@ -570,7 +330,7 @@ class EmbeddedStore(MemoryStore):
             changed: list[MemoryObject] = []
             rids: list[int] = []
             for row, vector in zip(rows, held, strict=True):
-                new = change(_stored(row, vector))
+                new = update.change(_stored(row, vector))
                 if new is not None:
                     changed.append(new)
                     rids.append(int(row[2]))
@@ -580,7 +340,7 @@ class EmbeddedStore(MemoryStore):
                 spec, changed, _finite([o.vector for o in changed])
             )
             conn.executemany(
-                f"UPDATE {obj_t} SET props = ?, body = ?, vector = ?{updates} WHERE rid = ?",
+                _update_sql(spec),
                 [(*rest, rid) for (_, *rest), rid in zip(prepared, rids, strict=True)],
             )
             # As an upsert of existing ids: the rows join a new block, their old entries are
@@ -667,17 +427,10 @@ class EmbeddedStore(MemoryStore):
 
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int:
         obj_t = _table(spec.name)
-        wanted = json.dumps([str(uuid.UUID(i)) for i in ids])
+        wanted = [str(uuid.UUID(i)) for i in ids]
 
         def delete(conn: sqlite3.Connection) -> int:
-            rids = [
-                r[0]
-                for r in conn.execute(
-                    f"SELECT rid FROM {obj_t} WHERE user IS ? "
-                    "AND id IN (SELECT value FROM json_each(?))",
-                    (user, wanted),
-                )
-            ]
+            rids = [r[0] for r in _by_ids(conn, obj_t, user, wanted, "rid")]
             return self._delete_rids(conn, spec, user, rids)
 
         return self._write(delete)
@@ -723,65 +476,6 @@ class EmbeddedStore(MemoryStore):
             self._cache.drop(spec.name, user)
         return removed
 
-    def erase_deleted(self) -> bool:
-        """Make deleted data unrecoverable from the store's files.
-
-        Deletions already overwrite their rows with zeros (``secure_delete``); this also
-        rewrites the keyword blocks that still hold the term hashes and token counts of rows'
-        earlier versions (superseded by upserts of their ids, see ``blocks.py``), removes the
-        older copies of changed pages from the write-ahead log (a TRUNCATE checkpoint), and
-        vacuums a store file written by a version without secure deletion once, since its
-        free space may still hold text deleted back then.
-
-        Returns:
-            False when another process kept the log from being emptied (it is emptied at
-            a later checkpoint); True otherwise.
-        """
-        with self._lock:
-            conn = self._db()
-            try:
-                row = conn.execute(
-                    "SELECT value FROM amem_meta WHERE key = ?", (_ZEROED_KEY,)
-                ).fetchone()
-                if row is None:
-                    self._retry(lambda: conn.execute("VACUUM"))
-                    self._write(
-                        lambda c: c.execute(
-                            "INSERT OR REPLACE INTO amem_meta (key, value) VALUES (?, '1')",
-                            (_ZEROED_KEY,),
-                        )
-                    )
-
-                def compact(c: sqlite3.Connection) -> None:
-                    # Same rows, same content; new tokens let caches take the new block ids.
-                    for collection, scope in _blocks.compact_superseded(c):
-                        _bump(c, collection, scope or None)
-
-                self._write(compact)
-                emptied = _empty_log(conn)
-            except sqlite3.Error as exc:
-                raise _translate(exc) from exc
-        return emptied
-
-    def reclaim_space(self) -> int:
-        """Give the pages of deleted rows back to the file system; return how many bytes.
-
-        See :func:`~agentic_memory.store.embedded.sql.reclaim_pages` (nothing below a tenth
-        of the file); then the write-ahead log is checkpointed, which cuts the file. Inside
-        :meth:`transaction` nothing is done.
-        """
-        with self._lock:
-            conn = self._db()
-            if self._in_transaction:
-                return 0
-            try:
-                freed = self._retry(lambda: reclaim_pages(conn))
-                if freed:
-                    _empty_log(conn)
-            except sqlite3.Error as exc:
-                raise _translate(exc) from exc
-        return freed
-
     # -- reads ----------------------------------------------------------------------------
 
     def _get(
@@ -801,23 +495,14 @@ class EmbeddedStore(MemoryStore):
                 vector = row_vectors(conn, spec.name, obj_t, user, rids, self.dims)[0]
         return _stored(row, vector)
 
-    def _list(
-        self,
-        spec: CollectionSpec,
-        user: str | None,
-        where: list[Where],
-        limit: int,
-        offset: int,
-        sort_by: str | None,
-        descending: bool,
-    ) -> list[StoredObject]:
+    def _list(self, spec: CollectionSpec, user: str | None, listing: Listing) -> list[StoredObject]:
         obj_t = _table(spec.name)
-        cond, params = _filter_sql(spec, where)
+        cond, params = _filter_sql(spec, listing.where)
         order = "id ASC"
-        if sort_by is not None:
-            direction = "DESC" if descending else "ASC"
-            key = _prop_sql(spec, sort_by)
-            if spec.prop(sort_by).type == "text":
+        if listing.sort_by is not None:
+            direction = "DESC" if listing.descending else "ASC"
+            key = _prop_sql(spec, listing.sort_by)
+            if spec.prop(listing.sort_by).type == "text":
                 key = f"amem_text_key({key})"
             # NULLs (objects without the property) come first ascending, last descending,
             # as Weaviate's comparator puts them.
@@ -826,29 +511,21 @@ class EmbeddedStore(MemoryStore):
             rows = conn.execute(
                 f"SELECT id, body FROM {obj_t} WHERE user IS ?{cond} "
                 f"ORDER BY {order} LIMIT ? OFFSET ?",
-                (user, *params, limit, offset),
+                (user, *params, listing.limit, listing.offset),
             ).fetchall()
         return [_stored(row) for row in rows]
 
-    def _page_after(
-        self,
-        spec: CollectionSpec,
-        user: str | None,
-        where: list[Where],
-        after: str | None,
-        limit: int,
-        include_vector: bool,
-    ) -> list[StoredObject]:
+    def _page_after(self, spec: CollectionSpec, user: str | None, page: Page) -> list[StoredObject]:
         obj_t = _table(spec.name)
-        cond, params = _filter_sql(spec, where)
-        keyset = "" if after is None else " AND id > ?"
+        cond, params = _filter_sql(spec, page.where)
+        keyset = "" if page.after is None else " AND id > ?"
         with self._read() as conn:
             rows = conn.execute(
                 f"SELECT id, body, rid FROM {obj_t} WHERE user IS ?{keyset}{cond} "
                 "ORDER BY id LIMIT ?",
-                (user, *([] if after is None else [after]), *params, limit),
+                (user, *([] if page.after is None else [page.after]), *params, page.limit),
             ).fetchall()
-            if not include_vector:
+            if not page.include_vector:
                 return [_stored(row) for row in rows]
             rids = np.asarray(sorted(r[2] for r in rows), dtype=np.int64)
             held = row_vectors(conn, spec.name, obj_t, user, rids, self.dims)
@@ -877,35 +554,30 @@ class EmbeddedStore(MemoryStore):
     # -- hybrid search --------------------------------------------------------------------
 
     def _hybrid(
-        self,
-        spec: CollectionSpec,
-        query: str,
-        vector: list[float],
-        alpha: float,
-        limit: int,
-        user: str | None,
-        where: list[Where],
+        self, spec: CollectionSpec, user: str | None, search: HybridQuery
     ) -> list[SearchHit]:
-        vector_weight, keyword_weight = fusion_weights(alpha)
+        vector_weight, keyword_weight = fusion_weights(search.alpha)
         obj_t = _table(spec.name)
         with self._read() as conn:
             part = self._cache.partition(conn, spec, user)
             if part.live == 0:
                 return []
             allowed = part.alive()
-            if where:
-                matching = self._matching(conn, spec, user, part, where)
+            if search.where:
+                matching = self._matching(conn, spec, user, part, search.where)
                 allowed = matching if allowed is None else matching & allowed
             # A side runs when its float32 weight is not zero, as on the server (alpha is
             # sent as a float32, so a tiny alpha is a pure keyword search there too).
             keyword = _NO_HITS
-            counts = query_term_counts(query) if keyword_weight > 0 else {}
+            counts = query_term_counts(search.query) if keyword_weight > 0 else {}
             if counts and spec.searchable:
                 index = self._cache.keyword(conn, spec, user, part)
-                keyword = _bm25_top(part.live, index, counts, allowed, keyword_candidates(limit))
+                keyword = _bm25_top(
+                    part.live, index, counts, allowed, keyword_candidates(search.limit)
+                )
             dense = _NO_HITS
             if vector_weight > 0:
-                dense = _cosine_top(part, vector, allowed, vector_candidates(limit))
+                dense = _cosine_top(part, search.vector, allowed, vector_candidates(search.limit))
             sides: list[tuple[float, IntArray, FloatArray]] = []
             if vector_weight > 0:
                 sides.append((float(vector_weight), *dense))
@@ -925,7 +597,7 @@ class EmbeddedStore(MemoryStore):
         if len(found) != keys.size:
             raise StoreError(f"the cached index of {spec.name!r} names rows that are gone")
         candidates = [found[rid] for rid in part.rowids[keys].tolist()]
-        chosen = order_fused(fused, secondary, [c[0] for c in candidates], limit)
+        chosen = order_fused(fused, secondary, [c[0] for c in candidates], search.limit)
         keyword_of = dict(zip(keyword[0].tolist(), keyword[1].tolist(), strict=True))
         vector_of = dict(zip(dense[0].tolist(), dense[1].tolist(), strict=True))
         return [

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from weaviate.classes.config import DataType, Tokenization
 from weaviate.classes.config import Property as WeaviateProperty
 
-from agentic_memory.store.base import GLOBAL_SCOPE
+from agentic_memory.store.checks import GLOBAL_SCOPE
 from agentic_memory.store.types import (
     CollectionSpec,
     InvalidInputError,
@@ -223,20 +223,10 @@ def to_weaviate_properties(
     spec: CollectionSpec, properties: Mapping[str, Any], user: str | None
 ) -> dict[str, Any]:
     """Translate validated properties into what is written to Weaviate."""
-    out: dict[str, Any] = {}
+    out = _converted(spec, properties, _VALUES_TO_WEAVIATE)
     for prop in spec.properties:
-        value = properties.get(prop.name)
-        if value is None:
-            continue
-        if prop.type == "date":
-            value = rfc3339(value)
-        elif prop.type == "number":
-            value = float(value)
-        elif prop.type == "text[]":
-            value = list(value)
-        out[prop.name] = value
-        if has_exact_copy(prop):
-            out[prop.name + EXACT_SUFFIX] = value
+        if prop.name in out and has_exact_copy(prop):
+            out[prop.name + EXACT_SUFFIX] = out[prop.name]
     if spec.per_user and user is not None:
         out[USER_PROPERTY] = user
     return out
@@ -244,21 +234,33 @@ def to_weaviate_properties(
 
 def from_weaviate_properties(spec: CollectionSpec, raw: Mapping[str, Any]) -> dict[str, Any]:
     """Translate properties read from Weaviate back to the store's types (no internal ones)."""
+    return _converted(spec, raw, _VALUES_FROM_WEAVIATE)
+
+
+def _converted(
+    spec: CollectionSpec, values: Mapping[str, Any], by_type: Mapping[str, Callable[[Any], Any]]
+) -> dict[str, Any]:
+    """Return the set values of ``spec``'s properties, each converted as its type says."""
     out: dict[str, Any] = {}
     for prop in spec.properties:
-        value = raw.get(prop.name)
-        if value is None:
-            continue
-        if prop.type == "date":
-            value = rfc3339(value if isinstance(value, datetime) else str(value))
-        elif prop.type == "number":
-            value = float(value)
-        elif prop.type == "int":
-            value = int(value)
-        elif prop.type == "text[]":
-            value = [str(v) for v in value]
-        out[prop.name] = value
+        value = values.get(prop.name)
+        if value is not None:
+            convert = by_type.get(prop.type)
+            out[prop.name] = value if convert is None else convert(value)
     return out
+
+
+_VALUES_TO_WEAVIATE: Mapping[str, Callable[[Any], Any]] = {
+    "date": rfc3339,
+    "number": float,
+    "text[]": list,
+}
+_VALUES_FROM_WEAVIATE: Mapping[str, Callable[[Any], Any]] = {
+    "date": lambda value: rfc3339(value if isinstance(value, datetime) else str(value)),
+    "number": float,
+    "int": int,
+    "text[]": lambda value: [str(v) for v in value],
+}
 
 
 def describe_spec(spec: CollectionSpec) -> str:

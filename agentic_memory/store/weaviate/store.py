@@ -1,26 +1,21 @@
 """``WeaviateStore``: the ``MemoryStore`` contract on a Weaviate server (v4 client, gRPC).
 
-Constructing the class opens nothing; ``WeaviateStore.connect`` does. The translations it
-relies on live beside it: ``schema`` (specs, tenants, values), ``filters`` (conditions and
-sorting), ``scores`` (explain-score parsing) and ``settings`` (connection and scale).
+Constructing the class opens nothing; ``WeaviateStore.connect`` does. Here: the schema,
+tenants and writes. Beside it: ``reads`` (lookups, pages and hybrid search on a bound
+collection), ``retries`` (closed store, passing cluster states), ``schema`` (specs, tenants,
+values), ``filters`` (conditions and sorting), ``scores`` (explain-score parsing) and
+``settings`` (connection and scale).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import math
-import re
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import weaviate
 from weaviate.classes.config import (
     Configure,
@@ -30,13 +25,13 @@ from weaviate.classes.config import (
 )
 from weaviate.classes.data import DataObject
 from weaviate.classes.init import AdditionalConfig, Auth, Timeout
-from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
+from weaviate.classes.query import Filter
 from weaviate.classes.tenants import Tenant
-from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateInsertManyAllFailedError
 
 from agentic_memory.paths import amem_home
-from agentic_memory.store.base import PAGE_LIMIT, MemoryStore, absent_properties
+from agentic_memory.store.base import MemoryStore
+from agentic_memory.store.checks import absent_properties, check_positive
 from agentic_memory.store.coordination import (
     Coordination,
     PostgresLocks,
@@ -44,38 +39,45 @@ from agentic_memory.store.coordination import (
     coordination_setting,
 )
 from agentic_memory.store.locks import KeyLocks
-from agentic_memory.store.ranking import (
-    fuse_relative_score,
-    fusion_weights,
-    order_hybrid,
-    vector_candidates,
-)
 from agentic_memory.store.types import (
     CollectionSpec,
     ConflictError,
-    InvalidInputError,
-    MemoryObject,
+    HybridQuery,
+    Listing,
+    Page,
     Property,
     SchemaConflictError,
     SearchHit,
     StoredObject,
     StoreError,
     UnknownCollectionError,
+    Update,
     UpsertResult,
     Where,
+    Writes,
+    canonical_id,
     check_finite,
 )
-from agentic_memory.store.weaviate.filters import build_filter, sort_like_weaviate
+from agentic_memory.store.weaviate.filters import build_filter
+from agentic_memory.store.weaviate.reads import (
+    fetch_after,
+    fetch_by_ids,
+    hybrid_hits,
+    list_page,
+    stored,
+    users_of,
+    vector_side_only,
+)
+from agentic_memory.store.weaviate.retries import (
+    TENANT_GONE_RE,
+    create_settled,
+    guarded,
+    no_repeat,
+)
 from agentic_memory.store.weaviate.schema import (
-    EXACT_SUFFIX,
-    ID_PROPERTY,
-    USER_PROPERTY,
     VECTOR_NAME,
     collection_description,
     describe_spec,
-    from_weaviate_properties,
-    has_exact_copy,
-    is_hashed_tenant,
     parse_description,
     schema_signature,
     spec_from_config,
@@ -83,7 +85,6 @@ from agentic_memory.store.weaviate.schema import (
     to_weaviate_properties,
     weaviate_properties,
 )
-from agentic_memory.store.weaviate.scores import parse_explain_score
 from agentic_memory.store.weaviate.settings import (
     CONSISTENCY_LEVELS,
     ScaleSettings,
@@ -96,136 +97,10 @@ BATCH_SIZE = 100
 WRITE_TIMEOUT_S = 30.0
 """How long the client waits for a write (the client's default is 90 s, for batches far
 larger than ``BATCH_SIZE``). A batch that reached a node as the cluster's Raft leader died
-waits for that leader with no deadline of the server's (``_TIMED_OUT_RE``): this bounds the
+waits for that leader with no deadline of the server's (``retries._TIMED_OUT_RE``): this bounds the
 stall of a turn before the write is sent again."""
-ID_LOOKUP = 1000
-"""Ids per lookup by id: one request may not ask for more than ``QUERY_MAXIMUM_RESULTS``
-objects (10,000 by default), and an ``update`` or ``insert`` may name any number."""
-DEEP_PAGE = 5000
-"""Page size of the id-ordered reads behind a listing that goes past the result window."""
 
 logger = logging.getLogger(__name__)
-
-_TENANT_GONE_RE = re.compile(
-    r"tenant.{0,120}(not found|does not exist)|(not found|no such).{0,40}tenant", re.I | re.S
-)
-CLUSTER_RETRY_S = 60.0
-"""How long a call that met a passing state of the cluster is tried again before it fails.
-
-A node answers such errors while a Raft leader is elected (about 15 s after the leader dies,
-measured on the three-node test cluster), and for a moment after a collection or tenant is
-created, until the node has applied it (``docs/weaviate.md``, "Scale out").
-"""
-_NOT_APPLIED_RE = re.compile(
-    r"could not read schema with strong consistency|leader not found|node is not the leader"
-    r"|failed to execute query|could not wait for update|deadline exceeded for waiting for update"
-    r"|determine shard|could not find index for class|store not open",
-    re.I,
-)
-"""Errors a node answers before it writes anything: it could not ask the schema's Raft leader
-(a query, which a write makes before it writes: the class, the tenant's shard), or has not
-applied a new collection yet. Any call may be tried again."""
-_INTERRUPTED_RE = re.compile(r"RST_STREAM|Stream removed|client connection is closing", re.I)
-"""A request cut off inside the cluster: it may have been applied, so only calls that can be
-repeated without effect are tried again."""
-_TIMED_OUT_RE = re.compile(r"Deadline Exceeded|timed out while awaiting a response", re.I)
-"""A request the client gave up on (30 s for reads, 90 s for writes): tried once more, as a
-cut request is. After the Raft leader dies, a node keeps asking it for a while (about 15-30 s
-measured here): schema reads wait until the client's timeout, and a gRPC batch that reached
-the node as the leader died waits, with no deadline of the server's (1.32.27
-``Raft.QueryTenantsShards``), until the client's or until the old leader is back. Once: a
-server that is simply too slow is not waited for again and again."""
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _no_repeat(fn: Callable[P, R]) -> Callable[P, R]:
-    """Mark a call ``_guarded`` may retry only on errors that say nothing was written.
-
-    An ``_insert`` is not run again once its creates may have landed (``_create`` settles
-    each create itself, by reading), and an ``_update`` applies its change to what it
-    reads: both are retried as a whole only on errors that say nothing was written (an
-    update's writes go through ``_upsert``, which retries itself).
-    """
-    fn._no_repeat = True  # type: ignore[attr-defined]
-    return fn
-
-
-def _passing(message: str, no_repeat: bool, timed_out_before: bool = False) -> bool:
-    """Whether ``message`` is a passing state of the cluster that a retry can outlast."""
-    if _NOT_APPLIED_RE.search(message):
-        return True
-    if no_repeat:
-        return False
-    if _TIMED_OUT_RE.search(message):
-        return not timed_out_before
-    return _INTERRUPTED_RE.search(message) is not None
-
-
-def _riding_out(call: Callable[[], R], name: str, no_repeat: bool) -> R:
-    """Run ``call``, again while it meets a passing cluster state, for ``CLUSTER_RETRY_S``.
-
-    An ``UpsertResult`` whose failures are all such states is retried too (the server
-    reports them per object): upserts rewrite the same ids, so repeating one is harmless.
-    """
-    deadline: float | None = None  # counted from the first failure: an attempt may be long
-    delay = 0.25
-    timed_out = False
-    while True:
-        try:
-            result = call()
-        except weaviate.exceptions.WeaviateBaseError as exc:
-            deadline = deadline or time.monotonic() + CLUSTER_RETRY_S
-            reason = str(exc)
-            if not _passing(reason, no_repeat, timed_out) or time.monotonic() + delay > deadline:
-                raise
-            timed_out = timed_out or _TIMED_OUT_RE.search(reason) is not None
-        else:
-            failed = result.failed if isinstance(result, UpsertResult) and not no_repeat else {}
-            if not failed or not all(_passing(m, no_repeat) for m in failed.values()):
-                return result
-            deadline = deadline or time.monotonic() + CLUSTER_RETRY_S
-            if time.monotonic() + delay > deadline:
-                return result
-            reason = next(iter(failed.values()))
-        logger.info("Weaviate %s met %s; trying again in %.2f s", name, reason[:200], delay)
-        time.sleep(delay)
-        delay = min(2 * delay, 4.0)
-
-
-def _guarded(
-    fn: Callable[Concatenate[WeaviateStore, P], R],
-) -> Callable[Concatenate[WeaviateStore, P], R]:
-    """Refuse calls on a closed store, outlast passing cluster states, raise ``StoreError``."""
-    name = fn.__name__.strip("_")
-    no_repeat = bool(getattr(fn, "_no_repeat", False))
-
-    @functools.wraps(fn)
-    def wrapper(store: WeaviateStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        if store._closed:
-            raise StoreError("this Weaviate store is closed: open a new one")
-
-        def call() -> R:
-            return fn(store, *args, **kwargs)
-
-        try:
-            return _riding_out(call, name, no_repeat)
-        except weaviate.exceptions.WeaviateBaseError as exc:
-            spec = args[0] if args else None
-            # Another process may have deleted a tenant this one remembers: forget the
-            # cached tenants of the collection and try once more.
-            if (
-                isinstance(spec, CollectionSpec)
-                and _TENANT_GONE_RE.search(str(exc))
-                and store._forget_tenants(spec.name)
-            ):
-                try:
-                    return _riding_out(call, name, no_repeat)
-                except weaviate.exceptions.WeaviateBaseError as again:
-                    exc = again
-            raise StoreError(f"Weaviate {name} failed: {exc}") from exc
-
-    return wrapper
 
 
 class WeaviateStore(MemoryStore):
@@ -297,8 +172,7 @@ class WeaviateStore(MemoryStore):
         ``WEAVIATE_QUERY_MAXIMUM_RESULTS`` variables); ``coordinator`` over
         ``AMEM_COORDINATOR_URI`` (see ``__init__``).
         """
-        if not isinstance(dims, int) or isinstance(dims, bool) or dims <= 0:
-            raise InvalidInputError(f"dims must be a positive integer, got {dims!r}")
+        check_positive("dims", dims)
         settings = connection_settings(url, api_key, grpc_port)
         scale = scale or scale_settings()
         # Checked before connecting: a bad setting is refused without touching the server.
@@ -314,6 +188,10 @@ class WeaviateStore(MemoryStore):
                 headers=dict(headers) if headers else None,
                 auth_credentials=Auth.api_key(settings.api_key) if settings.api_key else None,
                 additional_config=AdditionalConfig(timeout=Timeout(insert=WRITE_TIMEOUT_S)),
+                # The client's start-up checks ask pypi.org for its latest version on every
+                # connect: a call out of the deployment (an offline one waits for it). The
+                # server's meta is still read, and gRPC is reached by the first query.
+                skip_init_checks=True,
             )
         except weaviate.exceptions.WeaviateBaseError as exc:
             scheme = "https" if settings.http_secure else "http"
@@ -346,7 +224,7 @@ class WeaviateStore(MemoryStore):
 
     # -- schema ---------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def _ensure_collection(self, spec: CollectionSpec) -> None:
         props = weaviate_properties(spec)
         existing = self._load_spec_and_dims(spec.name)
@@ -444,7 +322,7 @@ class WeaviateStore(MemoryStore):
                 replication.factor,
             )
 
-    @_guarded
+    @guarded
     def _add_properties(
         self, name: str, properties: list[Property]
     ) -> tuple[CollectionSpec, list[str]]:
@@ -533,19 +411,19 @@ class WeaviateStore(MemoryStore):
         with self._lock:
             return dict(self._volume_issues)
 
-    @_guarded
+    @guarded
     def check_volume(self) -> dict[str, str]:
         """Open every collection of this project on the server; return ``volume_issues()``."""
         for name in self._collections():
             self._load_spec_and_dims(name)
         return self.volume_issues()
 
-    @_guarded
+    @guarded
     def _load_spec(self, name: str) -> CollectionSpec | None:
         loaded = self._load_spec_and_dims(name)
         return loaded[0] if loaded else None
 
-    @_guarded
+    @guarded
     def _collections(self) -> list[str]:
         configs = self._client.collections.list_all(simple=True)
         return sorted(
@@ -554,7 +432,7 @@ class WeaviateStore(MemoryStore):
             if parse_description(config.description) is not None
         )
 
-    @_guarded
+    @guarded
     def _drop_collection(self, name: str) -> None:
         self._client.collections.delete(name)
         with self._lock:
@@ -584,15 +462,25 @@ class WeaviateStore(MemoryStore):
         return collection
 
     def _for_write(self, spec: CollectionSpec, user: str | None) -> Any:
+        """Return the collection bound to the user's tenant, created if it has none yet."""
+        return self._tenant(spec, user, create=True)
+
+    def _for_read(self, spec: CollectionSpec, user: str | None) -> Any | None:
+        """Return the collection bound to the user's tenant, or ``None`` if it has none yet."""
+        return self._tenant(spec, user, create=False)
+
+    def _tenant(self, spec: CollectionSpec, user: str | None, *, create: bool) -> Any | None:
         collection = self._collection(spec.name)
         if not spec.per_user:
             return collection
         assert user is not None
         tenant = tenant_name(user)
         if not self._known(spec.name, tenant):
-            # Auto-creation would also do it, but creating explicitly makes the first
-            # write's failure mode (permissions, limits) an error here, not a batch failure.
             if collection.tenants.get_by_name(tenant) is None:
+                if not create:
+                    return None
+                # Auto-creation would also do it, but creating explicitly makes the first
+                # write's failure mode (permissions, limits) an error here, not a batch failure.
                 try:
                     collection.tenants.create([Tenant(name=tenant)])
                 except weaviate.exceptions.UnexpectedStatusCodeError:
@@ -601,31 +489,12 @@ class WeaviateStore(MemoryStore):
             self._remember_tenant(spec.name, tenant)
         return collection.with_tenant(tenant)
 
-    def _for_read(self, spec: CollectionSpec, user: str | None) -> Any | None:
-        """Return the collection bound to the user's tenant, or ``None`` if it has none yet."""
-        collection = self._collection(spec.name)
-        if not spec.per_user:
-            return collection
-        assert user is not None
-        tenant = tenant_name(user)
-        if not self._known(spec.name, tenant):
-            if collection.tenants.get_by_name(tenant) is None:
-                return None
-            self._remember_tenant(spec.name, tenant)
-        return collection.with_tenant(tenant)
-
     # -- writes ---------------------------------------------------------------------------
 
-    @_guarded
-    def _upsert(
-        self,
-        spec: CollectionSpec,
-        objects: list[MemoryObject],
-        user: str | None,
-        vectors: npt.NDArray[np.float64],
-    ) -> UpsertResult:
+    @guarded
+    def _upsert(self, spec: CollectionSpec, user: str | None, batch: Writes) -> UpsertResult:
         collection = self._for_write(spec, user)
-        rows = vectors.tolist()
+        objects, rows = batch.objects, batch.vectors.tolist()
         failed: dict[str, str] = {}
         # One gRPC batch request per chunk, answered at once. The client's batch context
         # (``batch.fixed_size``) waits about a second for more objects before sending a
@@ -635,7 +504,10 @@ class WeaviateStore(MemoryStore):
             data = [
                 DataObject(
                     properties=to_weaviate_properties(spec, obj.properties, user),
-                    uuid=_canonical_id(obj.id),
+                    # The client sends a batch object's id as given and the server keeps
+                    # that text in its id index, while lookups by id are sent canonical: an
+                    # id in another spelling would be stored and then never found.
+                    uuid=canonical_id(obj.id),
                     vector={VECTOR_NAME: vector},
                 )
                 for obj, vector in zip(chunk, rows[start : start + BATCH_SIZE], strict=True)
@@ -650,8 +522,8 @@ class WeaviateStore(MemoryStore):
                 # so report them instead of raising, which would hide them. This chunk may or
                 # may not have been stored; the rest was not sent. Upserts are idempotent:
                 # writing the failed ids again is safe. Nothing written yet: raise as before
-                # (a tenant deleted meanwhile is retried by _guarded).
-                if start == 0 or _TENANT_GONE_RE.search(str(exc)):
+                # (a tenant deleted meanwhile is retried by guarded).
+                if start == 0 or TENANT_GONE_RE.search(str(exc)):
                     raise
                 for obj in chunk:
                     failed[obj.id] = f"the request failed, it may or may not be stored: {exc}"
@@ -662,32 +534,9 @@ class WeaviateStore(MemoryStore):
                 failed[chunk[index].id] = error.message
         return UpsertResult(ids=[o.id for o in objects if o.id not in failed], failed=failed)
 
-    def _fetch_by_ids(
-        self, collection: Any, ids: list[str], include_vector: bool = False
-    ) -> list[Any]:
-        """Return the stored objects of canonical ``ids``, looked up ``ID_LOOKUP`` at a time."""
-        size = max(1, min(ID_LOOKUP, self.scale.query_maximum_results))
-        found: list[Any] = []
-        for start in range(0, len(ids), size):
-            chunk = ids[start : start + size]
-            reply = collection.query.fetch_objects(
-                filters=Filter.by_id().contains_any(chunk),
-                limit=len(chunk),
-                include_vector=[VECTOR_NAME] if include_vector else False,
-            )
-            found.extend(reply.objects)
-        return found
-
-    @_guarded
-    @_no_repeat
-    def _insert(
-        self,
-        spec: CollectionSpec,
-        objects: list[MemoryObject],
-        user: str | None,
-        vectors: npt.NDArray[np.float64],
-        unless: list[Where],
-    ) -> UpsertResult:
+    @guarded
+    @no_repeat
+    def _insert(self, spec: CollectionSpec, user: str | None, batch: Writes) -> UpsertResult:
         # Weaviate has no transaction and no conditional write: its own create (POST
         # /v1/objects) checks that the id is free and then writes, with nothing held in
         # between (usecases/objects/add.go), and a batch simply overwrites. So the checks
@@ -697,16 +546,19 @@ class WeaviateStore(MemoryStore):
         collection = self._for_write(spec, user)
         key = (spec.name, tenant_name(user) if user is not None else "")
         with self._inserts.hold(*key) as held:
-            ids = [_canonical_id(o.id) for o in objects]
-            existing = sorted(str(o.uuid) for o in self._fetch_by_ids(collection, ids))
+            ids = [canonical_id(o.id) for o in batch.objects]
+            existing = sorted(
+                str(o.uuid) for o in fetch_by_ids(collection, ids, self.scale.query_maximum_results)
+            )
             if existing:
                 raise ConflictError(
                     f"{len(existing)} object(s) already exist in {spec.name!r}: "
                     f"{', '.join(existing[:3])}",
                     existing=existing,
                 )
-            if unless:
-                hit = collection.query.fetch_objects(filters=build_filter(spec, unless), limit=1)
+            if batch.unless:
+                guard = build_filter(spec, batch.unless)
+                hit = collection.query.fetch_objects(filters=guard, limit=1)
                 if hit.objects:
                     raise ConflictError(
                         f"object {hit.objects[0].uuid} of {spec.name!r} matches the insert's guard",
@@ -714,36 +566,38 @@ class WeaviateStore(MemoryStore):
                     )
             created: list[str] = []
             try:
-                for obj, vector in zip(objects, vectors.tolist(), strict=True):
+                for obj, vector in zip(batch.objects, batch.vectors.tolist(), strict=True):
                     held.check()
+                    # Undone with the others if its create fails: a create the server stored
+                    # but answered with an error (or still holds) is this insert's.
+                    created.append(canonical_id(obj.id))
                     # The server's create refuses an id that exists when it checks: a last
                     # line of defence against a writer that does not take the same locks.
-                    self._create(
-                        collection, _canonical_id(obj.id), spec, obj.properties, vector, user
+                    create_settled(
+                        collection,
+                        canonical_id(obj.id),
+                        to_weaviate_properties(spec, obj.properties, user),
+                        vector,
                     )
-                    created.append(_canonical_id(obj.id))
             except weaviate.exceptions.UnexpectedStatusCodeError as exc:
-                self._undo_inserts(collection, created)
                 if "already exists" in str(exc):
+                    # That id is the other writer's: only this insert's own go.
+                    taken = created.pop()
+                    self._undo_inserts(collection, created, exc)
                     raise ConflictError(
                         f"an object of {spec.name!r} was created by another writer: {exc}",
-                        existing=[i for i in ids if i not in created][:1],
+                        existing=[taken],
                     ) from exc
+                self._undo_inserts(collection, created, exc)
                 raise
-            except BaseException:
-                self._undo_inserts(collection, created)
+            except BaseException as exc:
+                self._undo_inserts(collection, created, exc)
                 raise
-        return UpsertResult(ids=[o.id for o in objects])
+        return UpsertResult(ids=[o.id for o in batch.objects])
 
-    @_guarded
-    @_no_repeat
-    def _update(
-        self,
-        spec: CollectionSpec,
-        ids: list[str],
-        change: Callable[[StoredObject], MemoryObject | None],
-        user: str | None,
-    ) -> UpsertResult:
+    @guarded
+    @no_repeat
+    def _update(self, spec: CollectionSpec, user: str | None, update: Update) -> UpsertResult:
         # Weaviate has no transaction: the read and the write run under the partition's lock
         # that every insert and update of this machine takes, as _insert does.
         collection = self._for_read(spec, user)
@@ -753,70 +607,42 @@ class WeaviateStore(MemoryStore):
         with self._inserts.hold(*key):
             changed = [
                 new
-                for obj in self._fetch_by_ids(collection, ids, include_vector=True)
-                if (new := change(self._stored(spec, obj, True))) is not None
+                for obj in fetch_by_ids(
+                    collection, update.ids, self.scale.query_maximum_results, include_vector=True
+                )
+                if (new := update.change(stored(spec, obj, True))) is not None
             ]
             if not changed:
                 return UpsertResult()
             # The server stores NaN and infinite vectors as given: refuse them before writing.
             vectors = check_finite([o.vector for o in changed])
-            return self._upsert(spec, changed, user, vectors)
-
-    def _create(
-        self,
-        collection: Any,
-        oid: str,
-        spec: CollectionSpec,
-        properties: Mapping[str, Any],
-        vector: list[float],
-        user: str | None,
-    ) -> None:
-        """Create one object of an insert; settle a create that may or may not have landed.
-
-        A create the client gave up on, or that was cut off (a cluster losing its Raft
-        leader, ``_TIMED_OUT_RE``), is looked up by id: under the partition's lock, which
-        the caller holds, nobody else creates that id, so if it is there it is this one.
-        Else it is sent again, and an "already exists" then means the earlier one landed.
-        """
-        deadline: float | None = None
-        delay = 0.25
-        while True:
-            try:
-                collection.data.insert(
-                    properties=to_weaviate_properties(spec, properties, user),
-                    uuid=oid,
-                    vector={VECTOR_NAME: vector},
-                )
-                return
-            except weaviate.exceptions.WeaviateBaseError as exc:
-                message = str(exc)
-                if deadline is not None and "already exists" in message:
-                    return
-                if not (_TIMED_OUT_RE.search(message) or _INTERRUPTED_RE.search(message)):
-                    raise
-                deadline = deadline or time.monotonic() + CLUSTER_RETRY_S
-                if collection.query.fetch_object_by_id(oid) is not None:
-                    return
-                if time.monotonic() + delay > deadline:
-                    raise
-                logger.info("Weaviate create of %s met %s; sent again", oid, message[:200])
-                time.sleep(delay)
-                delay = min(2 * delay, 4.0)
+            return self._upsert(spec, user, Writes(changed, vectors))
 
     @staticmethod
-    def _undo_inserts(collection: Any, ids: list[str]) -> None:
-        """Delete what a failed insert created, so that it writes all or nothing."""
-        for start in range(0, len(ids), BATCH_SIZE):
-            chunk = ids[start : start + BATCH_SIZE]
-            collection.data.delete_many(where=Filter.by_id().contains_any(chunk))
+    def _undo_inserts(collection: Any, ids: list[str], cause: BaseException) -> None:
+        """Delete what a failed insert created, so that it writes all or nothing.
 
-    @_guarded
+        Best effort: the insert's own error is what its caller must see, so an undo that fails
+        too (the same unhealthy cluster) is added to it as a note, naming what may be left.
+        """
+        try:
+            for start in range(0, len(ids), BATCH_SIZE):
+                chunk = ids[start : start + BATCH_SIZE]
+                collection.data.delete_many(where=Filter.by_id().contains_any(chunk))
+        except Exception as undo:
+            logger.warning("a failed insert could not be undone: %s", undo)
+            cause.add_note(
+                f"undoing the insert failed too ({type(undo).__name__}: {undo}); these ids may "
+                f"be left: {', '.join(ids[:10])}"
+            )
+
+    @guarded
     def _delete(self, spec: CollectionSpec, ids: list[str], user: str | None) -> int:
         collection = self._for_read(spec, user)
         if collection is None:
             return 0
         total = 0
-        unique = list(dict.fromkeys(_canonical_id(i) for i in ids))
+        unique = list(dict.fromkeys(canonical_id(i) for i in ids))
         for start in range(0, len(unique), BATCH_SIZE):
             chunk = unique[start : start + BATCH_SIZE]
             result = collection.data.delete_many(where=Filter.by_id().contains_any(chunk))
@@ -824,7 +650,7 @@ class WeaviateStore(MemoryStore):
             total += int(result.matches)
         return total
 
-    @_guarded
+    @guarded
     def _delete_where(self, spec: CollectionSpec, where: list[Where], user: str | None) -> int:
         collection = self._for_read(spec, user)
         if collection is None:
@@ -840,7 +666,7 @@ class WeaviateStore(MemoryStore):
             total += int(result.successful)
         return total
 
-    @_guarded
+    @guarded
     def _delete_user(self, spec: CollectionSpec, user: str) -> int:
         collection = self._for_read(spec, user)
         if collection is None:
@@ -853,7 +679,7 @@ class WeaviateStore(MemoryStore):
 
     # -- reads ----------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def _get(
         self, spec: CollectionSpec, id: str, user: str | None, include_vector: bool
     ) -> StoredObject | None:
@@ -861,118 +687,27 @@ class WeaviateStore(MemoryStore):
         if collection is None:
             return None
         obj = collection.query.fetch_object_by_id(
-            _canonical_id(id), include_vector=[VECTOR_NAME] if include_vector else False
+            canonical_id(id), include_vector=[VECTOR_NAME] if include_vector else False
         )
         if obj is None:
             return None
-        return self._stored(spec, obj, include_vector)
+        return stored(spec, obj, include_vector)
 
-    def _stored(self, spec: CollectionSpec, obj: Any, include_vector: bool) -> StoredObject:
-        vector: list[float] | None = None
-        if include_vector and obj.vector:
-            raw = obj.vector.get(VECTOR_NAME) if isinstance(obj.vector, dict) else obj.vector
-            vector = [float(x) for x in raw] if raw is not None else None
-        return StoredObject(
-            id=str(obj.uuid),
-            properties=from_weaviate_properties(spec, obj.properties),
-            vector=vector,
-        )
-
-    @_guarded
-    def _list(
-        self,
-        spec: CollectionSpec,
-        user: str | None,
-        where: list[Where],
-        limit: int,
-        offset: int,
-        sort_by: str | None,
-        descending: bool,
-    ) -> list[StoredObject]:
+    @guarded
+    def _list(self, spec: CollectionSpec, user: str | None, listing: Listing) -> list[StoredObject]:
         collection = self._for_read(spec, user)
         if collection is None:
             return []
-        if offset + limit > self.scale.query_maximum_results:
-            # The server refuses offset + limit beyond QUERY_MAXIMUM_RESULTS (db/search.go
-            # getTotalLimit): read every match in id order and sort here the way it would.
-            matches = list(self._all_after(spec, collection, where))
-            return sort_like_weaviate(spec, matches, sort_by, descending)[offset : offset + limit]
-        # Weaviate does not order ties itself: the id is always the last sort key.
-        sort = Sort.by_id(ascending=True)
-        if sort_by:
-            # The exact copy holds the same value and is indexed for filtering.
-            prop = spec.prop(sort_by)
-            target = sort_by + EXACT_SUFFIX if has_exact_copy(prop) else sort_by
-            sort = Sort.by_property(target, ascending=not descending).by_id(ascending=True)
-        result = collection.query.fetch_objects(
-            limit=limit, offset=offset, filters=build_filter(spec, where), sort=sort
-        )
-        return [self._stored(spec, obj, False) for obj in result.objects]
+        return list_page(spec, collection, listing, self.scale.query_maximum_results)
 
-    def _all_after(
-        self, spec: CollectionSpec, collection: Any, where: list[Where]
-    ) -> list[StoredObject]:
-        out: list[StoredObject] = []
-        after: str | None = None
-        while True:
-            page = self._fetch_after(spec, collection, where, after, DEEP_PAGE, False)
-            out.extend(page)
-            if len(page) < DEEP_PAGE:
-                return out
-            after = page[-1].id
-
-    @_guarded
-    def _page_after(
-        self,
-        spec: CollectionSpec,
-        user: str | None,
-        where: list[Where],
-        after: str | None,
-        limit: int,
-        include_vector: bool,
-    ) -> list[StoredObject]:
+    @guarded
+    def _page_after(self, spec: CollectionSpec, user: str | None, page: Page) -> list[StoredObject]:
         collection = self._for_read(spec, user)
         if collection is None:
             return []
-        return self._fetch_after(spec, collection, where, after, limit, include_vector)
+        return fetch_after(spec, collection, page)
 
-    def _fetch_after(
-        self,
-        spec: CollectionSpec,
-        collection: Any,
-        where: list[Where],
-        after: str | None,
-        limit: int,
-        include_vector: bool,
-    ) -> list[StoredObject]:
-        """One keyset page: the ``after`` cursor, or ``_id > after`` with the conditions.
-
-        The cursor is refused together with filters (``entities/filters/cursor_validator.go``),
-        so filtered pages are sorted by id and start past the last id with a ``GreaterThan``
-        on ``_id``, which the server evaluates on its id index (``row_reader_roaring_set.go``).
-        """
-        vectors: list[str] | bool = [VECTOR_NAME] if include_vector else False
-        limit = min(limit, PAGE_LIMIT)
-        if not where:
-            result = collection.query.fetch_objects(
-                limit=limit, after=after, include_vector=vectors
-            )
-        else:
-            filters = build_filter(spec, where)
-            assert filters is not None  # where is not empty
-            if after is not None:
-                filters = Filter.all_of(
-                    [filters, Filter.by_property(ID_PROPERTY).greater_than(after)]
-                )
-            result = collection.query.fetch_objects(
-                limit=limit,
-                filters=filters,
-                sort=Sort.by_id(ascending=True),
-                include_vector=vectors,
-            )
-        return [self._stored(spec, obj, include_vector) for obj in result.objects]
-
-    @_guarded
+    @guarded
     def _count(self, spec: CollectionSpec, user: str | None, where: list[Where]) -> int:
         collection = self._for_read(spec, user)
         if collection is None:
@@ -980,148 +715,33 @@ class WeaviateStore(MemoryStore):
         result = collection.aggregate.over_all(total_count=True, filters=build_filter(spec, where))
         return int(result.total_count or 0)
 
-    @_guarded
+    @guarded
     def _hybrid(
-        self,
-        spec: CollectionSpec,
-        query: str,
-        vector: list[float],
-        alpha: float,
-        limit: int,
-        user: str | None,
-        where: list[Where],
+        self, spec: CollectionSpec, user: str | None, search: HybridQuery
     ) -> list[SearchHit]:
         collection = self._for_read(spec, user)
         if collection is None:
             return []
-        filters = build_filter(spec, where)
-        # The server searches only the sides whose float32 weight is not zero.
-        vector_weight, keyword_weight = fusion_weights(alpha)
-        if not query.strip() or not spec.searchable:
-            # No keyword candidates: a blank query finds none, and a collection without
-            # searchable text has none. Asked to search no property, the server refuses
-            # ("No properties provided, and no indexed properties found in class",
-            # db/index.go objectSearch); the embedded store finds nothing on that side.
-            hits = self._vector_side_only(spec, collection, vector, alpha, limit, filters)
-        else:
-            result = collection.query.hybrid(
-                query=query,
-                vector=[float(x) for x in vector],
-                alpha=alpha,
-                limit=limit,
-                fusion_type=HybridFusion.RELATIVE_SCORE,
-                query_properties=list(spec.searchable),
-                target_vector=VECTOR_NAME,
-                filters=filters,
-                return_metadata=MetadataQuery(score=True, explain_score=True),
+        filters = build_filter(spec, search.where)
+        if search.query.strip() and spec.searchable:
+            hits = hybrid_hits(spec, collection, search, filters)
+            if hits is not None:
+                return hits
+            self._note_volume_issue(
+                spec.name,
+                "searched and its keyword scores are NaN (a BM25 average written by "
+                "Weaviate 1.32.9-1.32.25): searches rank by the vector alone until it is "
+                "exported, dropped and imported (docs/weaviate-migration.md)",
             )
-            if any(_nan_score(obj.metadata) for obj in result.objects):
-                # D1: Weaviate 1.32.9-1.32.25 could write a NaN average length, which every
-                # later average carries: every BM25 score of the property is NaN and the
-                # fused order meaningless. Rank by the vector side alone and say why.
-                self._note_volume_issue(
-                    spec.name,
-                    "searched and its keyword scores are NaN (a BM25 average written by "
-                    "Weaviate 1.32.9-1.32.25): searches rank by the vector alone until it is "
-                    "exported, dropped and imported (docs/weaviate-migration.md)",
-                )
-                return self._vector_side_only(spec, collection, vector, alpha, limit, filters)
-            hits = []
-            for obj in result.objects:
-                keyword, vec = parse_explain_score(obj.metadata.explain_score)
-                hits.append(
-                    SearchHit(
-                        id=str(obj.uuid),
-                        properties=from_weaviate_properties(spec, obj.properties),
-                        score=float(obj.metadata.score or 0.0),
-                        # A side with no weight is not searched (as on the embedded store).
-                        keyword_score=None if keyword_weight == 0 else keyword,
-                        vector_score=None if vector_weight == 0 else vec,
-                    )
-                )
-        # The server's order stands: it broke near ties (raw score, then UUID) before cutting.
-        return hits[:limit]
+        # No keyword candidates: a blank query finds none, and a collection without
+        # searchable text has none. Asked to search no property, the server refuses
+        # ("No properties provided, and no indexed properties found in class",
+        # db/index.go objectSearch); the embedded store finds nothing on that side.
+        return vector_side_only(spec, collection, search, filters)
 
-    def _vector_side_only(
-        self,
-        spec: CollectionSpec,
-        collection: Any,
-        vector: list[float],
-        alpha: float,
-        limit: int,
-        filters: _Filters | None,
-    ) -> list[SearchHit]:
-        """Rank without keyword candidates: relativeScoreFusion of the vector side alone.
-
-        A blank query has no keyword candidates on the server, nor has a collection without
-        searchable text (the embedded store's rule; the server would refuse to search no
-        property); the vector side is fetched with
-        ``near_vector`` (``max(limit, 100)`` candidates, as a hybrid search takes) and fused
-        and ordered here with the server's rules (``agentic_memory.store.ranking``), exactly as the
-        embedded store does. Older servers answered ``hybrid(query="")`` as a plain
-        near-vector search (weaviate/weaviate#4048), whose scores are not fusion scores.
-        """
-        vector_weight, _ = fusion_weights(alpha)
-        if vector_weight == 0:
-            # Pure keyword search for nothing: no candidates, as on the server.
-            return []
-        result = collection.query.near_vector(
-            near_vector=[float(x) for x in vector],
-            limit=vector_candidates(limit),
-            target_vector=VECTOR_NAME,
-            filters=filters,
-            return_metadata=MetadataQuery(distance=True),
-        )
-        # explorer_hybrid.go denseSearch: the raw score is 1 - distance, in float32.
-        sims = {
-            str(obj.uuid): float(np.float32(1) - np.float32(obj.metadata.distance or 0.0))
-            for obj in result.objects
-        }
-        objects = {str(obj.uuid): obj for obj in result.objects}
-        fused, secondary = fuse_relative_score([(float(vector_weight), sims)])
-        order = order_hybrid(fused, fused, secondary, {k: k for k in fused}, limit)
-        return [
-            SearchHit(
-                id=key,
-                properties=from_weaviate_properties(spec, objects[key].properties),
-                score=fused[key],
-                keyword_score=None,
-                vector_score=sims[key],
-            )
-            for key in order
-        ]
-
-    @_guarded
+    @guarded
     def _users(self, spec: CollectionSpec) -> list[str]:
-        collection = self._collection(spec.name)
-        users: list[str] = []
-        for name, tenant in collection.tenants.get().items():
-            status = getattr(tenant, "activity_status", None)
-            active = status is None or str(getattr(status, "value", status)) in _ACTIVE
-            if not active and not is_hashed_tenant(str(name)):
-                # A plain tenant name is the user id itself: reported without reading the
-                # tenant, which would wake a cold one (auto tenant activation is on).
-                users.append(str(name))
-                continue
-            # An active tenant is read to skip it when empty; a hashed name must be read
-            # to recover the raw user id, even when that wakes the tenant (docs/weaviate.md).
-            result = collection.with_tenant(name).query.fetch_objects(
-                limit=1, return_properties=[USER_PROPERTY]
-            )
-            if not result.objects:
-                continue
-            raw = result.objects[0].properties.get(USER_PROPERTY)
-            users.append(str(raw) if raw else str(name))
-        return sorted(users)
-
-
-_ACTIVE = frozenset({"ACTIVE", "HOT"})
-
-
-def _nan_score(metadata: Any) -> bool:
-    score = metadata.score
-    explain = metadata.explain_score or ""
-    return (score is not None and math.isnan(score)) or "original score NaN" in explain
+        return users_of(self._collection(spec.name))
 
 
 def _check_deleted(result: Any) -> None:
@@ -1130,14 +750,3 @@ def _check_deleted(result: Any) -> None:
             f"Weaviate matched {int(result.matches)} object(s) but failed to delete "
             f"{int(result.failed)}"
         )
-
-
-def _canonical_id(value: str) -> str:
-    """Return the one spelling of an id the server finds again: lower-case, hyphenated.
-
-    weaviate-client sends a batch object's id as given and the server keeps that text in its
-    id index, while lookups by id (filters, ``fetch_object_by_id``) are sent canonical: an id
-    written in another spelling (upper case, no hyphens, braces; ``uuid.UUID`` takes them
-    all and the base class has checked it) would be stored and then never found.
-    """
-    return str(uuid.UUID(value))

@@ -27,8 +27,8 @@ import pytest
 from tests.fake_openai import FakeOpenAIServer
 from tests.integration.deploy import replica
 from tests.integration.server.conftest import free_port
-from tests.unit.langgraph_store.ranking_weaviate import RankingWeaviate
 from tests.unit.store.weaviate.network import NetworkWeaviate
+from tests.unit.store.weaviate.server import FakeWeaviate
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -55,7 +55,7 @@ def two_replicas(
         # Each replica keeps its own checkpoints (the server's in-memory default).
         config.pop("checkpointer", None)
     with (
-        NetworkWeaviate(RankingWeaviate()) as weaviate,
+        NetworkWeaviate(FakeWeaviate()) as weaviate,
         FakeOpenAIServer(tool_scripts={"ExtractedFacts": {"facts": []}}) as model,
     ):
         states: list[Path] = []

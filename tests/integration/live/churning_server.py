@@ -22,9 +22,8 @@ from typing import Any
 import httpx
 from weaviate.proto.v1 import search_get_pb2
 
-from tests.unit.langgraph_store.ranking_weaviate import _explain, _vector
 from tests.unit.store import weaviate_reference as ref
-from tests.unit.store.weaviate.server import FakeWeaviate, _match, _result
+from tests.unit.store.weaviate.server import FakeWeaviate, _result
 
 
 class ChurningWeaviate(FakeWeaviate):
@@ -108,41 +107,12 @@ class ChurningWeaviate(FakeWeaviate):
     def search(self, request: Any) -> Any:
         if request.HasField("near_vector"):
             return self._near_vector(request)
-        if not request.HasField("hybrid_search"):
-            return super().search(request)
-        self.grpc.append(("search", request))
-        hybrid = request.hybrid_search
-        with self.state:
-            stored, shard, allowed = self._view(request)
-            found = ref.hybrid(
-                shard,
-                hybrid.query,
-                _vector(hybrid),
-                float(hybrid.alpha),
-                request.limit or 10,
-                allowed=allowed,
-            )
-        types = self._types(request.collection)
-        results = []
-        for hit in found:
-            result = _result(hit.uuid, stored[hit.uuid], types, [])
-            result.metadata.score = float(hit.score)
-            result.metadata.score_present = True
-            result.metadata.explain_score = _explain(hit)
-            result.metadata.explain_score_present = True
-            results.append(result)
-        return search_get_pb2.SearchReply(results=results)
+        return super().search(request)
 
-    def _view(self, request: Any) -> tuple[dict[str, Any], ref.Shard, set[str]]:
-        key = (request.collection, request.tenant)
-        stored = dict(self.objects.get(key, {}))
-        has_filter = request.filters.ByteSize() > 0
-        allowed = {
-            oid
-            for oid, obj in stored.items()
-            if not has_filter or _match(obj["id_text"], obj["properties"], request.filters)
-        }
-        return stored, self._shard(*key), allowed
+    def _model_shard(self, request: Any, stored: dict[str, dict[str, Any]]) -> ref.Shard:
+        # The shard that lived through the writes, flushes and compactions: not a fresh one.
+        del stored
+        return self._shard(request.collection, request.tenant)
 
     def _near_vector(self, request: Any) -> Any:
         self.grpc.append(("search", request))
@@ -154,7 +124,7 @@ class ChurningWeaviate(FakeWeaviate):
         types = self._types(request.collection)
         results = []
         for uuid_, distance in found:
-            result = _result(uuid_, stored[uuid_], types, [])
+            result = _result(uuid_, stored[uuid_], types, request.metadata)
             result.metadata.distance = float(distance)
             result.metadata.distance_present = True
             results.append(result)

@@ -22,7 +22,7 @@ from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.store import ConflictError, MemoryObject, Where, make_id
 from agentic_memory.store.weaviate import WeaviateStore, tenant_name
 from agentic_memory.transfer import export_memories
-from tests.live_weaviate import LiveWeaviate
+from tests.live_weaviate import LiveWeaviate, skip_or_fail
 
 pytestmark = pytest.mark.weaviate
 
@@ -51,7 +51,9 @@ def messages() -> list[MemoryObject]:
 def store(live_weaviate: LiveWeaviate, messages: list[MemoryObject]) -> Iterator[WeaviateStore]:
     """A store on the live server holding ALICE's messages, written once in one upsert."""
     if live_weaviate.node is None:
-        pytest.skip("writes and drops the app's own collections: runs on the session's server only")
+        skip_or_fail(
+            "writes and drops the app's own collections: runs on the session's server only"
+        )
     opened = WeaviateStore.connect(4, url=live_weaviate.url, grpc_port=live_weaviate.grpc_port)
     try:
         if MESSAGES.name in opened.collections():

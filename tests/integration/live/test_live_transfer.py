@@ -26,7 +26,7 @@ from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from agentic_memory.store.weaviate import WeaviateStore
 from agentic_memory.transfer import TransferError, export_to_file, import_memories
-from tests.live_weaviate import LiveWeaviate
+from tests.live_weaviate import LiveWeaviate, skip_or_fail
 from tests.unit.cli.conftest import T0, seed_memories
 from tests.unit.cli.helpers import assert_same, snapshot, without_shared_rules
 
@@ -43,7 +43,7 @@ def embeddings() -> LocalEmbeddings:
 @pytest.fixture
 def live(live_weaviate: LiveWeaviate, embeddings: LocalEmbeddings) -> Iterator[WeaviateStore]:
     if live_weaviate.node is None:
-        pytest.skip("writes the app's own collections: runs on the session's server only")
+        skip_or_fail("writes the app's own collections: runs on the session's server only")
     store = WeaviateStore.connect(
         embeddings.dims, url=live_weaviate.url, grpc_port=live_weaviate.grpc_port
     )

@@ -171,6 +171,35 @@ def test_the_sync_stream_is_retried_before_its_first_chunk(standin: Path) -> Non
     )
 
 
+def test_a_crash_in_the_middle_of_a_sync_stream_is_reported(standin: Path) -> None:
+    # As the async stream: what reached the caller cannot be sent again, the death is raised.
+    _configure(standin, die_signal="SIGSEGV", die_on_starts=[1])
+    model = resolve_chat_model("local", max_tokens=16)
+    with pytest.raises(LocalServerDied, match="killed by SIGSEGV"):
+        for _ in model.stream([HumanMessage("hi")]):
+            pass
+    assert "".join(str(c.content) for c in model.stream([HumanMessage("hi")])) == (
+        "hello from start 2"
+    )
+
+
+async def test_other_failures_of_the_async_paths_are_not_blamed_on_the_server(
+    standin: Path,
+) -> None:
+    model = resolve_chat_model("local", max_tokens=16)
+    assert (await model.ainvoke([HumanMessage("hi")])).content == "hello from start 1"
+    with pytest.raises(TypeError) as raised:  # the stop list cannot be serialised
+        await model.ainvoke("hi", stop=object())  # type: ignore[arg-type]
+    assert not isinstance(raised.value, LocalServerDied)
+    with pytest.raises(TypeError) as streamed:
+        async for _ in model.astream("hi", stop=object()):  # type: ignore[arg-type]
+            pass
+    assert not isinstance(streamed.value, LocalServerDied)
+    assert local_server.get_local_server().running
+    # No second server was started for them.
+    assert (await model.ainvoke([HumanMessage("hi")])).content == "hello from start 1"
+
+
 def test_other_failures_are_not_blamed_on_the_server(standin: Path) -> None:
     # A request the client refuses before sending leaves a healthy server: its own error
     # comes through unchanged.

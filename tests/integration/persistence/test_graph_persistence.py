@@ -30,6 +30,7 @@ from agentic_memory.graph.persistence import (
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
+from tests.unit.graph.test_refused_input_traces import drops_a_subgraph_run
 from tests.unit.graph.values import thread_values
 
 _EMBEDDINGS = LocalEmbeddings()
@@ -331,3 +332,52 @@ async def _stored_bytes(saver: BaseCheckpointSaver[Any], config: dict[str, Any])
             row = await cursor.fetchone()
         total += int(row[0]) if row else 0
     return total
+
+
+async def test_a_rolled_back_history_has_no_missing_parent(
+    open_saver: OpenSaver, store: EmbeddedStore
+) -> None:
+    async with open_saver() as saver:
+        app = compile_graph(
+            checkpointer=saver, store=store, embeddings=_EMBEDDINGS, chat_model=_model()
+        )
+        await _say(app, "parents", "I'm vegetarian.")
+        with pytest.raises(InputRefusedError):
+            await _say(app, "parents", "qzxv" * 60_000)
+    async with open_saver() as reopened:
+        history = [s async for s in reopened.alist(_config("parents"))]
+        assert history
+        for saved in history:
+            if saved.parent_config is not None:
+                assert await reopened.aget_tuple(saved.parent_config) is not None
+        assert history[0].parent_config is not None
+
+
+async def test_a_dropped_run_takes_its_subgraphs_checkpoints(open_saver: OpenSaver) -> None:
+    async with open_saver() as saver:
+        await drops_a_subgraph_run(saver, _config("subgraphs"), _spaces)
+
+
+async def _spaces(saver: BaseCheckpointSaver[Any], config: dict[str, Any]) -> set[str]:
+    """Return the thread's subgraph namespaces that hold a checkpoint, a write or a value."""
+    thread = config["configurable"]["thread_id"]
+    found: set[str] = set()
+    if isinstance(saver, AsyncPostgresSaver):
+        async with saver._cursor() as cur:
+            for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"):
+                await cur.execute(
+                    f"SELECT DISTINCT checkpoint_ns FROM {table} "
+                    "WHERE thread_id = %s AND checkpoint_ns <> ''",
+                    (thread,),
+                )
+                found |= {str(row["checkpoint_ns"]) for row in await cur.fetchall()}
+        return found
+    assert isinstance(saver, AsyncSqliteSaver)
+    for table in ("checkpoints", "writes"):
+        async with saver.conn.execute(
+            f"SELECT DISTINCT checkpoint_ns FROM {table} WHERE thread_id = ? "
+            "AND checkpoint_ns <> ''",
+            (thread,),
+        ) as cursor:
+            found |= {str(row[0]) for row in await cursor.fetchall()}
+    return found

@@ -18,7 +18,7 @@ import pytest
 
 from agentic_memory.store.weaviate import WeaviateStore
 from tests.integration.persistence.conftest import postgres_uri
-from tests.live_weaviate import LiveWeaviate
+from tests.live_weaviate import LiveWeaviate, skip_or_fail
 from tests.unit.store.weaviate.network import NetworkWeaviate, connect
 from tests.unit.store.weaviate.server import FakeWeaviate
 
@@ -56,7 +56,7 @@ def network(fake_network: NetworkWeaviate) -> SharedWeaviate:
 def live_network(live_weaviate: LiveWeaviate) -> SharedWeaviate:
     """The session's live server, its app collections dropped first (exact counts)."""
     if live_weaviate.node is None:
-        pytest.skip("drops the app's own collections: runs on the session's server only")
+        skip_or_fail("drops the app's own collections: runs on the session's server only")
     http_port = live_weaviate.node.ports.http
     cleaner = WeaviateStore(connect(http_port, live_weaviate.grpc_port), dims=8)
     try:

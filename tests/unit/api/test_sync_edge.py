@@ -10,7 +10,9 @@ script, a sync LangGraph node run in a worker thread) they work.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,9 @@ from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
-from agentic_memory.sync_edge import run_sync
+from agentic_memory.sync_edge import blocking_function, run_sync
+from agentic_memory.transfer import aimport_memories, import_memories
+from tests.conftest import allow_blocking
 
 TURN = [{"role": "user", "content": "I keep bees", "id": "b1"}]
 
@@ -194,3 +198,54 @@ def test_an_error_of_a_blocking_call_is_reported_as_itself(mem: Memory) -> None:
         mem.recall("alice", "")
     # Not "during handling of RuntimeError('no running event loop')": no chained context.
     assert caught.value.__context__ is None and caught.value.__cause__ is None
+
+
+# -- storage jobs a notebook cell waits for: blocking_function(..., instead=None) -------------
+
+_CHOSEN: contextvars.ContextVar[str] = contextvars.ContextVar("chosen", default="none")
+
+
+async def astorage_job(n: int, *, fail: bool = False) -> tuple[int, str, int]:
+    """A storage job: its result, the context it saw, and the thread it ran on."""
+    if fail:
+        raise ValueError(f"job {n} failed")
+    return n, _CHOSEN.get(), await asyncio.to_thread(threading.get_ident)
+
+
+storage_job = blocking_function(astorage_job)
+
+
+def test_a_blocking_function_is_named_and_signed_like_its_coroutine() -> None:
+    assert storage_job.__name__ == "storage_job"
+    assert inspect.signature(storage_job) == inspect.signature(astorage_job)
+    assert inspect.getdoc(import_memories) == inspect.getdoc(aimport_memories)
+    assert (import_memories.__name__, import_memories.__module__) == (
+        "import_memories",
+        "agentic_memory.transfer.importing",
+    )
+    assert not inspect.iscoroutinefunction(import_memories)
+
+
+def test_a_storage_job_in_a_script_runs_in_the_calling_thread() -> None:
+    token = _CHOSEN.set("script")
+    try:
+        assert storage_job(1) == (1, "script", threading.get_ident())
+    finally:
+        _CHOSEN.reset(token)
+
+
+@allow_blocking("a storage job called in a notebook cell blocks the cell until done, on purpose")
+async def test_a_storage_job_in_a_running_loop_runs_beside_it_with_its_context() -> None:
+    # A notebook cell: the job runs on a thread of its own while the cell waits, and sees
+    # what the cell set (a context variable).
+    token = _CHOSEN.set("cell")
+    try:
+        n, chosen, ident = storage_job(2)
+    finally:
+        _CHOSEN.reset(token)
+    assert (n, chosen) == (2, "cell") and ident != threading.get_ident()
+    with pytest.raises(ValueError, match="job 3 failed"):
+        storage_job(3, fail=True)
+    refused = blocking_function(astorage_job, instead="await astorage_job(...)")
+    with pytest.raises(SyncCallInEventLoopError, match=r"await astorage_job\(\.\.\.\)"):
+        refused(4)

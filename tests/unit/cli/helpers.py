@@ -8,7 +8,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
 from agentic_memory.kinds.rules import RULES
-from agentic_memory.kinds.shared_rules import PROPOSALS
+from agentic_memory.kinds.rules.shared import PROPOSALS
 from agentic_memory.store import GLOBAL_SCOPE, MemoryStore
 
 Snapshot = dict[tuple[str, str, str], tuple[dict[str, Any], list[float] | None]]

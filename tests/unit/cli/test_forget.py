@@ -34,7 +34,7 @@ from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MESSAGES
 from agentic_memory.kinds.rules import RULES, RuleBook
-from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.kinds.rules.shared import SharedRules
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore

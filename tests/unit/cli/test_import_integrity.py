@@ -32,7 +32,7 @@ from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.knowledge import list_knowledge_bases, search_knowledge
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, MessageLog
 from agentic_memory.kinds.rules import RuleBook
-from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.kinds.rules.shared import SharedRules
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE, MemoryStore
 from agentic_memory.store.embedded import EmbeddedStore

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from agentic_memory.cli import memories_cmd
+from agentic_memory.cli import forget as forget_cli
 from agentic_memory.cli.main import app
 from agentic_memory.graph.persistence import default_sqlite_path, sqlite_checkpointer
 from agentic_memory.kinds import PER_USER_COLLECTIONS
@@ -353,7 +353,7 @@ def test_forget_all_finishes_locally_when_the_server_fails(
     add_messages(store, embeddings, "alice", sid("alice-srv"), ["hello", "hi"])
     server = _FakeServer({sid("alice-srv"): {"user_id": "alice"}})
     server.threads.fail[sid("alice-srv")] = status
-    monkeypatch.setattr(memories_cmd, "get_client", lambda url: server)
+    monkeypatch.setattr(forget_cli, "get_client", lambda url: server)
     url = "http://127.0.0.1:9"
     result = amem("memories", "forget", "--user", "alice", "--all", "--yes", "--server", url)
     assert result.exit_code == 1, result.output

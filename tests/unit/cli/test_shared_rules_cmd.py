@@ -10,7 +10,7 @@ import pytest
 
 from agentic_memory.ingest.inputs import Upload
 from agentic_memory.ingest.pipeline import ingest_uploads
-from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.kinds.rules.shared import SharedRules
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from tests.unit.cli.test_memories_cmd import amem, fails, ok_json

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
 import stat
-from collections.abc import Callable
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,18 +20,20 @@ from agentic_memory.kinds.episodes import EPISODES, EPISODES_V1
 from agentic_memory.kinds.facts import FACTS
 from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.kinds.rules import RULES, RuleBook
-from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.kinds.rules.shared import SharedRules
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE
 from agentic_memory.store.embedded import EmbeddedStore
 from agentic_memory.transfer import (
     FORMAT_NAME,
     TransferError,
+    aimport_memories,
     export_memories,
     export_to_file,
     import_memories,
     read_header,
 )
+from agentic_memory.transfer.staging import _Staging
 from tests.unit.cli.conftest import Seeded
 from tests.unit.cli.helpers import assert_same, snapshot, without_shared_rules
 
@@ -409,3 +415,119 @@ def test_an_export_is_private_whatever_the_umask(
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert read_header(target).users == ["alice"]
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []
+
+
+# -- the async import ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def exported(store: EmbeddedStore, seeded: Seeded, tmp_path: Path) -> Path:
+    """The seeded store's export file."""
+    path = tmp_path / "mem.jsonl"
+    _export(store, path)
+    return path
+
+
+def _importing(target: EmbeddedStore, path: Path, embeddings: LocalEmbeddings) -> asyncio.Task[Any]:
+    """Start importing every memory of ``path`` (the shared ones too) into ``target``."""
+    return asyncio.create_task(
+        aimport_memories(
+            target, path, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
+    )
+
+
+async def test_an_async_import_writes_what_the_blocking_one_writes(
+    store: EmbeddedStore, exported: Path, tmp_path: Path, embeddings: LocalEmbeddings
+) -> None:
+    with (
+        EmbeddedStore(tmp_path / "awaited", dims=256) as awaited,
+        EmbeddedStore(tmp_path / "blocking", dims=256) as blocking,
+    ):
+        summary = await _importing(awaited, exported, embeddings)
+        # The blocking twin works in a running loop too (a notebook cell), beside it.
+        again = import_memories(
+            blocking, exported, embeddings=embeddings, embedding_model=MODEL, allow_shared=True
+        )
+        assert summary.total == again.total == len(without_shared_rules(snapshot(store)))
+        assert_same(
+            without_shared_rules(snapshot(awaited)), without_shared_rules(snapshot(blocking))
+        )
+        for target, done in ((awaited, summary), (blocking, again)):
+            (pending,) = await SharedRules(target, embeddings).apending()
+            assert done.proposal == pending.id
+
+
+async def test_an_import_cancelled_while_it_writes_leaves_nothing(
+    exported: Path, tmp_path: Path, embeddings: LocalEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writing, cancelled = threading.Event(), threading.Event()
+    real = EmbeddedStore.transaction
+
+    @contextlib.contextmanager
+    def held(self: EmbeddedStore) -> Iterator[None]:
+        with real(self):
+            yield
+            # Every object is written: the write thread cannot be stopped, and commits after.
+            writing.set()
+            assert cancelled.wait(30)
+
+    with EmbeddedStore(tmp_path / "target", dims=256) as target:
+        monkeypatch.setattr(EmbeddedStore, "transaction", held)
+        task = _importing(target, exported, embeddings)
+        assert await asyncio.to_thread(writing.wait, 30)
+        task.cancel()
+        cancelled.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        monkeypatch.undo()
+        assert snapshot(target) == {}
+        assert target.collections() == []
+
+
+async def test_an_import_cancelled_at_its_gate_leaves_nothing(
+    exported: Path, tmp_path: Path, embeddings: LocalEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at_gate = asyncio.Event()
+
+    async def waiting(self: SharedRules, *args: Any, **kwargs: Any) -> Any:
+        at_gate.set()
+        await asyncio.Event().wait()  # an operator's store that never answers
+
+    monkeypatch.setattr(SharedRules, "apropose", waiting)
+    with EmbeddedStore(tmp_path / "target", dims=256) as target:
+        task = _importing(target, exported, embeddings)
+        await at_gate.wait()
+        assert await target.acollections()  # the users' memories are in by now
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert snapshot(target) == {}
+        assert target.collections() == []
+
+
+async def test_an_import_cancelled_while_it_reads_the_file_leaves_no_staging_copy(
+    exported: Path, tmp_path: Path, embeddings: LocalEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    reading, cancelled = threading.Event(), threading.Event()
+    real = _Staging.add
+
+    def held(self: _Staging, line: Any) -> None:
+        reading.set()
+        assert cancelled.wait(30)  # the reading thread cannot be stopped: it goes on after
+        real(self, line)
+
+    monkeypatch.setattr(_Staging, "add", held)
+    with EmbeddedStore(tmp_path / "target", dims=256) as target:
+        task = _importing(target, exported, embeddings)
+        assert await asyncio.to_thread(reading.wait, 30)
+        assert [p.name.startswith("amem-import-") for p in temp.iterdir()] == [True]
+        task.cancel()
+        cancelled.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert list(temp.iterdir()) == []
+        assert target.collections() == []

@@ -8,9 +8,6 @@ loading (prompt files, the tokenizer, WordLlama, the store) happens off the even
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
 from tests.fakes import ScriptedChatModel
+from tests.scripts import run_script
 from tests.unit.graph.conftest import REFLECTION, RULES
 
 SCRIPT = r"""
@@ -62,20 +60,7 @@ asyncio.run(main())
 
 
 def test_a_whole_conversation_makes_no_blocking_call_on_the_event_loop(tmp_path: Path) -> None:
-    script = tmp_path / "conversation.py"
-    script.write_text(SCRIPT)
-    root = Path(__file__).resolve().parents[3]
-    result = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.splitlines()
+    lines = run_script(tmp_path, "conversation.py", SCRIPT)
     assert "guard active" in lines
     assert "rules version 2" in lines
     calls = lines[-1].removeprefix("calls ").split(",")

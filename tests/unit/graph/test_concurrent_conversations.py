@@ -26,7 +26,7 @@ from agentic_memory.kinds.rules import (
     rebase_rules,
     starting_rules,
 )
-from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.kinds.rules.shared import SharedRules
 from agentic_memory.store import GLOBAL_SCOPE, Where
 
 CONVERSATIONS = 4

@@ -20,8 +20,13 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from agentic_memory.graph.admission import ERRORS_KEY, RunErrors
 from agentic_memory.graph.graph import compile_graph
-from agentic_memory.graph.nodes import InputRefusedError, MissingUserIdError, ThreadOwnershipError
+from agentic_memory.graph.nodes import (
+    InputRefusedError,
+    MissingUserIdError,
+    ThreadOwnershipError,
+)
 from agentic_memory.graph.persistence import sqlite_checkpointer
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
 from agentic_memory.langgraph_store import AgenticStore
@@ -278,12 +283,12 @@ async def test_a_failing_node_leaves_the_thread_exactly_as_it_was(
     logged = await res.messages.alist("alice")
     text, ending = "Wednesday should be something with rice, please.", False
     if node == "admit":
-        import agentic_memory.graph.nodes as nodes
+        import agentic_memory.graph.admission as admission
 
         def broken() -> None:
             raise ModelDownError("the tokenizer cannot be loaded")
 
-        monkeypatch.setattr(nodes, "load_tokenizer", broken)
+        monkeypatch.setattr(admission, "load_tokenizer", broken)
     elif node == "recall_episodic":
         _fail_method(res.episodes, "arecall")(monkeypatch)
     elif node == "recall_semantic":
@@ -331,3 +336,49 @@ async def test_a_failing_node_leaves_the_thread_exactly_as_it_was(
     if ending:
         assert out["conversation_ended"] is True
         assert len(await res.episodes.alist("alice")) == 1
+
+
+async def test_a_failed_runs_error_waits_in_its_own_graph_and_is_taken_once(
+    agentic: AgenticStore, model: ScriptedChatModel
+) -> None:
+    # The error ``refuse`` raises again is kept by the compiled graph that ran it: another
+    # graph never sees it, and nothing stays once it was raised.
+    first = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
+    second = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
+    kept = [app.config["configurable"][ERRORS_KEY] for app in (first, second)]
+    assert isinstance(kept[0], RunErrors) and kept[0] is not kept[1]
+    model.text_replies = [_down]
+    with pytest.raises(ModelDownError, match="the model server is down"):
+        await say(first, "What should I cook tonight?")
+    assert (len(kept[0]), len(kept[1])) == (0, 0)
+
+
+def test_the_kept_errors_are_bounded() -> None:
+    errors = RunErrors()
+    tokens = [errors.keep(ValueError(str(i))) for i in range(RunErrors.KEPT + 10)]
+    assert len(errors) == RunErrors.KEPT
+    assert errors.take(tokens[0]) is None  # the oldest went first
+    last = errors.take(tokens[-1])
+    assert isinstance(last, ValueError) and str(last) == str(RunErrors.KEPT + 9)
+    assert errors.take(tokens[-1]) is None
+
+
+def test_errors_kept_by_threads_at_once_each_come_back_to_their_own_run() -> None:
+    # One compiled graph serves runs on several threads (each with its event loop): every
+    # failed run takes back its own error, and none is left over.
+    import threading
+
+    errors = RunErrors()
+    taken: dict[int, BaseException | None] = {}
+
+    def run(i: int) -> None:
+        token = errors.keep(ValueError(f"run {i}"))
+        taken[i] = errors.take(token)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {i: str(e) for i, e in taken.items()} == {i: f"run {i}" for i in range(32)}
+    assert len(errors) == 0

@@ -527,3 +527,33 @@ async def test_a_capable_model_still_writes_the_lesson(app, model, resources) ->
     assert "fallback" not in done["reflection"]
     assert done["reflection"]["what_worked"] == REFLECTION["what_worked"]
     assert done["rules_version_created"] == 2
+
+
+async def test_a_small_models_episode_keeps_what_left_the_window_and_no_secret(
+    agentic: Any,
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentic_memory.graph.graph import compile_graph
+
+    # A long offline conversation: the early turns are folded into the rolling summary (here
+    # the excerpt written when the model's summary is unusable) before the conversation ends.
+    model = ScriptedChatModel(
+        metadata={"amem_class": "bundled"},
+        text_replies=["Noted."] * 8,
+        structured_defaults={"ExtractedFacts": {"facts": []}, "Summary": "not json"},
+    )
+    app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
+    small = {"budget_recent": 120}
+    await turn(app, "t", "My sister's name is Ines and she lives in Lyon.", context=small)
+    await turn(app, "t", "My bank PIN is 4821, keep it safe.", context=small)
+    for i in range(4):
+        out = await turn(app, "t", f"message {i} " + "word " * 20, context=small)
+    assert "Ines" in out["summary"], "the first turn should have left the window"
+    assert all("Ines" not in str(m.content) for m in out["messages"])
+    await end(app, "t")
+    (episode,) = await agentic.memory.episodes.alist("alice")
+    assert episode.conversation_summary.startswith("The user said: (earlier) ")
+    assert "Ines" in episode.conversation_summary
+    assert "4821" not in episode.conversation_summary
+    assert "a secret, not kept here" in episode.conversation_summary

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
 
+from agentic_memory.checkpoints import SqliteEraser, adrop_run
 from agentic_memory.graph.graph import compile_graph
 from agentic_memory.graph.nodes import InputRefusedError
+from agentic_memory.graph.persistence import sqlite_checkpointer
 from agentic_memory.langgraph_store import AgenticStore
 from tests.fakes import ScriptedChatModel
 from tests.unit.graph.test_failed_runs import Saver, saver
@@ -117,3 +121,107 @@ async def test_a_failed_run_leaves_no_trace_of_its_input_either(
         assert all(
             MARKER not in str(m.content) for m in (await app.aget_state(cfg())).values["messages"]
         )
+
+
+async def test_a_refused_input_only_deletes(
+    agentic: AgenticStore, model: ScriptedChatModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Emptying the log waits for other connections, under the lock every write takes:
+    a refusal tries once, without waiting."""
+    erased: list[object] = []
+
+    async def aerase(self: SqliteEraser) -> bool:
+        erased.append(self)
+        return True
+
+    monkeypatch.setattr(SqliteEraser, "aerase", aerase)
+    async with sqlite_checkpointer(tmp_path / "checkpoints.sqlite") as checkpointer:
+        app: Any = compile_graph(checkpointer=checkpointer, store=agentic, chat_model=model)
+        await _run(app, "Hello.")
+        statements: list[str] = []
+        execute = checkpointer.conn.execute
+
+        def spy(sql: str, *args: Any) -> Any:
+            statements.append(sql)
+            return execute(sql, *args)
+
+        monkeypatch.setattr(checkpointer.conn, "execute", spy)
+        for _ in range(3):
+            with pytest.raises(InputRefusedError):
+                await _run(app, MARKER * 60_000)
+        assert await _traces(checkpointer) == 0
+    assert erased == []
+    assert any(s.startswith("DELETE") for s in statements)
+    assert not [s for s in statements if s.strip() == "VACUUM"]
+    # One attempt to empty the log per refusal, which does not wait for other connections.
+    emptied = [i for i, s in enumerate(statements) if "wal_checkpoint" in s]
+    assert len(emptied) == 3
+    assert all(statements[i - 1] == "PRAGMA busy_timeout = 0" for i in emptied)
+
+
+async def test_a_rolled_back_history_has_no_missing_parent(
+    saver: Saver, agentic: AgenticStore, model: ScriptedChatModel
+) -> None:
+    async with saver() as checkpointer:
+        app: Any = compile_graph(checkpointer=checkpointer, store=agentic, chat_model=model)
+        for thread in ("t", "fresh"):
+            if thread == "t":
+                await _run(app, "Hello, I plan a trip.")
+            with pytest.raises(InputRefusedError):
+                await _run(app, MARKER * 60_000, thread=thread)
+            history = [s async for s in app.aget_state_history(cfg(thread))]
+            assert history
+            for snapshot in history:
+                if snapshot.parent_config is not None:
+                    assert await checkpointer.aget_tuple(snapshot.parent_config) is not None
+        head = await app.aget_state(cfg())
+        # The restored checkpoint follows the one the refused run started from.
+        assert head.parent_config is not None
+
+
+class Count(TypedDict):
+    n: int
+
+
+Spaces = Callable[[BaseCheckpointSaver[Any], dict[str, Any]], Awaitable[set[str]]]
+
+
+async def drops_a_subgraph_run(
+    checkpointer: BaseCheckpointSaver[Any], config: dict[str, Any], spaces: Spaces
+) -> None:
+    """Run a graph with a subgraph twice on a thread, drop the second run, check its namespace."""
+    inner = StateGraph(Count)
+    inner.add_node("inc", lambda s: {"n": s["n"] + 1})
+    inner.add_edge(START, "inc")
+    outer = StateGraph(Count)
+    outer.add_node("sub", inner.compile())
+    outer.add_edge(START, "sub")
+    app: Any = outer.compile(checkpointer=checkpointer)
+    await app.ainvoke({"n": 0}, config)
+    first = await spaces(checkpointer, config)
+    await app.ainvoke({"n": 5}, config)
+    run = [s async for s in app.aget_state_history(config)]
+    since = next(
+        str(s.config["configurable"]["checkpoint_id"])
+        for s in reversed(run)
+        if s.metadata and s.metadata.get("source") == "loop" and s.values["n"] == 5
+    )
+    head = str(run[0].config["configurable"]["checkpoint_id"])
+    assert len(await spaces(checkpointer, config)) == len(first) + 1
+    assert await adrop_run(checkpointer, config["configurable"]["thread_id"], since, head) > 0
+    assert await spaces(checkpointer, config) == first
+
+
+async def test_a_dropped_run_takes_its_subgraphs_checkpoints(saver: Saver) -> None:
+    async with saver() as checkpointer:
+        await drops_a_subgraph_run(checkpointer, cfg(), _spaces)
+
+
+async def _spaces(checkpointer: BaseCheckpointSaver[Any], config: dict[str, Any]) -> set[str]:
+    """Return the thread's subgraph namespaces that hold a checkpoint."""
+    found = set()
+    async for saved in checkpointer.alist(config):
+        ns = str(saved.config["configurable"].get("checkpoint_ns", ""))
+        if ns:
+            found.add(ns)
+    return found

@@ -9,7 +9,8 @@ import pytest
 from agentic_memory.api import Memory
 from agentic_memory.graph import builder, compile_graph, graph
 from agentic_memory.graph.context import Context
-from agentic_memory.graph.resources import MODELS_KEY, MemoryNotConfiguredError
+from agentic_memory.graph.memory import MemoryNotConfiguredError
+from agentic_memory.graph.resources import MODELS_KEY
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.rules import RuleBook

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentic_memory.graph import nodes
-from agentic_memory.ingest import IngestEvent, ingest_paths
+from agentic_memory.graph import prompting
+from agentic_memory.ingest import IngestEvent, ingest_paths, ingest_uploads
+from agentic_memory.ingest.inputs import Upload
 from agentic_memory.kinds.knowledge import (
     KnowledgeHit,
     UnknownSourceError,
@@ -29,6 +30,7 @@ from agentic_memory.kinds.knowledge import (
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.sync_edge import run_sync
 from tests.unit.ingest.conftest import KNOWN, report_pages
 from tests.unit.ingest.pdfs import write_pdf
 from tests.unit.store.conftest import count_extensions
@@ -236,7 +238,7 @@ def test_many_sources_use_the_post_filter_path(
         (docs / f"n{i}.md").write_text(f"Note {i}: the lighthouse keeper counted {i} gulls.")
     _ingest([docs], store, embeddings)
     filtered = search_knowledge(store, embeddings, "docs", "lighthouse keeper gulls", k=4)
-    monkeypatch.setattr("agentic_memory.kinds.knowledge.IN_FILTER_MAX_REVISIONS", 2)
+    monkeypatch.setattr("agentic_memory.kinds.knowledge.search.IN_FILTER_MAX_REVISIONS", 2)
     post = search_knowledge(store, embeddings, "docs", "lighthouse keeper gulls", k=4)
     assert [h.chunk_id for h in post] == [h.chunk_id for h in filtered]
     assert len(post) == 4
@@ -256,6 +258,16 @@ def test_invalid_arguments_change_nothing(
             ingest_paths([report_pdf], store=store, embeddings=embeddings, **args)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="no paths"):
         ingest_paths([], store=store, embeddings=embeddings)
+    # The options travel as keywords: a misspelt one is named, with the function called.
+    with pytest.raises(
+        TypeError, match=r"aingest_paths\(\) got an unexpected keyword argument 'kbb'"
+    ):
+        ingest_paths([report_pdf], store=store, embeddings=embeddings, kbb="docs")  # type: ignore[call-arg]
+    upload = Upload("a.txt", b"some text")
+    with pytest.raises(
+        TypeError, match=r"aingest_uploads\(\) got an unexpected keyword argument 'prune'"
+    ):
+        ingest_uploads([upload], store=store, embeddings=embeddings, prune=True)  # type: ignore[call-arg]
     assert store.collections() == []
 
 
@@ -269,7 +281,7 @@ def test_citation_formats() -> None:
     assert hit("/x/log.txt", 2, 2).citation == "[log.txt p.2]"
     # The graph labels its passages with the very same string (one format everywhere).
     chunk = {"source": "/x/report.pdf", "page_start": 3, "page_end": 4}
-    assert nodes._label(chunk) == hit("/x/report.pdf", 3, 4).citation
+    assert prompting.citation_of(chunk) == hit("/x/report.pdf", 3, 4).citation
 
 
 async def test_the_async_knowledge_functions(
@@ -294,7 +306,7 @@ def test_search_retries_when_old_chunks_are_deleted_under_it(
     embeddings: LocalEmbeddings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agentic_memory.kinds.knowledge import get_source, remove_stale_chunks
+    from agentic_memory.kinds.knowledge import aremove_stale_chunks, get_source
 
     _ingest([report_pdf], store, embeddings, chunk_size=300, chunk_overlap=0)
     old_ids = {h.chunk_id for h in search_knowledge(store, embeddings, "docs", "turbine", k=100)}
@@ -316,7 +328,7 @@ def test_search_retries_when_old_chunks_are_deleted_under_it(
         hits = real_hybrid(collection, **kwargs)  # type: ignore[arg-type]
         if not calls:
             # Another process finishes the replacement while this search is running.
-            remove_stale_chunks(store, "docs", source, active.revision)
+            run_sync(aremove_stale_chunks(store, "docs", source, active.revision), instead=None)
         calls.append(len(hits))
         return hits
 
@@ -332,7 +344,7 @@ def test_search_retries_when_old_chunks_are_deleted_under_it(
 def test_post_filter_skips_uncommitted_chunks_that_rank_first(
     docs: Path, store: EmbeddedStore, embeddings: LocalEmbeddings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agentic_memory.kinds.knowledge.IN_FILTER_MAX_REVISIONS", 0)
+    monkeypatch.setattr("agentic_memory.kinds.knowledge.search.IN_FILTER_MAX_REVISIONS", 0)
     notes = docs / "notes.md"
     notes.write_text("\n\n".join(f"Old paragraph {i} about sparrows." for i in range(3)))
     _ingest([notes], store, embeddings, chunk_size=60, chunk_overlap=0)

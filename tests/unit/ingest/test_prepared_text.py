@@ -16,24 +16,25 @@ from agentic_memory.ingest import ingest_paths, ingest_uploads
 from agentic_memory.ingest.inputs import Upload
 from agentic_memory.ingest.text import assemble, find_headings, split_document
 from agentic_memory.kinds._restage import STAGING_PREFIX
-from agentic_memory.kinds.builtin import KnowledgeKind
 from agentic_memory.kinds.knowledge import (
     KNOWLEDGE_PROPERTIES,
     KNOWLEDGE_PROPERTIES_V1,
     SourceInfo,
+    acommit_source,
+    arenew_generation,
     chunk_id,
-    commit_source,
     knowledge_collection,
     list_chunks,
     manifest_collection,
-    renew_generation,
     search_knowledge,
     upgrade_knowledge_base,
 )
+from agentic_memory.kinds.knowledge.kind import KnowledgeKind
 from agentic_memory.kinds.recall_text import chunk_search_text, keyword_query
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import MemoryObject
 from agentic_memory.store.embedded import EmbeddedStore
+from agentic_memory.sync_edge import run_sync
 from tests.unit.ingest.pdfs import filler, write_pdf
 from tests.unit.store import weaviate_reference as ref
 
@@ -318,8 +319,8 @@ def _old_knowledge_base(
     info = SourceInfo(
         source, "Old Notes", revision, "0" * 64, 2, 2, 800, 200, "2026-01-01T00:00:00+00:00"
     )
-    commit_source(store, kb, info, owner)
-    renew_generation(store, kb, owner)
+    run_sync(acommit_source(store, kb, info, owner), instead=None)
+    run_sync(arenew_generation(store, kb, owner), instead=None)
     return [o.id for o in objects]
 
 
@@ -406,7 +407,7 @@ def test_forgetting_a_user_during_a_killed_upgrade_leaves_nothing_to_come_back(
     store.drop_collection = real_drop  # type: ignore[method-assign]
     assert STAGING_PREFIX + "UserKnowledge_Mine" in store.collections()
 
-    asyncio.run(KnowledgeKind().aforget_user(store, embeddings, "alice"))
+    asyncio.run(KnowledgeKind(store, embeddings).aforget_user_parts("alice"))
     assert not any(n.startswith(STAGING_PREFIX) for n in store.collections())
     assert list(store.iterate("UserKnowledge_Mine", user="alice")) == []
     bob = search_knowledge(store, embeddings, "mine", "brisk", alpha=0.0, owner="bob")

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from langgraph.store.base import PutOp
 from typer.testing import CliRunner
 
-from agentic_memory.cli.main import app
+from agentic_memory.api import Memory
+from agentic_memory.cli.main import app, make_app
 from agentic_memory.forget import forget_thread, forget_user, user_threads
 from agentic_memory.kinds import PER_USER_COLLECTIONS
-from agentic_memory.kinds.contract import current_kinds, use_kinds
 from agentic_memory.kinds.episodes import EPISODES
 from agentic_memory.kinds.facts import FACTS, FactStore
 from agentic_memory.kinds.messages import MESSAGES
@@ -38,7 +39,8 @@ from agentic_memory.transfer import (
 )
 from tests.unit.kinds.toy_kind import BOOKMARKS, BookmarksKind
 
-WITH_BOOKMARKS = BUILTIN_KINDS.with_kind(BookmarksKind())
+WITH_BOOKMARKS = BUILTIN_KINDS.with_kind(BookmarksKind)
+BOOKMARKS_APP = make_app(WITH_BOOKMARKS)
 MODEL = "wordllama-l2-supercat-256"
 runner = CliRunner()
 
@@ -58,7 +60,9 @@ async def _seed(amem: AgenticStore) -> None:
 # -- the registry -----------------------------------------------------------------------------
 
 
-def test_the_builtin_registry_is_the_store_s_reserved_roots() -> None:
+def test_the_builtin_registry_is_the_store_s_reserved_roots(
+    store: EmbeddedStore, embeddings: LocalEmbeddings
+) -> None:
     assert BUILTIN_KINDS.names == ("facts", "episodes", "rules", "messages", "knowledge", "items")
     # Plain LangGraph items have no root: they are every namespace no kind claims.
     assert BUILTIN_KINDS.roots == KIND_ROOTS
@@ -71,11 +75,10 @@ def test_the_builtin_registry_is_the_store_s_reserved_roots() -> None:
         "source",
         "item",
     )
-    assert current_kinds() is BUILTIN_KINDS
+    assert Memory(store, embeddings).kinds is BUILTIN_KINDS
     assert WITH_BOOKMARKS.roots[-1] == "bookmarks"
-    with use_kinds(WITH_BOOKMARKS):
-        assert current_kinds() is WITH_BOOKMARKS
-    assert current_kinds() is BUILTIN_KINDS
+    assert Memory(store, embeddings, kinds=WITH_BOOKMARKS).kinds is WITH_BOOKMARKS
+    assert AgenticStore(store, embeddings).kinds is BUILTIN_KINDS
 
 
 def test_the_per_user_collections_come_from_the_registry() -> None:
@@ -87,7 +90,7 @@ def test_two_kinds_cannot_claim_the_same_name_root_or_collection(
     store: EmbeddedStore, embeddings: LocalEmbeddings
 ) -> None:
     with pytest.raises(InvalidInputError, match="two memory kinds claim the name 'bookmarks'"):
-        WITH_BOOKMARKS.with_kind(BookmarksKind())
+        WITH_BOOKMARKS.with_kind(BookmarksKind)
 
     class Shadow(BookmarksKind):
         info = BookmarksKind.info.__class__(
@@ -95,12 +98,11 @@ def test_two_kinds_cannot_claim_the_same_name_root_or_collection(
         )
 
     with pytest.raises(InvalidInputError, match="namespace root 'facts'"):
-        BUILTIN_KINDS.with_kind(Shadow())
+        BUILTIN_KINDS.with_kind(Shadow)
     with pytest.raises(InvalidInputError, match="no memory kind 'bookmark'"):
         WITH_BOOKMARKS.get("bookmark")
     with pytest.raises(InvalidInputError, match="KindRegistry"):
-        with use_kinds(["facts"]):  # type: ignore[arg-type]
-            pass
+        make_app(["facts"])  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="KindRegistry"):
         AgenticStore(store, embeddings, kinds=("facts",))  # type: ignore[arg-type]
 
@@ -191,8 +193,7 @@ async def test_forget_user_forgets_the_toy_kind(
     await FactStore(store, embeddings).aremember(
         "alice", [{"subject": "city", "value": "Paris", "category": "identity"}]
     )
-    with use_kinds(WITH_BOOKMARKS):
-        report = await forget_user(store, "alice", embeddings=embeddings)
+    report = await forget_user(store, "alice", embeddings=embeddings, kinds=WITH_BOOKMARKS)
     assert report.deleted[(report.store, BOOKMARKS.name)] == 2
     assert await amem.asearch(("bookmarks", "alice")) == []
     assert [i.key for i in await amem.asearch(("bookmarks", "bob"))] == ["news"]
@@ -206,13 +207,14 @@ async def test_forget_thread_forgets_what_the_toy_kind_learned_in_it(
     await _seed(amem)
     saved = {"url": "https://lyon.fr", "source_thread": "t-trip"}
     await amem.aput(("bookmarks", "alice"), "lyon", saved)
-    with use_kinds(WITH_BOOKMARKS):
-        assert await user_threads(store, "alice") == ["t-trip"]
-        report = await forget_thread(store, "alice", "t-trip", embeddings=embeddings)
-        assert report.deleted[(report.store, BOOKMARKS.name)] == 1
-        assert await user_threads(store, "alice") == []
-        with pytest.raises(InvalidInputError, match="has no thread 't-trip'"):
-            await forget_thread(store, "alice", "t-trip", embeddings=embeddings)
+    assert await user_threads(store, "alice", kinds=WITH_BOOKMARKS) == ["t-trip"]
+    report = await forget_thread(
+        store, "alice", "t-trip", embeddings=embeddings, kinds=WITH_BOOKMARKS
+    )
+    assert report.deleted[(report.store, BOOKMARKS.name)] == 1
+    assert await user_threads(store, "alice", kinds=WITH_BOOKMARKS) == []
+    with pytest.raises(InvalidInputError, match="has no thread 't-trip'"):
+        await forget_thread(store, "alice", "t-trip", embeddings=embeddings, kinds=WITH_BOOKMARKS)
     keys = sorted(i.key for i in await amem.asearch(("bookmarks", "alice")))
     assert keys == ["docs", "paris"]
     # Without the registry line no kind remembers the thread.
@@ -241,36 +243,39 @@ def test_transfer_exports_and_imports_the_toy_kind(
         for o in store.list_objects(BOOKMARKS.name, user="alice")
     }
     path = tmp_path / "mem.jsonl"
-    with use_kinds(WITH_BOOKMARKS):
-        assert kind_of(BOOKMARKS.name) == "bookmark"
-        lines = _export(store, path)
-        assert BOOKMARKS.name in lines[0]["collections"]
-        assert sorted(ln["user"] for ln in lines[1:] if ln["kind"] == "bookmark") == [
-            "alice",
-            "alice",
-            "bob",
-        ]
-        store.delete_user(BOOKMARKS.name, "alice")
-        summary = import_memories(store, path, embeddings=embeddings, embedding_model=MODEL)
-        assert summary.by_kind() == {"bookmark": 2}  # bob's were there already, unchanged
-        after = {
-            (o.id, json.dumps(o.properties, sort_keys=True))
-            for o in store.list_objects(BOOKMARKS.name, user="alice")
-        }
-        assert after == before
-        # Into another model's store the kind's own text is embedded again.
-        other = EmbeddedStore(tmp_path / "other", dims=embeddings.dims)
-        try:
-            summary = import_memories(
-                other, path, embeddings=embeddings, embedding_model="another-model"
-            )
-            assert summary.reembedded and summary.by_kind() == {"bookmark": 3}
-            docs = other.get(
-                BOOKMARKS.name, lines[1]["id"], user=lines[1]["user"], include_vector=True
-            )
-            assert docs is not None and docs.vector is not None
-        finally:
-            other.close()
+    assert kind_of(BOOKMARKS.name, WITH_BOOKMARKS) == "bookmark"
+    lines = _export(store, path, registry=WITH_BOOKMARKS)
+    assert BOOKMARKS.name in lines[0]["collections"]
+    assert sorted(ln["user"] for ln in lines[1:] if ln["kind"] == "bookmark") == [
+        "alice",
+        "alice",
+        "bob",
+    ]
+    store.delete_user(BOOKMARKS.name, "alice")
+    summary = import_memories(
+        store, path, embeddings=embeddings, embedding_model=MODEL, registry=WITH_BOOKMARKS
+    )
+    assert summary.by_kind() == {"bookmark": 2}  # bob's were there already, unchanged
+    after = {
+        (o.id, json.dumps(o.properties, sort_keys=True))
+        for o in store.list_objects(BOOKMARKS.name, user="alice")
+    }
+    assert after == before
+    # Into another model's store the kind's own text is embedded again.
+    other = EmbeddedStore(tmp_path / "other", dims=embeddings.dims)
+    try:
+        summary = import_memories(
+            other,
+            path,
+            embeddings=embeddings,
+            embedding_model="another-model",
+            registry=WITH_BOOKMARKS,
+        )
+        assert summary.reembedded and summary.by_kind() == {"bookmark": 3}
+        docs = other.get(BOOKMARKS.name, lines[1]["id"], user=lines[1]["user"], include_vector=True)
+        assert docs is not None and docs.vector is not None
+    finally:
+        other.close()
 
 
 def test_transfer_merges_the_toy_kind_by_its_own_rule(
@@ -286,10 +291,11 @@ def test_transfer_merges_the_toy_kind_by_its_own_rule(
                 ("bookmarks", "alice"), "lc", {"url": "https://langchain.com/docs"}
             )
         )
-        with use_kinds(WITH_BOOKMARKS):
-            _export(store, path)
-            summary = import_memories(other, path, embeddings=embeddings, embedding_model=MODEL)
-            assert summary.by_kind() == {"bookmark": 2}  # alice's paris and bob's news
+        _export(store, path, registry=WITH_BOOKMARKS)
+        summary = import_memories(
+            other, path, embeddings=embeddings, embedding_model=MODEL, registry=WITH_BOOKMARKS
+        )
+        assert summary.by_kind() == {"bookmark": 2}  # alice's paris and bob's news
         assert (
             "bookmark 'docs' of 'alice': https://langchain.com/docs is saved already as 'lc'"
             in summary.notes
@@ -312,13 +318,23 @@ def test_the_cli_exports_one_kind_of_the_registry(
         )
     )
     path = tmp_path / "bookmarks.jsonl"
-    with use_kinds(WITH_BOOKMARKS):
-        done = _json("export", "--all", "--kind", "bookmarks", "-o", str(path))
-        assert done["by_kind"] == {"bookmark": 3}
-        lines = [json.loads(line) for line in path.read_text().splitlines()]
-        assert list(lines[0]["collections"]) == [BOOKMARKS.name]
-        both = _json("export", "-u", "alice", "-k", "bookmarks", "-k", "facts", "-o", str(path))
-        assert both["by_kind"] == {"bookmark": 2, "fact": 1}
+    done = _json("export", "--all", "--kind", "bookmarks", "-o", str(path), cli=BOOKMARKS_APP)
+    assert done["by_kind"] == {"bookmark": 3}
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert list(lines[0]["collections"]) == [BOOKMARKS.name]
+    both = _json(
+        "export",
+        "-u",
+        "alice",
+        "-k",
+        "bookmarks",
+        "-k",
+        "facts",
+        "-o",
+        str(path),
+        cli=BOOKMARKS_APP,
+    )
+    assert both["by_kind"] == {"bookmark": 2, "fact": 1}
     wrong = runner.invoke(
         app, ["memories", "export", "--all", "--kind", "bookmarks", "-o", str(path)]
     )
@@ -330,12 +346,13 @@ def test_transfer_checks_the_toy_kind_s_lines(
 ) -> None:
     asyncio.run(_seeded_store(store, embeddings))
     path = tmp_path / "mem.jsonl"
-    with use_kinds(WITH_BOOKMARKS):
-        lines = _export(store, path)
-        lines[1]["properties"]["url"] = " "
-        path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
-        with pytest.raises(TransferError, match="line 2: bookmark: a bookmark needs a url"):
-            import_memories(store, path, embeddings=embeddings, embedding_model=MODEL)
+    lines = _export(store, path, registry=WITH_BOOKMARKS)
+    lines[1]["properties"]["url"] = " "
+    path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
+    with pytest.raises(TransferError, match="line 2: bookmark: a bookmark needs a url"):
+        import_memories(
+            store, path, embeddings=embeddings, embedding_model=MODEL, registry=WITH_BOOKMARKS
+        )
 
 
 def test_without_the_registry_line_transfer_skips_and_refuses_the_toy_kind(
@@ -343,8 +360,7 @@ def test_without_the_registry_line_transfer_skips_and_refuses_the_toy_kind(
 ) -> None:
     asyncio.run(_seeded_store(store, embeddings))
     path = tmp_path / "mem.jsonl"
-    with use_kinds(WITH_BOOKMARKS):
-        _export(store, path)
+    _export(store, path, registry=WITH_BOOKMARKS)
     assert kind_of(BOOKMARKS.name) is None
     plain = tmp_path / "plain.jsonl"
     assert not any(ln["kind"] == "bookmark" for ln in _export(store, plain))
@@ -355,30 +371,31 @@ def test_without_the_registry_line_transfer_skips_and_refuses_the_toy_kind(
 # -- amem memories ----------------------------------------------------------------------------
 
 
-def _json(*args: str) -> Any:
-    result = runner.invoke(app, ["memories", *args, "--json"])
+def _json(*args: str, cli: typer.Typer = app) -> Any:
+    result = runner.invoke(cli, ["memories", *args, "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
 
 def test_the_cli_lists_the_toy_kind(store: EmbeddedStore, embeddings: LocalEmbeddings) -> None:
     asyncio.run(_seeded_store(store, embeddings))
-    with use_kinds(WITH_BOOKMARKS):
-        assert [k["kind"] for k in _json("kinds")][-1] == "bookmarks"
-        users = _json("users")
-        assert [(u["user"], u["bookmarks"]) for u in users] == [("alice", 2), ("bob", 1)]
-        rows = _json("list", "bookmarks", "--user", "alice")
-        assert sorted((r["key"], r["url"]) for r in rows) == [
-            ("docs", "https://langchain.com/docs"),
-            ("paris", "https://paris.fr"),
-        ]
-        table = runner.invoke(app, ["memories", "list", "bookmarks", "--user", "alice"])
-        assert table.exit_code == 0 and "Visit Paris" in table.stdout
-        paris = next(r for r in rows if r["key"] == "paris")
-        shown = _json("show", "bookmarks", paris["id"], "--user", "alice")
-        assert shown == paris
-        missing = runner.invoke(app, ["memories", "show", "bookmarks", paris["id"], "-u", "bob"])
-        assert missing.exit_code == 1 and f"'bob' has no bookmark '{paris['id']}'" in missing.stderr
+    assert [k["kind"] for k in _json("kinds", cli=BOOKMARKS_APP)][-1] == "bookmarks"
+    users = _json("users", cli=BOOKMARKS_APP)
+    assert [(u["user"], u["bookmarks"]) for u in users] == [("alice", 2), ("bob", 1)]
+    rows = _json("list", "bookmarks", "--user", "alice", cli=BOOKMARKS_APP)
+    assert sorted((r["key"], r["url"]) for r in rows) == [
+        ("docs", "https://langchain.com/docs"),
+        ("paris", "https://paris.fr"),
+    ]
+    table = runner.invoke(BOOKMARKS_APP, ["memories", "list", "bookmarks", "--user", "alice"])
+    assert table.exit_code == 0 and "Visit Paris" in table.stdout
+    paris = next(r for r in rows if r["key"] == "paris")
+    shown = _json("show", "bookmarks", paris["id"], "--user", "alice", cli=BOOKMARKS_APP)
+    assert shown == paris
+    missing = runner.invoke(
+        BOOKMARKS_APP, ["memories", "show", "bookmarks", paris["id"], "-u", "bob"]
+    )
+    assert missing.exit_code == 1 and f"'bob' has no bookmark '{paris['id']}'" in missing.stderr
     result = runner.invoke(app, ["memories", "list", "bookmarks", "--user", "alice"])
     assert result.exit_code == 1 and "no memory kind 'bookmarks'" in result.stderr
     assert _json("users") == []  # only bookmarks are stored: no built-in kind counts them

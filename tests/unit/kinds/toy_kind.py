@@ -1,7 +1,7 @@
 """A memory kind made for the tests: a user's bookmarks, in one module.
 
 It proves that adding a kind is its module plus one registry line: registered in a test
-registry (``BUILTIN_KINDS.with_kind(BookmarksKind())``), it is served by ``AgenticStore``,
+registry (``BUILTIN_KINDS.with_kind(BookmarksKind)``), it is served by ``AgenticStore``,
 forgotten by ``forget_user``, exported and imported by ``transfer`` (by its own merge rule:
 a page saved already is not saved twice) and listed by
 ``amem memories`` without any other edit (``tests/unit/kinds/test_registry.py``).
@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.embeddings import Embeddings
-
 from agentic_memory.kinds.contract import (
     ImportLine,
     ImportTarget,
@@ -23,8 +21,8 @@ from agentic_memory.kinds.contract import (
     ThreadForgotten,
     whose,
 )
-from agentic_memory.langgraph_store.kinds import KindContext, KindSpace, RecordSpace
-from agentic_memory.store import CollectionSpec, InvalidInputError, MemoryStore, Property, Where
+from agentic_memory.namespaces.family import KindSpace, RecordSpace, SpaceContext
+from agentic_memory.store import CollectionSpec, InvalidInputError, Property, Where
 
 BOOKMARKS = CollectionSpec(
     name="Bookmark",
@@ -68,42 +66,44 @@ class BookmarksKind(MemoryKind):
     specs = (BOOKMARKS,)
     cli_columns = (("key", "key"), ("url", "url"), ("title", "title"))
 
-    def spaces(self, ctx: KindContext) -> Sequence[KindSpace]:
+    @classmethod
+    def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
         """``("bookmarks", user)``."""
         return (BookmarksSpace(ctx),)
 
-    async def athreads(self, store: MemoryStore, embeddings: Embeddings, user: str) -> set[str]:
+    async def athreads(self, user: str) -> set[str]:
         """Return the conversations the user saved bookmarks in."""
-        if BOOKMARKS.name not in await store.acollections():
+        if BOOKMARKS.name not in await self.store.acollections():
             return set()
         return {
             str(o.properties["source_thread"])
-            async for o in store.aiterate(BOOKMARKS.name, user=user)
+            async for o in self.store.aiterate(BOOKMARKS.name, user=user)
             if o.properties.get("source_thread")
         }
 
-    async def aforget_thread(
-        self, store: MemoryStore, embeddings: Embeddings, user: str, thread: str
-    ) -> ThreadForgotten:
+    async def aforget_thread_parts(self, user: str, thread: str) -> ThreadForgotten:
         """Delete the bookmarks saved in the conversation."""
-        if BOOKMARKS.name not in await store.acollections():
+        if BOOKMARKS.name not in await self.store.acollections():
             return ThreadForgotten()
         where = [Where("source_thread", "eq", thread)]
-        ids = [o.id async for o in store.aiterate(BOOKMARKS.name, user=user, where=where)]
-        deleted = await store.adelete(BOOKMARKS.name, ids, user=user) if ids else 0
+        ids = [o.id async for o in self.store.aiterate(BOOKMARKS.name, user=user, where=where)]
+        deleted = await self.store.adelete(BOOKMARKS.name, ids, user=user) if ids else 0
         return ThreadForgotten({BOOKMARKS.name: deleted})
 
-    def embedding_text(self, line_kind: str, properties: Mapping[str, Any]) -> str:
+    @classmethod
+    def embedding_text(cls, line_kind: str, properties: Mapping[str, Any]) -> str:
         """Return the title and the address."""
         return BookmarksSpace.text_of(properties)
 
-    def check_line(self, line: ImportLine) -> None:
+    @classmethod
+    def check_line(cls, line: ImportLine) -> None:
         """Check that an imported bookmark has an address."""
         if not str(line.properties.get("url") or "").strip():
             raise InvalidInputError("a bookmark needs a url")
 
+    @classmethod
     def import_group(
-        self, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
+        cls, target: ImportTarget, line_kind: str, spec: CollectionSpec, user: str
     ) -> None:
         """Merge by the generic rule; a page the user saved already is not saved twice.
 

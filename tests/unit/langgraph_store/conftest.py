@@ -2,7 +2,7 @@
 
 ``store`` runs a conformance test against ``AgenticStore`` on the embedded store, against
 ``AgenticStore`` on the Weaviate backend (the real weaviate-client over a scripted server
-that ranks hybrid searches like the pinned Weaviate version, ``ranking_weaviate.py``), and against
+that ranks hybrid searches like the pinned Weaviate version, ``tests/unit/store/weaviate/server.py``), and against
 LangGraph's own ``InMemoryStore`` (semantic search with the same embeddings), so the tests
 are checked to encode LangGraph's expectations and not only ours.
 """
@@ -22,8 +22,8 @@ import agentic_memory.store.weaviate.store as wv_store
 from agentic_memory.langgraph_store import AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store.embedded import EmbeddedStore
-from tests.unit.langgraph_store.ranking_weaviate import RankingWeaviate
 from tests.unit.store.weaviate.conftest import scripted_client
+from tests.unit.store.weaviate.server import FakeWeaviate
 
 AGENTIC = ("embedded", "weaviate")
 """The ids of the ``store`` parameters that are ``AgenticStore``."""
@@ -73,7 +73,7 @@ def open_agentic(
         memory = EmbeddedStore(tmp_path / f"store-{id(clock)}", dims=embeddings.dims)
     else:
         memory = wv.WeaviateStore(
-            scripted_client(RankingWeaviate()), dims=embeddings.dims, lock_dir=tmp_path / "locks"
+            scripted_client(FakeWeaviate()), dims=embeddings.dims, lock_dir=tmp_path / "locks"
         )
     return AgenticStore(memory, embeddings, clock=clock, ttl=ttl, close_store=True, **kwargs)
 

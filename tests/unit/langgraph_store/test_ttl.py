@@ -11,6 +11,7 @@ deletes expired items. Ours adds: an expired item is never returned, even before
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,36 @@ async def test_closing_stops_the_sweeper(
     assert task.done()
     with pytest.raises(InvalidInputError, match="closed"):
         await store.aget(NS, "k")
+
+
+async def test_stopping_a_sweeper_whose_loop_is_stopped_returns(agentic: AgenticStore) -> None:
+    """A loop stopped but not closed runs no callback: the stop must not wait for one."""
+    loop = asyncio.new_event_loop()
+    started = asyncio.run_coroutine_threadsafe(
+        agentic.start_ttl_sweeper(sweep_interval_minutes=60), loop
+    )
+    runner = threading.Thread(target=loop.run_forever)
+    runner.start()
+    task = await asyncio.wrap_future(started)
+    loop.call_soon_threadsafe(loop.stop)
+    await asyncio.to_thread(runner.join)
+    try:
+        # The guard only turns a hang into a failure; the stop itself takes no time.
+        assert await asyncio.wait_for(agentic.stop_ttl_sweeper(), 30) is True
+        # Should that loop run again, the sweeper does not.
+        await asyncio.to_thread(loop.run_until_complete, asyncio.sleep(0))
+        assert task.cancelled()
+    finally:
+        loop.close()
+
+
+def test_closing_a_store_whose_sweeper_loop_is_closed(
+    tmp_path: Path, embeddings: LocalEmbeddings, clock: Clock
+) -> None:
+    store = open_agentic("embedded", tmp_path, embeddings, clock, ttl={"sweep_interval_minutes": 1})
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(store.start_ttl_sweeper())
+    loop.close()  # the sweeper's loop gone before the store
+    store.close()
+    with pytest.raises(InvalidInputError, match="closed"):
+        store.get(NS, "k")

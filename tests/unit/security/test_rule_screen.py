@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentic_memory.kinds.rule_guard import normalise, screen_rules, screen_text
 from agentic_memory.kinds.rules import starting_rules
+from agentic_memory.kinds.rules.guard import normalise, screen_rules, screen_text
 from tests.unit.security.paraphrases import BENIGN, HOSTILE, REFUSED_THOUGH_BENIGN
 from tests.unit.security.payloads import INNOCENT, PAYLOADS, Payload
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-import agentic_memory.kinds.shared_rules as shared_rules_module
+import agentic_memory.kinds.rules.shared as shared_rules_module
 from agentic_memory.kinds.rules import RuleBook, RuleScreenError
-from agentic_memory.kinds.shared_rules import SharedRules
+from agentic_memory.kinds.rules.shared import SharedRules
 from agentic_memory.langgraph_store import PROPOSALS_NAMESPACE, AgenticStore
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import GLOBAL_SCOPE

@@ -14,7 +14,7 @@ import pytest
 from agentic_memory.forget import forget_thread, forget_user
 from agentic_memory.kinds.episodes import EpisodicMemory, Reflection
 from agentic_memory.kinds.rules import RuleBook, SharedRulesGateError
-from agentic_memory.kinds.shared_rules import (
+from agentic_memory.kinds.rules.shared import (
     PROPOSALS,
     ProposalDecidedError,
     SharedRules,

@@ -264,11 +264,23 @@ def _as_list(value: Any) -> list[str]:
     return list(value) if isinstance(value, list) else [value]
 
 
-def load(store: MemoryStore, spec: CollectionSpec, user: str, case: Corpus) -> ref.Shard:
-    """Write a corpus to the store and to a model shard, in the same order."""
+def load(
+    store: MemoryStore,
+    spec: CollectionSpec,
+    user: str,
+    case: Corpus,
+    *,
+    one_at_a_time: bool = False,
+) -> ref.Shard:
+    """Write a corpus to the store and to a model shard, in the same order.
+
+    ``one_at_a_time`` writes each object in its own batch: a server stores a batch's objects
+    concurrently, so their docIDs (which decide what the 1.32 memtable WAND bound leaves
+    unscored) follow the model's write order only when no two share a batch.
+    """
     shard = ref.Shard(searchable=list(case.searchable))
     for batch in case.writes:
-        store.upsert(spec.name, batch, user=user).raise_for_failures()
+        _write(store, spec, user, batch, one_at_a_time)
         for obj in batch:
             shard.put(obj.id, _stored(spec, dict(obj.properties)), list(obj.vector))
     if case.deletes:
@@ -276,10 +288,21 @@ def load(store: MemoryStore, spec: CollectionSpec, user: str, case: Corpus) -> r
         for oid in case.deletes:
             shard.delete(oid)
     if case.rewrites:
-        store.upsert(spec.name, case.rewrites, user=user).raise_for_failures()
+        _write(store, spec, user, case.rewrites, one_at_a_time)
         for obj in case.rewrites:
             shard.put(obj.id, _stored(spec, dict(obj.properties)), list(obj.vector))
     return shard
+
+
+def _write(
+    store: MemoryStore,
+    spec: CollectionSpec,
+    user: str,
+    objs: list[MemoryObject],
+    one_at_a_time: bool,
+) -> None:
+    for batch in [[o] for o in objs] if one_at_a_time else [objs]:
+        store.upsert(spec.name, batch, user=user).raise_for_failures()
 
 
 def _stored(spec: CollectionSpec, props: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,9 @@ convention it uses.
 
 from __future__ import annotations
 
+import copy
 import functools
+import itertools
 import math
 import unicodedata
 from dataclasses import dataclass, field
@@ -457,6 +459,28 @@ class Shard:
         for bucket in self.buckets.values():
             while (pair := bucket.compaction_pair()) is not None:
                 bucket.compact_once(pair)
+
+    def compaction_states(self) -> list[Shard]:
+        """Every state a server's background compaction passes through from this one.
+
+        Each bucket (a searchable property) is compacted on its own, one pair at a time, so a
+        search between two cycles can meet any bucket at any of its steps: this shard, the
+        fully compacted one, and every mix in between.
+        """
+        steps: dict[str, list[Bucket]] = {}
+        for name, bucket in self.buckets.items():
+            current = copy.deepcopy(bucket)
+            found = [copy.deepcopy(current)]
+            while (pair := current.compaction_pair()) is not None:
+                current.compact_once(pair)
+                found.append(copy.deepcopy(current))
+            steps[name] = found
+        states = []
+        for combination in itertools.product(*steps.values()):
+            state = copy.deepcopy(self)
+            state.buckets = dict(zip(steps, combination, strict=True))
+            states.append(state)
+        return states
 
     def by_doc_id(self) -> list[Doc]:
         return sorted(self.docs.values(), key=lambda d: d.doc_id)

@@ -19,8 +19,8 @@ from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import InvalidInputError
 from agentic_memory.store.embedded import EmbeddedStore
 from tests.unit.kinds.retention.conftest import KEEP_ALL, NOW
-from tests.unit.langgraph_store.ranking_weaviate import RankingWeaviate
 from tests.unit.store.weaviate.conftest import scripted_client
+from tests.unit.store.weaviate.server import FakeWeaviate
 
 POLICY = RetentionPolicy(message_days=30, max_messages=None, purge_interval_minutes=None)
 
@@ -40,7 +40,7 @@ def agentic(
         # One object per batch: the client sends at once instead of waiting to fill one.
         monkeypatch.setattr(wv_store, "BATCH_SIZE", 1)
         memory = wv.WeaviateStore(
-            scripted_client(RankingWeaviate()), dims=embeddings.dims, lock_dir=tmp_path / "locks"
+            scripted_client(FakeWeaviate()), dims=embeddings.dims, lock_dir=tmp_path / "locks"
         )
     store = AgenticStore(memory, embeddings, clock=lambda: NOW, close_store=True, retention=POLICY)
     yield store

@@ -12,6 +12,20 @@ the window open for every create (``create_window`` seconds): on a replicated cl
 write goes through the replicator between the check and the put, so the window is
 milliseconds, and writers on several machines that take no common lock lose updates in it.
 
+Hybrid searches are ranked by ``tests/unit/store/weaviate_reference.py`` (the model of the
+server's BM25, vector search and relativeScoreFusion the storage conformance tests check both
+backends against) over the request's collection, tenant and filter, the reply carrying
+``score`` and ``explain_score`` as the server writes them; so the store and everything above it
+run through the real weaviate-client end to end. Reads answer as the server's source does for what the store uses: ``fetch_objects`` in id
+order with limit/offset, the ``after`` cursor (refused together with filters, sort or offset:
+``entities/filters/cursor_validator.go``), filters (``_id`` ranges included; text compared as
+field tokenisation trims it), sorting (``sorter/basic_comparators.go``: text lower-cased,
+missing values first), ``offset + limit`` capped by ``QUERY_MAXIMUM_RESULTS`` (``db/search.go``
+getTotalLimit) and batch deletes by filter capped the same way, creation and update times sent
+when asked. The scripted replies of ``Wire`` (``search_replies``, ``delete_replies``, ``counts``,
+``batch_errors``) come first when a test set them. Enough to run export and forget past 10,000
+objects through the real weaviate-client.
+
 Only what the store sends is implemented; anything else fails loudly.
 """
 
@@ -27,6 +41,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+from weaviate.exceptions import WeaviateQueryError
 from weaviate.proto.v1 import (
     aggregate_pb2,
     base_pb2,
@@ -35,9 +50,12 @@ from weaviate.proto.v1 import (
     search_get_pb2,
 )
 
+from tests.unit.store import weaviate_reference as ref
 from tests.unit.store.weaviate.conftest import Wire
+from tests.unit.store.weaviate.gofmt import go_v_float32
 
 _OP = base_pb2.Filters
+QUERY_MAXIMUM_RESULTS = 10_000
 
 
 class FakeWeaviate(Wire):
@@ -90,7 +108,7 @@ class FakeWeaviate(Wire):
             self.creates += 1
             self.objects.setdefault(key, {})[oid] = {
                 "properties": {k: _typed(types.get(k), v) for k, v in body["properties"].items()},
-                "vector": list(body["vectors"]["default"]),
+                "vector": list(body.get("vector") or body["vectors"]["default"]),
                 # The REST create parses the id (a strfmt.UUID): its index holds it canonical.
                 "id_text": oid,
                 **_times(self.objects.get(key, {}).get(oid)),
@@ -125,42 +143,105 @@ class FakeWeaviate(Wire):
                     "id_text": obj.uuid,
                     **_times(self.objects.get(key, {}).get(oid)),
                 }
-        return {}
+        return dict(self.batch_errors)
 
     def search(self, request: Any) -> Any:
         self.grpc.append(("search", request))
-        if request.HasField("hybrid_search") or request.HasField("near_vector"):
-            raise AssertionError("FakeWeaviate does not rank")
+        if self.search_replies:
+            return self.search_replies.pop(0)
+        if request.HasField("hybrid_search"):
+            return self._hybrid(request)
+        if request.HasField("near_vector"):
+            raise AssertionError("FakeWeaviate answers hybrid searches, not near_vector")
+        limit = request.limit or 10
+        if request.after and (request.HasField("filters") or request.sort_by or request.offset):
+            raise WeaviateQueryError(
+                "cursor api: invalid 'after' parameter: where,sort cannot be set with after "
+                "and limit parameters",
+                "GRPC search",
+            )
+        if request.offset + limit > QUERY_MAXIMUM_RESULTS:
+            raise WeaviateQueryError("query maximum results exceeded", "GRPC search")
         with self.state:
             rows = self._matching(request.collection, request.tenant, request.filters)
+        if request.after:
+            rows = [row for row in rows if row[0] > request.after]
         for sort in reversed(list(request.sort_by)):
             field = sort.path[0]
             rows.sort(
                 key=lambda r, f=field: _sort_key(r[0] if f == "_id" else r[1]["properties"].get(f)),
                 reverse=not sort.ascending,
             )
-        rows = rows[request.offset : request.offset + (request.limit or 10)]
+        rows = rows[request.offset : request.offset + limit]
         types = self._types(request.collection)
-        wanted = list(request.metadata.vectors)
         return search_get_pb2.SearchReply(
-            results=[_result(oid, obj, types, wanted) for oid, obj in rows]
+            results=[_result(oid, obj, types, request.metadata) for oid, obj in rows]
         )
 
     def aggregate(self, request: Any) -> Any:
         self.grpc.append(("aggregate", request))
-        with self.state:
-            n = len(self._matching(request.collection, request.tenant, request.filters))
+        if self.counts:
+            n = self.counts.pop(0)
+        else:
+            with self.state:
+                n = len(self._matching(request.collection, request.tenant, request.filters))
         single = aggregate_pb2.AggregateReply.Single(objects_count=n)
         return aggregate_pb2.AggregateReply(single_result=single)
 
     def batch_delete(self, request: Any) -> Any:
         self.grpc.append(("batch_delete", request))
+        if self.delete_replies:
+            return self.delete_replies.pop(0)
         with self.state:
             rows = self._matching(request.collection, request.tenant, request.filters)
+            rows = rows[:QUERY_MAXIMUM_RESULTS]
             stored = self.objects.get((request.collection, request.tenant), {})
             for oid, _ in rows:
                 stored.pop(oid, None)
         return batch_delete_pb2.BatchDeleteReply(matches=len(rows), successful=len(rows), failed=0)
+
+    def _hybrid(self, request: Any) -> Any:
+        """Rank by the reference model of the server's BM25, vector search and fusion."""
+        hybrid = request.hybrid_search
+        with self.state:
+            stored, shard, allowed = self._view(request)
+            found = ref.hybrid(
+                shard,
+                hybrid.query,
+                hybrid_vector(hybrid),
+                float(hybrid.alpha),
+                request.limit or 10,
+                allowed=allowed,
+            )
+        return self.scored_reply(request, stored, found)
+
+    def _view(self, request: Any) -> tuple[dict[str, dict[str, Any]], ref.Shard, set[str]]:
+        """The request's objects, the model shard that ranks them, and those its filter lets by."""
+        stored = dict(self.objects.get((request.collection, request.tenant), {}))
+        rows = self._matching(request.collection, request.tenant, request.filters)
+        return stored, self._model_shard(request, stored), {oid for oid, _ in rows}
+
+    def _model_shard(self, request: Any, stored: dict[str, dict[str, Any]]) -> ref.Shard:
+        """A shard of the model holding ``stored`` in write order (their docIDs)."""
+        shard = ref.Shard(searchable=list(request.hybrid_search.properties))
+        for oid, obj in stored.items():
+            shard.put(oid, obj["properties"], obj["vector"])
+        return shard
+
+    def scored_reply(
+        self, request: Any, stored: dict[str, dict[str, Any]], found: list[ref.Result]
+    ) -> Any:
+        """The reply to a hybrid search: the hits with their scores and ``explain_score``."""
+        types = self._types(request.collection)
+        results = []
+        for hit in found:
+            result = _result(hit.uuid, stored[hit.uuid], types, request.metadata)
+            result.metadata.score = float(hit.score)
+            result.metadata.score_present = True
+            result.metadata.explain_score = explain(hit)
+            result.metadata.explain_score_present = True
+            results.append(result)
+        return search_get_pb2.SearchReply(results=results)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -171,13 +252,42 @@ class FakeWeaviate(Wire):
     def _matching(
         self, collection: str, tenant: str, filters: Any
     ) -> list[tuple[str, dict[str, Any]]]:
+        """The objects that pass ``filters``, in id order (as the server reads its id index)."""
         stored = self.objects.get((collection, tenant), {})
         has_filter = filters.ByteSize() > 0
         return [
-            (oid, obj)
-            for oid, obj in stored.items()
-            if not has_filter or _match(obj["id_text"], obj["properties"], filters)
+            (oid, stored[oid])
+            for oid in sorted(stored)
+            if not has_filter or _match(stored[oid]["id_text"], stored[oid]["properties"], filters)
         ]
+
+
+def hybrid_vector(hybrid: Any) -> list[float]:
+    """The query vector of a hybrid request, however the client packed it."""
+    packed = b""
+    for named in hybrid.vectors:
+        packed = named.vector_bytes
+    if not packed:
+        packed = hybrid.vector_bytes
+    if packed:
+        return list(struct.unpack(f"{len(packed) // 4}f", packed))
+    return list(hybrid.vector)
+
+
+def explain(hit: ref.Result) -> str:
+    """``explain_score`` as the server writes it (float32 scores printed with Go's ``%v``)."""
+    lines = []
+    if hit.keyword is not None:
+        lines.append(
+            f"Hybrid (Result Set keyword,bm25) Document {hit.uuid}: original score "
+            f"{go_v_float32(float(hit.keyword))}, normalized score: 0"
+        )
+    if hit.vector is not None:
+        lines.append(
+            f"Hybrid (Result Set vector,hybridVector) Document {hit.uuid}: original score "
+            f"{go_v_float32(float(hit.vector))}, normalized score: 0"
+        )
+    return "\n".join(lines)
 
 
 def _times(previous: dict[str, Any] | None) -> dict[str, int]:
@@ -196,7 +306,9 @@ def _typed(dtype: str | None, value: Any) -> Any:
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
-    return (0, "") if value is None else (1, value)
+    if value is None:
+        return (0, "")  # missing values first ascending (handleNils)
+    return (1, value.lower() if isinstance(value, str) else value)  # strings.ToLower
 
 
 def _filter_value(f: Any) -> Any:
@@ -219,6 +331,8 @@ def _match(id_text: str, props: dict[str, Any], f: Any) -> bool:
     wanted = _filter_value(f)
     if isinstance(actual, datetime) and isinstance(wanted, str):
         wanted = datetime.fromisoformat(wanted.replace("Z", "+00:00"))
+    # Field tokenisation trims whitespace on both sides of a text comparison.
+    actual, wanted = _trimmed(actual), _trimmed(wanted)
     if op == _OP.OPERATOR_CONTAINS_ANY:
         values = actual if isinstance(actual, list) else [actual]
         return any(v in wanted for v in values)
@@ -238,6 +352,14 @@ def _match(id_text: str, props: dict[str, Any], f: Any) -> bool:
     return compare[op](actual, wanted)
 
 
+def _trimmed(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list):
+        return [v.strip() if isinstance(v, str) else v for v in value]
+    return value
+
+
 def _value(dtype: str | None, value: Any) -> Any:
     if dtype == "text[]":
         return properties_pb2.Value(
@@ -254,10 +376,10 @@ def _value(dtype: str | None, value: Any) -> Any:
     return properties_pb2.Value(text_value=value)
 
 
-def _result(oid: str, obj: dict[str, Any], types: dict[str, str], vectors: list[str]) -> Any:
+def _result(oid: str, obj: dict[str, Any], types: dict[str, str], asked: Any) -> Any:
     fields = {k: _value(types.get(k), v) for k, v in obj["properties"].items()}
     packed = []
-    if vectors:
+    if asked.vectors or asked.vector:
         vec = obj["vector"]
         packed = [
             base_pb2.Vectors(
@@ -273,9 +395,10 @@ def _result(oid: str, obj: dict[str, Any], types: dict[str, str], vectors: list[
         metadata=search_get_pb2.MetadataResult(
             id_as_bytes=uuid.UUID(oid).bytes,
             vectors=packed,
-            creation_time_unix=obj["created"],
-            creation_time_unix_present=True,
-            last_update_time_unix=obj["updated"],
-            last_update_time_unix_present=True,
+            # Sent when asked for (a fetch by id always asks), as the server does.
+            creation_time_unix=obj["created"] if asked.creation_time_unix else 0,
+            creation_time_unix_present=bool(asked.creation_time_unix),
+            last_update_time_unix=obj["updated"] if asked.last_update_time_unix else 0,
+            last_update_time_unix_present=bool(asked.last_update_time_unix),
         ),
     )

@@ -17,9 +17,10 @@ import pytest
 from weaviate.exceptions import WeaviateBatchError
 
 import agentic_memory.store.weaviate as wv
-import agentic_memory.store.weaviate.store as wv_store
+import agentic_memory.store.weaviate.retries as wv_store
 from agentic_memory.kinds.messages import MESSAGES
-from agentic_memory.store import MemoryObject, StoreError, make_id
+from agentic_memory.store import ConflictError, MemoryObject, StoreError, make_id
+from agentic_memory.store.types import canonical_id
 from tests.unit.store.weaviate.conftest import disconnect, scripted_client
 from tests.unit.store.weaviate.server import FakeWeaviate
 
@@ -184,3 +185,59 @@ def test_a_state_that_does_not_pass_fails_after_the_window(
     with pytest.raises(StoreError, match="strong consistency"):
         store.collections()
     assert time.monotonic() - started < 10
+
+
+def test_per_object_timeouts_are_tried_once_more_not_for_the_whole_window(
+    server: FlakyWeaviate, store: wv.WeaviateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose objects each report a timeout is a slow server, as a raised timeout is."""
+    monkeypatch.setattr(wv_store, "CLUSTER_RETRY_S", 600.0)
+    server.batch_failures = ["Deadline Exceeded"] * 5
+    result = store.upsert(MESSAGES.name, [_turn(0)], user="u")
+    assert "Deadline Exceeded" in result.failed[_turn(0).id]
+    assert len(server.requests("batch_objects")) == 2
+
+
+def test_a_create_stored_but_answered_with_an_error_is_undone_with_the_others(
+    server: FlakyWeaviate, store: wv.WeaviateStore
+) -> None:
+    # Insert writes all or nothing: the object the server stored before failing the call
+    # is this insert's, and goes with the ones created before it.
+    store.upsert(MESSAGES.name, [_turn(0)], user="u")
+    server.landed_then_failed = [_error(500, "unexpected error from the node")]
+    with pytest.raises(StoreError, match="unexpected error from the node"):
+        store.insert(MESSAGES.name, [_turn(1), _turn(2)], user="u")
+    assert server.creates == 1
+    assert store.count(MESSAGES.name, user="u") == 1
+    assert store.get(MESSAGES.name, _turn(1).id, user="u") is None
+
+
+def test_another_writers_object_is_never_undone(
+    server: FlakyWeaviate, store: wv.WeaviateStore
+) -> None:
+    store.upsert(MESSAGES.name, [_turn(0)], user="u")
+    server.rest_failures[("POST", "/v1/objects")] = [
+        httpx.Response(200, json={"id": _turn(1).id}),
+        _error(422, f"id '{_turn(2).id}' already exists"),
+    ]
+    with pytest.raises(ConflictError) as raised:
+        store.insert(MESSAGES.name, [_turn(1), _turn(2)], user="u")
+    assert list(raised.value.existing) == [canonical_id(_turn(2).id)]
+
+
+def test_an_undo_that_fails_too_keeps_the_inserts_own_error(
+    server: FlakyWeaviate, store: wv.WeaviateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.upsert(MESSAGES.name, [_turn(0)], user="u")
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("the cluster is gone")
+
+    server.landed_then_failed = [_error(500, "unexpected error from the node")]
+    collection_type = type(store._for_write(MESSAGES, "u").data)
+    monkeypatch.setattr(collection_type, "delete_many", broken)
+    with pytest.raises(StoreError, match="unexpected error from the node") as raised:
+        store.insert(MESSAGES.name, [_turn(1)], user="u")
+    cause = raised.value.__cause__
+    assert cause is not None
+    assert any("undoing the insert failed too" in n for n in getattr(cause, "__notes__", []))

@@ -23,7 +23,7 @@ from agentic_memory.kinds.messages import MESSAGES, MessageLog
 from agentic_memory.store import InvalidInputError, MemoryObject, StoreError, Where, make_id
 from agentic_memory.transfer import export_memories
 from tests.unit.store.weaviate.conftest import client_over
-from tests.unit.store.weaviate.fake_server import QUERY_MAXIMUM_RESULTS, FakeServer
+from tests.unit.store.weaviate.server import QUERY_MAXIMUM_RESULTS, FakeWeaviate
 
 VEC = [0.5, -0.25, 0.0, 1.0]
 ALICE = "alice@example.com"
@@ -53,9 +53,9 @@ def messages() -> list[MemoryObject]:
 
 
 @pytest.fixture(scope="module")
-def written(messages: list[MemoryObject]) -> FakeServer:
+def written(messages: list[MemoryObject]) -> FakeWeaviate:
     """A server holding the messages, written once through the real client's batching."""
-    w = FakeServer()
+    w = FakeWeaviate()
     with client_over(w) as client:
         store = wv.WeaviateStore(client, dims=len(VEC))
         store.ensure_collection(MESSAGES)
@@ -64,8 +64,8 @@ def written(messages: list[MemoryObject]) -> FakeServer:
 
 
 @pytest.fixture
-def server(written: FakeServer) -> Iterator[tuple[FakeServer, wv.WeaviateStore]]:
-    w = FakeServer()
+def server(written: FakeWeaviate) -> Iterator[tuple[FakeWeaviate, wv.WeaviateStore]]:
+    w = FakeWeaviate()
     w.schemas = copy.deepcopy(written.schemas)
     w.tenants = copy.deepcopy(written.tenants)
     w.objects = {key: dict(bucket) for key, bucket in written.objects.items()}
@@ -73,12 +73,12 @@ def server(written: FakeServer) -> Iterator[tuple[FakeServer, wv.WeaviateStore]]
         yield w, wv.WeaviateStore(client, dims=len(VEC))
 
 
-def _windows(w: FakeServer) -> list[int]:
+def _windows(w: FakeWeaviate) -> list[int]:
     return [r.offset + r.limit for r in w.requests("search")]
 
 
 def test_the_server_refuses_offset_paging_past_the_window(
-    server: tuple[FakeServer, wv.WeaviateStore],
+    server: tuple[FakeWeaviate, wv.WeaviateStore],
 ) -> None:
     w, store = server
     collection = store._client.collections.get(MESSAGES.name).with_tenant(TENANT)
@@ -87,7 +87,7 @@ def test_the_server_refuses_offset_paging_past_the_window(
 
 
 def test_iterate_reads_every_object_once_in_id_order(
-    server: tuple[FakeServer, wv.WeaviateStore], messages: list[MemoryObject]
+    server: tuple[FakeWeaviate, wv.WeaviateStore], messages: list[MemoryObject]
 ) -> None:
     w, store = server
     got = [o.id for o in store.iterate(MESSAGES.name, user=ALICE, page_size=2000)]
@@ -125,7 +125,7 @@ def test_iterate_reads_every_object_once_in_id_order(
 
 
 def test_deep_listing_is_served_past_the_window(
-    server: tuple[FakeServer, wv.WeaviateStore], messages: list[MemoryObject]
+    server: tuple[FakeWeaviate, wv.WeaviateStore], messages: list[MemoryObject]
 ) -> None:
     w, store = server
     page = store.list_objects(
@@ -143,7 +143,7 @@ def test_deep_listing_is_served_past_the_window(
 
 
 def test_export_past_the_window_writes_every_object_with_its_vector(
-    server: tuple[FakeServer, wv.WeaviateStore], messages: list[MemoryObject]
+    server: tuple[FakeWeaviate, wv.WeaviateStore], messages: list[MemoryObject]
 ) -> None:
     w, store = server
     out = io.StringIO()
@@ -161,7 +161,7 @@ def test_export_past_the_window_writes_every_object_with_its_vector(
 
 
 def test_an_update_of_more_ids_than_the_window_reads_them_in_chunks(
-    server: tuple[FakeServer, wv.WeaviateStore], messages: list[MemoryObject]
+    server: tuple[FakeWeaviate, wv.WeaviateStore], messages: list[MemoryObject]
 ) -> None:
     w, store = server
     ids = [m.id for m in messages]
@@ -178,7 +178,7 @@ def test_an_update_of_more_ids_than_the_window_reads_them_in_chunks(
 
 
 async def test_forget_a_thread_and_a_user_past_the_window(
-    server: tuple[FakeServer, wv.WeaviateStore],
+    server: tuple[FakeWeaviate, wv.WeaviateStore],
 ) -> None:
     w, store = server
     report = await forget_thread(store, ALICE, "big")
@@ -192,7 +192,7 @@ async def test_forget_a_thread_and_a_user_past_the_window(
     assert max(_windows(w)) <= QUERY_MAXIMUM_RESULTS
 
 
-def test_errors_stay_store_errors(server: tuple[FakeServer, wv.WeaviateStore]) -> None:
+def test_errors_stay_store_errors(server: tuple[FakeWeaviate, wv.WeaviateStore]) -> None:
     w, store = server
 
     def broken(request: Any) -> Any:

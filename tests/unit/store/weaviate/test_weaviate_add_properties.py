@@ -27,7 +27,7 @@ from agentic_memory.store import (
     make_id,
 )
 from tests.unit.store.weaviate.conftest import Wire, client_over
-from tests.unit.store.weaviate.fake_server import FakeServer
+from tests.unit.store.weaviate.server import FakeWeaviate
 
 VEC = [0.5, -0.25, 0.0, 1.0]
 ALICE = "alice@example.com"
@@ -125,7 +125,7 @@ def test_a_property_of_another_shape_is_a_conflict(wire: tuple[Wire, Any]) -> No
 
 def test_old_objects_match_not_equal_on_the_added_property() -> None:
     """Filters on an added property, through the stateful fake server (NotEqual: all minus equal)."""
-    w = FakeServer()
+    w = FakeWeaviate()
     with client_over(w) as client:
         store = wv.WeaviateStore(client, dims=len(VEC))
         store.ensure_collection(SPEC)
@@ -157,7 +157,7 @@ def test_a_message_log_from_before_importance_gains_it_on_weaviate() -> None:
     from agentic_memory.models.embeddings import LocalEmbeddings
 
     emb = LocalEmbeddings()
-    w = FakeServer()
+    w = FakeWeaviate()
     old = datetime(2025, 1, 1, tzinfo=UTC)
     with client_over(w) as client:
         store = wv.WeaviateStore(client, dims=emb.dims)

@@ -36,7 +36,7 @@ from agentic_memory.store import (
     make_id,
 )
 from tests.unit.store.weaviate.conftest import Wire, client_over
-from tests.unit.store.weaviate.fake_server import FakeServer
+from tests.unit.store.weaviate.server import FakeWeaviate
 
 VEC = [0.5, -0.25, 0.0, 1.0]
 ALICE = "alice@example.com"
@@ -412,7 +412,7 @@ def test_a_tenant_deleted_elsewhere_is_forgotten_and_retried(
 def test_ids_reach_the_server_in_their_canonical_spelling() -> None:
     # Against the stateful fake, which keeps a batch object's id text as the server does:
     # an id sent upper case and without hyphens would be stored but never found again.
-    w = FakeServer()
+    w = FakeWeaviate()
     canonical = make_id("spelled")
     bare = uuid.UUID(canonical).hex.upper()
     with client_over(w) as client:
@@ -436,7 +436,7 @@ def test_ids_reach_the_server_in_their_canonical_spelling() -> None:
 
 
 def test_a_connection_lost_partway_through_an_upsert_reports_what_was_written() -> None:
-    w = FakeServer()
+    w = FakeWeaviate()
     sent = w.batch_objects
     calls: list[int] = []
 

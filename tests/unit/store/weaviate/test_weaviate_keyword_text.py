@@ -21,18 +21,19 @@ from agentic_memory.kinds.episodes import EPISODES, EPISODES_V2, EpisodicMemory,
 from agentic_memory.kinds.knowledge import (
     KNOWLEDGE_PROPERTIES_V1,
     SourceInfo,
+    acommit_source,
+    arenew_generation,
     chunk_id,
-    commit_source,
     knowledge_collection,
     manifest_collection,
-    renew_generation,
     search_knowledge,
 )
 from agentic_memory.kinds.recall_text import chunk_search_text
 from agentic_memory.models.embeddings import LocalEmbeddings
 from agentic_memory.store import MemoryObject, make_id
+from agentic_memory.sync_edge import run_sync
 from tests.unit.store.weaviate.conftest import client_over
-from tests.unit.store.weaviate.fake_server import FakeServer
+from tests.unit.store.weaviate.server import FakeWeaviate
 
 ALICE = "alice@example.com"
 BOB = "bob@example.com"
@@ -43,7 +44,7 @@ def emb() -> LocalEmbeddings:
     return LocalEmbeddings()
 
 
-def _searchable(w: FakeServer, name: str) -> set[str]:
+def _searchable(w: FakeWeaviate, name: str) -> set[str]:
     return {p["name"] for p in w.schemas[name]["properties"] if p.get("indexSearchable")}
 
 
@@ -82,8 +83,8 @@ def _old_chunks(
         200,
         "2026-01-01T00:00:00+00:00",
     )
-    commit_source(store, "docs", info, owner)
-    renew_generation(store, "docs", owner)
+    run_sync(acommit_source(store, "docs", info, owner), instead=None)
+    run_sync(arenew_generation(store, "docs", owner), instead=None)
 
 
 def _objects(store: wv.WeaviateStore, name: str, user: str | None) -> dict[str, Any]:
@@ -93,7 +94,7 @@ def _objects(store: wv.WeaviateStore, name: str, user: str | None) -> dict[str, 
 
 
 def test_old_knowledge_bases_are_upgraded_on_weaviate(emb: LocalEmbeddings) -> None:
-    w = FakeServer()
+    w = FakeWeaviate()
     with client_over(w) as client:
         old = wv.WeaviateStore(client, dims=emb.dims)
         _old_chunks(old, emb, None, "Kelmar")
@@ -137,7 +138,7 @@ def test_old_knowledge_bases_are_upgraded_on_weaviate(emb: LocalEmbeddings) -> N
 
 
 def test_old_episodes_are_upgraded_on_weaviate(emb: LocalEmbeddings) -> None:
-    w = FakeServer()
+    w = FakeWeaviate()
     now = datetime(2026, 6, 1, tzinfo=UTC)
     with client_over(w) as client:
         old = wv.WeaviateStore(client, dims=emb.dims)

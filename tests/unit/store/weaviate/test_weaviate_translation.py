@@ -102,6 +102,8 @@ def test_connect_passes_resolved_settings(monkeypatch: pytest.MonkeyPatch) -> No
     assert seen["auth_credentials"].api_key == "from-arg"
     # Writes wait 30 s, not the client's 90: a cluster losing its leader (docs/weaviate.md).
     assert seen["additional_config"].timeout.insert == wv_store.WRITE_TIMEOUT_S == 30
+    # No call to pypi.org for the client's version on each connect.
+    assert seen["skip_init_checks"] is True
     with pytest.raises(InvalidInputError):
         wv.WeaviateStore.connect(0)
 
