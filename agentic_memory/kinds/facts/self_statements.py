@@ -146,6 +146,11 @@ def _cut_clause(value: str) -> str:
     return parts[0]
 
 
+# A given name: a capital (ASCII, Latin-1 or Latin Extended-A, so "Inês", "Zoë" and "Łukasz"
+# stay whole) and then letters; ASCII alone cut "Inês" to "In".
+_NAME = r"[A-ZÀ-ÖØ-ÞĀ-Ž][^\W\d_]+"
+
+
 def _p(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
 
@@ -376,9 +381,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _Pattern(_p(r"\b(?:you can |please )?call me (?P<name>[^,.!;]+)"), _name),
     _Pattern(_p(r"\b(?:everyone|people|friends) calls? me (?P<name>[^,.!;]+)"), _name),
     _Pattern(
-        re.compile(
-            rf"(?i:^(?:hi|hello|hey)?[,!]?\s*{_I_AM}\s+)(?P<name>[A-Z][a-z]+)\s*(?:[,.!]|$)"
-        ),
+        re.compile(rf"(?i:^(?:hi|hello|hey)?[,!]?\s*{_I_AM}\s+)(?P<name>{_NAME})\s*(?:[,.!]|$)"),
         _capital_name,
     ),
     _Pattern(
@@ -439,23 +442,19 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _Pattern(_p(rf"\b{_I_HAVE} (?P<count>{_COUNT}) (?P<noun>[a-z]+)\b(?! named| called)"), _count),
     _Pattern(
         _p(
-            rf"\b(?:{_I_HAVE}|we adopted|i adopted|we got|i got) (?:a |an )(?:\w+ )?(?P<species>{_SPECIES}) (?:named|called) (?P<name>[A-Z][a-z]+)"
+            rf"\b(?:{_I_HAVE}|we adopted|i adopted|we got|i got) (?:a |an )(?:\w+ )?(?P<species>{_SPECIES}) (?:named|called) (?P<name>{_NAME})"
         ),
         _pet,
     ),
     _Pattern(
-        _p(
-            rf"\bmy (?P<species>{_SPECIES})(?:'s name is| is (?:called|named)) (?P<name>[A-Z][a-z]+)"
-        ),
+        _p(rf"\bmy (?P<species>{_SPECIES})(?:'s name is| is (?:called|named)) (?P<name>{_NAME})"),
         _pet,
     ),
     _Pattern(
-        _p(rf"\bmy (?P<rel>{_RELATIONS})(?:'s name is| is (?:called|named)) (?P<name>[A-Z][a-z]+)"),
+        _p(rf"\bmy (?P<rel>{_RELATIONS})(?:'s name is| is (?:called|named)) (?P<name>{_NAME})"),
         _relation_name,
     ),
-    _Pattern(
-        re.compile(rf"(?i:\bmy (?P<rel>{_RELATIONS}),?) (?P<name>[A-Z][a-z]+)\b"), _relation_name
-    ),
+    _Pattern(re.compile(rf"(?i:\bmy (?P<rel>{_RELATIONS}),?) (?P<name>{_NAME})\b"), _relation_name),
     _Pattern(
         _p(r"\bmy (?:favourite|favorite) (?P<what>[a-z]+(?: [a-z]+)?) is (?P<value>[^,.!;]+)"),
         _favourite,

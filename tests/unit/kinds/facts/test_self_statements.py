@@ -113,6 +113,20 @@ def test_a_trip_is_a_self_statement(text: str, value: str) -> None:
     assert [(f.subject, f.value) for f in extract_self_statements(text)] == [("trip", value)]
 
 
+@pytest.mark.parametrize(
+    ("text", "fact"),
+    [
+        ("My daughter is called Inês and she is 7 years old.", ("daughter's name", "Inês")),
+        ("Hi, I am Zoë.", ("name", "Zoë")),
+        ("My brother Łukasz lives in Gdańsk.", ("brother's name", "Łukasz")),
+        ("My cat is named Müsli.", ("pet cat", "Müsli")),
+    ],
+)
+def test_names_with_letters_beyond_ascii_stay_whole(text: str, fact: tuple[str, str]) -> None:
+    # A session stored Inês as "In": the name pattern stopped at the first non-ASCII letter.
+    assert [(f.subject, f.value) for f in extract_self_statements(text)] == [fact]
+
+
 def test_going_somewhere_that_is_no_place_is_no_trip() -> None:
     assert extract_self_statements("I'm going to bed now.") == []
     assert extract_self_statements("Am I flying to Oslo next week?") == []
