@@ -56,6 +56,7 @@ from agentic_memory.kinds.episodes.schema import (
     RecalledEpisode,
     ReflectionLike,
     episode_id,
+    is_importance,
 )
 from agentic_memory.kinds.episodes.space import EpisodesSpace
 from agentic_memory.kinds.importing import MAX_EPISODE_CHARS, same_shape, text_property
@@ -610,11 +611,7 @@ class EpisodicMemory(CollectionBound, MemoryKind):
         """Check an importance in [0, 1], a thread, bounded texts and tags."""
         props = line.properties
         importance = props.get("importance")
-        if (
-            isinstance(importance, bool)
-            or not isinstance(importance, int | float)
-            or not 0 <= importance <= 1
-        ):
+        if not is_importance(importance):
             raise InvalidInputError(
                 f"importance must be a number in [0, 1], got {importance!r:.40}"
             )

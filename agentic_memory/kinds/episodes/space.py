@@ -12,7 +12,13 @@ from typing import Any
 
 from langgraph.store.base import Item, SearchItem
 
-from agentic_memory.kinds.episodes.schema import EPISODES, Episode, Episodes, episode_id
+from agentic_memory.kinds.episodes.schema import (
+    EPISODES,
+    Episode,
+    Episodes,
+    episode_id,
+    is_importance,
+)
 from agentic_memory.namespaces.family import (
     PAGE,
     RECALL_CAP,
@@ -109,11 +115,7 @@ class EpisodesSpace(KindSpace):
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise InvalidInputError("an episode's context_tags must be a list of strings")
         importance = fields["importance"]
-        if (
-            isinstance(importance, bool)
-            or not isinstance(importance, int | float)
-            or not 0 <= importance <= 1
-        ):
+        if not is_importance(importance):
             raise InvalidInputError(
                 f"an episode's importance is a number in [0, 1], got {importance!r}"
             )
