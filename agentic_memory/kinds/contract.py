@@ -228,7 +228,7 @@ def whose(user: str) -> str:
 class MemoryKind(ABC):
     """One kind of memory: its storage, its namespaces, its forgetting, its import, its CLI.
 
-    A subclass sets :attr:`info` and :attr:`specs` and implements :meth:`spaces` and
+    A subclass sets :attr:`info`, :attr:`specs` and :attr:`space_types` and implements
     :meth:`embedding_text`; the rest has defaults that fit a kind stored in fixed per-user
     collections (override them where the kind has more rules).
     """
@@ -245,6 +245,9 @@ class MemoryKind(ABC):
     """Whether each object of the kind's shared (not per-user) collections belongs to a user
     (:meth:`owner_of`): a user's export takes theirs, and a full export takes them as
     memories, not as shared data (plain LangGraph items)."""
+    space_types: ClassVar[tuple[type[KindSpace], ...]] = ()
+    """The kind's namespace families, one per root, that :meth:`spaces` opens (none: the kind
+    serves no namespace of its own)."""
     bookkeeping: ClassVar[tuple[str, ...]] = ()
     """Collections the kind keeps for itself, holding no memory (the message log's turn
     marks): never exported, and cleaned by the kind's own ``aforget_user_parts`` and
@@ -306,9 +309,9 @@ class MemoryKind(ABC):
     # -- LangGraph namespaces --------------------------------------------------------------
 
     @classmethod
-    @abstractmethod
     def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
         """Return the kind's namespace families for one ``AgenticStore``, one per root."""
+        return tuple(space(ctx) for space in cls.space_types)
 
     # -- forgetting ------------------------------------------------------------------------
 
