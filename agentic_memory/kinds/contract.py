@@ -21,7 +21,7 @@ worker thread when a loop serves the caller).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -49,6 +49,7 @@ __all__ = [
     "ThreadForgotten",
     "StagedLines",
     "UniqueKey",
+    "threads_of",
     "whose",
 ]
 
@@ -218,6 +219,11 @@ class ThreadForgotten:
     """Objects rewritten per collection to stay coherent (a fact's history re-linked)."""
     episodes: list[str] = field(default_factory=list)
     """The episodes forgotten: the rules learned from them lose what they taught."""
+
+
+def threads_of(objects: Iterable[StoredObject], prop: str) -> set[str]:
+    """Return the conversations objects came from: their thread ids in ``prop``, when set."""
+    return {str(o.properties[prop]) for o in objects if o.properties.get(prop)}
 
 
 def whose(user: str) -> str:

@@ -47,7 +47,13 @@ from agentic_memory.kinds._bound import (
     embedded_part,
 )
 from agentic_memory.kinds._restage import needs_restage, restage
-from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind, ThreadForgotten
+from agentic_memory.kinds.contract import (
+    ImportLine,
+    KindInfo,
+    MemoryKind,
+    ThreadForgotten,
+    threads_of,
+)
 from agentic_memory.kinds.episodes.schema import (
     EPISODES,
     EPISODES_V1,
@@ -558,11 +564,7 @@ class EpisodicMemory(CollectionBound, MemoryKind):
     async def athreads(self, user: str) -> set[str]:
         """Return the conversations the user's episodes came from."""
         check_user_id(user)
-        return {
-            str(o.properties["thread_id"])
-            for o in await self._aall(user)
-            if o.properties.get("thread_id")
-        }
+        return threads_of(await self._aall(user), "thread_id")
 
     # -- the kind's contract (see ``MemoryKind``) ------------------------------------------
 
