@@ -21,7 +21,7 @@ worker thread when a loop serves the caller).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -49,6 +49,7 @@ __all__ = [
     "ThreadForgotten",
     "StagedLines",
     "UniqueKey",
+    "threads_of",
     "whose",
 ]
 
@@ -220,6 +221,11 @@ class ThreadForgotten:
     """The episodes forgotten: the rules learned from them lose what they taught."""
 
 
+def threads_of(objects: Iterable[StoredObject], prop: str) -> set[str]:
+    """Return the conversations objects came from: their thread ids in ``prop``, when set."""
+    return {str(o.properties[prop]) for o in objects if o.properties.get(prop)}
+
+
 def whose(user: str) -> str:
     """Say whose a group is in a message: ``of 'alice'``, or ``(shared)``."""
     return f"of {user!r}" if user else "(shared)"
@@ -228,7 +234,7 @@ def whose(user: str) -> str:
 class MemoryKind(ABC):
     """One kind of memory: its storage, its namespaces, its forgetting, its import, its CLI.
 
-    A subclass sets :attr:`info` and :attr:`specs` and implements :meth:`spaces` and
+    A subclass sets :attr:`info`, :attr:`specs` and :attr:`space_types` and implements
     :meth:`embedding_text`; the rest has defaults that fit a kind stored in fixed per-user
     collections (override them where the kind has more rules).
     """
@@ -245,6 +251,9 @@ class MemoryKind(ABC):
     """Whether each object of the kind's shared (not per-user) collections belongs to a user
     (:meth:`owner_of`): a user's export takes theirs, and a full export takes them as
     memories, not as shared data (plain LangGraph items)."""
+    space_types: ClassVar[tuple[type[KindSpace], ...]] = ()
+    """The kind's namespace families, one per root, that :meth:`spaces` opens (none: the kind
+    serves no namespace of its own)."""
     bookkeeping: ClassVar[tuple[str, ...]] = ()
     """Collections the kind keeps for itself, holding no memory (the message log's turn
     marks): never exported, and cleaned by the kind's own ``aforget_user_parts`` and
@@ -306,9 +315,9 @@ class MemoryKind(ABC):
     # -- LangGraph namespaces --------------------------------------------------------------
 
     @classmethod
-    @abstractmethod
     def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
         """Return the kind's namespace families for one ``AgenticStore``, one per root."""
+        return tuple(space(ctx) for space in cls.space_types)
 
     # -- forgetting ------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind
 from agentic_memory.store import (
@@ -29,9 +29,6 @@ from agentic_memory.store import (
     Where,
     make_id,
 )
-
-if TYPE_CHECKING:
-    from agentic_memory.namespaces.family import KindSpace, SpaceContext
 
 __all__ = ["ITEMS", "TOUCHES", "ItemsKind", "aforget_owner", "item_id", "owner_of"]
 
@@ -145,12 +142,6 @@ class ItemsKind(MemoryKind):
         ("value", "value"),
         ("updated", "updated_at"),
     )
-
-    @classmethod
-    def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
-        """None of its own: ``AgenticStore`` serves every namespace no kind claims."""
-        del ctx
-        return ()
 
     @classmethod
     def owner_of(cls, collection: str, properties: Mapping[str, Any]) -> str | None:

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from agentic_memory.store import InvalidInputError
 
@@ -67,6 +67,7 @@ DEFAULT_PURGE_INTERVAL_MINUTES = 60.0
 NEVER_PURGED = ("UserFact", "ProceduralRules")
 """Collections retention never reads or deletes: facts and rule versions."""
 
+_T = TypeVar("_T")
 _OFF = frozenset({"off", "never", "none", "no"})
 
 
@@ -121,11 +122,11 @@ class RetentionPolicy:
         env = os.environ if environ is None else environ
         defaults = cls()
         return cls(
-            message_days=_number(env, ENV_MESSAGE_DAYS, defaults.message_days),
-            max_messages=_count(env, ENV_MAX_MESSAGES, defaults.max_messages),
-            max_episodes=_count(env, ENV_MAX_EPISODES, defaults.max_episodes),
-            purge_interval_minutes=_number(
-                env, ENV_PURGE_INTERVAL, defaults.purge_interval_minutes
+            message_days=_setting(env, ENV_MESSAGE_DAYS, defaults.message_days, _number),
+            max_messages=_setting(env, ENV_MAX_MESSAGES, defaults.max_messages, _count),
+            max_episodes=_setting(env, ENV_MAX_EPISODES, defaults.max_episodes, _count),
+            purge_interval_minutes=_setting(
+                env, ENV_PURGE_INTERVAL, defaults.purge_interval_minutes, _number
             ),
         )
 
@@ -183,42 +184,39 @@ class RetentionPolicy:
         ]
 
 
-def _raw(env: Mapping[str, str], name: str) -> str | None:
-    raw = env.get(name)
-    if raw is None or not raw.strip():
-        return None
-    return raw.strip().lower()
-
-
-def _number(env: Mapping[str, str], name: str, default: float | None) -> float | None:
-    raw = _raw(env, name)
-    if raw is None:
+def _setting(
+    env: Mapping[str, str],
+    name: str,
+    default: _T | None,
+    parse: Callable[[str, str, str], _T],
+) -> _T | None:
+    # Unset or blank keeps the default, "off" turns it off; anything else is ``parse``d
+    # (name, lower-cased text, the text as given for the error).
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
         return default
     if raw in _OFF:
         return None
+    return parse(name, raw, env[name])
+
+
+def _number(name: str, raw: str, given: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise InvalidInputError(f"{name} must be a number or 'off', got {env[name]!r}") from None
+        raise InvalidInputError(f"{name} must be a number or 'off', got {given!r}") from None
     if not math.isfinite(value) or value < 0 or (value == 0 and name != ENV_PURGE_INTERVAL):
-        raise InvalidInputError(f"{name} must be a positive number or 'off', got {env[name]!r}")
+        raise InvalidInputError(f"{name} must be a positive number or 'off', got {given!r}")
     return value
 
 
-def _count(env: Mapping[str, str], name: str, default: int | None) -> int | None:
-    raw = _raw(env, name)
-    if raw is None:
-        return default
-    if raw in _OFF:
-        return None
+def _count(name: str, raw: str, given: str) -> int:
     try:
         value = int(raw.replace("_", ""))
     except ValueError:
-        raise InvalidInputError(
-            f"{name} must be a whole number or 'off', got {env[name]!r}"
-        ) from None
+        raise InvalidInputError(f"{name} must be a whole number or 'off', got {given!r}") from None
     if value < 1:
-        raise InvalidInputError(f"{name} must be at least 1 (or 'off'), got {env[name]!r}")
+        raise InvalidInputError(f"{name} must be at least 1 (or 'off'), got {given!r}")
     return value
 
 

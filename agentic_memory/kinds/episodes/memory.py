@@ -47,7 +47,13 @@ from agentic_memory.kinds._bound import (
     embedded_part,
 )
 from agentic_memory.kinds._restage import needs_restage, restage
-from agentic_memory.kinds.contract import ImportLine, KindInfo, MemoryKind, ThreadForgotten
+from agentic_memory.kinds.contract import (
+    ImportLine,
+    KindInfo,
+    MemoryKind,
+    ThreadForgotten,
+    threads_of,
+)
 from agentic_memory.kinds.episodes.schema import (
     EPISODES,
     EPISODES_V1,
@@ -56,6 +62,7 @@ from agentic_memory.kinds.episodes.schema import (
     RecalledEpisode,
     ReflectionLike,
     episode_id,
+    is_importance,
 )
 from agentic_memory.kinds.episodes.space import EpisodesSpace
 from agentic_memory.kinds.importing import MAX_EPISODE_CHARS, same_shape, text_property
@@ -557,11 +564,7 @@ class EpisodicMemory(CollectionBound, MemoryKind):
     async def athreads(self, user: str) -> set[str]:
         """Return the conversations the user's episodes came from."""
         check_user_id(user)
-        return {
-            str(o.properties["thread_id"])
-            for o in await self._aall(user)
-            if o.properties.get("thread_id")
-        }
+        return threads_of(await self._aall(user), "thread_id")
 
     # -- the kind's contract (see ``MemoryKind``) ------------------------------------------
 
@@ -610,11 +613,7 @@ class EpisodicMemory(CollectionBound, MemoryKind):
         """Check an importance in [0, 1], a thread, bounded texts and tags."""
         props = line.properties
         importance = props.get("importance")
-        if (
-            isinstance(importance, bool)
-            or not isinstance(importance, int | float)
-            or not 0 <= importance <= 1
-        ):
+        if not is_importance(importance):
             raise InvalidInputError(
                 f"importance must be a number in [0, 1], got {importance!r:.40}"
             )

@@ -139,6 +139,11 @@ def episode_id(user: str, thread_id: str, conversation: int) -> str:
     return make_id("episode", user, thread_id, str(conversation))
 
 
+def is_importance(value: object) -> bool:
+    """Whether ``value`` is an episode's importance: a number (not a bool) in [0, 1]."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
+
+
 class Episodes(Protocol):
     """What the namespaces use of the episodes kind (:class:`EpisodicMemory`)."""
 

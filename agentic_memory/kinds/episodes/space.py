@@ -12,17 +12,14 @@ from typing import Any
 
 from langgraph.store.base import Item, SearchItem
 
-from agentic_memory.kinds.episodes.schema import EPISODES, Episode, Episodes, episode_id
-from agentic_memory.namespaces.family import (
-    PAGE,
-    RECALL_CAP,
-    KindSpace,
-    SpaceContext,
-    Write,
-    check_fields,
-    is_uuid,
-    plain_item,
+from agentic_memory.kinds.episodes.schema import (
+    EPISODES,
+    Episode,
+    Episodes,
+    episode_id,
+    is_importance,
 )
+from agentic_memory.namespaces import family
 from agentic_memory.namespaces.search import Found, SpaceSearch, parse_time
 from agentic_memory.store import (
     InvalidInputError,
@@ -58,39 +55,39 @@ class _Reflection:
     importance: float
 
 
-class EpisodesSpace(KindSpace):
+class EpisodesSpace(family.KindSpace):
     """``("episodes", user)``: key = the episode id, value = the reflection and conversation."""
 
     root = "episodes"
 
     collection = EPISODES.name
 
-    def __init__(self, ctx: SpaceContext, kind: type[Episodes]) -> None:
+    def __init__(self, ctx: family.SpaceContext, kind: type[Episodes]) -> None:
         super().__init__(ctx)
         self.episodes = ctx.kind(kind)
 
     async def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """One episode by id."""
         user = self.check_item_namespace(namespace)[1]
-        if not is_uuid(key):
+        if not family.is_uuid(key):
             return None
         episode = await self.episodes.aget(user, key)
-        return None if episode is None else plain_item(self._item(user, episode, None))
+        return None if episode is None else family.plain_item(self._item(user, episode, None))
 
     def prepare(
         self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None
-    ) -> Write:
+    ) -> family.Write:
         """Store (or replace) an episode through ``EpisodicMemory.astore``."""
         user = self.check_item_namespace(namespace)[1]
         episodes, now = self.episodes, self.ctx.now
         if value is None:
 
             async def forget() -> None:
-                if is_uuid(key):
+                if family.is_uuid(key):
                     await episodes.aforget(user, [key])
 
             return forget
-        fields = check_fields(
+        fields = family.check_fields(
             value, _EPISODE_FIELDS, _EPISODE_ECHO, "an episode", required=_EPISODE_REQUIRED
         )
         # The user's mark (kept for good, recalled first): absent keeps the stored one.
@@ -109,11 +106,7 @@ class EpisodesSpace(KindSpace):
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise InvalidInputError("an episode's context_tags must be a list of strings")
         importance = fields["importance"]
-        if (
-            isinstance(importance, bool)
-            or not isinstance(importance, int | float)
-            or not 0 <= importance <= 1
-        ):
+        if not is_importance(importance):
             raise InvalidInputError(
                 f"an episode's importance is a number in [0, 1], got {importance!r}"
             )
@@ -128,7 +121,7 @@ class EpisodesSpace(KindSpace):
         )
 
         async def write() -> None:
-            existing = await episodes.aget(user, key) if is_uuid(key) else None
+            existing = await episodes.aget(user, key) if family.is_uuid(key) else None
             if existing is not None:
                 if existing.thread_id != thread:
                     raise InvalidInputError(
@@ -174,13 +167,13 @@ class EpisodesSpace(KindSpace):
                 recalled = await episodes.arecall(user, query, k=k, alpha=request.alpha, now=moment)
                 return [self._item(user, r.episode, r.score) for r in recalled]
 
-            return await request.ranked(recall, RECALL_CAP)
+            return await request.ranked(recall, family.RECALL_CAP)
 
         async def page(offset: int) -> list[SearchItem]:
-            listed = await episodes.alist(user, limit=PAGE, offset=offset)
+            listed = await episodes.alist(user, limit=family.PAGE, offset=offset)
             return [self._item(user, episode, None) for episode in listed]
 
-        return await request.paged(page, PAGE)
+        return await request.paged(page, family.PAGE)
 
     def _item(self, user: str, episode: Episode, score: float | None) -> SearchItem:
         value = episode.to_dict(with_conversation=True)
@@ -199,12 +192,12 @@ class EpisodesSpace(KindSpace):
 async def _all_episodes(episodes: Episodes, user: str) -> AsyncIterator[Episode]:
     offset = 0
     while True:
-        page = await episodes.alist(user, limit=PAGE, offset=offset)
+        page = await episodes.alist(user, limit=family.PAGE, offset=offset)
         for episode in page:
             yield episode
-        if len(page) < PAGE:
+        if len(page) < family.PAGE:
             return
-        offset += PAGE
+        offset += family.PAGE
 
 
 def _conversation_number(user: str, thread: str, key: str, upto: int) -> int | None:

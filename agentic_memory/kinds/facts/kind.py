@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from agentic_memory.kinds.contract import (
@@ -17,7 +17,6 @@ from agentic_memory.kinds.contract import (
 from agentic_memory.kinds.facts import store as facts
 from agentic_memory.kinds.facts.space import FactsSpace
 from agentic_memory.kinds.importing import text_property, utc_time
-from agentic_memory.namespaces.family import KindSpace, SpaceContext
 from agentic_memory.store.types import (
     CollectionSpec,
     InvalidInputError,
@@ -38,6 +37,7 @@ class FactsKind(MemoryKind):
         users_column="facts",
     )
     specs = (facts.FACTS,)
+    space_types = (FactsSpace,)
     cli_columns = (
         ("subject", "subject"),
         ("value", "value"),
@@ -45,11 +45,6 @@ class FactsKind(MemoryKind):
         ("since", "valid_from"),
         ("thread", "source_thread"),
     )
-
-    @classmethod
-    def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
-        """``("facts", user)``."""
-        return (FactsSpace(ctx),)
 
     async def aforget_user_parts(self, user: str) -> dict[str, int]:
         """Delete the user's facts, current and past."""

@@ -27,6 +27,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_search, check_user_id
+from agentic_memory.kinds.contract import threads_of
 from agentic_memory.store import (
     CollectionSpec,
     ConflictError,
@@ -500,11 +501,7 @@ class FactStore(CollectionBound):
     async def athreads(self, user: str) -> set[str]:
         """Return the conversations the user's facts were learned in."""
         check_user_id(user)
-        return {
-            str(o.properties["source_thread"])
-            for o in await self._aall(user)
-            if o.properties.get("source_thread")
-        }
+        return threads_of(await self._aall(user), "source_thread")
 
     async def _asubject_state(self, user: str, subject: str) -> _SubjectState:
         # One snapshot for any realistic history. A history read in several pages while

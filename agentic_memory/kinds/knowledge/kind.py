@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from agentic_memory.kinds._bound import embedded_part
@@ -29,7 +29,6 @@ from agentic_memory.kinds.knowledge.schema import (
     upgraded_chunk,
 )
 from agentic_memory.kinds.knowledge.space import KnowledgeSpace, UserKnowledgeSpace
-from agentic_memory.namespaces.family import KindSpace, SpaceContext
 from agentic_memory.store.base import MemoryStore
 from agentic_memory.store.types import (
     CollectionSpec,
@@ -52,6 +51,7 @@ class KnowledgeKind(MemoryKind):
         roots=("knowledge", "user_knowledge"),
         line_kinds=("chunk", "source"),
     )
+    space_types = (KnowledgeSpace, UserKnowledgeSpace)
     cli_columns = (("knowledge base", "knowledge_base"), ("sources", "sources"))
 
     @classmethod
@@ -112,11 +112,6 @@ class KnowledgeKind(MemoryKind):
 
         await asyncio.to_thread(finish_upgrades)
         return await super().aforget_user_parts(user)
-
-    @classmethod
-    def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
-        """``("knowledge", kb)`` and ``("user_knowledge", user, kb)``."""
-        return (KnowledgeSpace(ctx), UserKnowledgeSpace(ctx))
 
     @classmethod
     def embedding_text(cls, line_kind: str, properties: Mapping[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from agentic_memory.kinds import messages
@@ -17,7 +17,6 @@ from agentic_memory.kinds.contract import (
 )
 from agentic_memory.kinds.importing import same_shape, text_property
 from agentic_memory.kinds.messages.space import MessagesSpace
-from agentic_memory.namespaces.family import KindSpace, SpaceContext
 from agentic_memory.store.types import (
     CollectionSpec,
     InvalidInputError,
@@ -36,6 +35,7 @@ class MessagesKind(MemoryKind):
         users_column="messages",
     )
     specs = (messages.MESSAGES,)
+    space_types = (MessagesSpace,)
     bookkeeping = (messages.TURN_MARKS.name,)
     cli_columns = (
         ("thread", "thread_id"),
@@ -44,11 +44,6 @@ class MessagesKind(MemoryKind):
         ("content", "content"),
         ("created", "created_at"),
     )
-
-    @classmethod
-    def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
-        """``("messages", user)`` and ``("messages", user, thread)``."""
-        return (MessagesSpace(ctx),)
 
     @classmethod
     def accepts_earlier_schema(cls, spec: CollectionSpec) -> bool:

@@ -49,13 +49,11 @@ from agentic_memory.kinds.messages.schema import (
     turn_mark_id,
 )
 from agentic_memory.kinds.messages.upgrade import aupgrade_message_log
-from agentic_memory.kinds.messages.writing import MAX_ATTEMPTS, _importance, alog
+from agentic_memory.kinds.messages.writing import alog, amark
 from agentic_memory.kinds.recall_text import keyword_query
 from agentic_memory.kinds.retention import MessagePurge, RetentionPolicy
 from agentic_memory.store import (
-    ConflictError,
     InvalidInputError,
-    MemoryObject,
     MemoryStore,
     StoredObject,
     StoreError,
@@ -376,33 +374,8 @@ class MessageLog(CollectionBound):
                     f"user {user!r} has no logged message {oid}; nothing was marked"
                 )
             found[oid] = obj
-        marked: dict[str, StoredObject] = {}
-
-        def mark(current: StoredObject) -> MemoryObject | None:
-            # Decided from the turn as stored when the mark is written: an edit of its text
-            # made meanwhile stays. The user's word wins over the model's flag.
-            props = dict(current.properties)
-            props.pop("important_by", None)
-            props.update(_importance(important, current, by))
-            marked[current.id] = StoredObject(current.id, props)
-            if props == current.properties or current.vector is None:
-                return None
-            return MemoryObject(current.id, props, current.vector)
-
-        for _ in range(MAX_ATTEMPTS):
-            marked.clear()
-            await self.store.aupdate(MESSAGES.name, wanted, mark, user=user)
-            # A turn a purge deleted since it was read is stored again, marked.
-            gone = [found[oid] for oid in wanted if oid not in marked]
-            again = [o for o in (mark(obj) for obj in gone) if o is not None]
-            try:
-                if again:
-                    result = await self.store.ainsert(MESSAGES.name, again, user=user)
-                    result.raise_for_failures()
-            except ConflictError:
-                continue  # stored again by another writer meanwhile: mark that one
-            return [self._logged(marked[oid]) for oid in wanted]
-        raise ConflictError(f"the turns of {user!r} kept changing while they were marked")
+        marked = await amark(self.store, user, wanted, found, important, by)
+        return [self._logged(marked[oid]) for oid in wanted]
 
     # -- retention ------------------------------------------------------------------------
 

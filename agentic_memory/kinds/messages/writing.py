@@ -330,6 +330,49 @@ async def alog(
     raise _gave_up(user, thread_id)
 
 
+async def amark(
+    store: MemoryStore,
+    user: str,
+    wanted: list[str],
+    found: dict[str, StoredObject],
+    important: bool,
+    by: str,
+) -> dict[str, StoredObject]:
+    """Mark (or unmark) the turns ``wanted``, read before as ``found``; return them as stored.
+
+    A turn a purge deleted since it was read is stored again, marked.
+
+    Raises:
+        ConflictError: the turns kept changing through every attempt.
+    """
+    marked: dict[str, StoredObject] = {}
+
+    def mark(current: StoredObject) -> MemoryObject | None:
+        # Decided from the turn as stored when the mark is written: an edit of its text
+        # made meanwhile stays. The user's word wins over the model's flag.
+        props = dict(current.properties)
+        props.pop("important_by", None)
+        props.update(_importance(important, current, by))
+        marked[current.id] = StoredObject(current.id, props)
+        if props == current.properties or current.vector is None:
+            return None
+        return MemoryObject(current.id, props, current.vector)
+
+    for _ in range(MAX_ATTEMPTS):
+        marked.clear()
+        await store.aupdate(MESSAGES.name, wanted, mark, user=user)
+        gone = [found[oid] for oid in wanted if oid not in marked]
+        again = [o for o in (mark(obj) for obj in gone) if o is not None]
+        try:
+            if again:
+                result = await store.ainsert(MESSAGES.name, again, user=user)
+                result.raise_for_failures()
+        except ConflictError:
+            continue  # stored again by another writer meanwhile: mark that one
+        return marked
+    raise ConflictError(f"the turns of {user!r} kept changing while they were marked")
+
+
 async def _arelog(
     store: MemoryStore,
     user: str,
