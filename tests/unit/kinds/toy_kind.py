@@ -10,7 +10,7 @@ a page saved already is not saved twice) and listed by
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from agentic_memory.kinds.contract import (
@@ -21,7 +21,7 @@ from agentic_memory.kinds.contract import (
     ThreadForgotten,
     whose,
 )
-from agentic_memory.namespaces.family import KindSpace, RecordSpace, SpaceContext
+from agentic_memory.namespaces.family import RecordSpace
 from agentic_memory.store import CollectionSpec, InvalidInputError, Property, Where
 
 BOOKMARKS = CollectionSpec(
@@ -65,11 +65,7 @@ class BookmarksKind(MemoryKind):
     )
     specs = (BOOKMARKS,)
     cli_columns = (("key", "key"), ("url", "url"), ("title", "title"))
-
-    @classmethod
-    def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
-        """``("bookmarks", user)``."""
-        return (BookmarksSpace(ctx),)
+    space_types = (BookmarksSpace,)
 
     async def athreads(self, user: str) -> set[str]:
         """Return the conversations the user saved bookmarks in."""
