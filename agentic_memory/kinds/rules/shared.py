@@ -49,6 +49,7 @@ from agentic_memory.kinds._bound import CollectionBound
 from agentic_memory.kinds.rules.book import RuleBook
 from agentic_memory.kinds.rules.guard import RejectedRule, screen_rules
 from agentic_memory.kinds.rules.versions import (
+    NumberedRules,
     RuleConflictError,
     RuleItem,
     RuleVersion,
@@ -137,7 +138,7 @@ class StaleProposalError(RuleConflictError):
 
 
 @dataclass(frozen=True)
-class RuleProposal:
+class RuleProposal(NumberedRules):
     """A proposed version of the shared rules, and what became of it."""
 
     id: str
@@ -159,10 +160,6 @@ class RuleProposal:
     version: int | None = None
     """The shared version an approval wrote."""
 
-    def render(self) -> str:
-        """Return the rules as a numbered list, one "instruction – rationale" per line."""
-        return "\n".join(f"{i}. {rule.render()}" for i, rule in enumerate(self.rules, 1))
-
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict."""
         return {
@@ -170,7 +167,7 @@ class RuleProposal:
             "proposer": self.proposer,
             "origin": self.origin,
             "status": self.status,
-            "rules": [{"instruction": r.instruction, "rationale": r.rationale} for r in self.rules],
+            "rules": [r.to_dict() for r in self.rules],
             "base_version": self.base_version,
             "source_episodes": list(self.source_episodes),
             "source_users": list(self.source_users),
@@ -299,7 +296,7 @@ class SharedRules(CollectionBound):
             return Proposed(None, rejected)
         stamp = _stamp(now)
         users = (proposer,) if origin == "conversation" else ()
-        rules_json = json.dumps(_rules_list(kept), ensure_ascii=False)
+        rules_json = json.dumps([r.to_dict() for r in kept], ensure_ascii=False)
         pid = make_id("shared-rule-proposal", proposer, str(base), rules_json, *episodes)
         proposal = RuleProposal(
             id=pid,
@@ -638,10 +635,6 @@ def _proposal(proposer: str, obj: StoredObject, decision: StoredObject | None) -
         reason=str(d.get("reason") or ""),
         version=int(version) if version is not None else None,
     )
-
-
-def _rules_list(rules: Sequence[RuleItem]) -> list[dict[str, str]]:
-    return [{"instruction": r.instruction, "rationale": r.rationale} for r in rules]
 
 
 def _strings(values: Sequence[str], name: str) -> tuple[str, ...]:
