@@ -29,7 +29,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypedDict, TypeVar, overload
 
 from langchain_core.embeddings import Embeddings
 
@@ -50,7 +50,7 @@ from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, c
 from agentic_memory.store.open import open_store
 from agentic_memory.sync_edge import SyncCallInEventLoopError, blocking
 
-__all__ = ["Memory", "RetentionStatus", "SubAPI", "SyncCallInEventLoopError"]
+__all__ = ["Memory", "OpenOptions", "RetentionStatus", "SubAPI", "SyncCallInEventLoopError"]
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -187,6 +187,16 @@ class on_store(_Shortcut[P, R]):
     def bind(self, obj: Memory) -> Callable[P, Coroutine[Any, Any, R]]:
         """Return the function given the store and the embeddings."""
         return functools.partial(self.function, obj.store, obj.embeddings)
+
+
+class OpenOptions(TypedDict, total=False):
+    """What :meth:`Memory.open` takes (``AgenticStore.from_env`` passes them on)."""
+
+    home: str | Path | None
+    backend: str | None
+    embeddings: Embeddings | None
+    retention: RetentionPolicy | None
+    kinds: KindRegistry
 
 
 class Memory:
