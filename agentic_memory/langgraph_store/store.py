@@ -140,12 +140,9 @@ class AgenticStore(BaseStore):
         operator: str | None = None,
         kinds: KindRegistry = BUILTIN_KINDS,
     ) -> None:
-        if not isinstance(store, MemoryStore):
-            raise InvalidInputError(f"store must be a MemoryStore, got {type(store).__name__}")
-        if not isinstance(embeddings, Embeddings):
-            raise InvalidInputError(
-                f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}"
-            )
+        # Memory checks the store, the embeddings and the retention policy.
+        self.memory = Memory(store, embeddings, retention=retention)
+        """The memory kinds behind this store: what the agent's graph nodes use."""
         if operator is not None and (not isinstance(operator, str) or not operator.strip()):
             raise InvalidInputError(
                 f"operator names an operator (a non-empty string), got {operator!r}"
@@ -164,8 +161,6 @@ class AgenticStore(BaseStore):
         self._close_store = close_store
         self._closed = False
         self._sweeper: asyncio.Task[None] | None = None
-        self.memory = Memory(store, embeddings, retention=retention)
-        """The memory kinds behind this store: what the agent's graph nodes use."""
         self.facts: FactStore = self.memory.facts
         self.episodes: EpisodicMemory = self.memory.episodes
         self.rules: RuleBook = self.memory.rules
