@@ -40,7 +40,7 @@ import asyncio
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
@@ -53,6 +53,7 @@ from agentic_memory.kinds.rules.versions import (
     RuleConflictError,
     RuleItem,
     RuleVersion,
+    _rfc3339,
     ascreened,
     check_rule_items,
 )
@@ -294,7 +295,7 @@ class SharedRules(CollectionBound):
         base = latest.version if base_version is None else _version_number(base_version)
         if not kept or (base == latest.version and tuple(kept) == latest.rules):
             return Proposed(None, rejected)
-        stamp = _stamp(now)
+        stamp = _rfc3339(now)
         users = (proposer,) if origin == "conversation" else ()
         rules_json = json.dumps([r.to_dict() for r in kept], ensure_ascii=False)
         pid = make_id("shared-rule-proposal", proposer, str(base), rules_json, *episodes)
@@ -576,7 +577,7 @@ class SharedRules(CollectionBound):
             "decided_by": operator,
             "reason": reason,
             "version": version,
-            "created_at": _stamp(None),
+            "created_at": _rfc3339(None),
         }
         obj = MemoryObject(_decision_id(proposal.id), props, self._marker())
         await self._aensure()
@@ -667,10 +668,3 @@ def _version_number(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidInputError(f"a version is a positive integer, got {value!r}")
     return value
-
-
-def _stamp(now: datetime | None) -> str:
-    moment = now or datetime.now(UTC)
-    if moment.tzinfo is None:
-        raise InvalidInputError("now must carry a timezone")
-    return moment.astimezone(UTC).isoformat()
