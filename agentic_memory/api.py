@@ -22,18 +22,20 @@ Retention (:mod:`agentic_memory.kinds.retention`): ``purge`` applies the policy,
 from __future__ import annotations
 
 import builtins
+import functools
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypedDict, TypeVar, overload
 
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory.kinds.episodes import EPISODES, EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
-from agentic_memory.kinds.knowledge import KnowledgeHit, asearch_knowledge
+from agentic_memory.kinds.knowledge import asearch_knowledge
 from agentic_memory.kinds.messages import (
     MESSAGES,
     MessageLog,
@@ -48,7 +50,7 @@ from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError, MemoryStore, c
 from agentic_memory.store.open import open_store
 from agentic_memory.sync_edge import SyncCallInEventLoopError, blocking
 
-__all__ = ["Memory", "RetentionStatus", "SubAPI", "SyncCallInEventLoopError"]
+__all__ = ["Memory", "OpenOptions", "RetentionStatus", "SubAPI", "SyncCallInEventLoopError"]
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -122,7 +124,32 @@ class SubAPI(Generic[T]):
         return part
 
 
-class delegate(Generic[K, P, R]):
+class _Shortcut(ABC, Generic[P, R]):
+    """A ``Memory`` attribute that is a coroutine function bound to the instance."""
+
+    @abstractmethod
+    def bind(self, obj: Memory) -> Callable[P, Coroutine[Any, Any, R]]:
+        """Return the coroutine function ``mem.<name>`` is on ``obj``."""
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Self: ...
+
+    @overload
+    def __get__(
+        self, obj: Memory, owner: type | None = None
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    def __get__(
+        self, obj: Memory | None, owner: type | None = None
+    ) -> Self | Callable[P, Coroutine[Any, Any, R]]:
+        return self if obj is None else self.bind(obj)
+
+    def __call__(self, obj: Memory, /, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        """Call it on the class: ``await Memory.arecall(mem, ...)``."""
+        return self.bind(obj)(*args, **kwargs)
+
+
+class delegate(_Shortcut[P, R], Generic[K, P, R]):
     """A ``Memory`` shortcut to one kind's coroutine method, never restated.
 
     ``arecall = delegate(messages, MessageLog.arecall)``: ``mem.arecall`` is the kind's bound
@@ -138,25 +165,38 @@ class delegate(Generic[K, P, R]):
         self.__doc__ = method.__doc__
         self.__wrapped__ = method  # inspect.signature follows it
 
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> delegate[K, P, R]: ...
-
-    @overload
-    def __get__(
-        self, obj: Memory, owner: type | None = None
-    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
-
-    def __get__(
-        self, obj: Memory | None, owner: type | None = None
-    ) -> delegate[K, P, R] | Callable[P, Coroutine[Any, Any, R]]:
-        if obj is None:
-            return self
+    def bind(self, obj: Memory) -> Callable[P, Coroutine[Any, Any, R]]:
+        """Return the kind's bound method."""
         bound: Callable[P, Coroutine[Any, Any, R]] = getattr(self.part.__get__(obj), self.__name__)
         return bound
 
-    def __call__(self, obj: Memory, /, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
-        """Call it on the class: ``await Memory.arecall(mem, ...)``."""
-        return self.method(self.part.__get__(obj), *args, **kwargs)
+
+class on_store(_Shortcut[P, R]):
+    """A ``Memory`` method that is ``function(mem.store, mem.embeddings, ...)``, never restated.
+
+    ``asearch_knowledge = on_store(asearch_knowledge)``: ``mem.asearch_knowledge`` takes the
+    function's other arguments, with its docstring.
+    """
+
+    def __init__(
+        self, function: Callable[Concatenate[MemoryStore, Embeddings, P], Coroutine[Any, Any, R]]
+    ) -> None:
+        self.function = function
+        self.__doc__ = function.__doc__
+
+    def bind(self, obj: Memory) -> Callable[P, Coroutine[Any, Any, R]]:
+        """Return the function given the store and the embeddings."""
+        return functools.partial(self.function, obj.store, obj.embeddings)
+
+
+class OpenOptions(TypedDict, total=False):
+    """What :meth:`Memory.open` takes (``AgenticStore.from_env`` passes them on)."""
+
+    home: str | Path | None
+    backend: str | None
+    embeddings: Embeddings | None
+    retention: RetentionPolicy | None
+    kinds: KindRegistry
 
 
 class Memory:
@@ -254,31 +294,7 @@ class Memory:
 
     # -- knowledge -------------------------------------------------------------------------
 
-    async def asearch_knowledge(
-        self,
-        kb: str,
-        query: str,
-        *,
-        k: int = 5,
-        alpha: float = 0.5,
-        owner: str | None = None,
-        min_similarity: float | None = None,
-    ) -> builtins.list[KnowledgeHit]:
-        """Search a knowledge base, shared or ``owner``'s own (see ``search_knowledge``).
-
-        Raises:
-            InvalidInputError: an argument is malformed.
-        """
-        return await asearch_knowledge(
-            self.store,
-            self.embeddings,
-            kb,
-            query,
-            k=k,
-            alpha=alpha,
-            owner=owner,
-            min_similarity=min_similarity,
-        )
+    asearch_knowledge = on_store(asearch_knowledge)
 
     # -- importance and retention ----------------------------------------------------------
 

@@ -7,16 +7,9 @@ from typing import Annotated
 import typer
 
 from agentic_memory.api import Memory
+from agentic_memory.cli import scaffold
 from agentic_memory.cli.memories import list_kind, show_kind
-from agentic_memory.cli.scaffold import (
-    AlphaOpt,
-    LimitOpt,
-    Output,
-    Table,
-    UserOpt,
-    memory_command,
-    need_user,
-)
+from agentic_memory.cli.scaffold import Output, Table, UserOpt, memory_command, need_user
 from agentic_memory.kinds.registry import BUILTIN_KINDS
 
 app = typer.Typer(help="Episodic memories: one reflection per finished conversation.")
@@ -26,7 +19,7 @@ EPISODES = BUILTIN_KINDS.get("episodes")
 
 
 @memory_command(app, "list")
-async def episodes_list(mem: Memory, user: UserOpt = None, limit: LimitOpt = 50) -> Output:
+async def episodes_list(mem: Memory, user: UserOpt = None, limit: scaffold.LimitOpt = 50) -> Output:
     """List a user's episodes, newest first (``list episodes``)."""
     return await list_kind(mem, EPISODES.info.name, user, limit)
 
@@ -37,7 +30,7 @@ async def episodes_search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     user: UserOpt = None,
     k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many episodes.")] = 5,
-    alpha: AlphaOpt = 0.5,
+    alpha: scaffold.AlphaOpt = 0.5,
 ) -> Output:
     """Recall a user's episodes by hybrid search, ranked as the agent ranks them."""
     uid = need_user(user)

@@ -216,9 +216,7 @@ class AgentMemory:
         """Return the rules in force in a scope, as the state holds them."""
         latest = await self._memory.rules.alatest(scope)
         return {
-            "rules": [
-                {"instruction": r.instruction, "rationale": r.rationale} for r in latest.rules
-            ],
+            "rules": [r.to_dict() for r in latest.rules],
             "rules_version": latest.version,
         }
 

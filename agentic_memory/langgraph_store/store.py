@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
+from typing import Unpack
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
@@ -31,7 +31,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
-from agentic_memory.api import Memory
+from agentic_memory.api import Memory, OpenOptions
 from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
@@ -140,12 +140,9 @@ class AgenticStore(BaseStore):
         operator: str | None = None,
         kinds: KindRegistry = BUILTIN_KINDS,
     ) -> None:
-        if not isinstance(store, MemoryStore):
-            raise InvalidInputError(f"store must be a MemoryStore, got {type(store).__name__}")
-        if not isinstance(embeddings, Embeddings):
-            raise InvalidInputError(
-                f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}"
-            )
+        # Memory checks the store, the embeddings and the retention policy.
+        self.memory = Memory(store, embeddings, retention=retention)
+        """The memory kinds behind this store: what the agent's graph nodes use."""
         if operator is not None and (not isinstance(operator, str) or not operator.strip()):
             raise InvalidInputError(
                 f"operator names an operator (a non-empty string), got {operator!r}"
@@ -164,8 +161,6 @@ class AgenticStore(BaseStore):
         self._close_store = close_store
         self._closed = False
         self._sweeper: asyncio.Task[None] | None = None
-        self.memory = Memory(store, embeddings, retention=retention)
-        """The memory kinds behind this store: what the agent's graph nodes use."""
         self.facts: FactStore = self.memory.facts
         self.episodes: EpisodicMemory = self.memory.episodes
         self.rules: RuleBook = self.memory.rules
@@ -199,35 +194,27 @@ class AgenticStore(BaseStore):
     def from_env(
         cls,
         *,
-        home: str | Path | None = None,
-        backend: str | None = None,
-        embeddings: Embeddings | None = None,
         ttl: TTLConfig | None = None,
         alpha: float = DEFAULT_ALPHA,
         index_fields: Sequence[str] | None = None,
-        retention: RetentionPolicy | None = None,
         operator: str | None = None,
-        kinds: KindRegistry = BUILTIN_KINDS,
+        **opening: Unpack[OpenOptions],
     ) -> AgenticStore:
-        """Open the configured memory store and embeddings, as ``Memory.open`` does.
+        """Open the configured memory store and embeddings with ``Memory.open``.
 
         Args:
-            home: Data directory (the embedded store is ``<home>/store``); default
-                ``$AMEM_HOME``. Ignored by Weaviate.
-            backend: ``"embedded"`` or ``"weaviate"``; default ``$AMEM_STORE``.
-            embeddings: Default ``get_embeddings()`` (``AMEM_EMBEDDINGS``, else WordLlama).
             ttl: See the class.
             alpha: See the class.
             index_fields: See the class.
-            retention: See the class.
             operator: See the class.
-            kinds: See the class.
+            opening: What ``Memory.open`` takes: ``home`` (the embedded store is
+                ``<home>/store``; default ``$AMEM_HOME``), ``backend`` (default
+                ``$AMEM_STORE``), ``embeddings`` (default ``get_embeddings()``),
+                ``retention`` and ``kinds`` (see the class).
 
         The store is closed with this one (``close()``, or leaving a ``with`` block).
         """
-        opened = Memory.open(
-            home=home, backend=backend, embeddings=embeddings, retention=retention, kinds=kinds
-        )
+        opened = Memory.open(**opening)
         try:
             return cls(
                 opened.store,
@@ -581,23 +568,21 @@ class AgenticStore(BaseStore):
         return self._sweeper
 
     async def _sweep_every(self, seconds: float) -> None:
+        sweeps = (
+            ("TTL", self.asweep_ttl, "expired item(s)"),
+            ("retention", self.asweep_retention, "logged turn(s)"),
+        )
         while True:
             await asyncio.sleep(seconds)
-            try:
-                removed = await self.asweep_ttl()
-            except Exception:
-                # One failed sweep (a store hiccup) must not end sweeping for good.
-                logger.exception("TTL sweep failed; retrying at the next interval")
-            else:
-                if removed:
-                    logger.info("TTL sweep deleted %d expired item(s)", removed)
-            try:
-                purged = await self.asweep_retention()
-            except Exception:
-                logger.exception("retention sweep failed; retrying at the next interval")
-            else:
-                if purged:
-                    logger.info("retention sweep deleted %d logged turn(s)", purged)
+            for name, sweep, what in sweeps:
+                try:
+                    deleted = await sweep()
+                except Exception:
+                    # One failed sweep (a store hiccup) must not end sweeping for good.
+                    logger.exception("%s sweep failed; retrying at the next interval", name)
+                else:
+                    if deleted:
+                        logger.info("%s sweep deleted %d %s", name, deleted, what)
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper; return whether it stopped within ``timeout`` seconds.

@@ -26,7 +26,7 @@ import difflib
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from langchain_core.embeddings import Embeddings
 
@@ -64,6 +64,16 @@ from agentic_memory.store import (
     StoredObject,
 )
 from agentic_memory.store.base import check_user_id
+
+
+class Provenance(TypedDict, total=False):
+    """Where a new version comes from (see :meth:`RuleBook._apropose_version`)."""
+
+    base_version: int | None
+    source_episodes: Sequence[str]
+    source_users: Sequence[str]
+    note: str
+    now: datetime | None
 
 
 class RuleBook(CollectionBound):
@@ -175,15 +185,7 @@ class RuleBook(CollectionBound):
     # -- writes ---------------------------------------------------------------------------
 
     async def apropose(
-        self,
-        scope: str,
-        rules: Sequence[Any],
-        *,
-        base_version: int | None = None,
-        source_episodes: Sequence[str] = (),
-        source_users: Sequence[str] = (),
-        note: str = "",
-        now: datetime | None = None,
+        self, scope: str, rules: Sequence[Any], **provenance: Unpack[Provenance]
     ) -> RuleVersion | None:
         """Store ``rules`` as the next version of a user's rules; ``None`` when they equal the latest.
 
@@ -205,6 +207,7 @@ class RuleBook(CollectionBound):
         """
         if scope == GLOBAL_SCOPE:
             raise SharedRulesGateError(_GATE_MESSAGE)
+        source_users = provenance.get("source_users", ())
         if not isinstance(source_users, str) and any(
             isinstance(u, str) and u != scope for u in source_users
         ):
@@ -213,15 +216,7 @@ class RuleBook(CollectionBound):
                 "name no other user"
             )
         await ascreened(check_rule_items(rules), f"rules of {scope!r}", shared=False)
-        return await self._apropose_version(
-            scope,
-            rules,
-            base_version=base_version,
-            source_episodes=source_episodes,
-            source_users=source_users,
-            note=note,
-            now=now,
-        )
+        return await self._apropose_version(scope, rules, **provenance)
 
     async def _apropose_version(
         self,
@@ -419,10 +414,9 @@ class RuleBook(CollectionBound):
             if new_rules == rules:
                 rewritten += await self._arewrite(scope, version.id, props)
                 continue
-            text = RuleVersion(scope, 0, tuple(RuleItem(i, r) for i, r in new_rules)).render()
-            props["rules_json"] = json.dumps(
-                [{"instruction": i, "rationale": r} for i, r in new_rules], ensure_ascii=False
-            )
+            items = tuple(RuleItem(i, r) for i, r in new_rules)
+            text = RuleVersion(scope, 0, items).render()
+            props["rules_json"] = json.dumps([r.to_dict() for r in items], ensure_ascii=False)
             props["rules_text"] = text
             vector = await self.embeddings.aembed_query(text)
             if len(vector) != self.store.dims:

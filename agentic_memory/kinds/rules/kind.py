@@ -23,7 +23,7 @@ from agentic_memory.kinds.rules.book import RuleBook
 from agentic_memory.kinds.rules.guard import screen_rules
 from agentic_memory.kinds.rules.shared import PROPOSALS, SharedRules
 from agentic_memory.kinds.rules.space import RulesSpace
-from agentic_memory.kinds.rules.versions import RULES, embedding_text, parse_rule_list
+from agentic_memory.kinds.rules.versions import RULES, RuleVersion, embedding_text, parse_rule_list
 from agentic_memory.namespaces.family import KindSpace, SpaceContext
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore
 from agentic_memory.store.types import (
@@ -88,8 +88,7 @@ class RulesKind(MemoryKind):
         if not isinstance(raw, list):
             raise InvalidInputError("rules_json must be a list of rules")
         items = parse_rule_list(raw)
-        rendered = "\n".join(f"{i}. {r.render()}" for i, r in enumerate(items, 1))
-        if props.get("rules_text") != rendered:
+        if props.get("rules_text") != RuleVersion(line.user, version, tuple(items)).render():
             raise InvalidInputError("rules_text does not match rules_json")
         parent = props.get("parent_version")
         if parent is not None and (not isinstance(parent, int) or not 1 <= parent < version):

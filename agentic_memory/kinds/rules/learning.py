@@ -87,10 +87,6 @@ def _lesson(reflection: dict[str, Any]) -> str:
     )
 
 
-def _rule_dicts(rules: Sequence[Any]) -> list[dict[str, str]]:
-    return [{"instruction": r.instruction, "rationale": r.rationale} for r in rules]
-
-
 def _clean_rules(rules: Sequence[Any]) -> list[dict[str, str]]:
     """Normalise the model's rules; a blank one, or a repeat of an earlier one, is dropped.
 
@@ -159,11 +155,9 @@ def _rebased(
         base,
         mine,
         theirs,
-        protected=lambda r: is_protected(
-            {"instruction": r.instruction, "rationale": r.rationale}, starting
-        ),
+        protected=lambda r: is_protected(r.to_dict(), starting),
     )
-    return None if merged is None else _rule_dicts(merged)
+    return None if merged is None else [r.to_dict() for r in merged]
 
 
 class _Learning:
@@ -226,9 +220,8 @@ class _Learning:
                 else "no rule of the rewrite could be stored"
             )
             return None
-        checked = keep_protected(
-            kept, _rule_dicts(current.rules), self.starting, max_rules=MAX_RULES
-        )
+        current_rules = [r.to_dict() for r in current.rules]
+        checked = keep_protected(kept, current_rules, self.starting, max_rules=MAX_RULES)
         if checked.refused is not None:
             logger.warning("rules rewrite refused: %s", checked.refused)
             verb = "proposed" if shared else "stored"
@@ -236,16 +229,26 @@ class _Learning:
             return None
         return checked
 
-    def failed(self, exc: BaseException) -> RulesLearned:
-        # The conversation has ended all the same; the episode stays pending, so the next
-        # conversation end learns from it too.
-        logger.warning("rules not rewritten this time: %s", exc)
-        learned = self.learned
-        learned.calls += [c.to_dict() for c in calls_of(exc)]
-        learned.rejected = []
-        learned.note = f"the rules were not rewritten: the model failed ({exc})"
-        learned.keep_pending = True
-        return learned
+    async def screened_latest(
+        self, scope: str, *, shared: bool
+    ) -> tuple[RuleVersion, KeptRules] | None:
+        """Rewrite and screen the scope's latest version; None (with a note) when nothing stays.
+
+        A model failure is a None too: the conversation has ended all the same; the episode
+        stays pending, so the next conversation end learns from it too.
+        """
+        current = await self.book.alatest(scope)
+        try:
+            checked = await self.screened(current, shared=shared)
+        except MODEL_ERRORS as exc:
+            logger.warning("rules not rewritten this time: %s", exc)
+            learned = self.learned
+            learned.calls += [c.to_dict() for c in calls_of(exc)]
+            learned.rejected = []
+            learned.note = f"the rules were not rewritten: the model failed ({exc})"
+            learned.keep_pending = True
+            return None
+        return None if checked is None else (current, checked)
 
 
 async def alearn(
@@ -280,7 +283,7 @@ async def alearn(
     template = await prompts.aload("procedural_update")
     # The starting rules (version 1) and rules protecting a stated constraint are never
     # dropped by a rewrite (keep_protected).
-    starting = _rule_dicts((await book.aversions(scope))[0].rules)
+    starting = [r.to_dict() for r in (await book.aversions(scope))[0].rules]
     learning = _Learning(book, model, template, lessons, openings, starting)
     if scope == GLOBAL_SCOPE:
         return await _propose_shared(
@@ -301,13 +304,10 @@ async def _propose_shared(
     # Proposals are created, never based on each other: concurrent ends in the shared
     # scope do not conflict (an operator's approval refuses a stale one instead).
     learned = learning.learned
-    current = await learning.book.alatest(GLOBAL_SCOPE)
-    try:
-        checked = await learning.screened(current, shared=True)
-    except MODEL_ERRORS as exc:
-        return learning.failed(exc)
-    if checked is None:
+    found = await learning.screened_latest(GLOBAL_SCOPE, shared=True)
+    if found is None:
         return learned
+    current, checked = found
     proposed = await shared.apropose(
         checked.rules,
         proposer=user,
@@ -336,13 +336,10 @@ async def _store_own(
 ) -> RulesLearned:
     learned, book = learning.learned, learning.book
     for _ in range(ATTEMPTS):
-        current = await book.alatest(scope)
-        try:
-            checked = await learning.screened(current, shared=False)
-        except MODEL_ERRORS as exc:
-            return learning.failed(exc)
-        if checked is None:
+        found = await learning.screened_latest(scope, shared=False)
+        if found is None:
             return learned
+        current, checked = found
         if checked.restored:
             learned.note = "kept rules the rewrite dropped: " + "; ".join(
                 r["instruction"] for r in checked.restored

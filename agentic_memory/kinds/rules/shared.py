@@ -40,7 +40,7 @@ import asyncio
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
@@ -49,9 +49,11 @@ from agentic_memory.kinds._bound import CollectionBound
 from agentic_memory.kinds.rules.book import RuleBook
 from agentic_memory.kinds.rules.guard import RejectedRule, screen_rules
 from agentic_memory.kinds.rules.versions import (
+    NumberedRules,
     RuleConflictError,
     RuleItem,
     RuleVersion,
+    _rfc3339,
     ascreened,
     check_rule_items,
 )
@@ -137,7 +139,7 @@ class StaleProposalError(RuleConflictError):
 
 
 @dataclass(frozen=True)
-class RuleProposal:
+class RuleProposal(NumberedRules):
     """A proposed version of the shared rules, and what became of it."""
 
     id: str
@@ -159,10 +161,6 @@ class RuleProposal:
     version: int | None = None
     """The shared version an approval wrote."""
 
-    def render(self) -> str:
-        """Return the rules as a numbered list, one "instruction – rationale" per line."""
-        return "\n".join(f"{i}. {rule.render()}" for i, rule in enumerate(self.rules, 1))
-
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict."""
         return {
@@ -170,7 +168,7 @@ class RuleProposal:
             "proposer": self.proposer,
             "origin": self.origin,
             "status": self.status,
-            "rules": [{"instruction": r.instruction, "rationale": r.rationale} for r in self.rules],
+            "rules": [r.to_dict() for r in self.rules],
             "base_version": self.base_version,
             "source_episodes": list(self.source_episodes),
             "source_users": list(self.source_users),
@@ -297,9 +295,9 @@ class SharedRules(CollectionBound):
         base = latest.version if base_version is None else _version_number(base_version)
         if not kept or (base == latest.version and tuple(kept) == latest.rules):
             return Proposed(None, rejected)
-        stamp = _stamp(now)
+        stamp = _rfc3339(now)
         users = (proposer,) if origin == "conversation" else ()
-        rules_json = json.dumps(_rules_list(kept), ensure_ascii=False)
+        rules_json = json.dumps([r.to_dict() for r in kept], ensure_ascii=False)
         pid = make_id("shared-rule-proposal", proposer, str(base), rules_json, *episodes)
         proposal = RuleProposal(
             id=pid,
@@ -579,7 +577,7 @@ class SharedRules(CollectionBound):
             "decided_by": operator,
             "reason": reason,
             "version": version,
-            "created_at": _stamp(None),
+            "created_at": _rfc3339(None),
         }
         obj = MemoryObject(_decision_id(proposal.id), props, self._marker())
         await self._aensure()
@@ -640,10 +638,6 @@ def _proposal(proposer: str, obj: StoredObject, decision: StoredObject | None) -
     )
 
 
-def _rules_list(rules: Sequence[RuleItem]) -> list[dict[str, str]]:
-    return [{"instruction": r.instruction, "rationale": r.rationale} for r in rules]
-
-
 def _strings(values: Sequence[str], name: str) -> tuple[str, ...]:
     if isinstance(values, str) or not all(isinstance(v, str) for v in values):
         raise InvalidInputError(f"{name} must be a list of strings")
@@ -674,10 +668,3 @@ def _version_number(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidInputError(f"a version is a positive integer, got {value!r}")
     return value
-
-
-def _stamp(now: datetime | None) -> str:
-    moment = now or datetime.now(UTC)
-    if moment.tzinfo is None:
-        raise InvalidInputError("now must carry a timezone")
-    return moment.astimezone(UTC).isoformat()

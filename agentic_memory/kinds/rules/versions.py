@@ -107,9 +107,23 @@ class RuleItem:
         """Return the rule as one line, "instruction – rationale"."""
         return f"{self.instruction} – {self.rationale}"
 
+    def to_dict(self) -> dict[str, str]:
+        """Return ``{"instruction": ..., "rationale": ...}``, as a version's JSON holds it."""
+        return {"instruction": self.instruction, "rationale": self.rationale}
+
+
+class NumberedRules:
+    """A rule set shown as a numbered list: a version's, or a proposal's."""
+
+    rules: tuple[RuleItem, ...]
+
+    def render(self) -> str:
+        """Return the rules as a numbered list, one "instruction – rationale" per line."""
+        return "\n".join(f"{i}. {rule.render()}" for i, rule in enumerate(self.rules, 1))
+
 
 @dataclass(frozen=True)
-class RuleVersion:
+class RuleVersion(NumberedRules):
     """One version of a scope's rule set."""
 
     scope: str
@@ -123,16 +137,12 @@ class RuleVersion:
     stored: bool = True
     """False for the starting set of a scope that has never been rewritten."""
 
-    def render(self) -> str:
-        """Return the rules as a numbered list, one "instruction – rationale" per line."""
-        return "\n".join(f"{i}. {rule.render()}" for i, rule in enumerate(self.rules, 1))
-
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict."""
         return {
             "scope": self.scope,
             "version": self.version,
-            "rules": [{"instruction": r.instruction, "rationale": r.rationale} for r in self.rules],
+            "rules": [r.to_dict() for r in self.rules],
             "source_episodes": list(self.source_episodes),
             "source_users": list(self.source_users),
             "parent_version": self.parent_version,
