@@ -69,6 +69,11 @@ class KindInfo:
     users_column: str | None = None
     """Its column in ``amem memories users`` (``None``: not counted there)."""
 
+    @classmethod
+    def one(cls, name: str, line_kind: str, title: str, users_column: str = "") -> KindInfo:
+        """Describe a kind of one namespace root (its name) and one line kind, counted per user."""
+        return cls(name, title, (name,), (line_kind,), users_column or name)
+
 
 @dataclass
 class ImportLine:

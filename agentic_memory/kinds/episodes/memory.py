@@ -200,12 +200,8 @@ class EpisodicMemory(CollectionBound, MemoryKind):
     """
 
     spec = EPISODES
-    info = KindInfo(
-        name="episodes",
-        title="Episodic memories: one reflection per finished conversation.",
-        roots=("episodes",),
-        line_kinds=("episode",),
-        users_column="episodes",
+    info = KindInfo.one(
+        "episodes", "episode", "Episodic memories: one reflection per finished conversation."
     )
     specs = (EPISODES,)
     cli_columns = (

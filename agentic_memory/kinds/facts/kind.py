@@ -29,13 +29,7 @@ from agentic_memory.store.types import (
 class FactsKind(MemoryKind):
     """Structured facts about a user: one current value per subject, history kept."""
 
-    info = KindInfo(
-        name="facts",
-        title="Facts about a user, with their history.",
-        roots=("facts",),
-        line_kinds=("fact",),
-        users_column="facts",
-    )
+    info = KindInfo.one("facts", "fact", "Facts about a user, with their history.")
     specs = (facts.FACTS,)
     space_types = (FactsSpace,)
     cli_columns = (

@@ -40,26 +40,6 @@ from agentic_memory.store import (
     make_id,
 )
 
-__all__ = [
-    "CATEGORIES",
-    "FACTS",
-    "ExtractedFact",
-    "ExtractedFacts",
-    "Fact",
-    "FactCategory",
-    "FactChange",
-    "FactStore",
-    "derive_current",
-    "embedding_text",
-    "is_secret",
-    "mentions_secret",
-    "normalise_subject",
-    "render_constraints",
-    "render_facts",
-    "root_id",
-    "successor_id",
-]
-
 FactCategory = Literal["identity", "preference", "constraint", "other"]
 CATEGORIES: tuple[str, ...] = get_args(FactCategory)
 """The categories of a fact; ``constraint`` facts are restated next to every answer."""

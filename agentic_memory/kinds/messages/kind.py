@@ -27,13 +27,7 @@ from agentic_memory.store.types import (
 class MessagesKind(MemoryKind):
     """Every logged turn, recalled across conversations."""
 
-    info = KindInfo(
-        name="messages",
-        title="The message log of every conversation.",
-        roots=("messages",),
-        line_kinds=("message",),
-        users_column="messages",
-    )
+    info = KindInfo.one("messages", "message", "The message log of every conversation.")
     specs = (messages.MESSAGES,)
     space_types = (MessagesSpace,)
     bookkeeping = (messages.TURN_MARKS.name,)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -24,7 +24,6 @@ from agentic_memory.kinds.rules.guard import screen_rules
 from agentic_memory.kinds.rules.shared import PROPOSALS, SharedRules
 from agentic_memory.kinds.rules.space import RulesSpace
 from agentic_memory.kinds.rules.versions import RULES, RuleVersion, embedding_text, parse_rule_list
-from agentic_memory.namespaces.family import KindSpace, SpaceContext
 from agentic_memory.store.base import GLOBAL_SCOPE, MemoryStore
 from agentic_memory.store.types import (
     CollectionSpec,
@@ -41,14 +40,14 @@ class RulesKind(MemoryKind):
     "_global")`` namespace and an import of shared rules make proposals an operator decides.
     """
 
-    info = KindInfo(
-        name="rules",
-        title="Procedural rule versions of a user or of everyone (_global).",
-        roots=("rules",),
-        line_kinds=("rule",),
+    info = KindInfo.one(
+        "rules",
+        "rule",
+        "Procedural rule versions of a user or of everyone (_global).",
         users_column="rule_versions",
     )
     specs = (RULES,)
+    space_types = (RulesSpace,)  # ("rules", user) and ("rules", "_global")
     allows_global_scope = True
     cli_columns = (
         ("version", "version"),
@@ -57,11 +56,6 @@ class RulesKind(MemoryKind):
         ("rules", "rules"),
         ("note", "note"),
     )
-
-    @classmethod
-    def spaces(cls, ctx: SpaceContext) -> Sequence[KindSpace]:
-        """``("rules", user)`` and ``("rules", "_global")``."""
-        return (RulesSpace(ctx),)
 
     async def aforget_user_parts(self, user: str) -> dict[str, int]:
         """Delete the user's rule versions (the shared ones are scrubbed by ``forget``)."""

@@ -56,13 +56,7 @@ class BookmarksSpace(RecordSpace):
 class BookmarksKind(MemoryKind):
     """A user's bookmarks: the whole contract of a simple kind."""
 
-    info = KindInfo(
-        name="bookmarks",
-        title="Pages a user saved.",
-        roots=("bookmarks",),
-        line_kinds=("bookmark",),
-        users_column="bookmarks",
-    )
+    info = KindInfo.one("bookmarks", "bookmark", "Pages a user saved.")
     specs = (BOOKMARKS,)
     cli_columns = (("key", "key"), ("url", "url"), ("title", "title"))
     space_types = (BookmarksSpace,)
