@@ -150,12 +150,13 @@ class Episodes(Protocol):
     async def astore(
         self,
         user: str,
-        thread_id: str,
+        thread: str,
         reflection: ReflectionLike,
-        conversation_text: str,
+        text: str,
+        /,
         *,
-        conversation: int | None = None,
-        now: datetime | None = None,
+        conversation: int | None,
+        now: datetime | None,
     ) -> str:
         """Store a reflection; return the episode id."""
         ...

@@ -414,25 +414,23 @@ class Cluster:
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> Cluster:
         """Start every node, then wait for all: Raft needs them all before any is ready."""
-        try:
-            for node in self.nodes:
-                self.launch(node, timeout)
-            for node in self.nodes:
-                node.wait_ready(timeout)
-        except BaseException:
-            self.stop()
-            raise
+        self._bring_up(self.nodes, timeout, undo=self.stop)
         return self
 
     def restart(self, node: Node, timeout: float = READY_TIMEOUT_S) -> Node:
         """Start a stopped or killed node again on its data folder and ports."""
-        try:
-            self.launch(node, timeout)
-            node.wait_ready(timeout)
-        except BaseException:
-            node.kill()
-            raise
+        self._bring_up([node], timeout, undo=node.kill)
         return node
+
+    def _bring_up(self, nodes: Sequence[Node], timeout: float, undo: Callable[[], object]) -> None:
+        try:
+            for node in nodes:
+                self.launch(node, timeout)
+            for node in nodes:
+                node.wait_ready(timeout)
+        except BaseException:
+            undo()
+            raise
 
     def launch(self, node: Node, timeout: float = READY_TIMEOUT_S) -> None:
         """Start ``node``'s process, joining the gossip of the nodes that run.
