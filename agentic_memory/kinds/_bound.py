@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from langchain_core.embeddings import Embeddings
@@ -77,6 +78,19 @@ def check_search(query: object, k: object, alpha: object = 0.5, *, k_name: str =
         raise InvalidInputError(f"{k_name} must be a positive integer, got {k!r}")
     check_alpha(alpha)
     return query
+
+
+def checked_now(now: datetime | None) -> datetime:
+    """Return ``now``, or the current time when ``None``; refuse a time without a timezone."""
+    moment = now or datetime.now(UTC)
+    if not isinstance(moment, datetime) or moment.tzinfo is None:
+        raise InvalidInputError("now must be a datetime with a timezone")
+    return moment
+
+
+def rfc3339(now: datetime | None) -> str:
+    """Return :func:`checked_now` in UTC, the form the kinds store their times in."""
+    return checked_now(now).astimezone(UTC).isoformat()
 
 
 @dataclass(frozen=True)

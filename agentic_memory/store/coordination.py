@@ -362,11 +362,6 @@ class WriteLocks:
         self.local = local
         self.remote = remote
 
-    @property
-    def across_machines(self) -> bool:
-        """Whether writers on other machines are excluded too."""
-        return self.remote is not None
-
     @contextmanager
     def hold(self, *key: str) -> Iterator[Held]:
         """Hold ``key`` on this machine, then in PostgreSQL, for the ``with`` block.

@@ -44,7 +44,9 @@ from agentic_memory.kinds._bound import (
     areclaim_space,
     check_search,
     check_user_id,
+    checked_now,
     embedded_part,
+    rfc3339,
 )
 from agentic_memory.kinds._restage import needs_restage, restage
 from agentic_memory.kinds.contract import (
@@ -300,7 +302,7 @@ class EpisodicMemory(CollectionBound, MemoryKind):
             "what_worked": reflection.what_worked,
             "what_to_avoid": reflection.what_to_avoid,
             "thread_id": thread_id,
-            "created_at": _rfc3339(now),
+            "created_at": rfc3339(now),
             "importance": importance,
         }
         props["search_text"] = search_text_of(props)
@@ -371,7 +373,7 @@ class EpisodicMemory(CollectionBound, MemoryKind):
         check_search(query, k, alpha)
         if not half_life_days > 0:
             raise InvalidInputError(f"half_life_days must be positive, got {half_life_days!r}")
-        moment = _moment(now)
+        moment = checked_now(now)
         if not await self._aexists():
             return []
         vector = await self.embeddings.aembed_query(embedded_part(query))
@@ -644,17 +646,6 @@ def _sortable(created_at: str) -> datetime:
         return datetime.fromisoformat(created_at.replace("Z", "+00:00"))
     except ValueError:
         return datetime.min.replace(tzinfo=UTC)
-
-
-def _moment(now: datetime | None) -> datetime:
-    moment = now or datetime.now(UTC)
-    if moment.tzinfo is None:
-        raise InvalidInputError("now must carry a timezone")
-    return moment
-
-
-def _rfc3339(now: datetime | None) -> str:
-    return _moment(now).astimezone(UTC).isoformat()
 
 
 def _recency(created_at: str, now: datetime, half_life_days: float) -> float:

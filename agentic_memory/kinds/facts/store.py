@@ -21,12 +21,18 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentic_memory.kinds._bound import CollectionBound, Forgotten, check_search, check_user_id
+from agentic_memory.kinds._bound import (
+    CollectionBound,
+    Forgotten,
+    check_search,
+    check_user_id,
+    rfc3339,
+)
 from agentic_memory.kinds.contract import threads_of
 from agentic_memory.store import (
     CollectionSpec,
@@ -310,7 +316,7 @@ class FactStore(CollectionBound):
             incoming[item.subject] = item
         if not incoming:
             return []
-        _rfc3339(now)  # a naive ``now`` is refused before anything is read
+        rfc3339(now)  # a naive ``now`` is refused before anything is read
         await self._aensure()
         vectors: dict[str, list[float]] = {}
         for attempt in range(_MAX_ATTEMPTS):
@@ -319,7 +325,7 @@ class FactStore(CollectionBound):
             states = {key: await self._asubject_state(user, key) for key in incoming}
             # Stamped after the reads: a value superseding one that this attempt saw
             # written by another writer never starts before it.
-            plan = _plan(user, incoming, states, _rfc3339(now), source_thread)
+            plan = _plan(user, incoming, states, rfc3339(now), source_thread)
             texts = dict.fromkeys(embedding_text(p) for _, p in plan.new)
             missing = [t for t in texts if t not in vectors]
             if missing:
@@ -632,10 +638,3 @@ def _coerce(raw: Any) -> _Incoming:
 
 def _same(a: object, b: str) -> bool:
     return _SPACES.sub(" ", str(a)).strip().casefold() == b.casefold()
-
-
-def _rfc3339(now: datetime | None) -> str:
-    moment = now or datetime.now(UTC)
-    if moment.tzinfo is None:
-        raise InvalidInputError("now must carry a timezone")
-    return moment.astimezone(UTC).isoformat()

@@ -9,7 +9,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
@@ -17,6 +17,7 @@ from agentic_memory.kinds._bound import (
     MAX_MESSAGE_CHARS,
     check_search,
     check_user_id,
+    rfc3339,
 )
 from agentic_memory.kinds.messages.schema import Role
 from agentic_memory.kinds.retention import RetentionPolicy
@@ -76,13 +77,6 @@ def _check_ids(ids: object) -> list[str]:
         if canonical not in out:
             out.append(canonical)
     return out
-
-
-def _moment(now: datetime | None) -> datetime:
-    moment = now or datetime.now(UTC)
-    if not isinstance(moment, datetime) or moment.tzinfo is None:
-        raise InvalidInputError("now must be a datetime with a timezone")
-    return moment
 
 
 def _check_thread(thread_id: object, name: str = "thread_id") -> str:
@@ -210,15 +204,8 @@ def _prepare(
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from None
         check_text(meta_json, "metadata")
-    _stamp(now)  # a naive ``now`` is refused before anything is read
+    rfc3339(now)  # a naive ``now`` is refused before anything is read
     return turns, meta_json
-
-
-def _stamp(now: datetime | None) -> str:
-    moment = now or datetime.now(UTC)
-    if moment.tzinfo is None:
-        raise InvalidInputError("now must carry a timezone")
-    return moment.astimezone(UTC).isoformat()
 
 
 def _recall_filters(

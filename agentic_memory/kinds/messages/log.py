@@ -16,6 +16,7 @@ from agentic_memory.kinds._bound import (
     CollectionBound,
     areclaim_space,
     check_user_id,
+    checked_now,
     embedded_part,
 )
 from agentic_memory.kinds.messages.checks import (
@@ -25,7 +26,6 @@ from agentic_memory.kinds.messages.checks import (
     _check_page,
     _check_policy,
     _check_thread,
-    _moment,
     _prepare,
     _recall_filters,
 )
@@ -403,7 +403,7 @@ class MessageLog(CollectionBound):
             InvalidInputError: an argument is malformed.
         """
         check_user_id(user)
-        moment = _moment(now)
+        moment = checked_now(now)
         _check_flag(dry_run, "dry_run")
         _check_policy(retention)
         if not await self._aexists():
@@ -423,7 +423,7 @@ class MessageLog(CollectionBound):
             InvalidInputError: an argument is malformed.
         """
         check_user_id(user)
-        moment = _moment(now)
+        moment = checked_now(now)
         if isinstance(upcoming, bool) or not isinstance(upcoming, int) or upcoming < 0:
             raise InvalidInputError(f"upcoming must be a non-negative integer, got {upcoming!r}")
         if not await self._aexists():

@@ -21,7 +21,8 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from agentic_memory.kinds.messages.checks import _stamp, _Turn
+from agentic_memory.kinds._bound import rfc3339
+from agentic_memory.kinds.messages.checks import _Turn
 from agentic_memory.kinds.messages.purge import athread_mark
 from agentic_memory.kinds.messages.schema import (
     MESSAGES,
@@ -307,7 +308,7 @@ async def alog(
             for turn in _neighbour_turns_needed(user, thread_id, turns, known, last)
         }
         plan = _plan(
-            user, thread_id, turns, known, last, around, meta_json, _stamp(now), marked_by, purged
+            user, thread_id, turns, known, last, around, meta_json, rfc3339(now), marked_by, purged
         )
         missing = _unembedded(plan, vectors)
         if missing:

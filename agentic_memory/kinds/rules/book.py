@@ -31,7 +31,7 @@ from typing import Any, TypedDict, Unpack
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory import prompts
-from agentic_memory.kinds._bound import CollectionBound, Forgotten
+from agentic_memory.kinds._bound import CollectionBound, Forgotten, rfc3339
 from agentic_memory.kinds.rules.versions import (
     _GATE_MESSAGE,
     _MAX_ATTEMPTS,
@@ -47,7 +47,6 @@ from agentic_memory.kinds.rules.versions import (
     _coerce,
     _from_stored,
     _properties,
-    _rfc3339,
     _rules_only_from,
     _version_id,
     _version_rules,
@@ -176,12 +175,6 @@ class RuleBook(CollectionBound):
                 added.remove(best)
         return RuleDiff(scope, a, b, added=added, removed=removed, changed=changed)
 
-    async def ascopes(self) -> list[str]:
-        """Return the scopes that have stored versions (users, and the shared scope)."""
-        if not await self._aexists():
-            return []
-        return sorted(await self.store.ausers(RULES.name))
-
     # -- writes ---------------------------------------------------------------------------
 
     async def apropose(
@@ -266,7 +259,7 @@ class RuleBook(CollectionBound):
             raise InvalidInputError(
                 f"base_version must be a positive integer, got {base_version!r}"
             )
-        _rfc3339(now)  # a naive ``now`` is refused before anything is read
+        rfc3339(now)  # a naive ``now`` is refused before anything is read
         for attempt in range(_MAX_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(_backoff(attempt))
@@ -275,7 +268,7 @@ class RuleBook(CollectionBound):
                 raise RuleConflictError(scope, base_version, latest.version)
             if tuple(items) == latest.rules:
                 return None
-            stamp = _rfc3339(now)
+            stamp = rfc3339(now)
             pending: list[RuleVersion] = []
             if not latest.stored:
                 # The starting set is stored with the first rewrite so every version is listed.
@@ -340,10 +333,6 @@ class RuleBook(CollectionBound):
         )
         assert created is not None
         return created
-
-    async def aforget_scope(self, scope: str) -> int:
-        """Delete every stored version of a scope; return how many."""
-        return await self.aforget_user(scope)
 
     async def _awrite(self, scope: str, versions: list[RuleVersion]) -> None:
         texts = [v.render() for v in versions]

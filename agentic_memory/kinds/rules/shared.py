@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 
-from agentic_memory.kinds._bound import CollectionBound
+from agentic_memory.kinds._bound import CollectionBound, rfc3339
 from agentic_memory.kinds.rules.book import RuleBook
 from agentic_memory.kinds.rules.guard import RejectedRule, screen_rules
 from agentic_memory.kinds.rules.versions import (
@@ -53,7 +53,6 @@ from agentic_memory.kinds.rules.versions import (
     RuleConflictError,
     RuleItem,
     RuleVersion,
-    _rfc3339,
     ascreened,
     check_rule_items,
 )
@@ -295,7 +294,7 @@ class SharedRules(CollectionBound):
         base = latest.version if base_version is None else _version_number(base_version)
         if not kept or (base == latest.version and tuple(kept) == latest.rules):
             return Proposed(None, rejected)
-        stamp = _rfc3339(now)
+        stamp = rfc3339(now)
         users = (proposer,) if origin == "conversation" else ()
         rules_json = json.dumps([r.to_dict() for r in kept], ensure_ascii=False)
         pid = make_id("shared-rule-proposal", proposer, str(base), rules_json, *episodes)
@@ -577,7 +576,7 @@ class SharedRules(CollectionBound):
             "decided_by": operator,
             "reason": reason,
             "version": version,
-            "created_at": _rfc3339(None),
+            "created_at": rfc3339(None),
         }
         obj = MemoryObject(_decision_id(proposal.id), props, self._marker())
         await self._aensure()

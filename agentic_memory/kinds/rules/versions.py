@@ -11,7 +11,6 @@ import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -450,10 +449,3 @@ def _from_stored(scope: str, obj: StoredObject) -> RuleVersion:
         note=str(p.get("note") or ""),
         created_at=str(p.get("created_at") or ""),
     )
-
-
-def _rfc3339(now: datetime | None) -> str:
-    moment = now or datetime.now(UTC)
-    if moment.tzinfo is None:
-        raise InvalidInputError("now must carry a timezone")
-    return moment.astimezone(UTC).isoformat()
