@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Prepare the folder, say who can read what and which model answers, then run ``langgraph dev``.
 
     Options other than ``--config``, ``--port`` and ``--host`` go to ``langgraph dev``
-    unchanged (``--no-reload``, ``--n-jobs-per-worker N``, …).
+    unchanged (``--n-jobs-per-worker N``, …).
     """
     parser = argparse.ArgumentParser(
         prog="python -m agentic_memory.graph.serve",
@@ -168,6 +168,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--port",
         str(port),
         "--no-browser",
+        # The reloader would watch the working directory, the data folder below, not the
+        # source: it never reloads code, and logs each flush of the server's state.
+        *([] if "--no-reload" in rest else ["--no-reload"]),
         *rest,
     ]
     os.chdir(folder)

@@ -16,15 +16,19 @@ import agentic_memory.models.chat as chat
 
 
 def _first_lines(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    ran: list[Any] | None = None,
+    *args: str,
 ) -> list[str]:
-    ran: list[Any] = []
+    ran = [] if ran is None else ran
     monkeypatch.setenv("AMEM_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(serve.os, "execv", lambda *args: ran.append(args))
     monkeypatch.setattr(serve.os, "chdir", lambda _: None)
     monkeypatch.setattr(serve.os, "umask", lambda _: 0o022)
-    serve.main(["--port", "2999"])
+    serve.main(["--port", "2999", *args])
     assert ran, "langgraph dev was not started"
     return capsys.readouterr().out.splitlines()
 
@@ -37,6 +41,18 @@ def test_the_second_line_names_the_offline_model_without_a_key(
     assert lines[0].startswith("WARNING: no authentication")
     assert lines[1].startswith("Chat model: offline, SmolLM2-135M-Instruct")
     assert "OPENAI_API_KEY or AMEM_BASE_URL" in lines[1]
+
+
+def test_the_server_does_not_watch_its_data_folder_for_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ran: list[Any] = []
+    _first_lines(monkeypatch, capsys, tmp_path, ran)
+    _first_lines(monkeypatch, capsys, tmp_path, ran, "--no-reload", "--n-jobs-per-worker", "4")
+    first, second = (list(command) for _, command in ran)
+    assert first.count("--no-reload") == 1
+    assert second.count("--no-reload") == 1
+    assert second[-3:] == ["--no-reload", "--n-jobs-per-worker", "4"]
 
 
 def test_it_names_an_endpoint_or_openai_when_they_are_set(
