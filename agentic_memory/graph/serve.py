@@ -124,8 +124,8 @@ def free_port(host: str, port: int) -> int:
 def main(argv: Sequence[str] | None = None) -> None:
     """Prepare the folder, say who can read what and which model answers, then run ``langgraph dev``.
 
-    Options other than ``--config``, ``--port`` and ``--host`` go to ``langgraph dev``
-    unchanged (``--n-jobs-per-worker N``, …).
+    Options other than ``--config``, ``--port``, ``--host`` and ``--reload`` go to
+    ``langgraph dev`` unchanged (``--n-jobs-per-worker N``, …).
     """
     parser = argparse.ArgumentParser(
         prog="python -m agentic_memory.graph.serve",
@@ -138,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--port", type=int, default=2024, help="Port (default 2024).")
     parser.add_argument("--host", default="127.0.0.1", help="Interface (default 127.0.0.1).")
+    parser.add_argument(
+        "--reload",
+        action="store_true",
+        help="Restart on edits to graph/ and ingest/ (linked into the data folder).",
+    )
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     config_path = Path(args.config)
     if not config_path.is_absolute() and not config_path.exists():
@@ -168,9 +173,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--port",
         str(port),
         "--no-browser",
-        # The reloader would watch the working directory, the data folder below, not the
-        # source: it never reloads code, and logs each flush of the server's state.
-        *([] if "--no-reload" in rest else ["--no-reload"]),
+        # The reloader watches the working directory, the data folder below: it logs each
+        # flush of the server's state there, every few seconds, for as long as it runs.
+        *([] if args.reload or "--no-reload" in rest else ["--no-reload"]),
         *rest,
     ]
     os.chdir(folder)

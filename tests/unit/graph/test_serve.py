@@ -53,6 +53,8 @@ def test_the_server_does_not_watch_its_data_folder_for_code(
     assert first.count("--no-reload") == 1
     assert second.count("--no-reload") == 1
     assert second[-3:] == ["--no-reload", "--n-jobs-per-worker", "4"]
+    _first_lines(monkeypatch, capsys, tmp_path, ran, "--reload")
+    assert "--no-reload" not in ran[-1][1] and "--reload" not in ran[-1][1]
 
 
 def test_it_names_an_endpoint_or_openai_when_they_are_set(
