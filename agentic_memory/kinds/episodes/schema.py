@@ -162,14 +162,7 @@ class Episodes(Protocol):
         ...
 
     async def arecall(
-        self,
-        user: str,
-        query: str,
-        *,
-        k: int = 3,
-        alpha: float = 0.5,
-        half_life_days: float = 30.0,
-        now: datetime | None = None,
+        self, user: str, query: str, /, *, k: int, alpha: float, now: datetime | None
     ) -> builtins.list[RecalledEpisode]:
         """Return the user's best episodes for a query."""
         ...
