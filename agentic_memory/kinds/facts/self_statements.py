@@ -173,18 +173,18 @@ def _capital_name(match: re.Match[str], _: str) -> tuple[str, str, FactCategory]
     return "name", word, "identity"
 
 
+def _diet_fact(value: str) -> tuple[str, str, FactCategory]:
+    strict = re.search(_STRICT_DIETS, value, re.IGNORECASE) is not None
+    return "diet", value, "constraint" if strict else "preference"
+
+
 def _diet(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
-    diet = match.group("diet").lower()
-    strict = re.fullmatch(_STRICT_DIETS, diet, re.IGNORECASE) is not None
-    return "diet", diet, "constraint" if strict else "preference"
+    return _diet_fact(match.group("diet").lower())
 
 
 def _diet_phrase(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
     value = _clean(_cut_clause(match.group("diet")))
-    if not value:
-        return None
-    strict = re.search(_STRICT_DIETS, value, re.IGNORECASE) is not None
-    return "diet", value, "constraint" if strict else "preference"
+    return _diet_fact(value) if value else None
 
 
 def _avoid(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
