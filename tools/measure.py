@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import re
+import signal
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -334,4 +335,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # A reader that stops early (``| head``) ends the run quietly, as other filters do.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())

@@ -198,6 +198,9 @@ class RuleBook(CollectionBound):
                 names another user; nothing is written.
             RuleConflictError: ``base_version`` is no longer the latest version.
         """
+        unknown = sorted(set(provenance) - set(Provenance.__annotations__))
+        if unknown:
+            raise TypeError(f"apropose() got unexpected keyword arguments {unknown}")
         if scope == GLOBAL_SCOPE:
             raise SharedRulesGateError(_GATE_MESSAGE)
         source_users = provenance.get("source_users", ())

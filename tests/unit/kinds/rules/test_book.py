@@ -82,6 +82,14 @@ def test_more_than_ten_rules_or_bad_rules_write_nothing(book: RuleBook) -> None:
     assert [v.stored for v in asyncio.run(book.aversions("alice"))] == [False]
 
 
+def test_a_misspelt_keyword_is_named_and_writes_nothing(book: RuleBook) -> None:
+    with pytest.raises(
+        TypeError, match=r"apropose\(\) got unexpected keyword arguments \['notes'\]"
+    ):
+        asyncio.run(book.apropose("alice", rules(("Do A", "a")), notes="typo"))  # type: ignore[call-arg]
+    assert [v.stored for v in asyncio.run(book.aversions("alice"))] == [False]
+
+
 def test_diff_and_rollback(book: RuleBook) -> None:
     asyncio.run(
         book.apropose(
