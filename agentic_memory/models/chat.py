@@ -36,7 +36,12 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from langchain_core.language_models import BaseChatModel
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForLLMRun,
+    CallbackManagerForLLMRun,
+)
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import RunnableBinding
 from langchain_openai import ChatOpenAI
@@ -147,14 +152,20 @@ class LocalChatOpenAI(ChatOpenAI):
         lost = exc is None or isinstance(exc, APIConnectionError)
         return local_server.get_local_server().died(wait=_DEATH_GRACE_S if lost else 0.0)
 
-    def _get_request_payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def _get_request_payload(
+        self,
+        input_: LanguageModelInput,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         """Shape the request for llama.cpp's server and the served chat format.
 
         System messages are merged into the user turns when the format drops them
         (``gemma``), string bounds are capped to what llama.cpp's grammar compiles, the
         format's turn markers are stop sequences, and free text gets the repeat penalty.
         """
-        payload: dict[str, Any] = super()._get_request_payload(*args, **kwargs)
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
         if not self.system_role:
             payload["messages"] = merge_system_messages(payload.get("messages", []))
         if payload.get("tools"):
@@ -183,31 +194,53 @@ class LocalChatOpenAI(ChatOpenAI):
             raise died from exc
         logger.warning("%s; retrying the request once on a new server", died)
 
-    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         for attempt in (1, 2):
             self._ensure_server()
             try:
-                return super()._generate(*args, **kwargs)
+                return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
             except Exception as exc:
                 self._again(exc, self._server_death(exc), attempt == 2)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         for attempt in (1, 2):
             # Starting the server blocks for up to its readiness timeout: keep the loop free.
             await asyncio.to_thread(self._ensure_server)
             try:
-                return await super()._agenerate(*args, **kwargs)
+                return await super()._agenerate(
+                    messages, stop=stop, run_manager=run_manager, **kwargs
+                )
             except Exception as exc:
                 self._again(exc, await asyncio.to_thread(self._server_death, exc), attempt == 2)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
         for attempt in (1, 2):
             self._ensure_server()
             finished = sent = False
             try:
-                for chunk in super()._stream(*args, **kwargs):
+                for chunk in super()._stream(
+                    messages, stop=stop, run_manager=run_manager, **kwargs
+                ):
                     finished = finished or _finished(chunk)
                     sent = True
                     yield chunk
@@ -220,12 +253,20 @@ class LocalChatOpenAI(ChatOpenAI):
                 return
             self._again(None, died, sent or attempt == 2)
 
-    async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
         for attempt in (1, 2):
             await asyncio.to_thread(self._ensure_server)
             finished = sent = False
             try:
-                async for chunk in super()._astream(*args, **kwargs):
+                async for chunk in super()._astream(
+                    messages, stop=stop, run_manager=run_manager, **kwargs
+                ):
                     finished = finished or _finished(chunk)
                     sent = True
                     yield chunk
@@ -512,23 +553,41 @@ class EndpointChatOpenAI(ChatOpenAI):
             return
         self._record(response)
 
-    def _get_request_payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def _get_request_payload(
+        self,
+        input_: LanguageModelInput,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         """Cap the tools' string bounds when the endpoint compiles grammars."""
-        payload: dict[str, Any] = super()._get_request_payload(*args, **kwargs)
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
         bound = self._bound()
         if payload.get("tools") and bound is not None:
             payload["tools"] = [_grammar_safe_tool(t, bound) for t in payload["tools"]]
         return payload
 
-    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         if kwargs.get("tools") and self._undetected():
             self._detect()
-        return super()._generate(*args, **kwargs)
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
-    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         if kwargs.get("tools") and self._undetected():
             await self._adetect()
-        return await super()._agenerate(*args, **kwargs)
+        return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 def _build_compatible(model: str, max_tokens: int, temperature: float) -> ChatOpenAI:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import socket
 import subprocess
 from typing import Any
@@ -399,3 +400,15 @@ def test_llama_cpp_listings_are_recognised() -> None:
     assert chat._is_llama_cpp({"data": [{"id": "m", "owned_by": "llamacpp", "meta": {}}]})
     assert not chat._is_llama_cpp({"data": [{"id": "gpt-4o", "owned_by": "openai"}]})
     assert not chat._is_llama_cpp({"models": []}) and not chat._is_llama_cpp([])
+
+
+@pytest.mark.parametrize("cls", [chat.LocalChatOpenAI, chat.EndpointChatOpenAI])
+def test_the_overrides_still_receive_langchains_run_manager(cls: type[ChatOpenAI]) -> None:
+    # LangChain passes run_manager to _generate/_agenerate only when their signature names it
+    # (chat_models._signature_parameters): a (*args, **kwargs) override would lose the
+    # callbacks without an error.
+    for name in ("_generate", "_agenerate", "_stream", "_astream"):
+        method = getattr(cls, name)
+        if method is getattr(ChatOpenAI, name):
+            continue
+        assert "run_manager" in inspect.signature(method).parameters, name
