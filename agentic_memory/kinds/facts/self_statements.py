@@ -302,6 +302,9 @@ def _favourite(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | 
     return f"favourite {what}", value, "preference"
 
 
+_ANSWERS = re.compile(r"\b(?:answers?|replies|responses)\b", re.IGNORECASE)
+
+
 def _prefer(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
     choice = _clean(_cut_clause(match.group("choice")))
     other = match.group("other")
@@ -310,6 +313,9 @@ def _prefer(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | Non
     if other:
         other = _clean(_cut_clause(other))
         return f"preference: {choice} or {other}", f"{choice} over {other}", "preference"
+    if _ANSWERS.search(choice):
+        # One answer style at a time: "keep answers short" later supersedes it.
+        return "answer style", choice, "preference"
     head = re.split(r"\s+(?:when|if|for|on|at|in)\s+", choice, maxsplit=1)[0]
     return f"preference: {head}", choice, "preference"
 

@@ -127,6 +127,19 @@ def test_names_with_letters_beyond_ascii_stay_whole(text: str, fact: tuple[str, 
     assert [(f.subject, f.value) for f in extract_self_statements(text)] == [fact]
 
 
+def test_a_preferred_way_of_answering_is_the_answer_style() -> None:
+    # A session stored "preference: short answers with bullet points" twice over in the prompt.
+    said = extract_self_statements("I prefer short answers with bullet points.")
+    assert [(f.subject, f.value) for f in said] == [
+        ("answer style", "short answers with bullet points")
+    ]
+    later = extract_self_statements("Please keep your answers detailed.")
+    assert [f.subject for f in later] == ["answer style"]
+    assert [f.subject for f in extract_self_statements("I prefer tea over coffee.")] == [
+        "preference: tea or coffee"
+    ]
+
+
 def test_going_somewhere_that_is_no_place_is_no_trip() -> None:
     assert extract_self_statements("I'm going to bed now.") == []
     assert extract_self_statements("Am I flying to Oslo next week?") == []
