@@ -335,6 +335,8 @@ async def compact_context(
     if state.chunks:
         recalled.append(f"- from your documents {passage(state.chunks[0])}")
     said = [p for p in state.past_turns if p.get("role") in ("human", "user")]
+    # A question the user asked before tells less than what they stated: statements first.
+    said.sort(key=lambda p: str(p.get("content", "")).rstrip().endswith("?"))
     if said:
         recalled.append(f"- you said before: {said[0]['content']}")
     elif state.episodes:

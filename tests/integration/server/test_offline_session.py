@@ -180,6 +180,7 @@ async def _session(url: str, prompts: Prompts) -> None:
     # The compact prompt shows one recalled item besides passages: what the user wrote in
     # the other thread, or else the episode.
     said = [p["content"] for p in out["past_turns"] if p["role"] in ("human", "user")]
+    said.sort(key=lambda text: text.rstrip().endswith("?"))  # statements before questions
     shown = f"- you said before: {said[0]}" if said else episode["conversation_summary"][:40]
     assert shown in prompt["prompt"]
     assert out["token_report"]["profile"] == "compact"

@@ -259,6 +259,22 @@ def test_mangled_accepts_what_a_rule_normally_says() -> None:
         assert mangled(text, bound=200) is None
 
 
+async def test_the_compact_prompt_recalls_a_statement_before_a_question(agentic: Any) -> None:
+    # A session's recalled line was the user's own earlier question, which told the model nothing.
+    asked = "What do I do for work at the hospital?"
+    said = "I work as a pharmacist at the hospital."
+    await agentic.memory.messages.aremember(
+        "alice", "old", [HumanMessage(asked), {"role": "assistant", "content": "No idea."}]
+    )
+    await agentic.memory.messages.aremember(
+        "alice", "older", [HumanMessage(said), {"role": "assistant", "content": "Noted."}]
+    )
+    model = ScriptedChatModel(metadata=BUNDLED, text_replies=["ok"], structured_defaults=NO_FACTS)
+    out = await turn(graph(agentic, model), "t", asked)
+    assert {p["content"] for p in out["past_turns"]} >= {asked, said}
+    assert f"- you said before: {said}" in model.calls_for(None)[-1].text
+
+
 async def test_an_answer_that_uses_the_memory_lines_word_for_word_is_kept(agentic: Any) -> None:
     # Measured with Qwen2.5 0.5B: right answers copy the recalled line they use, and were
     # taken for recitals of the (compact) prompt until only its instruction counted.
