@@ -82,7 +82,7 @@ def check_search(query: object, k: object, alpha: object = 0.5, *, k_name: str =
 
 def checked_now(now: datetime | None) -> datetime:
     """Return ``now``, or the current time when ``None``; refuse a time without a timezone."""
-    moment = now or datetime.now(UTC)
+    moment = datetime.now(UTC) if now is None else now  # 0 or "" is not "now"
     if not isinstance(moment, datetime) or moment.tzinfo is None:
         raise InvalidInputError("now must be a datetime with a timezone")
     return moment

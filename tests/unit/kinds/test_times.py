@@ -55,7 +55,9 @@ def _count(store: Any) -> int:
 
 
 @pytest.mark.parametrize("write", [_facts, _rules, _episodes, _messages])
-@pytest.mark.parametrize("now", [datetime(2026, 1, 1, 12, 0), "2026-01-01T12:00:00Z", 1767268800])
+@pytest.mark.parametrize(
+    "now", [datetime(2026, 1, 1, 12, 0), "2026-01-01T12:00:00Z", 1767268800, 0, "", False]
+)
 def test_a_time_without_a_timezone_is_refused_and_nothing_is_written(
     store: Any, embeddings: Any, write: Write, now: Any
 ) -> None:
