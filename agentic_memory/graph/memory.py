@@ -32,6 +32,7 @@ from agentic_memory.kinds.facts import (
     render_facts,
 )
 from agentic_memory.kinds.facts.extraction import extract_facts, usable_facts
+from agentic_memory.kinds.facts.self_statements import looks_like_self_statement
 from agentic_memory.kinds.facts.store import FactChange
 from agentic_memory.kinds.knowledge import KnowledgeHit, citation_label, default_relevance_floor
 from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS, RecalledMessage
@@ -48,6 +49,7 @@ __all__ = [
     "RulesLearned",
     "citation_label",
     "extract_facts",
+    "looks_like_self_statement",
     "memory_of",
     "mentions_secret",
     "render_constraints",

@@ -30,6 +30,7 @@ from agentic_memory.graph.memory import (
     AgentMemory,
     Reflection,
     citation_label,
+    looks_like_self_statement,
     mentions_secret,
     render_constraints,
     render_episode,
@@ -335,8 +336,9 @@ async def compact_context(
     if state.chunks:
         recalled.append(f"- from your documents {passage(state.chunks[0])}")
     said = [p for p in state.past_turns if p.get("role") in ("human", "user")]
-    # A question the user asked before tells less than what they stated: statements first.
-    said.sort(key=lambda p: str(p.get("content", "")).rstrip().endswith("?"))
+    # What the user said about themselves comes before what they asked (a question states
+    # nothing); otherwise the recall's order stands.
+    said.sort(key=lambda p: not looks_like_self_statement(str(p.get("content", ""))))
     if said:
         recalled.append(f"- you said before: {said[0]['content']}")
     elif state.episodes:

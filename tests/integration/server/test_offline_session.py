@@ -26,6 +26,7 @@ from fpdf import FPDF
 from langgraph_sdk import get_client
 
 from agentic_memory.api import Memory
+from agentic_memory.graph.memory import looks_like_self_statement
 from agentic_memory.ingest.pipeline import ingest_paths
 from agentic_memory.models.embeddings import LocalEmbeddings
 from tests.integration.server.conftest import run_dev_server
@@ -180,7 +181,7 @@ async def _session(url: str, prompts: Prompts) -> None:
     # The compact prompt shows one recalled item besides passages: what the user wrote in
     # the other thread, or else the episode.
     said = [p["content"] for p in out["past_turns"] if p["role"] in ("human", "user")]
-    said.sort(key=lambda text: text.rstrip().endswith("?"))  # statements before questions
+    said.sort(key=lambda text: not looks_like_self_statement(text))  # statements first
     shown = f"- you said before: {said[0]}" if said else episode["conversation_summary"][:40]
     assert shown in prompt["prompt"]
     assert out["token_report"]["profile"] == "compact"

@@ -262,7 +262,7 @@ def test_mangled_accepts_what_a_rule_normally_says() -> None:
 async def test_the_compact_prompt_recalls_a_statement_before_a_question(agentic: Any) -> None:
     # A session's recalled line was the user's own earlier question, which told the model nothing.
     asked = "What do I do for work at the hospital?"
-    said = "I work as a pharmacist at the hospital."
+    said = "I work as a pharmacist at the hospital. Do you know it?"
     await agentic.memory.messages.aremember(
         "alice", "old", [HumanMessage(asked), {"role": "assistant", "content": "No idea."}]
     )
