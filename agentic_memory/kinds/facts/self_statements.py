@@ -303,6 +303,11 @@ def _favourite(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | 
 
 
 _ANSWERS = re.compile(r"\b(?:answers?|replies|responses)\b", re.IGNORECASE)
+_FORM = re.compile(
+    r"\b(?:short(?:er)?|brief|concise|detailed|long(?:er)?|simple|bullet(?:ed)?|lists?)\b",
+    re.IGNORECASE,
+)
+"""How long or how laid out an answer is: the answer style ("replies in Portuguese" is not)."""
 
 
 def _prefer(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
@@ -313,7 +318,7 @@ def _prefer(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | Non
     if other:
         other = _clean(_cut_clause(other))
         return f"preference: {choice} or {other}", f"{choice} over {other}", "preference"
-    if _ANSWERS.search(choice):
+    if _ANSWERS.search(choice) and _FORM.search(choice):
         # One answer style at a time: "keep answers short" later supersedes it.
         return "answer style", choice, "preference"
     head = re.split(r"\s+(?:when|if|for|on|at|in)\s+", choice, maxsplit=1)[0]

@@ -138,6 +138,10 @@ def test_a_preferred_way_of_answering_is_the_answer_style() -> None:
     assert [f.subject for f in extract_self_statements("I prefer tea over coffee.")] == [
         "preference: tea or coffee"
     ]
+    # The language of the answers is no matter of length: it is not superseded by one.
+    assert [f.subject for f in extract_self_statements("I prefer replies in Portuguese.")] == [
+        "preference: replies"
+    ]
 
 
 def test_going_somewhere_that_is_no_place_is_no_trip() -> None:
