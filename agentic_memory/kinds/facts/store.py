@@ -31,6 +31,7 @@ from agentic_memory.kinds._bound import (
     Forgotten,
     check_search,
     check_user_id,
+    checked_now,
     rfc3339,
 )
 from agentic_memory.kinds.contract import threads_of
@@ -316,7 +317,7 @@ class FactStore(CollectionBound):
             incoming[item.subject] = item
         if not incoming:
             return []
-        rfc3339(now)  # a naive ``now`` is refused before anything is read
+        checked_now(now)  # a bad ``now`` is refused before anything is read
         await self._aensure()
         vectors: dict[str, list[float]] = {}
         for attempt in range(_MAX_ATTEMPTS):

@@ -17,7 +17,7 @@ from agentic_memory.kinds._bound import (
     MAX_MESSAGE_CHARS,
     check_search,
     check_user_id,
-    rfc3339,
+    checked_now,
 )
 from agentic_memory.kinds.messages.schema import Role
 from agentic_memory.kinds.retention import RetentionPolicy
@@ -204,7 +204,7 @@ def _prepare(
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from None
         check_text(meta_json, "metadata")
-    rfc3339(now)  # a naive ``now`` is refused before anything is read
+    checked_now(now)  # a bad ``now`` is refused before anything is read
     return turns, meta_json
 
 

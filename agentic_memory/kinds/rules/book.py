@@ -31,7 +31,7 @@ from typing import Any, TypedDict, Unpack
 from langchain_core.embeddings import Embeddings
 
 from agentic_memory import prompts
-from agentic_memory.kinds._bound import CollectionBound, Forgotten, rfc3339
+from agentic_memory.kinds._bound import CollectionBound, Forgotten, checked_now, rfc3339
 from agentic_memory.kinds.rules.versions import (
     _GATE_MESSAGE,
     _MAX_ATTEMPTS,
@@ -262,7 +262,7 @@ class RuleBook(CollectionBound):
             raise InvalidInputError(
                 f"base_version must be a positive integer, got {base_version!r}"
             )
-        rfc3339(now)  # a naive ``now`` is refused before anything is read
+        checked_now(now)  # a bad ``now`` is refused before anything is read
         for attempt in range(_MAX_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(_backoff(attempt))
