@@ -138,6 +138,9 @@ def test_a_preferred_way_of_answering_is_the_answer_style() -> None:
     assert [f.subject for f in extract_self_statements("I prefer tea over coffee.")] == [
         "preference: tea or coffee"
     ]
+    # A message as long as the log takes still gives one bounded answer style.
+    (huge,) = extract_self_statements("I prefer " + "short answers " * 7000)
+    assert huge.subject == "answer style" and len(huge.value) <= 200
     # The language of the answers is no matter of length: it is not superseded by one.
     assert [f.subject for f in extract_self_statements("I prefer replies in Portuguese.")] == [
         "preference: replies"
