@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from agentic_memory.kinds.episodes import EpisodicMemory, Reflection
+from agentic_memory.kinds.episodes import EpisodicMemory
 from agentic_memory.kinds.facts import FactStore
 from agentic_memory.kinds.messages import MessageLog
 from agentic_memory.kinds.rules import RuleBook
 from agentic_memory.store import InvalidInputError
+from tests.unit.kinds.episodes.test_memory import reflection
 
 Write = Callable[[Any, Any, Any], Awaitable[object]]
 
@@ -29,15 +30,8 @@ async def _rules(store: Any, embeddings: Any, now: Any) -> object:
 
 
 async def _episodes(store: Any, embeddings: Any, now: Any) -> object:
-    reflection = Reflection(
-        context_tags=["porto"],
-        conversation_summary="Talked about Porto.",
-        what_worked="Short answers.",
-        what_to_avoid="Long lists.",
-        importance=0.5,
-    )
     return await EpisodicMemory(store, embeddings).astore(
-        "alice", "t1", reflection, "user: hi", now=now
+        "alice", "t1", reflection("Talked about Porto."), "user: hi", now=now
     )
 
 
