@@ -143,6 +143,7 @@ class Embedded:
         assert isinstance(store, EmbeddedStore)
         with store._read() as conn:
             part = store._cache.partition(conn, self.spec, None)
+            part.rows()  # every vector read in this snapshot (a cold load reads none)
         ten, kept = [], []
         wanted = vector_candidates(10)
         for v in vectors:

@@ -68,6 +68,15 @@ class Partition:
         centroids = lists.choose_centroids(vectors.project(sample, fixed), self.live)
         self._coarse = vectors._CoarseIndex(unit, (self.live, fixed), centroids=centroids)
 
+    @property
+    def slots(self) -> int:
+        """Return the number of rows."""
+        return int(self.live)
+
+    def rows(self, slots: np.ndarray | None = None) -> np.ndarray:
+        """Return the unit vectors of ``slots`` (all when None)."""
+        return self.unit if slots is None else self.unit[slots]
+
     def coarse(self) -> Any:
         """Return the PCA projection and its lists."""
         return self._coarse

@@ -206,7 +206,10 @@ def query(folder: Path, name: str, objects: int) -> dict[str, Any]:
         "cold_s": time.perf_counter() - start,
         "cold_cpu_s": time.process_time() - cpu_start,
     }
-    for filtered in (False, True):
+    # "again": the hybrid queries once more, after the filtered ones: by then the vectors a
+    # cold load left in the file have been read, so the first pass and this one differ by
+    # what a search pays while they are.
+    for key, filtered in (("hybrid", False), ("filtered", True), ("again", False)):
         times = []
         cpu = []
         for text, vector in asked:
@@ -214,7 +217,6 @@ def query(folder: Path, name: str, objects: int) -> dict[str, Any]:
             system.search(text, vector, filtered)
             times.append((time.perf_counter() - start) * 1000)
             cpu.append((time.process_time() - cpu_start) * 1000)
-        key = "filtered" if filtered else "hybrid"
         out[f"{key}_p50"] = statistics.median(times)
         out[f"{key}_p95"] = float(np.percentile(times, 95))
         out[f"{key}_cpu_p50"] = statistics.median(cpu)
@@ -403,7 +405,9 @@ def render(
     ours = results["embedded"]
     lines += [
         "",
-        f"embedded: filtered p95 / hybrid p95 x{ours['filtered_p95'] / ours['hybrid_p95']:.2f}.",
+        f"embedded: filtered p95 / hybrid p95 x{ours['filtered_p95'] / ours['hybrid_p95']:.2f}; "
+        f"the hybrid queries again after the filtered ones: p50 {ours['again_p50']:.2f} / p95 "
+        f"{ours['again_p95']:.2f} ms.",
         f"embedded CPU per query (`time.process_time`): hybrid p50 {ours['hybrid_cpu_p50']:.2f} / "
         f"p95 {ours['hybrid_cpu_p95']:.2f} ms, filtered p50 {ours['filtered_cpu_p50']:.2f} / "
         f"p95 {ours['filtered_cpu_p95']:.2f} ms. Vector side against the exact scan: recall@10 "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import numpy as np
@@ -32,15 +33,30 @@ class Growing:
         self._buffer[: self._size] = data
 
     @classmethod
-    def unfilled(cls, rows: int, shape: tuple[int, ...], dtype: npt.DTypeLike) -> Growing:
+    def unfilled(
+        cls, rows: int, shape: tuple[int, ...], dtype: npt.DTypeLike, *, scattered: bool = False
+    ) -> Growing:
         """Return ``rows`` rows of uninitialised data, with the usual spare room.
 
         The caller fills ``view``: a large array is then written once, where building it and
-        passing it to the constructor copied it.
+        passing it to the constructor copied it. ``scattered``: the rows are written a few at
+        a time, anywhere, so the memory is mapped in small pages: numpy asks for huge pages
+        (2 MB, each zeroed whole at its first write), and a few thousand rows written across
+        a gigabyte then cost as much as writing all of it.
         """
         out = cls.__new__(cls)
         out._size = rows
-        out._buffer = np.empty((rows + max(256, int(rows * cls.HEADROOM)), *shape), dtype=dtype)
+        full = (rows + max(256, int(rows * cls.HEADROOM)), *shape)
+        if scattered:
+            items = int(np.prod(full))
+            kind = np.dtype(dtype)
+            memory = mmap.mmap(-1, max(1, items * kind.itemsize))
+            advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
+            if advice is not None:
+                memory.madvise(advice)
+            out._buffer = np.frombuffer(memory, dtype=kind, count=items).reshape(full)
+        else:
+            out._buffer = np.empty(full, dtype=dtype)
         return out
 
     @property

@@ -63,7 +63,13 @@ from agentic_memory.store.embedded.arrays import FloatArray, IntArray
 from agentic_memory.store.embedded.keyword import _Postings
 from agentic_memory.store.embedded.lists import decode_labels, encode_labels, label_rows
 from agentic_memory.store.embedded.postings import _Pairs, _term_starts, _Terms
-from agentic_memory.store.embedded.vectors import load_axes, load_centroids, normalise, project
+from agentic_memory.store.embedded.vectors import (
+    decode_vectors,
+    load_axes,
+    load_centroids,
+    normalise,
+    project,
+)
 from agentic_memory.store.ranking import sorted_unique
 from agentic_memory.store.types import StoreError
 
@@ -240,13 +246,6 @@ def decode_projected(blob: bytes, rows: int) -> FloatArray:
 def encode_vectors(vectors: FloatArray) -> bytes:
     """Return a block's ``vectors``: its rows' vectors, float32 each."""
     return np.ascontiguousarray(vectors, dtype="<f4").tobytes()
-
-
-def decode_vectors(blob: bytes | None, rows: int, dims: int) -> FloatArray | None:
-    """Return the (rows, dims) vectors of a block's ``vectors``, None if absent or not those."""
-    if blob is None or rows == 0 or len(blob) != 4 * rows * dims:
-        return None
-    return np.frombuffer(blob, dtype="<f4").reshape(rows, dims)
 
 
 def _padded(size: int) -> int:

@@ -12,10 +12,11 @@ updates the slots in place: a deleted row's slot is marked dead, a replaced row'
 are replaced by a new chunk (``keyword._KeywordIndex``). The cache reloads instead once dead
 slots or stale postings are a quarter of what it holds.
 
-Loading reads the vectors the blocks keep and scales them to unit length (a block without
-them, written by the code of an earlier layout, has its rows' own vectors read) and, on the
-first keyword search, the blocks' postings: no text is tokenised or decompressed. Either way
-the answers equal a fresh load's.
+Loading a store's file leaves the vectors the blocks keep where they are
+(``vectors.PendingUnits``): a search reads, scaled to unit length, the rows it scores, and a
+thread the rest after it (a block without vectors, written by the code of an earlier layout,
+has its rows' own vectors read at load). The first keyword search reads the blocks' postings:
+no text is tokenised or decompressed. Either way the answers equal a fresh load's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from __future__ import annotations
 import collections
 import json
 import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +37,6 @@ from agentic_memory.store.embedded.blocks import (
     decode_projected,
     decode_rowinfo,
     decode_terms,
-    decode_vectors,
     inline_vectors,
 )
 from agentic_memory.store.embedded.filters import Column
@@ -42,7 +45,9 @@ from agentic_memory.store.embedded.lists import decode_labels
 from agentic_memory.store.embedded.postings import _Pairs, _Terms
 from agentic_memory.store.embedded.sql import _column, _table
 from agentic_memory.store.embedded.vectors import (
+    PendingUnits,
     _CoarseIndex,
+    decode_vectors,
     load_axes,
     load_centroids,
     normalise,
@@ -76,6 +81,10 @@ class _Partition:
         self._alive = Growing(np.zeros(0, dtype=bool))
         self.dead = 0
         self._unit = Growing(np.zeros((0, dims), dtype=np.float32))
+        self.pending: PendingUnits | None = None
+        """The slots whose unit vectors a lazy load left in the file (None: none wait)."""
+        self.conn: sqlite3.Connection | None = None
+        """The connection of the snapshot the cache last returned the partition in."""
         self.keyword: _KeywordIndex | None = None
         """Built on the first keyword search."""
         self.axes: tuple[int, FloatArray64] | None = None
@@ -99,7 +108,27 @@ class _Partition:
     @property
     def unit(self) -> FloatArray:
         """Return the slots' vectors scaled to unit length: a dot product is the cosine."""
-        return self._unit.view
+        return self.rows()
+
+    def rows(self, slots: IntArray | None = None) -> FloatArray:
+        """Return the unit vectors of ``slots`` (every slot's when None), reading any that wait.
+
+        Called in the snapshot the cache returned the partition in.
+        """
+        pending = self.pending
+        if pending is not None:
+            assert self.conn is not None
+            pending.read(self.conn, slots)
+            if slots is None:
+                pending.stop()
+                self.pending = None
+        view = self._unit.view
+        return view if slots is None else view[slots]
+
+    def forget(self) -> None:
+        """Stop reading vectors for the partition: the cache drops it."""
+        if self.pending is not None:
+            self.pending.stop()
 
     @property
     def slots(self) -> int:
@@ -173,9 +202,14 @@ class PartitionCache:
     Callers hold the store's lock and read inside one snapshot.
     """
 
-    def __init__(self, dims: int) -> None:
-        """Start empty, for ``dims``-sized vectors."""
+    def __init__(self, dims: int, path: Path | None = None) -> None:
+        """Start empty, for ``dims``-sized vectors.
+
+        ``path``: the store's file, if it has one (a partition's vectors are then read after
+        its first search, see ``load``).
+        """
         self.dims = dims
+        self.path = path
         self._entries: collections.OrderedDict[tuple[str, str], _Partition] = (
             collections.OrderedDict()
         )
@@ -188,16 +222,19 @@ class PartitionCache:
 
     def clear(self) -> None:
         """Forget every partition."""
-        self._entries.clear()
+        for key in list(self._entries):
+            self.drop(*key)
 
     def drop_collection(self, name: str) -> None:
         """Forget the partitions of collection ``name``."""
         for key in [k for k in self._entries if k[0] == name]:
-            del self._entries[key]
+            self.drop(*key)
 
     def drop(self, name: str, user: str) -> None:
         """Forget one partition."""
-        self._entries.pop((name, user), None)
+        entry = self._entries.pop((name, user), None)
+        if entry is not None:
+            entry.forget()
 
     def partition(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None
@@ -216,6 +253,7 @@ class PartitionCache:
         cached = self._entries.get(key)
         if cached is not None and cached.token == token and token is not None:
             self._entries.move_to_end(key)
+            cached.conn = conn
             return cached
         entry: _Partition | None = None
         if cached is not None and token is not None and not cached.worn():
@@ -226,57 +264,68 @@ class PartitionCache:
                 pass
             except BaseException:
                 # Half updated, it would pass for the generation it was extended from.
-                del self._entries[key]
+                self.drop(*key)
                 raise
         if entry is None:
-            self._entries.pop(key, None)
+            self.drop(*key)
             entry = self.load(conn, spec, user, token)
+        entry.conn = conn
         self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > _CACHE_ENTRIES:
-            self._entries.popitem(last=False)
+            self.drop(*next(iter(self._entries)))
         return entry
+
+    def warm(self, spec: CollectionSpec, user: str | None, part: _Partition) -> None:
+        """After a search: read the vectors a lazy load left, in a thread (see ``load``)."""
+        if part.pending is not None and self.path is not None and part.token is not None:
+            part.pending.start(self.path, part.token, spec.name, user or "")
 
     # -- loading ------------------------------------------------------------------------
 
     def load(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, token: str | None
     ) -> _Partition:
-        """Load a partition: its rows from the blocks, their vectors, its axes."""
+        """Load a partition: its rows from the blocks, their vectors, its axes.
+
+        When every block keeps its rows' vectors, none are read here (``PendingUnits``): a
+        search reads those it scores and ``warm`` the rest, after the search.
+        """
         self.loads += 1
         scope = user or ""
         part = _Partition(token, self.dims, len(spec.searchable))
+        part.conn = conn
         part.axes = load_axes(conn, spec.name, scope, self.dims)
         part.centroids = load_centroids(conn, spec.name, scope)
         rids: list[IntArray] = []
         births: list[IntArray] = []
-        stored: list[tuple[int, bytes | None, bytes | None]] = []
-        wanted = "projected, labels" if part.axes is not None else "NULL, NULL"
-        for block, info, version, projected, labels in conn.execute(
-            f"SELECT block, rowinfo, axes, {wanted} FROM amem_blocks "
-            "WHERE collection = ? AND scope = ? ORDER BY block",
+        for block, info in conn.execute(
+            "SELECT block, rowinfo FROM amem_blocks WHERE collection = ? AND scope = ? "
+            "ORDER BY block",
             (spec.name, scope),
         ):
             block_rids, block_births = decode_rowinfo(info)
             part.blocks[int(block)] = (block_rids, block_births)
             rids.append(block_rids)
             births.append(block_births)
-            stored.append((version, projected, labels))
         if not rids:
             return part
         all_rids, all_births = _current(np.concatenate(rids), np.concatenate(births))
         part._rowids = Growing(all_rids)
         part._births = Growing(all_births)
         part._alive = Growing(np.ones(all_rids.size, dtype=bool))
-        part._unit = Growing.unfilled(all_rids.size, (self.dims,), np.float32)
         (without,) = conn.execute(
             "SELECT coalesce(sum(rows), 0) FROM amem_blocks WHERE collection = ? AND scope = ? "
             "AND vectors IS NULL",
             (spec.name, scope),
         ).fetchone()
+        lazy = self.path is not None and token is not None and not without
+        part._unit = Growing.unfilled(all_rids.size, (self.dims,), np.float32, scattered=lazy)
         # Mostly blocks without vectors (written by older code): one pass over the rows.
         if 2 * int(without) > all_rids.size:
             self._scan_units(conn, spec.name, user, part)
+        elif lazy:
+            part.pending = PendingUnits(part._unit.view, self._places(part))
         else:
             missing = self._stored_units(conn, spec.name, scope, part)
             if missing.size:
@@ -290,8 +339,18 @@ class PartitionCache:
                     f"the keyword blocks of {spec.name!r} are out of step with its rows"
                 )
         if part.axes is not None:
-            part._coarse = self._stored_projection(part, part.axes, rids, births, stored)
+            part._coarse = self._stored_projection(conn, spec.name, scope, part, part.axes)
         return part
+
+    @staticmethod
+    def _places(part: _Partition) -> dict[int, tuple[IntArray, IntArray, int]]:
+        """Per block: the slots whose current content it holds, their rows in it, its rows."""
+        places = {}
+        for block, (block_rids, block_births) in part.blocks.items():
+            slots = np.searchsorted(part.rowids, block_rids)
+            mine = part.births[slots] == block_births  # superseded entries left out
+            places[block] = (slots[mine], np.flatnonzero(mine), int(block_rids.size))
+        return places
 
     def _stored_units(
         self, conn: sqlite3.Connection, collection: str, scope: str, part: _Partition
@@ -304,21 +363,11 @@ class PartitionCache:
         """
         unit = part.unit
         missing: list[IntArray] = []
-        listed = iter(part.blocks.items())
-        for block, blob in conn.execute(
-            "SELECT block, vectors FROM amem_blocks WHERE collection = ? AND scope = ? "
-            "ORDER BY block",
-            (collection, scope),
-        ):
-            held, (block_rids, block_births) = next(listed, (None, (None, None)))
-            if held != block or block_rids is None or block_births is None:
-                raise StoreError("partition changed while it was loaded")
-            slots = np.searchsorted(part.rowids, block_rids)
-            mine = part.births[slots] == block_births  # superseded entries left out
+        for slots, mine, (blob,) in _listed_again(conn, "vectors", collection, scope, part):
             if blob is None:
                 missing.append(slots[mine])
                 continue
-            stored = decode_vectors(blob, block_rids.size, self.dims)
+            stored = decode_vectors(blob, slots.size, self.dims)
             if stored is None:
                 raise StoreError(f"the vectors of a keyword block of {collection!r} are damaged")
             if mine.all() and int(slots[-1]) - int(slots[0]) + 1 == slots.size:
@@ -326,9 +375,6 @@ class PartitionCache:
                 normalise(stored, out=unit[int(slots[0]) : int(slots[-1]) + 1])
             else:
                 unit[slots[mine]] = normalise(stored[mine])
-
-        if next(listed, None) is not None:
-            raise StoreError("partition changed while it was loaded")
         return np.sort(np.concatenate(missing)) if missing else np.zeros(0, dtype=np.int64)
 
     def _scan_units(
@@ -384,17 +430,19 @@ class PartitionCache:
 
     def _stored_projection(
         self,
+        conn: sqlite3.Connection,
+        collection: str,
+        scope: str,
         part: _Partition,
         axes: tuple[int, FloatArray64],
-        rids: list[IntArray],
-        births: list[IntArray],
-        stored: list[tuple[int, bytes | None, bytes | None]],
     ) -> _CoarseIndex:
         """Return the PCA projection of a loaded partition from its blocks' projections.
 
-        Rows of a block without projections on these axes are projected here. The rows'
-        inverted lists come from the blocks too when every block keeps them (else the lists
-        label every row when first used).
+        Read block by block into place (a second pass over the blocks the load listed, in its
+        snapshot): holding every block's value first was another copy of them all. Rows of a
+        block without projections on these axes are projected here. The rows' inverted lists
+        come from the blocks too when every block keeps them (else the lists label every row
+        when first used).
         """
         width = axes[1].shape[0]
         projected = Growing.unfilled(part.slots, (width,), np.float32)
@@ -402,14 +450,11 @@ class PartitionCache:
         if part.centroids is not None:
             labels = np.empty(part.slots, dtype=np.uint8)
         missing: list[IntArray] = []
-        for block_rids, block_births, (version, blob, listed) in zip(
-            rids, births, stored, strict=True
-        ):
-            slots = np.searchsorted(part.rowids, block_rids)
-            mine = part.births[slots] == block_births  # superseded entries left out
+        read = _listed_again(conn, "axes, projected, labels", collection, scope, part)
+        for slots, mine, (version, blob, held_labels) in read:
             if blob is not None and version == axes[0] and len(blob) == 4 * width * slots.size:
                 projected.view[slots[mine]] = decode_projected(blob, slots.size)[mine]
-                held = decode_labels(listed, slots.size)
+                held = decode_labels(held_labels, slots.size)
                 if labels is not None and held is not None:
                     labels[slots[mine]] = held[mine]
                 else:
@@ -420,7 +465,8 @@ class PartitionCache:
             redo = np.concatenate(missing)
             projected.view[redo] = project(part.unit[redo], axes[1])
             labels = None
-        return _CoarseIndex(part.unit, axes, projected, part.centroids, labels)
+        # The buffer itself: the projections are made, no vector is read for them.
+        return _CoarseIndex(part._unit.view, axes, projected, part.centroids, labels)
 
     def keyword(
         self, conn: sqlite3.Connection, spec: CollectionSpec, user: str | None, part: _Partition
@@ -516,6 +562,12 @@ class PartitionCache:
         what changed, not of what the partition holds.
         """
         scope = user or ""
+        if part.pending is not None:
+            # Slots still waiting are read from the blocks they were loaded from, which this
+            # snapshot may not hold: in place only once the thread has read them all.
+            if not part.pending.settle():
+                raise _Reload
+            part.pending = None
         current = {
             int(b)
             for (b,) in conn.execute(
@@ -692,6 +744,29 @@ class PartitionCache:
             ).fetchone()
             lengths, terms = decode_terms(blob, block_slots.size)
             index.assign(block_slots[keep], lengths[keep].astype(np.float32), _keep(terms, keep))
+
+
+def _listed_again(
+    conn: sqlite3.Connection, columns: str, collection: str, scope: str, part: _Partition
+) -> Iterator[tuple[IntArray, npt.NDArray[np.bool_], tuple[Any, ...]]]:
+    """Yield each block the load listed once more, in its snapshot, with ``columns``' values.
+
+    With each: its rows' slots and which of its entries are their current content (the
+    superseded ones are not). One block's values are held at a time.
+    """
+    listed = iter(part.blocks.items())
+    for block, *values in conn.execute(
+        f"SELECT block, {columns} FROM amem_blocks WHERE collection = ? AND scope = ? "
+        "ORDER BY block",
+        (collection, scope),
+    ):
+        seen, (block_rids, block_births) = next(listed, (None, (None, None)))
+        if seen != block or block_rids is None or block_births is None:
+            raise StoreError("partition changed while it was loaded")
+        slots = np.searchsorted(part.rowids, block_rids)
+        yield slots, part.births[slots] == block_births, tuple(values)
+    if next(listed, None) is not None:
+        raise StoreError("partition changed while it was loaded")
 
 
 def _current(rids: IntArray, births: IntArray) -> tuple[IntArray, IntArray]:

@@ -78,7 +78,7 @@ class SQLiteStore(MemoryStore):
         # Every handle and process on this folder shares its exclusive blocks' lock files.
         self._exclusive = KeyLocks(self.path / "locks")
         self._in_transaction = False
-        self._cache = PartitionCache(dims)
+        self._cache = PartitionCache(dims, self.path / DB_FILENAME)
         conn = sqlite3.connect(
             str(self.path / DB_FILENAME),
             isolation_level=None,

@@ -593,6 +593,7 @@ class EmbeddedStore(SQLiteStore):
                 f"CROSS JOIN {obj_t} AS o ON o.rid = j.value WHERE o.user IS ?",
                 (json.dumps(part.rowids[keys].tolist()), user),
             ).fetchall()
+            self._cache.warm(spec, user, part)
         found = {rid: (oid, body) for rid, oid, body in rows}
         if len(found) != keys.size:
             raise StoreError(f"the cached index of {spec.name!r} names rows that are gone")

@@ -10,7 +10,9 @@ in the file beside them.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -24,7 +26,8 @@ from agentic_memory.store.embedded.lists import (
     decode_centroids,
     encode_centroids,
 )
-from agentic_memory.store.ranking import top_rows
+from agentic_memory.store.ranking import sorted_unique, top_rows
+from agentic_memory.store.types import StoreError
 
 EXACT_VECTOR_ROWS = 20_000
 """Up to this many rows a vector search scores every row; above, it runs in two passes."""
@@ -65,6 +68,142 @@ def normalise(matrix: FloatArray, out: FloatArray | None = None) -> FloatArray:
         out = np.empty(matrix.shape, dtype=np.float32)
     np.divide(matrix, norms[:, None], out=out)
     return out
+
+
+def decode_vectors(blob: bytes | None, rows: int, dims: int) -> FloatArray | None:
+    """Return the (rows, dims) vectors of a block's ``vectors``, None if absent or not those."""
+    if blob is None or rows == 0 or len(blob) != 4 * rows * dims:
+        return None
+    return np.frombuffer(blob, dtype="<f4").reshape(rows, dims)
+
+
+class PendingUnits:
+    """The unit vectors a lazy load left in the file: which slots wait, and where each is kept.
+
+    A cold load of a partition whose blocks all keep their vectors reads none of them: at a
+    million rows they are a gigabyte of fresh memory, and first touching it (page faults,
+    zeroed pages) was a third to a half of a cold search. A search reads the rows it scores
+    (``read``: SQLite's incremental blob reads, in the search's snapshot); after a search a
+    thread reads the rest block by block on a read-only connection of its own (``start``),
+    if the file is still at the generation the slots were loaded at. Both write the same bits
+    into a slot (a row is normalised alone as in any batch). The cache updates a partition in
+    place only once nothing waits (``settle``).
+    """
+
+    def __init__(self, unit: FloatArray, places: dict[int, tuple[IntArray, IntArray, int]]) -> None:
+        """Wait for every slot of ``places`` (per block: its slots, their rows in it, its rows).
+
+        ``unit``: the slots' unit vectors, filled as they are read.
+        """
+        self._unit = unit
+        self._places = places
+        self.waiting = np.zeros(unit.shape[0], dtype=bool)
+        self._block = np.zeros(unit.shape[0], dtype=np.int64)
+        self._row = np.zeros(unit.shape[0], dtype=np.int64)
+        for block, (slots, rows, _) in places.items():
+            self.waiting[slots] = True
+            self._block[slots] = block
+            self._row[slots] = rows
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def read(self, conn: sqlite3.Connection, slots: IntArray | None) -> None:
+        """Fill the waiting slots among ``slots`` (all when None) in ``conn``'s snapshot."""
+        wanted = np.flatnonzero(self.waiting) if slots is None else slots[self.waiting[slots]]
+        if wanted.size == 0:
+            return
+        wanted = sorted_unique(wanted)
+        blocks = self._block[wanted]
+        order = np.argsort(blocks, kind="stable")
+        wanted = wanted[order]
+        dims = self._unit.shape[1]
+        for group in np.split(wanted, np.flatnonzero(np.diff(blocks[order])) + 1):
+            block = int(self._block[group[0]])
+            total = self._places[block][2]
+            rows = self._row[group]
+            if 8 * group.size >= total:
+                # Many of its rows: the block's whole value in one read.
+                found = conn.execute(
+                    "SELECT vectors FROM amem_blocks WHERE block = ?", (block,)
+                ).fetchone()
+                stored = decode_vectors(found[0] if found else None, total, dims)
+                if stored is None:
+                    raise StoreError("the vectors of a keyword block of the store are damaged")
+                picked = stored[rows]
+            else:
+                with conn.blobopen("amem_blocks", "vectors", block, readonly=True) as blob:
+                    if len(blob) != 4 * dims * total:
+                        raise StoreError("the vectors of a keyword block of the store are damaged")
+                    parts = []
+                    for row in rows.tolist():
+                        blob.seek(4 * dims * row)
+                        parts.append(blob.read(4 * dims))
+                picked = np.frombuffer(b"".join(parts), dtype="<f4").reshape(-1, dims)
+            self._unit[group] = normalise(picked)
+            self.waiting[group] = False
+
+    def start(self, path: Path, token: str, collection: str, scope: str) -> None:
+        """Read every slot still waiting in a thread of its own (once).
+
+        Its snapshot is taken here, while the caller holds the store's lock: no write of
+        this process comes between the partition's generation and the thread's.
+        """
+        if self._thread is not None:
+            return
+        try:
+            conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        except sqlite3.Error:
+            return
+        try:
+            conn.execute("BEGIN")
+            row = conn.execute(
+                "SELECT token FROM amem_generations WHERE collection = ? AND scope = ?",
+                (collection, scope),
+            ).fetchone()
+        except sqlite3.Error:
+            row = None
+        if row is None or row[0] != token:
+            # Another process wrote since: searches read what they score, in their snapshot.
+            conn.close()
+            return
+        self._thread = threading.Thread(
+            target=self._read_rest, args=(conn,), name="amem-partition-vectors", daemon=True
+        )
+        self._thread.start()
+
+    def _read_rest(self, conn: sqlite3.Connection) -> None:
+        dims = self._unit.shape[1]
+        try:
+            for block, (slots, rows, total) in self._places.items():
+                if self._stop.is_set():
+                    return
+                need = self.waiting[slots]
+                if not need.any():
+                    continue
+                found = conn.execute(
+                    "SELECT vectors FROM amem_blocks WHERE block = ?", (block,)
+                ).fetchone()
+                stored = decode_vectors(found[0] if found else None, total, dims)
+                if stored is None:
+                    return  # a search reading this block raises the error itself
+                self._unit[slots[need]] = normalise(stored[rows[need]])
+                self.waiting[slots[need]] = False
+        except sqlite3.Error:
+            return
+        finally:
+            conn.close()
+
+    def settle(self) -> bool:
+        """Wait for the thread, if one was started; return whether no slot waits."""
+        if self._thread is not None:
+            self._thread.join()
+        return not self.waiting.any()
+
+    def stop(self) -> None:
+        """End the thread early: the partition is dropped."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def choose_axes(unit: FloatArray) -> FloatArray64:
@@ -271,8 +410,11 @@ class VectorPartition(Protocol):
     """What a vector search reads of a cached partition."""
 
     @property
-    def unit(self) -> FloatArray:
-        """Return the slots' unit vectors."""
+    def slots(self) -> int:
+        """Return the number of slots, dead ones included."""
+
+    def rows(self, slots: IntArray | None = None) -> FloatArray:
+        """Return the unit vectors of ``slots`` (every slot's when None)."""
 
     @property
     def live(self) -> int:
@@ -304,8 +446,7 @@ def _cosine_top(
     norm = float(np.linalg.norm(query))
     if norm > 0:
         query = query / norm
-    unit = part.unit
-    allowed_rows = unit.shape[0] if allowed is None else int(np.count_nonzero(allowed))
+    allowed_rows = part.slots if allowed is None else int(np.count_nonzero(allowed))
     shortlist = max(COARSE_RERANK * candidates, COARSE_MIN_SHORTLIST)
     coarse = None
     if not exact and part.live > EXACT_VECTOR_ROWS and allowed_rows > shortlist:
@@ -319,11 +460,11 @@ def _cosine_top(
         reduced = np.einsum("ij,j->i", coarse.basis, query)
         pool, approx = lists.probe(reduced, allowed, allowed_rows / part.live, part.live)
         pool = np.sort(_best_coarse(pool, approx, shortlist))
-        sims = np.einsum("ij,j->i", unit[pool], query)
+        sims = np.einsum("ij,j->i", part.rows(pool), query)
         distance = np.float32(1) - sims
         keep = top_rows(distance, np.arange(pool.size), candidates, smallest=True)
         return pool[keep], np.float32(1) - distance[keep]
-    pool = np.flatnonzero(allowed) if allowed is not None else np.arange(unit.shape[0])
+    pool = np.flatnonzero(allowed) if allowed is not None else np.arange(part.slots)
     if coarse is not None:
         # Uncentred: the mean's contribution is the same for every row, so it cannot change
         # the order.
@@ -331,11 +472,11 @@ def _cosine_top(
             "ij,j->i", coarse.projected.view, np.einsum("ij,j->i", coarse.basis, query)
         )
         pool = np.sort(pool[np.argpartition(-approx[pool], shortlist - 1)[:shortlist]])
-        sims = np.einsum("ij,j->i", unit[pool], query)
+        sims = np.einsum("ij,j->i", part.rows(pool), query)
     else:
         # einsum runs numpy's own single-threaded loop: a multi-threaded BLAS matvec stalls
         # for tens of milliseconds when other processes share the cores.
-        sims = np.einsum("ij,j->i", unit[pool] if allowed is not None else unit, query)
+        sims = np.einsum("ij,j->i", part.rows(pool) if allowed is not None else part.rows(), query)
     # The server ranks by the float32 cosine distance 1 - dot (ties: lowest docID) and
     # reports 1 - distance as the raw vector score.
     distance = np.float32(1) - sims

@@ -28,8 +28,9 @@ from agentic_memory.store import (
     make_id,
 )
 from agentic_memory.store.embedded import DB_FILENAME, EmbeddedStore
-from agentic_memory.store.embedded.blocks import decode_rowinfo, decode_vectors
+from agentic_memory.store.embedded.blocks import decode_rowinfo
 from agentic_memory.store.embedded.cache import PartitionCache
+from agentic_memory.store.embedded.vectors import decode_vectors
 from tests.unit.store.conftest import DIMS, make_spec, vec
 from tests.unit.store.test_embedded_store import WRITER, _downgrade_to_layout_6
 
