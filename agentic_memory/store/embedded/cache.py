@@ -119,7 +119,7 @@ class _Partition:
         if pending is not None:
             assert self.conn is not None
             pending.read(self.conn, slots)
-            if slots is None:
+            if slots is None or not pending.waiting.any():
                 pending.stop()
                 self.pending = None
         view = self._unit.view

@@ -89,9 +89,13 @@ def test_the_thread_reads_the_rest_then_edits_are_taken_in_place(
     writer.close()
     queries = _queries(rng, vectors, 12)
     lazy, eager = EmbeddedStore(tmp_path, dims=DIMS), _eager(tmp_path)
-    assert _answers(lazy, name, queries) == _answers(eager, name, queries)
+    first = _answers(lazy, name, queries[:1])
     pending = _part(lazy, name).pending
-    assert pending is not None and pending.settle(), "the thread left vectors unread"
+    assert pending is not None
+    assert first + _answers(lazy, name, queries[1:]) == _answers(eager, name, queries)
+    assert pending.settle(), "the thread left vectors unread"
+    _answers(lazy, name, queries[:1])
+    assert _part(lazy, name).pending is None, "a search after the thread should let go of it"
     loads = lazy._cache.loads
     edits = [
         MemoryObject(make_id(str(i)), {"rank": i, "body": "w1 moved"}, (vectors[i] * -1).tolist())
