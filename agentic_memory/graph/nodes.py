@@ -19,6 +19,7 @@ import os
 import uuid
 from typing import Any, Literal
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 
@@ -56,13 +57,20 @@ from agentic_memory.graph.prompting import (
     pending_chain,
     plain_reflection,
     prompt_openings,
+    repeats_last_answer,
     transcript_of,
     without_notices,
 )
 from agentic_memory.graph.resources import answer_model, background_model
 from agentic_memory.graph.state import State, Summary, message_text, replacing
 from agentic_memory.kinds.model_output import leak_at
-from agentic_memory.models.calls import MODEL_ERRORS, ainvoke_structured, ainvoke_text, calls_of
+from agentic_memory.models.calls import (
+    MODEL_ERRORS,
+    ModelCall,
+    ainvoke_structured,
+    ainvoke_text,
+    calls_of,
+)
 from agentic_memory.models.chat import describe_model, limit_answer_tokens, model_class
 from agentic_memory.store import GLOBAL_SCOPE, InvalidInputError
 
@@ -306,14 +314,14 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         assembled, system = await compact_context(state, ctx, mem, new_message)
     else:
         assembled, system = await full_context(state, ctx, new_message)
-    try:
-        answer, call = await ainvoke_text(model, assembled.messages, purpose="answer")
-    except MODEL_ERRORS as exc:
-        raise AnswerFailedError(
-            f"the chat model ({describe_model(model)}) failed while answering: "
-            f"{type(exc).__name__}: {exc}. This turn was not kept and the thread is as it was "
-            "before it; send the message again (the next call reaches the model anew)."
-        ) from exc
+    answer, call = await _answer(model, assembled.messages)
+    calls = [call]
+    retried = compact and repeats_last_answer(answer, state)
+    if retried:
+        # Asked again without the last exchange, the small model has no answer to copy.
+        assembled, system = await compact_context(state, ctx, mem, new_message, turns=0)
+        answer, call = await _answer(model, assembled.messages)
+        calls.append(call)
     report: dict[str, Any] = {
         "profile": "compact" if compact else "full",
         "layers": dict(assembled.tokens),
@@ -321,6 +329,8 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "prompt_tokens": assembled.total,
         "budget_total": ctx.budgets.total,
     }
+    if retried:
+        report["answer_retried"] = "the model repeated its previous answer"
     answer, why = await guard_answer(answer, state, new_message, system, small=kind != "capable")
     if why is not None:
         report["answer_cut" if not is_notice(answer) else "answer_replaced"] = why
@@ -330,8 +340,19 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "messages": [answer],
         "settled_through": answer.id,
         "token_report": report,
-        "model_calls": [call.to_dict()],
+        "model_calls": [c.to_dict() for c in calls],
     }
+
+
+async def _answer(model: BaseChatModel, messages: list[BaseMessage]) -> tuple[AIMessage, ModelCall]:
+    try:
+        return await ainvoke_text(model, messages, purpose="answer")
+    except MODEL_ERRORS as exc:
+        raise AnswerFailedError(
+            f"the chat model ({describe_model(model)}) failed while answering: "
+            f"{type(exc).__name__}: {exc}. This turn was not kept and the thread is as it was "
+            "before it; send the message again (the next call reaches the model anew)."
+        ) from exc
 
 
 async def log_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

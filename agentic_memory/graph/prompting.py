@@ -58,6 +58,7 @@ __all__ = [
     "NOTICE_MARK",
     "NO_LESSON",
     "RECITED_WORDS",
+    "repeats_last_answer",
     "SUMMARY_HEADING",
     "compact_context",
     "excerpt",
@@ -320,10 +321,30 @@ right of 7: 4 messages 1, 2 messages 2, none 3, the user's messages alone 1 (one
 the last exchange is kept so that a follow-up question keeps its context."""
 
 
+def repeats_last_answer(answer: AIMessage, state: State) -> bool:
+    """Tell whether ``answer`` copies ``RECITED_WORDS`` words in a row of the previous answer.
+
+    SmolLM2 at temperature 0 sometimes answers a new message with its previous answer word
+    for word (a product session, 2026-12-05: two of six turns), the last exchange being in
+    its prompt. A short reply given twice ("Noted.") is not counted.
+    """
+    answers = [m for m in history_of(state) if isinstance(m, AIMessage)]
+    return bool(answers) and (
+        longest_copy(message_text(answer), [message_text(answers[-1])]) >= RECITED_WORDS
+    )
+
+
 async def compact_context(
-    state: State, ctx: Context, mem: AgentMemory, new_message: HumanMessage
+    state: State,
+    ctx: Context,
+    mem: AgentMemory,
+    new_message: HumanMessage,
+    *,
+    turns: int = COMPACT_RECENT,
 ) -> tuple[Any, str]:
     """Write the compact prompt: an instruction, facts as short lines, two recalled lines.
+
+    ``turns``: how many of the last messages come before the new one as chat turns.
 
     Returns:
         The prompt, and its own text (the instruction, without the memory lines).
@@ -347,7 +368,7 @@ async def compact_context(
     left = len(state.chunks) + len(state.past_turns) + len(state.episodes) - len(recalled)
     constraints = render_constraints(state.facts)
     restated = f"Never suggest anything against: {constraints}." if constraints else ""
-    recent = history_of(state)
+    kept, recent = turns, history_of(state)
 
     def frame(memory: str) -> str:
         return template.format(memory=memory or "- (nothing yet)", constraints=restated).strip()
@@ -357,10 +378,10 @@ async def compact_context(
         facts=lines,
         recalled=recalled,
         summary=f"{SUMMARY_HEADING}{state.summary}" if state.summary else "",
-        recent=recent[max(0, len(recent) - COMPACT_RECENT) :],
+        recent=recent[max(0, len(recent) - kept) :] if kept else [],
         new_message=new_message,
         budgets=ctx.budgets,
-        left_out={"recalled": left, "recent": max(0, len(recent) - COMPACT_RECENT)},
+        left_out={"recalled": left, "recent": max(0, len(recent) - kept)},
     )
     # Only the instruction is the prompt's own text: an answer may copy the memory lines
     # ("You work as a pharmacist at a hospital.") and must, to be right.

@@ -557,3 +557,43 @@ async def test_a_small_models_episode_keeps_what_left_the_window_and_no_secret(
     assert "Ines" in episode.conversation_summary
     assert "4821" not in episode.conversation_summary
     assert "a secret, not kept here" in episode.conversation_summary
+
+
+async def test_an_offline_answer_that_repeats_the_previous_one_is_asked_again(
+    agentic: Any,
+) -> None:
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentic_memory.graph.graph import compile_graph
+    from agentic_memory.graph.nodes import ECHOED_ANSWER_NOTICE
+
+    # What SmolLM2 answered twice in a row in a product session, to two different messages.
+    earlier = (
+        "You're right, I'll make sure to keep that in mind for any food ideas. You can always "
+        "try using a shellfish-free recipe or ingredients when you have the option."
+    )
+    fresh = "Short answers with bullet points it is."
+    for second, third, shown, retried in (
+        (earlier, fresh, fresh, True),  # asked again: the new answer is kept
+        (fresh, None, fresh, False),  # a new answer: one call
+        (earlier, earlier, earlier, True),  # the same again: kept (a repeat is no leak)
+    ):
+        replies = [earlier, second] + ([third] if third is not None else [])
+        model = ScriptedChatModel(
+            metadata=LOCAL,
+            text_replies=replies,
+            structured_defaults={"ExtractedFacts": {"facts": []}},
+        )
+        app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
+        thread = f"r{len(replies)}{shown[:3]}"
+        await turn(app, thread, "I'm allergic to shellfish, keep it in mind for food ideas.")
+        out = await turn(app, thread, "I prefer short answers with bullet points.")
+        assert out["messages"][-1].content == shown != ECHOED_ANSWER_NOTICE
+        answers = model.calls_for(None)
+        assert len(answers) == (3 if retried else 2)
+        assert ("answer_retried" in out["token_report"]) is retried
+        if retried:
+            # The second prompt holds no earlier answer to copy.
+            assert not any(isinstance(m, AIMessage) for m in answers[-1].messages)
+            assert any(isinstance(m, AIMessage) for m in answers[-2].messages)
