@@ -123,10 +123,7 @@ class PendingUnits:
             rows = self._row[group]
             if 8 * group.size >= total:
                 # Many of its rows: the block's whole value in one read.
-                found = conn.execute(
-                    "SELECT vectors FROM amem_blocks WHERE block = ?", (block,)
-                ).fetchone()
-                stored = decode_vectors(found[0] if found else None, total, dims)
+                stored = _block_vectors(conn, block, total, dims)
                 if stored is None:
                     raise StoreError("the vectors of a keyword block of the store are damaged")
                 picked = stored[rows]
@@ -180,10 +177,7 @@ class PendingUnits:
                 need = self.waiting[slots]
                 if not need.any():
                     continue
-                found = conn.execute(
-                    "SELECT vectors FROM amem_blocks WHERE block = ?", (block,)
-                ).fetchone()
-                stored = decode_vectors(found[0] if found else None, total, dims)
+                stored = _block_vectors(conn, block, total, dims)
                 if stored is None:
                     return  # a search reading this block raises the error itself
                 self._unit[slots[need]] = normalise(stored[rows[need]])
@@ -204,6 +198,11 @@ class PendingUnits:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+
+def _block_vectors(conn: sqlite3.Connection, block: int, rows: int, dims: int) -> FloatArray | None:
+    found = conn.execute("SELECT vectors FROM amem_blocks WHERE block = ?", (block,)).fetchone()
+    return decode_vectors(found[0] if found else None, rows, dims)
 
 
 def choose_axes(unit: FloatArray) -> FloatArray64:
