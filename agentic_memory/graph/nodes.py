@@ -42,6 +42,7 @@ from agentic_memory.graph.context import Context
 from agentic_memory.graph.context_window import count_tokens, load_tokenizer, plan_compaction
 from agentic_memory.graph.memory import AgentMemory, extract_facts, memory_of
 from agentic_memory.graph.prompting import (
+    COMPACT_RECENT,
     ECHOED_ANSWER_NOTICE,
     NONE,
     SUMMARY_HEADING,
@@ -310,16 +311,18 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     compact = ctx.prompt_profile == "compact" or (
         ctx.prompt_profile == "auto" and kind != "capable"
     )
+    with_turns = None
     if compact:
-        assembled, system = await compact_context(state, ctx, mem, new_message)
+        with_turns, system = await compact_context(state, ctx, mem, new_message)
+        assembled = with_turns(COMPACT_RECENT)
     else:
         assembled, system = await full_context(state, ctx, new_message)
     answer, call = await _answer(model, assembled.messages)
     calls = [call]
-    retried = compact and repeats_last_answer(answer, state)
-    if retried:
+    retried = with_turns is not None and repeats_last_answer(answer, state)
+    if retried and with_turns is not None:
         # Asked again without the last exchange, the small model has no answer to copy.
-        assembled, system = await compact_context(state, ctx, mem, new_message, turns=0)
+        assembled = with_turns(0)
         answer, call = await _answer(model, assembled.messages)
         calls.append(call)
     report: dict[str, Any] = {

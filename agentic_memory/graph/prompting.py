@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -335,19 +335,14 @@ def repeats_last_answer(answer: AIMessage, state: State) -> bool:
 
 
 async def compact_context(
-    state: State,
-    ctx: Context,
-    mem: AgentMemory,
-    new_message: HumanMessage,
-    *,
-    turns: int = COMPACT_RECENT,
-) -> tuple[Any, str]:
+    state: State, ctx: Context, mem: AgentMemory, new_message: HumanMessage
+) -> tuple[Callable[[int], Any], str]:
     """Write the compact prompt: an instruction, facts as short lines, two recalled lines.
 
-    ``turns``: how many of the last messages come before the new one as chat turns.
-
     Returns:
-        The prompt, and its own text (the instruction, without the memory lines).
+        The prompt with the last ``turns`` messages before the new one as chat turns (a
+        function of ``turns``: a second prompt without them ranks no fact again), and its own
+        text (the instruction, without the memory lines).
     """
     template = await prompts.aload("compact_answer")
     query = message_text(new_message)
@@ -368,24 +363,27 @@ async def compact_context(
     left = len(state.chunks) + len(state.past_turns) + len(state.episodes) - len(recalled)
     constraints = render_constraints(state.facts)
     restated = f"Never suggest anything against: {constraints}." if constraints else ""
-    kept, recent = turns, history_of(state)
+    recent = history_of(state)
 
     def frame(memory: str) -> str:
         return template.format(memory=memory or "- (nothing yet)", constraints=restated).strip()
 
-    assembled = assemble_compact(
-        frame=frame,
-        facts=lines,
-        recalled=recalled,
-        summary=f"{SUMMARY_HEADING}{state.summary}" if state.summary else "",
-        recent=recent[max(0, len(recent) - kept) :] if kept else [],
-        new_message=new_message,
-        budgets=ctx.budgets,
-        left_out={"recalled": left, "recent": max(0, len(recent) - kept)},
-    )
+    def with_turns(turns: int) -> Any:
+        kept = recent[max(0, len(recent) - turns) :]
+        return assemble_compact(
+            frame=frame,
+            facts=lines,
+            recalled=recalled,
+            summary=f"{SUMMARY_HEADING}{state.summary}" if state.summary else "",
+            recent=kept,
+            new_message=new_message,
+            budgets=ctx.budgets,
+            left_out={"recalled": left, "recent": len(recent) - len(kept)},
+        )
+
     # Only the instruction is the prompt's own text: an answer may copy the memory lines
     # ("You work as a pharmacist at a hospital.") and must, to be right.
-    return assembled, frame("")
+    return with_turns, frame("")
 
 
 async def model_reflection(

@@ -125,6 +125,14 @@ class _Partition:
         view = self._unit.view
         return view if slots is None else view[slots]
 
+    def placed(self, rids: IntArray, births: IntArray) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+        """Return the slots of a block's rows and which of its entries are their content.
+
+        An entry a later write superseded has an older birth than its slot's.
+        """
+        slots = np.searchsorted(self.rowids, rids)
+        return slots, self.births[slots] == births
+
     def forget(self) -> None:
         """Stop reading vectors for the partition: the cache drops it."""
         if self.pending is not None:
@@ -347,8 +355,7 @@ class PartitionCache:
         """Per block: the slots whose current content it holds, their rows in it, its rows."""
         places = {}
         for block, (block_rids, block_births) in part.blocks.items():
-            slots = np.searchsorted(part.rowids, block_rids)
-            mine = part.births[slots] == block_births  # superseded entries left out
+            slots, mine = part.placed(block_rids, block_births)
             places[block] = (slots[mine], np.flatnonzero(mine), int(block_rids.size))
         return places
 
@@ -477,22 +484,13 @@ class PartitionCache:
         index = _KeywordIndex(part.width)
         index.grow(part.slots)
         decoded = []
-        for block, info, postings in conn.execute(
-            "SELECT block, rowinfo, postings FROM amem_blocks WHERE collection = ? AND scope = ? "
-            "ORDER BY block",
-            (spec.name, user or ""),
+        for slots, current, (postings,) in _listed_again(
+            conn, "postings", spec.name, user or "", part
         ):
-            if int(block) not in part.blocks:
-                raise StoreError("partition changed while its keyword index was loaded")
-            rids, births = decode_rowinfo(info)
-            slots = np.searchsorted(part.rowids, rids)
-            lengths, terms = decode_terms(postings, rids.size)
-            current = part.births[slots] == births
+            lengths, terms = decode_terms(postings, slots.size)
             if not current.all():  # superseded entries left out
                 slots, lengths, terms = slots[current], lengths[current], _keep(terms, current)
             decoded.append((slots, lengths, terms))
-        if len(decoded) != len(part.blocks):
-            raise StoreError("partition changed while its keyword index was loaded")
         if part.slots >= _skipping.PRUNE_ROWS:
             # Frequent terms get columns before any posting is placed, chosen from about 64
             # blocks' postings (the choice changes no answer, only what is skipped).
@@ -735,8 +733,8 @@ class PartitionCache:
         wanted[slots] = True
         for block in new:
             block_rids, block_births = infos[block]
-            block_slots = np.searchsorted(part.rowids, block_rids)
-            keep = wanted[block_slots] & (part.births[block_slots] == block_births)
+            block_slots, current = part.placed(block_rids, block_births)
+            keep = wanted[block_slots] & current
             if not keep.any():
                 continue
             (blob,) = conn.execute(
@@ -762,11 +760,10 @@ def _listed_again(
     ):
         seen, (block_rids, block_births) = next(listed, (None, (None, None)))
         if seen != block or block_rids is None or block_births is None:
-            raise StoreError("partition changed while it was loaded")
-        slots = np.searchsorted(part.rowids, block_rids)
-        yield slots, part.births[slots] == block_births, tuple(values)
+            raise StoreError("partition changed while it was read")
+        yield *part.placed(block_rids, block_births), tuple(values)
     if next(listed, None) is not None:
-        raise StoreError("partition changed while it was loaded")
+        raise StoreError("partition changed while it was read")
 
 
 def _current(rids: IntArray, births: IntArray) -> tuple[IntArray, IntArray]:

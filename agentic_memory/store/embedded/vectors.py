@@ -106,6 +106,7 @@ class PendingUnits:
             self._row[slots] = rows
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._started = False
 
     def read(self, conn: sqlite3.Connection, slots: IntArray | None) -> None:
         """Fill the waiting slots among ``slots`` (all when None) in ``conn``'s snapshot."""
@@ -140,13 +141,14 @@ class PendingUnits:
             self.waiting[group] = False
 
     def start(self, path: Path, token: str, collection: str, scope: str) -> None:
-        """Read every slot still waiting in a thread of its own (once).
+        """Read every slot still waiting in a thread of its own (tried once).
 
-        Its snapshot is taken here, while the caller holds the store's lock: no write of
+        Once only: after a refusal every search would open a connection again. Its snapshot is taken here, while the caller holds the store's lock: no write of
         this process comes between the partition's generation and the thread's.
         """
-        if self._thread is not None:
+        if self._started:
             return
+        self._started = True
         try:
             conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, check_same_thread=False)
         except sqlite3.Error:

@@ -560,13 +560,23 @@ async def test_a_small_models_episode_keeps_what_left_the_window_and_no_secret(
 
 
 async def test_an_offline_answer_that_repeats_the_previous_one_is_asked_again(
-    agentic: Any,
+    agentic: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from langchain_core.messages import AIMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
     from agentic_memory.graph.graph import compile_graph
+    from agentic_memory.graph.memory import AgentMemory
     from agentic_memory.graph.nodes import ECHOED_ANSWER_NOTICE
+
+    ranked: list[str] = []
+    rank = AgentMemory.rank_facts
+
+    async def counted(self: AgentMemory, query: str, facts: Any) -> Any:
+        ranked.append(query)
+        return await rank(self, query, facts)
+
+    monkeypatch.setattr(AgentMemory, "rank_facts", counted)
 
     # What SmolLM2 answered twice in a row in a product session, to two different messages.
     earlier = (
@@ -588,7 +598,9 @@ async def test_an_offline_answer_that_repeats_the_previous_one_is_asked_again(
         app: Any = compile_graph(checkpointer=InMemorySaver(), store=agentic, chat_model=model)
         thread = f"r{len(replies)}{shown[:3]}"
         await turn(app, thread, "I'm allergic to shellfish, keep it in mind for food ideas.")
+        ranked.clear()
         out = await turn(app, thread, "I prefer short answers with bullet points.")
+        assert len(ranked) == 1, "a second prompt ranks no fact again"
         assert out["messages"][-1].content == shown != ECHOED_ANSWER_NOTICE
         answers = model.calls_for(None)
         assert len(answers) == (3 if retried else 2)

@@ -49,6 +49,13 @@ def _file(path: Path, seed: int) -> tuple[np.random.Generator, np.ndarray, Embed
     return rng, vectors, writer, name
 
 
+def _written(path: Path, seed: int) -> tuple[np.random.Generator, np.ndarray, str]:
+    """``_file`` with the writer closed: every store of the test opens the file afresh."""
+    rng, vectors, writer, name = _file(path, seed)
+    writer.close()
+    return rng, vectors, name
+
+
 def _eager(path: Path) -> EmbeddedStore:
     store = EmbeddedStore(path, dims=DIMS)
     store._cache.path = None  # every vector read at load, as before lazy loads
@@ -68,8 +75,7 @@ def no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_cold_search_reads_only_what_it_scores_and_answers_as_a_full_load(
     tmp_path: Path, small_lists: list[int], no_thread: None
 ) -> None:
-    rng, vectors, writer, name = _file(tmp_path, 11)
-    writer.close()
+    rng, vectors, name = _written(tmp_path, 11)
     queries = _queries(rng, vectors, 30)
     lazy, eager = EmbeddedStore(tmp_path, dims=DIMS), _eager(tmp_path)
     first = _answers(lazy, name, queries[:1])
@@ -85,8 +91,7 @@ def test_a_cold_search_reads_only_what_it_scores_and_answers_as_a_full_load(
 def test_the_thread_reads_the_rest_then_edits_are_taken_in_place(
     tmp_path: Path, small_lists: list[int]
 ) -> None:
-    rng, vectors, writer, name = _file(tmp_path, 12)
-    writer.close()
+    rng, vectors, name = _written(tmp_path, 12)
     queries = _queries(rng, vectors, 12)
     lazy, eager = EmbeddedStore(tmp_path, dims=DIMS), _eager(tmp_path)
     first = _answers(lazy, name, queries[:1])
@@ -136,22 +141,29 @@ def test_a_write_before_the_rest_is_read_reloads_and_answers_right(
 
 
 def test_a_thread_is_not_started_on_a_generation_the_file_left(
-    tmp_path: Path, small_lists: list[int]
+    tmp_path: Path, small_lists: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng, vectors, writer, name = _file(tmp_path, 14)
     lazy = EmbeddedStore(tmp_path, dims=DIMS)
-    start = embedded.vectors.PendingUnits.start
-    embedded.vectors.PendingUnits.start = lambda *args: None  # type: ignore[method-assign]
-    try:
+    with monkeypatch.context() as patch:
+        patch.setattr(embedded.vectors.PendingUnits, "start", lambda *args: None)
         _answers(lazy, name, _queries(rng, vectors, 1))
-    finally:
-        embedded.vectors.PendingUnits.start = start  # type: ignore[method-assign]
     part = _part(lazy, name)
     pending = part.pending
     assert pending is not None and part.token is not None
     writer.upsert(name, [MemoryObject(make_id("x"), {"rank": 1}, vectors[0].tolist())], user="u")
-    pending.start(tmp_path / "store.sqlite3", part.token, name, "u")
-    assert pending._thread is None
+    opened = []
+    connect = sqlite3.connect
+
+    def counted(*args: object, **kwargs: object) -> sqlite3.Connection:
+        opened.append(args)
+        return connect(*args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(embedded.vectors.sqlite3, "connect", counted)
+        for _ in range(3):  # a search after a refusal does not try again
+            pending.start(tmp_path / "store.sqlite3", part.token, name, "u")
+    assert pending._thread is None and len(opened) == 1
     waiting = int(pending.waiting.sum())
     assert waiting and not pending.settle()
     for store in (lazy, writer):
@@ -161,8 +173,7 @@ def test_a_thread_is_not_started_on_a_generation_the_file_left(
 def test_a_damaged_block_is_an_error_not_an_answer(
     tmp_path: Path, small_lists: list[int], no_thread: None
 ) -> None:
-    rng, vectors, writer, name = _file(tmp_path, 15)
-    writer.close()
+    rng, vectors, name = _written(tmp_path, 15)
     with sqlite3.connect(tmp_path / "store.sqlite3") as raw:
         raw.execute("UPDATE amem_blocks SET vectors = substr(vectors, 1, 100)")
         before = raw.execute("SELECT count(*), total(length(vectors)) FROM amem_blocks").fetchone()
@@ -179,8 +190,7 @@ def test_a_damaged_block_is_an_error_not_an_answer(
 
 
 def test_closing_the_store_stops_the_thread(tmp_path: Path, small_lists: list[int]) -> None:
-    rng, vectors, writer, name = _file(tmp_path, 16)
-    writer.close()
+    rng, vectors, name = _written(tmp_path, 16)
     lazy = EmbeddedStore(tmp_path, dims=DIMS)
     _answers(lazy, name, _queries(rng, vectors, 1))
     pending = _part(lazy, name).pending
@@ -193,8 +203,7 @@ def test_closing_the_store_stops_the_thread(tmp_path: Path, small_lists: list[in
 def test_searches_from_threads_while_the_rest_is_read_answer_as_a_full_load(
     tmp_path: Path, small_lists: list[int]
 ) -> None:
-    rng, vectors, writer, name = _file(tmp_path, 17)
-    writer.close()
+    rng, vectors, name = _written(tmp_path, 17)
     queries = _queries(rng, vectors, 40)
     eager = _eager(tmp_path)
     expected = _answers(eager, name, queries)
@@ -218,8 +227,7 @@ def test_searches_from_threads_while_the_rest_is_read_answer_as_a_full_load(
 def test_a_transactions_own_writes_are_searched_and_no_thread_reads_the_committed_file(
     tmp_path: Path, small_lists: list[int]
 ) -> None:
-    rng, vectors, writer, name = _file(tmp_path, 18)
-    writer.close()
+    rng, vectors, name = _written(tmp_path, 18)
     queries = _queries(rng, vectors, 6)
     lazy = EmbeddedStore(tmp_path, dims=DIMS)
     alone = rng.normal(size=DIMS) * 5
@@ -233,5 +241,38 @@ def test_a_transactions_own_writes_are_searched_and_no_thread_reads_the_committe
     after = _answers(lazy, name, queries)
     eager = _eager(tmp_path)
     assert after == _answers(eager, name, queries)
+    lazy.close()
+    eager.close()
+
+
+def test_two_users_partitions_load_lazily_side_by_side_and_stay_apart(
+    tmp_path: Path, small_lists: list[int]
+) -> None:
+    rng, vectors, writer, name = _file(tmp_path, 19)
+    theirs = vectors[::-1] * 2
+    for start in range(0, ROWS, 500):
+        writer.upsert(
+            name,
+            [
+                MemoryObject(make_id("v", str(i)), {"rank": i, "body": f"w{i % 5}"}, v.tolist())
+                for i, v in enumerate(theirs[start : start + 500], start)
+            ],
+            user="v",
+        )
+    writer.close()
+    queries = _queries(rng, vectors, 16)
+    own = {make_id(str(i)) for i in range(ROWS)}
+    lazy, eager = EmbeddedStore(tmp_path, dims=DIMS), _eager(tmp_path)
+    for n, (text, vector, alpha) in enumerate(queries):
+        for user in ("u", "v"):
+            got = lazy.hybrid(name, query=text, vector=vector, alpha=alpha, limit=10, user=user)
+            want = eager.hybrid(name, query=text, vector=vector, alpha=alpha, limit=10, user=user)
+            assert got == want
+            assert all((h.id in own) == (user == "u") for h in got)
+            if n == 0:
+                assert lazy._cache[(name, user)].pending is not None, "not loaded lazily"
+    for user in ("u", "v"):
+        pending = lazy._cache[(name, user)].pending
+        assert pending is None or pending.settle()
     lazy.close()
     eager.close()
