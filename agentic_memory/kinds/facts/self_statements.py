@@ -3,8 +3,9 @@
 The offline model (a 270M *base* model) rarely extracts a fact by itself: under the facts
 schema it mostly answers an empty list, or copies the prompt's examples. This extractor is
 its fallback for the plain statements users make most often about themselves: name, diet,
-allergies and intolerances, where they live or come from, job and employer, family,
-pets, likes and preferences, languages, age, birthdays and other dates. It reads English
+allergies and intolerances, where they live or come from, job and employer, family (and
+what a relative does, "she teaches chemistry"), pets, likes and preferences, what they play,
+what they are learning, a planned move, languages, age, birthdays and other dates. It reads English
 sentences in the first person with fixed patterns, so it never invents a value: every value
 is a span of the message. It misses paraphrases the patterns do not cover; what it covers
 and how often it is right is measured in ``bench/results/fact_extraction.md``.
@@ -290,6 +291,49 @@ def _pet(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
     return f"pet {species}", match.group("name"), "other"
 
 
+_NOT_PLAYED = frozenset(
+    "it that this them these those with along around by fair well badly fast quickly so too".split()
+)
+"""First words after "I play" / "I'm learning" that name no instrument, sport or subject."""
+
+
+def _pet_breed(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
+    # "My dog is a beagle called Pixel": the name is the fact, the breed says which dog.
+    species = match.group("species").lower()
+    breed = " ".join(match.group("breed").lower().split())
+    return f"pet {species}", f"{match.group('name')}, a {breed}", "other"
+
+
+def _relation_pronoun(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
+    # "My partner's name is Ola and she teaches chemistry": "she" is the partner.
+    value = _clean(_cut_clause(match.group("value")))
+    return (match.group("rel").lower(), value, "other") if value else None
+
+
+def _plays(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
+    thing = _clean(_cut_clause(match.group("thing")))
+    head = re.split(r"\s+(?:in|on|at|with|for|every|during|since)\s+", thing, maxsplit=1)[0]
+    head = re.sub(r"^(?:the|a|an)\s+", "", head, flags=re.IGNORECASE).lower()
+    if not head or head.split()[0] in _NOT_PLAYED or head == "games":
+        return None
+    return f"plays: {head}", f"plays {thing}", "preference"
+
+
+def _learning(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
+    thing = _clean(_cut_clause(match.group("thing")))
+    head = re.split(r"\s+(?:in|on|at|with|for|every|from|since)\s+", thing, maxsplit=1)[0]
+    if not head or head.lower().split()[0] in _NOT_PLAYED or head.lower().startswith("a lot"):
+        return None
+    return f"learning: {head.lower()}", f"learning {thing}", "other"
+
+
+def _moving(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
+    place = _clean(_cut_clause(match.group("place")))
+    if not place or not any(w[:1].isupper() for w in place.split()):
+        return None  # "we're moving to a bigger flat": not a place name
+    return "planned move", f"moving to {place}", "other"
+
+
 def _marital(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
     return "marital status", match.group("status").lower(), "identity"
 
@@ -462,8 +506,20 @@ _PATTERNS: tuple[_Pattern, ...] = (
         _pet,
     ),
     _Pattern(
+        _p(
+            rf"\bmy (?P<species>{_SPECIES}) is (?:a |an )(?P<breed>[a-z]+(?: [a-z]+)?) (?:named|called) (?P<name>{_NAME})"
+        ),
+        _pet_breed,
+    ),
+    _Pattern(
         _p(rf"\bmy (?P<rel>{_RELATIONS})(?:'s name is| is (?:called|named)) (?P<name>{_NAME})"),
         _relation_name,
+    ),
+    _Pattern(
+        _p(
+            rf"\bmy (?P<rel>{_RELATIONS})\b[^,.!;?]*?,? and (?:she|he|they) (?P<value>(?:lives|works|teaches|studies|runs|owns|is(?! called| named)) [^,.!;]+)"
+        ),
+        _relation_pronoun,
     ),
     _Pattern(re.compile(rf"(?i:\bmy (?P<rel>{_RELATIONS}),?) (?P<name>{_NAME})\b"), _relation_name),
     _Pattern(
@@ -489,6 +545,14 @@ _PATTERNS: tuple[_Pattern, ...] = (
         _like,
     ),
     _Pattern(_p(r"\bi speak (?P<langs>[^,.!;]+)"), _languages),
+    _Pattern(_p(r"\bi (?:play|have played) (?P<thing>[^,.!;]+)"), _plays),
+    _Pattern(_p(rf"\b{_I_AM} (?:currently )?learning (?P<thing>[^,.!;]+)"), _learning),
+    _Pattern(
+        _p(
+            rf"\b(?:{_I_AM}|we're|we are|we’re) (?:going to be )?(?:moving|relocating) to (?P<place>[^,.!;]+)"
+        ),
+        _moving,
+    ),
     _Pattern(
         _p(
             rf"\b{_I_AM} (?P<age>\d{{1,3}})(?: years? old| y/?o)?\b(?!\s*(?:%|percent|kg|km|cm|minutes|hours))"
@@ -506,7 +570,9 @@ _PATTERNS: tuple[_Pattern, ...] = (
         _p(rf"\bi start (?:my )?(?P<thing>[a-z]+(?: [a-z]+)?) (?:on |in )(?P<date>{_DATE})"), _start
     ),
     _Pattern(
-        _p(rf"\bmy (?P<rel>{_RELATIONS}) (?P<value>(?:lives|works|is(?! called| named)) [^,.!;]+)"),
+        _p(
+            rf"\bmy (?P<rel>{_RELATIONS}) (?P<value>(?:lives|works|teaches|studies|is(?! called| named)) [^,.!;]+)"
+        ),
         _relation,
     ),
 )

@@ -114,17 +114,61 @@ def test_a_trip_is_a_self_statement(text: str, value: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "fact"),
+    ("text", "facts"),
     [
-        ("My daughter is called Inês and she is 7 years old.", ("daughter's name", "Inês")),
-        ("Hi, I am Zoë.", ("name", "Zoë")),
-        ("My brother Łukasz lives in Gdańsk.", ("brother's name", "Łukasz")),
-        ("My cat is named Müsli.", ("pet cat", "Müsli")),
+        (
+            "My daughter is called Inês and she is 7 years old.",
+            [("daughter's name", "Inês"), ("daughter", "is 7 years old")],
+        ),
+        ("Hi, I am Zoë.", [("name", "Zoë")]),
+        ("My brother Łukasz lives in Gdańsk.", [("brother's name", "Łukasz")]),
+        ("My cat is named Müsli.", [("pet cat", "Müsli")]),
     ],
 )
-def test_names_with_letters_beyond_ascii_stay_whole(text: str, fact: tuple[str, str]) -> None:
+def test_names_with_letters_beyond_ascii_stay_whole(
+    text: str, facts: list[tuple[str, str]]
+) -> None:
     # A session stored Inês as "In": the name pattern stopped at the first non-ASCII letter.
-    assert [(f.subject, f.value) for f in extract_self_statements(text)] == [fact]
+    assert [(f.subject, f.value) for f in extract_self_statements(text)] == facts
+
+
+@pytest.mark.parametrize(
+    ("text", "facts"),
+    [
+        # A product session's persona: each of these gave no fact before.
+        ("My dog is a beagle called Pixel.", [("pet dog", "Pixel, a beagle")]),
+        (
+            "I play the cello in a community orchestra on Thursdays.",
+            [("plays: cello", "plays the cello in a community orchestra on Thursdays")],
+        ),
+        (
+            "My partner's name is Ola and she teaches chemistry.",
+            [("partner's name", "Ola"), ("partner", "teaches chemistry")],
+        ),
+        (
+            "I'm learning Portuguese because we're moving to Porto next year.",
+            [
+                ("learning: portuguese", "learning Portuguese"),
+                ("planned move", "moving to Porto next year"),
+            ],
+        ),
+        ("My husband teaches maths.", [("husband", "teaches maths")]),
+        ("I play tennis every Sunday.", [("plays: tennis", "plays tennis every Sunday")]),
+        ("I'm learning how to cook.", [("learning: how to cook", "learning how to cook")]),
+        # Not hobbies, lessons or moves: nothing.
+        ("I play it by ear.", []),
+        ("I play with my kids on weekends.", []),
+        ("I'm learning a lot here.", []),
+        ("I don't play the piano.", []),
+        ("We're not moving to Berlin.", []),
+        ("We're moving to a bigger flat.", []),
+        ("Which instrument do I play?", []),
+    ],
+)
+def test_hobbies_lessons_moves_and_what_a_relative_does(
+    text: str, facts: list[tuple[str, str]]
+) -> None:
+    assert [(f.subject, f.value) for f in extract_self_statements(text)] == facts
 
 
 def test_a_preferred_way_of_answering_is_the_answer_style() -> None:
