@@ -174,15 +174,28 @@ def _caught_up(readers: dict[str, WeaviateStore], witness: str, node: str) -> fl
     return time.monotonic() - started
 
 
-def _check_all_there(store: WeaviateStore, out: Ingestion, where: str) -> None:
-    """Every acknowledged chunk and turn, read by id at ALL through ``store``'s node."""
+def _check_all_there(
+    store: WeaviateStore, out: Ingestion, where: str, replicas: dict[str, WeaviateStore]
+) -> None:
+    """Every acknowledged chunk and turn, read by id at ALL through ``store``'s node.
+
+    ``replicas`` read each node's own replica (``ONE``): a failure says which nodes hold
+    what is missing, which tells a replica left behind from a write lost everywhere.
+    """
     chunks = knowledge_collection(KB).name
     sources = {s.source: s for s in list_sources(store, KB)}
     assert set(out.written) <= set(sources), f"{where}: sources missing from the manifest"
     for source, info in sources.items():
         ids = [chunk_id(info.revision, i) for i in range(info.chunks)]
         missing = [oid for oid in ids if store.get(chunks, oid) is None]
-        assert not missing, f"{where}: {source} lacks {len(missing)} of {info.chunks} chunks"
+        held = {
+            name: sum(replica.get(chunks, oid) is not None for oid in missing)
+            for name, replica in replicas.items()
+        }
+        assert not missing, (
+            f"{where}: {source} lacks {len(missing)} of {info.chunks} chunks; "
+            f"each node's own replica holds {held} of them"
+        )
     for user, turns in out.turns.items():
         missing = [oid for oid in turns if store.get(MESSAGES.name, oid, user=user) is None]
         assert not missing, f"{where}: {len(missing)} acknowledged turns of {user} unreadable"
@@ -221,6 +234,7 @@ def test_acknowledged_writes_survive_a_follower_then_the_leader_killed(
     paths = _documents(tmp_path / "docs")
     writer = cluster.store(entry, DIMS)
     readers = {node.name: cluster.store(node, DIMS, consistency="ALL") for node in cluster.nodes}
+    replicas = {node.name: cluster.store(node, DIMS, consistency="ONE") for node in cluster.nodes}
     out = Ingestion()
     try:
         half = FILES // 2
@@ -242,9 +256,9 @@ def test_acknowledged_writes_survive_a_follower_then_the_leader_killed(
         # The store outlasts elections and a replica going away: nothing asked for fails.
         assert not out.errors, out.errors[:5]
         for name, reader in readers.items():
-            _check_all_there(reader, out, name)
+            _check_all_there(reader, out, name, replicas)
             _check_exactly_once(reader, out, name)
     finally:
-        for reader in readers.values():
+        for reader in [*readers.values(), *replicas.values()]:
             reader.close()
         writer.close()
