@@ -46,6 +46,7 @@ import ctypes
 import json
 import os
 import queue
+import random
 import signal
 import socket
 import subprocess
@@ -159,12 +160,43 @@ class NodePorts:
         return plans
 
 
+LOWEST_PORT = 10_000
+"""Ports are chosen from here up to the kernel's ephemeral range (``ephemeral_ports``)."""
+
+
+def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
+    """Return the ports the kernel gives outgoing connections (its default when unreadable)."""
+    try:
+        low, high = (int(v) for v in path.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 @contextlib.contextmanager
 def _reserved(count: int) -> Iterator[list[int]]:
-    """Hold ``count`` distinct free ports until the block ends (so none is picked twice)."""
+    """Hold ``count`` distinct free ports until the block ends (so none is picked twice).
+
+    Below the kernel's ephemeral range: a node restarted on its ports must find them free,
+    and a port of that range, once its node is killed, can be taken by any outgoing
+    connection meanwhile (a cluster test's node failed to restart, "bind: address already
+    in use" on its Raft RPC port). Without room below the range, the kernel chooses.
+    """
+    top = min(ephemeral_ports().start, 65535)
     socks: list[socket.socket] = []
     try:
-        for _ in range(count):
+        for _ in range(50 * count if top > LOWEST_PORT else 0):
+            if len(socks) == count:
+                break
+            port = random.randrange(LOWEST_PORT, top)  # one held already fails to bind
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
+            socks.append(sock)
+        while len(socks) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.bind(("127.0.0.1", 0))
             socks.append(sock)
@@ -178,7 +210,7 @@ def _free_pair(taken: set[int]) -> int:
     """Return a free port ``p`` whose ``p + 1`` is free too."""
     for _ in range(200):
         with _reserved(1) as (port,):
-            if port in taken or port + 1 in taken or port + 1 > 65535:
+            if port in taken or port + 1 in taken or port + 1 in ephemeral_ports():
                 continue
             try:
                 with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

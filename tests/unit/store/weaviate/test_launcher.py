@@ -255,6 +255,29 @@ def test_the_nodes_of_a_cluster_never_share_a_port(tmp_path: Path) -> None:
 FIELDS = ("http", "grpc", "gossip", "data", "raft", "profiling")
 
 
+def test_ports_lie_below_the_kernels_ephemeral_range(tmp_path: Path) -> None:
+    # A killed node's port in that range can be taken by an outgoing connection before the
+    # node restarts: a cluster test's node then failed, "bind: address already in use".
+    ephemeral = launcher.ephemeral_ports()
+    assert ephemeral.start > launcher.LOWEST_PORT  # this machine has room below it
+    for _ in range(200):
+        ports = [
+            port
+            for n in Cluster(tmp_path, size=3).nodes
+            for port in (*(getattr(n.ports, f) for f in FIELDS), n.ports.raft_rpc)
+        ]
+        assert all(launcher.LOWEST_PORT <= p < ephemeral.start for p in ports), ports
+
+
+def test_the_ephemeral_range_is_read_from_the_kernel_or_defaults(tmp_path: Path) -> None:
+    setting = tmp_path / "ip_local_port_range"
+    setting.write_text("40000\t50000\n")
+    assert launcher.ephemeral_ports(setting) == range(40000, 50001)
+    assert launcher.ephemeral_ports(tmp_path / "absent") == range(32768, 61000)
+    setting.write_text("garbage")
+    assert launcher.ephemeral_ports(setting) == range(32768, 61000)
+
+
 def test_a_node_that_fails_to_rejoin_is_not_left_running(
     binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
