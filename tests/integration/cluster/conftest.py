@@ -117,6 +117,39 @@ def eventually(check: Callable[[], T], ok: Callable[[T], bool], timeout: float) 
         time.sleep(1.0)
 
 
+def replicas_agree(
+    readers: dict[str, WeaviateStore], collection: str, user: str | None, timeout: float
+) -> float:
+    """Wait until every node's own replica of ``collection`` holds the same objects.
+
+    Same ids and same properties, listed through each node (a listing reads the replica of
+    the node it reaches). Counts alone do not show an update a replica missed: a write at
+    ``QUORUM`` may leave one replica behind until async replication brings it the newer
+    version. Returns the seconds it took; fails naming the nodes that differ.
+    """
+
+    def contents() -> dict[str, dict[str, dict[str, object]]]:
+        return {
+            name: {o.id: dict(o.properties) for o in reader.iterate(collection, user=user)}
+            for name, reader in readers.items()
+        }
+
+    def agree(seen: dict[str, dict[str, dict[str, object]]]) -> bool:
+        first = next(iter(seen.values()))
+        return all(held == first for held in seen.values())
+
+    started = time.monotonic()
+    seen = eventually(contents, agree, timeout)
+    first_name, first = next(iter(seen.items()))
+    differ = {
+        name: sorted(oid for oid in set(held) | set(first) if held.get(oid) != first.get(oid))[:3]
+        for name, held in seen.items()
+        if held != first
+    }
+    assert not differ, f"{collection} ({user}): objects differing from {first_name}'s: {differ}"
+    return time.monotonic() - started
+
+
 @pytest.fixture(scope="session")
 def weaviate_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
     """Three nodes of the pinned server, joined, for the whole session."""
