@@ -320,6 +320,24 @@ async def purge_cmd(
     return Shown([r.to_dict() for r in reports], lambda: _print_purge_reports(reports))
 
 
+@memory_command(app, "repair")
+async def repair_cmd(mem: Memory) -> Output:
+    """Rewrite what a Weaviate node holds but its indexes miss (run after a node was killed).
+
+    Connect to the restarted node (``WEAVIATE_URL``) once it has caught up. A node killed
+    mid-write can keep objects that no search served by it finds; the embedded store writes
+    each batch in one transaction and has nothing to repair.
+    """
+    repair = getattr(mem.store, "reindex_unindexed", None)
+    if repair is None:
+        return Record({"backend": mem.store.backend, "rewritten": {}}, title="Nothing to repair")
+    rewritten = await asyncio.to_thread(repair)
+    return Record(
+        {"backend": mem.store.backend, "rewritten": rewritten},
+        title=f"Rewrote {sum(rewritten.values())} unindexed object(s)",
+    )
+
+
 # -- export / import ---------------------------------------------------------------------------
 
 

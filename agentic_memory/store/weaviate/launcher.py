@@ -47,6 +47,7 @@ import json
 import os
 import queue
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -566,9 +567,18 @@ class _Spawner:
             if prctl is not None:
                 prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
-        self._jobs.put(
-            (lambda: subprocess.Popen(command, preexec_fn=die_with_parent, **kwargs), done)
-        )
+        setpriv = shutil.which("setpriv") if _LINUX else None
+        if setpriv is not None:
+            # No Python in the child: with ``preexec_fn`` Python forks and runs it there, and
+            # so do gRPC's fork handlers; a test process with live gRPC channels had a node's
+            # child abort (SIGABRT, "epoll_wait error: Bad file descriptor") before its exec.
+            # Without it CPython spawns by vfork, and setpriv sets the signal, then execs.
+            wrapped = [setpriv, "--pdeathsig", "KILL", "--", *command]
+            self._jobs.put((lambda: subprocess.Popen(wrapped, **kwargs), done))
+        else:
+            self._jobs.put(
+                (lambda: subprocess.Popen(command, preexec_fn=die_with_parent, **kwargs), done)
+            )
         return done.result()
 
     def _run(self) -> None:

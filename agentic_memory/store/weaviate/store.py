@@ -68,6 +68,7 @@ from agentic_memory.store.weaviate.reads import (
     users_of,
     vector_side_only,
 )
+from agentic_memory.store.weaviate.repair import reindex_unindexed
 from agentic_memory.store.weaviate.retries import (
     TENANT_GONE_RE,
     create_settled,
@@ -211,6 +212,23 @@ class WeaviateStore(MemoryStore):
         """Hold ``key`` against this machine's processes and, with a coordinator, others'."""
         with self._exclusive_locks.hold("exclusive", *key):
             yield
+
+    def reindex_unindexed(self) -> dict[str, int]:
+        """Write again what the connected node holds but its indexes miss (``repair``).
+
+        After a node was killed mid-write, run it on a store connected to that node. Returns
+        the objects rewritten per collection (``Collection`` or ``Collection/tenant``).
+        """
+        repaired: dict[str, int] = {}
+        for name in self.collections():
+            collection = self._collection(name)
+            tenants = sorted(collection.tenants.get()) if self.spec(name).per_user else [None]
+            for tenant in tenants:
+                bound = collection if tenant is None else collection.with_tenant(tenant)
+                count = reindex_unindexed(bound)
+                if count:
+                    repaired[name if tenant is None else f"{name}/{tenant}"] = count
+        return repaired
 
     def close(self) -> None:
         """Close the client's HTTP and gRPC connections (and PostgreSQL's, if used).

@@ -235,6 +235,13 @@ def test_export_needs_one_scope(seeded: Seeded, tmp_path: Path) -> None:
     assert not (tmp_path / "x.jsonl").exists()
 
 
+def test_repair_on_the_embedded_store_changes_nothing(store: EmbeddedStore, seeded: Seeded) -> None:
+    # Its batches are SQLite transactions: nothing is ever held unindexed.
+    before = snapshot(store)
+    assert ok_json("memories", "repair") == {"backend": "embedded", "rewritten": {}}
+    assert_same(before, snapshot(store))
+
+
 # -- forget -----------------------------------------------------------------------------------
 
 
