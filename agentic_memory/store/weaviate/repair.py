@@ -13,11 +13,15 @@ Writing such an object again with the same content does nothing: the server skip
 unchanged object (``compareObjsForInsertStatus``). So each one is written twice, never
 deleted (a repair killed half-way loses nothing): first with its vector's first component
 moved to the next float32, which gives it a new document id and every index entry on every
-replica, then with its own vector again.
+replica, then with its own vector again. Each one is read again right before (an object a
+writer changed since the listing is left as the writer wrote it); what a writer changes in
+the milliseconds between that read and the rewrite is overwritten with what was read: run
+the repair before the node takes traffic again.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import numpy as np
@@ -55,10 +59,26 @@ def reindex_unindexed(collection: Any) -> int:
             filters=Filter.by_id().contains_any(ids), limit=len(ids)
         ).objects
         found = {str(o.uuid) for o in indexed}
-        missed = [o for o in page if str(o.uuid) not in found]
+        missed = [o for o in page if str(o.uuid) not in found and _unchanged(collection, o)]
         if missed:
             _rewrite(collection, missed)
             repaired += len(missed)
+
+
+def _unchanged(collection: Any, listed: Any) -> bool:
+    """Whether the object still holds what the listing read, read again just before the write.
+
+    A writer may have updated it since (its own write keeps its content; a new vector also
+    indexes it): it is left alone rather than given back the listed content. The cursor
+    reads it, from the id just below its own, since no id lookup finds it.
+    """
+    below = uuid.UUID(int=listed.uuid.int - 1) if listed.uuid.int else None
+    now = collection.query.fetch_objects(limit=1, after=below, include_vector=[VECTOR_NAME]).objects
+    return bool(now) and (now[0].uuid, now[0].properties, now[0].vector) == (
+        listed.uuid,
+        listed.properties,
+        listed.vector,
+    )
 
 
 def _rewrite(collection: Any, objects: list[Any]) -> None:

@@ -222,12 +222,16 @@ class WeaviateStore(MemoryStore):
         repaired: dict[str, int] = {}
         for name in self.collections():
             collection = self._collection(name)
-            tenants = sorted(collection.tenants.get()) if self.spec(name).per_user else [None]
-            for tenant in tenants:
-                bound = collection if tenant is None else collection.with_tenant(tenant)
-                count = reindex_unindexed(bound)
-                if count:
-                    repaired[name if tenant is None else f"{name}/{tenant}"] = count
+            try:
+                per_user = self.spec(name).per_user
+                tenants = sorted(collection.tenants.get()) if per_user else [None]
+                for tenant in tenants:
+                    bound = collection if tenant is None else collection.with_tenant(tenant)
+                    count = reindex_unindexed(bound)
+                    if count:
+                        repaired[name if tenant is None else f"{name}/{tenant}"] = count
+            except weaviate.exceptions.WeaviateBaseError as exc:
+                raise StoreError(f"Weaviate repair of {name!r} failed: {exc}") from exc
         return repaired
 
     def close(self) -> None:

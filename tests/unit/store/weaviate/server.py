@@ -72,6 +72,8 @@ class FakeWeaviate(Wire):
         self.create_window = 0.0
         """Seconds every create waits between its check and its write."""
         self.creates = 0
+        self.after_search: Callable[[Any], None] | None = None
+        """Called after each search with its request (another writer acting meanwhile)."""
         self.unindexed: set[tuple[str, str, str]] = set()
         """(collection, tenant, id) of objects held but in no index, as a node killed in the
         middle of a batch can keep them: listed by the cursor, found by no filter or search;
@@ -187,9 +189,12 @@ class FakeWeaviate(Wire):
             )
         rows = rows[request.offset : request.offset + limit]
         types = self._types(request.collection)
-        return search_get_pb2.SearchReply(
+        reply = search_get_pb2.SearchReply(
             results=[_result(oid, obj, types, request.metadata) for oid, obj in rows]
         )
+        if self.after_search is not None:
+            self.after_search(request)
+        return reply
 
     def aggregate(self, request: Any) -> Any:
         self.grpc.append(("aggregate", request))

@@ -8,6 +8,7 @@ skips an unchanged object). Seen live in the cluster tests; ``store.weaviate.rep
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -89,3 +90,22 @@ def test_nothing_unindexed_writes_nothing(crashed: tuple[FakeWeaviate, wv.Weavia
     before = len(w.requests("batch_objects"))
     assert store.reindex_unindexed() == {}
     assert len(w.requests("batch_objects")) == before
+
+
+def test_an_object_a_writer_changed_since_the_listing_keeps_the_writers_content(
+    crashed: tuple[FakeWeaviate, wv.WeaviateStore],
+) -> None:
+    w, store = crashed
+    oid = make_id("s", "1")
+    bucket = w.objects[(SHARED.name, "")]
+
+    def writer_meanwhile(request: Any) -> None:
+        # Right after the repair's id lookup, another writer updates the object in place.
+        if request.HasField("filters") and w.after_search is not None:
+            w.after_search = None
+            bucket[oid] = {**bucket[oid], "properties": {**bucket[oid]["properties"], "n": 99}}
+
+    w.after_search = writer_meanwhile
+    assert store.reindex_unindexed()[SHARED.name] == 1  # s-4 only
+    assert bucket[oid]["properties"]["n"] == 99
+    assert store.get(SHARED.name, make_id("s", "4")) is not None
