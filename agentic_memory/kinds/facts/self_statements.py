@@ -517,7 +517,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     _Pattern(
         _p(
-            rf"\bmy (?P<rel>{_RELATIONS})\b[^,.!;?]*?,? and (?:she|he|they) (?P<value>(?:lives|works|teaches|studies|runs|owns|is(?! called| named)) [^,.!;]+)"
+            rf"\bmy (?P<rel>{_RELATIONS})\b[^,.!;?]{{0,60}}?,? and (?:she|he|they) (?P<value>(?:lives|works|teaches|studies|runs|owns|is(?! called| named)) [^,.!;]+)"
         ),
         _relation_pronoun,
     ),

@@ -21,6 +21,8 @@ from agentic_memory.kinds.facts.self_statements import (
     merge_facts,
     plausible_fact,
 )
+from agentic_memory.kinds.facts.store import MAX_VALUE
+from agentic_memory.kinds.messages import MAX_MESSAGE_CHARS
 from agentic_memory.kinds.model_output import (
     keep_protected,
     prompt_echo,
@@ -204,6 +206,21 @@ def test_values_are_spans_of_the_message_and_stay_bounded() -> None:
     hostile = "My name is Robert'); DROP TABLE users;-- and I live in <script>Paris</script>."
     for fact in extract_self_statements(hostile):
         assert fact.value  # stored as text like any other value; never executed
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "unit", ["my wife ", "I play ", "I'm learning ", "we're moving to ", "my dog is a "]
+)
+def test_a_long_message_is_read_in_one_pass(unit: str) -> None:
+    # "my wife" 16,000 times (128k characters) took 33 s when the pronoun pattern's gap was
+    # unbounded: every "my wife" scanned to the end of the message. At four times the
+    # admitted length a scan per position would take minutes, one pass about a second: the
+    # test fails only by its timeout, far from either.
+    size = 4 * MAX_MESSAGE_CHARS
+    text = (unit * (size // len(unit)))[:size]
+    for fact in extract_self_statements(text):
+        assert len(fact.value) <= MAX_VALUE
 
 
 def test_a_pronoun_takes_its_noun_from_the_sentence() -> None:
