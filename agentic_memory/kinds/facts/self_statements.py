@@ -107,8 +107,10 @@ _NOT_JOBS = frozenset(
     "runner-up".split()
 )
 _NOT_ANTECEDENTS = frozenset("i i'm im it they we you he she this that there".split())
+# Each trailing word after its own separator (start, a comma or spaces): "\s*,?\s*" could
+# split a run of spaces many ways, and "I play now now ... now x" took time doubling per word.
 _TRAILING = re.compile(
-    r"(?:\s*,?\s*\b(?:by the way|btw|originally|actually|now|too|as well|these days|"
+    r"(?:(?:^|\s*,\s*|\s+)\b(?:by the way|btw|originally|actually|now|too|as well|these days|"
     r"last (?:year|month|week)|this year|for (?:\w+ )?(?:years?|months?|weeks?)|"
     r"since \w+(?: \d{4})?|right now|at the moment|currently|though|only))+\s*$",
     re.IGNORECASE,
@@ -127,7 +129,9 @@ class _Pattern:
 
 
 def _clean(value: str) -> str:
-    text = _SENTENCE_END.sub("", value.strip())
+    # A value is cut to MAX_VALUE when stored: what lies past twice that is never kept, and
+    # each trailing-word pass below costs the length of what it reads.
+    text = _SENTENCE_END.sub("", value.strip()[: 2 * MAX_VALUE])
     previous = None
     while previous != text:
         previous = text
@@ -292,7 +296,8 @@ def _pet(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
 
 
 _NOT_PLAYED = frozenset(
-    "it that this them these those with along around by fair well badly fast quickly so too".split()
+    "it that this them these those with along around by fair well badly fast quickly so too "
+    "from".split()
 )
 """First words after "I play" / "I'm learning" that name no instrument, sport or subject."""
 
@@ -314,8 +319,9 @@ def _plays(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None
     thing = _clean(_cut_clause(match.group("thing")))
     head = re.split(r"\s+(?:in|on|at|with|for|every|during|since)\s+", thing, maxsplit=1)[0]
     head = re.sub(r"^(?:the|a|an)\s+", "", head, flags=re.IGNORECASE).lower()
-    if not head or head.split()[0] in _NOT_PLAYED or head == "games":
-        return None
+    words = head.split()
+    if not words or words[0] in _NOT_PLAYED or words[-1] in ("role", "part", "games"):
+        return None  # "I play a big role": no instrument or sport
     return f"plays: {head}", f"plays {thing}", "preference"
 
 
@@ -515,12 +521,6 @@ _PATTERNS: tuple[_Pattern, ...] = (
         _p(rf"\bmy (?P<rel>{_RELATIONS})(?:'s name is| is (?:called|named)) (?P<name>{_NAME})"),
         _relation_name,
     ),
-    _Pattern(
-        _p(
-            rf"\bmy (?P<rel>{_RELATIONS})\b[^,.!;?]{{0,60}}?,? and (?:she|he|they) (?P<value>(?:lives|works|teaches|studies|runs|owns|is(?! called| named)) [^,.!;]+)"
-        ),
-        _relation_pronoun,
-    ),
     _Pattern(re.compile(rf"(?i:\bmy (?P<rel>{_RELATIONS}),?) (?P<name>{_NAME})\b"), _relation_name),
     _Pattern(
         _p(r"\bmy (?:favourite|favorite) (?P<what>[a-z]+(?: [a-z]+)?) is (?P<value>[^,.!;]+)"),
@@ -545,8 +545,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         _like,
     ),
     _Pattern(_p(r"\bi speak (?P<langs>[^,.!;]+)"), _languages),
-    _Pattern(_p(r"\bi (?:play|have played) (?P<thing>[^,.!;]+)"), _plays),
-    _Pattern(_p(rf"\b{_I_AM} (?:currently )?learning (?P<thing>[^,.!;]+)"), _learning),
+    _Pattern(_p(r"\bi (?:play|have played) (?P<thing>[^,.!;:]+)"), _plays),
+    _Pattern(_p(rf"\b{_I_AM} (?:currently )?learning (?P<thing>[^,.!;:]+)"), _learning),
     _Pattern(
         _p(
             rf"\b(?:{_I_AM}|we're|we are|we’re) (?:going to be )?(?:moving|relocating) to (?P<place>[^,.!;]+)"
@@ -574,6 +574,12 @@ _PATTERNS: tuple[_Pattern, ...] = (
             rf"\bmy (?P<rel>{_RELATIONS}) (?P<value>(?:lives|works|teaches|studies|is(?! called| named)) [^,.!;]+)"
         ),
         _relation,
+    ),
+    _Pattern(
+        _p(
+            rf"\bmy (?P<rel>{_RELATIONS})(?:'s name is| is (?:called|named))? (?:{_NAME} )?and (?:she|he|they) (?P<value>(?:lives|works|teaches|studies|runs|owns|is(?! called| named)) [^,.!;:]+)"
+        ),
+        _relation_pronoun,
     ),
 )
 
