@@ -43,6 +43,7 @@ import argparse
 import atexit
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import queue
@@ -211,7 +212,10 @@ def _free_pair(taken: set[int]) -> int:
     """Return a free port ``p`` whose ``p + 1`` is free too."""
     for _ in range(200):
         with _reserved(1) as (port,):
-            if port in taken or port + 1 in taken or port + 1 in ephemeral_ports():
+            below = port < ephemeral_ports().start  # a pair from below stays below
+            if port in taken or port + 1 in taken or port + 1 > 65535:
+                continue
+            if below and port + 1 in ephemeral_ports():
                 continue
             try:
                 with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -567,7 +571,7 @@ class _Spawner:
             if prctl is not None:
                 prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
-        setpriv = shutil.which("setpriv") if _LINUX else None
+        setpriv = _setpriv()
         if setpriv is not None:
             # No Python in the child: with ``preexec_fn`` Python forks and runs it there, and
             # so do gRPC's fork handlers; a test process with live gRPC channels had a node's
@@ -592,6 +596,19 @@ class _Spawner:
 
 _LINUX = sys.platform.startswith("linux")
 _spawner = _Spawner()
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """``setpriv`` if it has ``--pdeathsig`` (util-linux 2.33 and later), else ``None``."""
+    path = shutil.which("setpriv") if _LINUX else None
+    if path is None:
+        return None
+    try:
+        usage = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if "--pdeathsig" in usage.stdout else None
 
 
 def _spawn(command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:

@@ -13,10 +13,13 @@ Writing such an object again with the same content does nothing: the server skip
 unchanged object (``compareObjsForInsertStatus``). So each one is written twice, never
 deleted (a repair killed half-way loses nothing): first with its vector's first component
 moved to the next float32, which gives it a new document id and every index entry on every
-replica, then with its own vector again. Each one is read again right before (an object a
-writer changed since the listing is left as the writer wrote it); what a writer changes in
-the milliseconds between that read and the rewrite is overwritten with what was read: run
-the repair before the node takes traffic again.
+replica, then with its own vector again. Each one is read again right before, and that
+content is written (a writer's change since the listing is kept; a deleted object stays
+deleted); what a writer changes between that read and the second write is overwritten with
+what was read: run the repair before the node takes traffic again.
+
+What is checked is the id index: an object whose id entry was flushed but some other
+index entry was not is not found by this repair.
 """
 
 from __future__ import annotations
@@ -59,49 +62,51 @@ def reindex_unindexed(collection: Any) -> int:
             filters=Filter.by_id().contains_any(ids), limit=len(ids)
         ).objects
         found = {str(o.uuid) for o in indexed}
-        missed = [o for o in page if str(o.uuid) not in found and _unchanged(collection, o)]
+        missed = [now for o in page if str(o.uuid) not in found if (now := _now(collection, o))]
         if missed:
             _rewrite(collection, missed)
             repaired += len(missed)
 
 
-def _unchanged(collection: Any, listed: Any) -> bool:
-    """Whether the object still holds what the listing read, read again just before the write.
+def _now(collection: Any, listed: Any) -> Any | None:
+    """Read the object again just before its rewrite; ``None`` once it is deleted.
 
-    A writer may have updated it since (its own write keeps its content; a new vector also
-    indexes it): it is left alone rather than given back the listed content. The cursor
-    reads it, from the id just below its own, since no id lookup finds it.
+    What a writer changed since the listing is what gets rewritten (an update keeping the
+    vector would leave it unindexed: the server re-indexes only changed properties), and a
+    deleted object is not brought back. The cursor reads it, from the id just below its
+    own: no id lookup finds it.
     """
     below = uuid.UUID(int=listed.uuid.int - 1) if listed.uuid.int else None
     now = collection.query.fetch_objects(limit=1, after=below, include_vector=[VECTOR_NAME]).objects
-    return bool(now) and (now[0].uuid, now[0].properties, now[0].vector) == (
-        listed.uuid,
-        listed.properties,
-        listed.vector,
-    )
+    return now[0] if now and now[0].uuid == listed.uuid else None
 
 
 def _rewrite(collection: Any, objects: list[Any]) -> None:
-    for nudged in (True, False):
-        data = [
-            DataObject(
-                properties=obj.properties,
-                uuid=obj.uuid,
-                vector={
-                    VECTOR_NAME: _moved(obj.vector[VECTOR_NAME])
-                    if nudged
-                    else obj.vector[VECTOR_NAME]
-                },
-            )
-            for obj in objects
-        ]
-        result = collection.data.insert_many(data)
-        if result.errors:
-            first = next(iter(result.errors.values()))
-            raise StoreError(
-                f"Weaviate refused to rewrite {len(result.errors)} unindexed object(s): "
-                f"{first.message}"
-            )
+    """Write ``objects`` with a moved vector, then with their own: the second pass always runs."""
+    refused = _write(collection, objects, nudged=True)
+    # Restored whatever the first pass did: an object left with the moved vector would
+    # look indexed to the next repair and keep that vector.
+    refused.update(_write(collection, objects, nudged=False))
+    if refused:
+        raise StoreError(
+            f"Weaviate refused to rewrite {len(refused)} unindexed object(s): "
+            f"{next(iter(refused.values()))}"
+        )
+
+
+def _write(collection: Any, objects: list[Any], *, nudged: bool) -> dict[str, str]:
+    data = [
+        DataObject(
+            properties=obj.properties,
+            uuid=obj.uuid,
+            vector={
+                VECTOR_NAME: _moved(obj.vector[VECTOR_NAME]) if nudged else obj.vector[VECTOR_NAME]
+            },
+        )
+        for obj in objects
+    ]
+    result = collection.data.insert_many(data)
+    return {str(objects[i].uuid): error.message for i, error in result.errors.items()}
 
 
 def _moved(vector: list[float]) -> list[float]:

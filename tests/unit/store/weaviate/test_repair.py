@@ -7,14 +7,14 @@ skips an unchanged object). Seen live in the cluster tests; ``store.weaviate.rep
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 import agentic_memory.store.weaviate as wv
-from agentic_memory.store import CollectionSpec, MemoryObject, Property, make_id
+from agentic_memory.store import CollectionSpec, MemoryObject, Property, StoreError, make_id
 from tests.unit.store.weaviate.conftest import client_over
 from tests.unit.store.weaviate.server import FakeWeaviate
 
@@ -92,20 +92,49 @@ def test_nothing_unindexed_writes_nothing(crashed: tuple[FakeWeaviate, wv.Weavia
     assert len(w.requests("batch_objects")) == before
 
 
-def test_an_object_a_writer_changed_since_the_listing_keeps_the_writers_content(
+def _meanwhile(w: FakeWeaviate, act: Callable[[], None]) -> None:
+    """Run ``act`` once, right after the repair's first id lookup (another writer)."""
+
+    def hook(request: Any) -> None:
+        if request.HasField("filters") and w.after_search is not None:
+            w.after_search = None
+            act()
+
+    w.after_search = hook
+
+
+def test_a_change_a_writer_made_since_the_listing_is_what_gets_rewritten(
     crashed: tuple[FakeWeaviate, wv.WeaviateStore],
 ) -> None:
     w, store = crashed
     oid = make_id("s", "1")
     bucket = w.objects[(SHARED.name, "")]
+    changed = {**bucket[oid]["properties"], "n": 99}
+    _meanwhile(w, lambda: bucket.update({oid: {**bucket[oid], "properties": changed}}))
+    assert store.reindex_unindexed()[SHARED.name] == 2
+    found = store.get(SHARED.name, oid)
+    assert found is not None and found.properties["n"] == 99
 
-    def writer_meanwhile(request: Any) -> None:
-        # Right after the repair's id lookup, another writer updates the object in place.
-        if request.HasField("filters") and w.after_search is not None:
-            w.after_search = None
-            bucket[oid] = {**bucket[oid], "properties": {**bucket[oid]["properties"], "n": 99}}
 
-    w.after_search = writer_meanwhile
-    assert store.reindex_unindexed()[SHARED.name] == 1  # s-4 only
-    assert bucket[oid]["properties"]["n"] == 99
+def test_an_object_deleted_since_the_listing_stays_deleted(
+    crashed: tuple[FakeWeaviate, wv.WeaviateStore],
+) -> None:
+    w, store = crashed
+    oid = make_id("s", "1")
+    bucket = w.objects[(SHARED.name, "")]
+    _meanwhile(w, lambda: bucket.pop(oid))
+    assert store.reindex_unindexed()[SHARED.name] == 1
+    assert oid not in bucket
     assert store.get(SHARED.name, make_id("s", "4")) is not None
+
+
+def test_a_refused_rewrite_still_gives_every_object_its_own_vector_back(
+    crashed: tuple[FakeWeaviate, wv.WeaviateStore],
+) -> None:
+    w, store = crashed
+    w.batch_errors = {0: "disk full"}
+    with pytest.raises(StoreError, match="disk full"):
+        store.reindex_unindexed()
+    written = {o.id: o for o in _objects("s", 6)}
+    for oid, obj in w.objects[(SHARED.name, "")].items():
+        assert obj["vector"] == [float(np.float32(v)) for v in written[oid].vector]
