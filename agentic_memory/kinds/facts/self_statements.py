@@ -171,11 +171,12 @@ def _name(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
 
 
 def _capital_name(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
-    # "I'm Tom": only a capitalised word that is not a nationality, a diet, an adjective.
-    word = match.group("name")
-    if not word[:1].isupper() or word.lower() in _NOT_NAMES:
+    # "I'm Tom", "I'm Tom Nowak": only capitalised words, none a nationality, a diet, an
+    # adjective ("I'm Polish", "I'm Vegan Now" state no name).
+    name = match.group("name")
+    if any(w.lower() in _NOT_NAMES for w in name.split()):
         return None
-    return "name", word, "identity"
+    return "name", name, "identity"
 
 
 def _diet_fact(value: str) -> tuple[str, str, FactCategory]:
@@ -229,7 +230,8 @@ def _health(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | Non
 
 def _place(subject: str) -> Callable[[re.Match[str], str], tuple[str, str, FactCategory] | None]:
     def build(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | None:
-        place = _clean(_cut_clause(match.group("place")))
+        # "in Gdansk with my wife Ola": who the user lives with is not part of the place.
+        place = _clean(re.split(r"\s+with\b", _cut_clause(match.group("place")), maxsplit=1)[0])
         if not place or not any(w[:1].isupper() for w in place.split()):
             return None  # "I live in a flat": not a place name
         return subject, place, "identity"
@@ -337,6 +339,8 @@ def _moving(match: re.Match[str], _: str) -> tuple[str, str, FactCategory] | Non
     place = _clean(_cut_clause(match.group("place")))
     if not place or not any(w[:1].isupper() for w in place.split()):
         return None  # "we're moving to a bigger flat": not a place name
+    if re.match(r"\S+ v?\d", place):
+        return None  # "we're moving to Python 3", "to Java 21": a version, not a place
     return "planned move", f"moving to {place}", "other"
 
 
@@ -442,7 +446,9 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _Pattern(_p(r"\b(?:you can |please )?call me (?P<name>[^,.!;]+)"), _name),
     _Pattern(_p(r"\b(?:everyone|people|friends) calls? me (?P<name>[^,.!;]+)"), _name),
     _Pattern(
-        re.compile(rf"(?i:^(?:hi|hello|hey)?[,!]?\s*{_I_AM}\s+)(?P<name>{_NAME})\s*(?:[,.!]|$)"),
+        re.compile(
+            rf"(?i:^(?:hi|hello|hey)?[,!]?\s*{_I_AM}\s+)(?P<name>{_NAME}(?: {_NAME})?)\s*(?:[,.!]|$)"
+        ),
         _capital_name,
     ),
     _Pattern(

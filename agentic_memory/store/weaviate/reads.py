@@ -233,13 +233,20 @@ def vector_side_only(
     ]
 
 
+def is_active(tenant: Any) -> bool:
+    """Whether a tenant (as ``collection.tenants.get()`` gives it) is loaded.
+
+    Reading a cold one wakes it (auto tenant activation is on).
+    """
+    status = getattr(tenant, "activity_status", None)
+    return status is None or str(getattr(status, "value", status)) in _ACTIVE
+
+
 def users_of(collection: Any) -> list[str]:
     """Return the users that have objects in a per-user collection, sorted."""
     users: list[str] = []
     for name, tenant in collection.tenants.get().items():
-        status = getattr(tenant, "activity_status", None)
-        active = status is None or str(getattr(status, "value", status)) in _ACTIVE
-        if not active and not is_hashed_tenant(str(name)):
+        if not is_active(tenant) and not is_hashed_tenant(str(name)):
             # A plain tenant name is the user id itself: reported without reading the
             # tenant, which would wake a cold one (auto tenant activation is on).
             users.append(str(name))

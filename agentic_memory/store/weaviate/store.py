@@ -63,6 +63,7 @@ from agentic_memory.store.weaviate.reads import (
     fetch_after,
     fetch_by_ids,
     hybrid_hits,
+    is_active,
     list_page,
     stored,
     users_of,
@@ -218,13 +219,19 @@ class WeaviateStore(MemoryStore):
 
         After a node was killed mid-write, run it on a store connected to that node. Returns
         the objects rewritten per collection (``Collection`` or ``Collection/tenant``).
+        Cold tenants are not read (reading would wake every one of them): a tenant is written
+        out whole when it is deactivated, so a crash leaves nothing unindexed in it.
         """
         repaired: dict[str, int] = {}
         for name in self.collections():
             collection = self._collection(name)
             try:
                 per_user = self.spec(name).per_user
-                tenants = sorted(collection.tenants.get()) if per_user else [None]
+                tenants = (
+                    sorted(n for n, t in collection.tenants.get().items() if is_active(t))
+                    if per_user
+                    else [None]
+                )
                 for tenant in tenants:
                     bound = collection if tenant is None else collection.with_tenant(tenant)
                     count = reindex_unindexed(bound)

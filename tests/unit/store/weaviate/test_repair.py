@@ -92,6 +92,18 @@ def test_nothing_unindexed_writes_nothing(crashed: tuple[FakeWeaviate, wv.Weavia
     assert len(w.requests("batch_objects")) == before
 
 
+def test_a_cold_tenant_is_not_woken(crashed: tuple[FakeWeaviate, wv.WeaviateStore]) -> None:
+    # Reading a cold tenant activates it: a repair of a node with many users would load them
+    # all, though a tenant is written out whole when it goes cold.
+    w, store = crashed
+    tenant = wv.tenant_name(ALICE)
+    w.cold = {tenant}
+    assert store.reindex_unindexed() == {SHARED.name: 2}
+    assert all(r.tenant != tenant for r in w.requests("search"))
+    w.cold = set()
+    assert store.reindex_unindexed() == {f"{PER_USER.name}/{tenant}": 1}
+
+
 def _meanwhile(w: FakeWeaviate, act: Callable[[], None]) -> None:
     """Run ``act`` once, right after the repair's first id lookup (another writer)."""
 
