@@ -21,6 +21,8 @@ with the expected value whenever the prompt holds it), SmolLM2 with the compact 
 profile, Gemma 3 270M base (``AMEM_LOCAL_MODEL=gemma3-270m``: needs its package), and any
 GGUF with ``--gguf NAME=PATH`` (compact profile), e.g. a Qwen2.5 0.5B Instruct measured beside.
 
+``--persona tomasz`` runs a second user instead (eight statements, eight fact questions).
+
 Timings are wall-clock on this machine's 2 shared cores (the load average is printed);
 ratios within one run are what to compare.
 
@@ -130,15 +132,67 @@ def contradicts(answer: str) -> str | None:
     return None
 
 
-_GOLD = {
-    STATEMENTS[0]: ("name", "Maya Lindqvist", "identity"),
-    STATEMENTS[1]: ("job", "pharmacist", "identity"),
-    STATEMENTS[2]: ("city", "Porto", "identity"),
-    STATEMENTS[3]: ("diet", "vegetarian", "preference"),
-    STATEMENTS[4]: ("allergy", "allergic to peanuts", "constraint"),
-    STATEMENTS[5]: ("trip", "flying to Tokyo next month", "other"),
-    STATEMENTS[6]: ("answer style", "short answers", "preference"),
+_GOLD: dict[str, list[tuple[str, str, str]]] = {
+    STATEMENTS[0]: [("name", "Maya Lindqvist", "identity")],
+    STATEMENTS[1]: [("job", "pharmacist", "identity")],
+    STATEMENTS[2]: [("city", "Porto", "identity")],
+    STATEMENTS[3]: [("diet", "vegetarian", "preference")],
+    STATEMENTS[4]: [("allergy", "allergic to peanuts", "constraint")],
+    STATEMENTS[5]: [("trip", "flying to Tokyo next month", "other")],
+    STATEMENTS[6]: [("answer style", "short answers", "preference")],
 }
+
+# A second user (``--persona tomasz``): more facts, a family and a pet, no constraint
+# question (``contradicts`` knows peanuts and meat only); the same document.
+TOMASZ = (
+    "tomasz",
+    [
+        "Hi, I'm Tomasz Nowak.",
+        "I'm a backend developer at a logistics startup.",
+        "I live in Gdansk with my wife Ola.",
+        "We have a dog called Burek.",
+        "I play chess on weekends.",
+        "I'm learning Japanese.",
+        "I'm lactose intolerant.",
+        "My PIN is 1234, keep it safe.",
+    ],
+    [
+        Question("fact", "What is my name?", ("tomasz",)),
+        Question("fact", "What do I do for a living?", ("backend", "developer")),
+        Question("fact", "Which city do I live in?", ("gdansk",)),
+        Question("fact", "What is my wife's name?", ("ola",)),
+        Question("fact", "What's my dog called?", ("burek",)),
+        Question("fact", "What game do I play on weekends?", ("chess",)),
+        Question("fact", "Which language am I learning?", ("japanese",)),
+        Question("fact", "Can I drink milk?", ("lactose",), constrained=False),
+        Question("document", "When does the conference registration desk open?", ("8:30", "8.30")),
+    ],
+    {
+        "Hi, I'm Tomasz Nowak.": [("name", "Tomasz Nowak", "identity")],
+        "I'm a backend developer at a logistics startup.": [
+            ("job", "backend developer", "identity")
+        ],
+        "I live in Gdansk with my wife Ola.": [
+            ("city", "Gdansk", "identity"),
+            ("wife's name", "Ola", "identity"),
+        ],
+        "We have a dog called Burek.": [("pet dog", "Burek", "other")],
+        "I play chess on weekends.": [("hobby", "chess on weekends", "preference")],
+        "I'm learning Japanese.": [("learning", "Japanese", "other")],
+        "I'm lactose intolerant.": [("lactose intolerance", "lactose intolerant", "constraint")],
+    },
+)
+
+
+def use_persona(name: str) -> None:
+    """Make ``tomasz`` (or ``maya``, the default) the user every session states and asks."""
+    global USER, STATEMENTS, QUESTIONS, _GOLD  # the one switch of a script's data
+    if name == "tomasz":
+        USER, STATEMENTS, QUESTIONS, _GOLD = TOMASZ
+    elif name != "maya":
+        raise SystemExit(f"unknown persona {name!r}: maya or tomasz")
+
+
 _REFLECTION = {
     "context_tags": ["introductions"],
     "conversation_summary": "The user introduced herself and her trip.",
@@ -184,8 +238,10 @@ class PerfectModel(BaseChatModel):
     def _structured(self, instruction: str, prompt: str) -> dict[str, Any]:
         if '"title": "ExtractedFacts"' in instruction:
             said = prompt.split("Newest user message:")[-1].strip()
-            gold = _GOLD.get(said)
-            found = [dict(zip(("subject", "value", "category"), gold, strict=True))] if gold else []
+            found = [
+                dict(zip(("subject", "value", "category"), gold, strict=True))
+                for gold in _GOLD.get(said, [])
+            ]
             return {"facts": found, "important": False}
         if '"title": "Reflection"' in instruction:
             return _REFLECTION
@@ -370,8 +426,10 @@ async def _poison(agentic: AgenticStore, openings: Sequence[str]) -> dict[str, A
 
 
 def _table(rows: list[tuple[Config, list[Result], dict[str, Any]]]) -> str:
+    kinds = [q.kind for q in QUESTIONS]
     lines = [
-        "| model / profile | facts right (of 7) | document (of 1) | constraints kept (of 8) | "
+        f"| model / profile | facts right (of {kinds.count('fact')}) | document (of "
+        f"{kinds.count('document')}) | constraints kept (of {sum(q.constrained for q in QUESTIONS)}) | "
         "prompt leaks | answers cut / notices | median turn | statement turn (median) |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -428,7 +486,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--json", type=Path, help="write the raw results here")
     parser.add_argument("--from-json", type=Path, help="report the raw results of a run again")
+    parser.add_argument("--persona", default="maya", help="maya (default) or tomasz")
     args = parser.parse_args()
+    use_persona(args.persona)
     logging.basicConfig(level=logging.ERROR)
     configs = [
         Config("perfect (scripted)", "auto", ceiling=True),

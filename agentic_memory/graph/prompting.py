@@ -45,6 +45,7 @@ from agentic_memory.kinds.model_output import (
     longest_copy,
     mangled,
     prompt_echo,
+    word_count,
 )
 from agentic_memory.models.calls import MODEL_ERRORS, ModelCall, ainvoke_structured, calls_of
 
@@ -322,16 +323,21 @@ the last exchange is kept so that a follow-up question keeps its context."""
 
 
 def repeats_last_answer(answer: AIMessage, state: State) -> bool:
-    """Tell whether ``answer`` copies ``RECITED_WORDS`` words in a row of the previous answer.
+    """Tell whether ``answer`` copies the previous answer, in a long run or whole.
 
-    SmolLM2 at temperature 0 sometimes answers a new message with its previous answer word
-    for word (a product session, 2026-12-05: two of six turns), the last exchange being in
-    its prompt. A short reply given twice ("Noted.") is not counted.
+    A copy is ``RECITED_WORDS`` words in a row, or the whole answer when it has at least
+    ``ECHO_RUN`` words. SmolLM2 at temperature 0 sometimes answers a new message with its
+    previous answer word for word (a product session, 2026-12-05: two of six turns), the
+    last exchange being in its prompt; a short one too ("You're travelling to Tokyo next
+    month." to "Do I like short or long answers?", the answers bench). A reply of fewer
+    words given twice ("Noted.", "Got it, thanks!") is not counted.
     """
     answers = [m for m in history_of(state) if isinstance(m, AIMessage)]
-    return bool(answers) and (
-        longest_copy(message_text(answer), [message_text(answers[-1])]) >= RECITED_WORDS
-    )
+    if not answers:
+        return False
+    said = message_text(answer)
+    copied = longest_copy(said, [message_text(answers[-1])])
+    return copied >= RECITED_WORDS or (copied > 0 and copied == word_count(said))
 
 
 async def compact_context(

@@ -203,6 +203,11 @@ def mangled(text: str, *, bound: int | None = None, openings: Iterable[str] = ()
     return None
 
 
+def word_count(text: str) -> int:
+    """Return how many words ``text`` has, counted as :func:`longest_copy` counts them."""
+    return len(_words(text))
+
+
 def longest_copy(text: str, sources: Iterable[str]) -> int:
     """Return how many words in a row ``text`` copies from ``sources`` (0 when under a run).
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from bench.answers_bench import QUESTIONS, Config, _session, contradicts
 
 
@@ -22,3 +24,20 @@ def test_the_perfect_model_answers_everything_the_prompt_holds(tmp_path: Path) -
     assert stored["invented_facts"] == [] and stored["secrets"] == []
     assert stored["leaked_turns"] == [] and stored["mangled_rules"] == []
     assert "name=Maya Lindqvist" in stored["facts"]
+
+
+def test_the_second_persona_is_answered_by_the_perfect_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench.answers_bench as bench
+
+    for name in ("USER", "STATEMENTS", "QUESTIONS", "_GOLD"):
+        monkeypatch.setattr(bench, name, getattr(bench, name))  # put back after the test
+    bench.use_persona("tomasz")
+    results, stored = asyncio.run(_session(Config("perfect", "auto", ceiling=True), tmp_path))
+    assert [r.question for r in results] == [q.text for q in bench.QUESTIONS]
+    assert all(r.right for r in results), [r.answer for r in results if not r.right]
+    assert {"name=Tomasz Nowak", "city=Gdansk", "wife's name=Ola"} <= set(stored["facts"])
+    assert stored["invented_facts"] == [] and stored["secrets"] == []
+    with pytest.raises(SystemExit, match="unknown persona"):
+        bench.use_persona("nobody")

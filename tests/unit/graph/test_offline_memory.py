@@ -609,3 +609,36 @@ async def test_an_offline_answer_that_repeats_the_previous_one_is_asked_again(
             # The second prompt holds no earlier answer to copy.
             assert not any(isinstance(m, AIMessage) for m in answers[-1].messages)
             assert any(isinstance(m, AIMessage) for m in answers[-2].messages)
+
+
+@pytest.mark.parametrize(
+    ("previous", "answer", "repeated"),
+    [
+        # Whole short answers given again to a new question (the answers bench, 2026-12-05).
+        ("You're travelling to Tokyo next month.", "You're travelling to Tokyo next month.", True),
+        (
+            "I'm a backend developer at a logistics startup.",
+            "I'm a backend developer at a logistics startup!",
+            True,
+        ),
+        # A short reply twice is no copy; nor is an answer that only starts like the last one.
+        ("Noted.", "Noted.", False),
+        ("Got it, thanks!", "Got it, thanks!", False),
+        (
+            "You're travelling to Tokyo next month.",
+            "You're travelling to Tokyo next month, and you live in Porto.",
+            False,
+        ),
+        ("Your city is Porto.", "Your name is Maya Lindqvist.", False),
+    ],
+)
+def test_a_whole_short_answer_given_again_is_a_repeat(
+    previous: str, answer: str, repeated: bool
+) -> None:
+    from langchain_core.messages import AIMessage
+
+    from agentic_memory.graph.prompting import repeats_last_answer
+    from agentic_memory.graph.state import State
+
+    state = State(messages=[HumanMessage("first"), AIMessage(previous), HumanMessage("second")])
+    assert repeats_last_answer(AIMessage(answer), state) is repeated
