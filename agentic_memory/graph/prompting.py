@@ -39,13 +39,13 @@ from agentic_memory.graph.memory import (
 )
 from agentic_memory.graph.state import State, message_text
 from agentic_memory.kinds.model_output import (
+    copied_share,
     field_bound,
     layer_openings,
     leak_at,
     longest_copy,
     mangled,
     prompt_echo,
-    word_count,
 )
 from agentic_memory.models.calls import MODEL_ERRORS, ModelCall, ainvoke_structured, calls_of
 
@@ -322,22 +322,29 @@ right of 7: 4 messages 1, 2 messages 2, none 3, the user's messages alone 1 (one
 the last exchange is kept so that a follow-up question keeps its context."""
 
 
-def repeats_last_answer(answer: AIMessage, state: State) -> bool:
-    """Tell whether ``answer`` copies the previous answer, in a long run or whole.
+REPEATED_SHARE = 0.8
+"""Share of an answer's words copied from the previous answer that makes it a repeat."""
 
-    A copy is ``RECITED_WORDS`` words in a row, or the whole answer when it has at least
-    ``ECHO_RUN`` words. SmolLM2 at temperature 0 sometimes answers a new message with its
-    previous answer word for word (a product session, 2026-12-05: two of six turns), the
-    last exchange being in its prompt; a short one too ("You're travelling to Tokyo next
-    month." to "Do I like short or long answers?", the answers bench). A reply of fewer
-    words given twice ("Noted.", "Got it, thanks!") is not counted.
+
+def repeats_last_answer(answer: AIMessage, state: State) -> bool:
+    """Tell whether ``answer`` copies the previous answer, in a long run or nearly whole.
+
+    A copy is ``RECITED_WORDS`` words in a row, or ``REPEATED_SHARE`` of the answer's words
+    in runs of ``ECHO_RUN`` words the previous answer holds. SmolLM2 at temperature 0
+    sometimes answers a new message with its previous answer word for word (a product
+    session, 2026-12-05: two of six turns), the last exchange being in its prompt; a short
+    one too ("You're travelling to Tokyo next month." to "Do I like short or long
+    answers?", the answers bench), or with one word changed ("You can't do anything for a
+    wife, but you could help out with your own business." after the same about a dog). A
+    reply shorter than a run given twice ("Noted.", "Got it, thanks!") is not counted.
     """
     answers = [m for m in history_of(state) if isinstance(m, AIMessage)]
     if not answers:
         return False
-    said = message_text(answer)
-    copied = longest_copy(said, [message_text(answers[-1])])
-    return copied >= RECITED_WORDS or (copied > 0 and copied == word_count(said))
+    said, before = message_text(answer), [message_text(answers[-1])]
+    return longest_copy(said, before) >= RECITED_WORDS or (
+        copied_share(said, before) >= REPEATED_SHARE
+    )
 
 
 async def compact_context(

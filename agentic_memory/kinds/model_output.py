@@ -203,9 +203,25 @@ def mangled(text: str, *, bound: int | None = None, openings: Iterable[str] = ()
     return None
 
 
-def word_count(text: str) -> int:
-    """Return how many words ``text`` has, counted as :func:`longest_copy` counts them."""
-    return len(_words(text))
+def _held_runs(sources: Iterable[str]) -> set[tuple[str, ...]]:
+    held: set[tuple[str, ...]] = set()
+    for source in sources:
+        held |= _runs(_words(source), ECHO_RUN)
+    return held
+
+
+def copied_share(text: str, sources: Iterable[str]) -> float:
+    """Return the share of ``text``'s words inside runs of :data:`ECHO_RUN` words ``sources`` hold.
+
+    A text shorter than a run has 0.0.
+    """
+    words = _words(text)
+    held = _held_runs(sources)
+    covered = [False] * len(words)
+    for i in range(len(words) - ECHO_RUN + 1):
+        if tuple(words[i : i + ECHO_RUN]) in held:
+            covered[i : i + ECHO_RUN] = [True] * ECHO_RUN
+    return sum(covered) / len(words) if len(words) >= ECHO_RUN else 0.0
 
 
 def longest_copy(text: str, sources: Iterable[str]) -> int:
@@ -215,9 +231,7 @@ def longest_copy(text: str, sources: Iterable[str]) -> int:
     ``n - ECHO_RUN + 1`` consecutive runs that the sources hold.
     """
     words = _words(text)
-    held: set[tuple[str, ...]] = set()
-    for source in sources:
-        held |= _runs(_words(source), ECHO_RUN)
+    held = _held_runs(sources)
     best = streak = 0
     for i in range(len(words) - ECHO_RUN + 1):
         streak = streak + 1 if tuple(words[i : i + ECHO_RUN]) in held else 0

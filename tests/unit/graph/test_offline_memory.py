@@ -621,6 +621,12 @@ async def test_an_offline_answer_that_repeats_the_previous_one_is_asked_again(
             "I'm a backend developer at a logistics startup!",
             True,
         ),
+        # One word changed (a product session after a restart, 2026-12-05).
+        (
+            "You can't do anything for a dog, but you could help out with your own business.",
+            "You can't do anything for a wife, but you could help out with your own business.",
+            True,
+        ),
         # A short reply twice is no copy; nor is an answer that only starts like the last one.
         ("Noted.", "Noted.", False),
         ("Got it, thanks!", "Got it, thanks!", False),
@@ -630,9 +636,15 @@ async def test_an_offline_answer_that_repeats_the_previous_one_is_asked_again(
             False,
         ),
         ("Your city is Porto.", "Your name is Maya Lindqvist.", False),
+        (
+            "You're travelling to Tokyo next month for a pharmacy conference.",
+            "You're travelling to Tokyo next month; the registration desk opens at 8:30 "
+            "every morning at Tokyo Big Sight.",
+            False,
+        ),
     ],
 )
-def test_a_whole_short_answer_given_again_is_a_repeat(
+def test_a_short_answer_given_again_whole_or_nearly_is_a_repeat(
     previous: str, answer: str, repeated: bool
 ) -> None:
     from langchain_core.messages import AIMessage
