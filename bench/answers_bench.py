@@ -21,7 +21,8 @@ with the expected value whenever the prompt holds it), SmolLM2 with the compact 
 profile, Gemma 3 270M base (``AMEM_LOCAL_MODEL=gemma3-270m``: needs its package), and any
 GGUF with ``--gguf NAME=PATH`` (compact profile), e.g. a Qwen2.5 0.5B Instruct measured beside.
 
-``--persona tomasz`` runs a second user instead (eight statements, eight fact questions).
+``--persona tomasz`` runs a second user instead (eight statements, eight fact questions, a
+drink that must hold no dairy).
 
 Timings are wall-clock on this machine's 2 shared cores (the load average is printed);
 ratios within one run are what to compare.
@@ -112,10 +113,20 @@ _MEAT = re.compile(
     re.IGNORECASE,
 )
 _PEANUT = re.compile(r"\bpeanut\w*|\bsatay\b", re.IGNORECASE)
-_AVOIDING = re.compile(
-    r"\b(?:no|not|without|avoid\w*|free|allerg\w*|skip|never|don't|do not|instead of)\b",
+_DAIRY = re.compile(
+    r"\b(?:milk\w*|cheese\w*|cream\w*|ice cream|yogh?urt\w*|butter|latte|cappuccino|"
+    r"flat white|mocha|frappuccino|milkshakes?|whey)\b",
     re.IGNORECASE,
 )
+_AVOIDING = re.compile(
+    r"\b(?:no|not|without|avoid\w*|free|allerg\w*|intoleran\w*|skip|never|don't|do not|"
+    r"instead of|oat|soy|almond|lactose-free|dairy-free|plant-based)\b",
+    re.IGNORECASE,
+)
+
+
+CONSTRAINED: tuple[tuple[re.Pattern[str], str], ...] = ((_PEANUT, "peanuts"), (_MEAT, "meat"))
+"""What the persona must not be offered: Maya's allergy and diet (Tomasz: dairy)."""
 
 
 def contradicts(answer: str) -> str | None:
@@ -124,7 +135,7 @@ def contradicts(answer: str) -> str | None:
     A mention that is avoided ("without peanuts", "you are allergic to peanuts") is fine:
     a word of avoidance must come within the six words before it.
     """
-    for pattern, what in ((_PEANUT, "peanuts"), (_MEAT, "meat")):
+    for pattern, what in CONSTRAINED:
         for match in pattern.finditer(answer):
             before = answer[: match.start()].split()[-6:]
             if not _AVOIDING.search(" ".join(before)):
@@ -142,8 +153,8 @@ _GOLD: dict[str, list[tuple[str, str, str]]] = {
     STATEMENTS[6]: [("answer style", "short answers", "preference")],
 }
 
-# A second user (``--persona tomasz``): more facts, a family and a pet, no constraint
-# question (``contradicts`` knows peanuts and meat only); the same document.
+# A second user (``--persona tomasz``): more facts, a family and a pet, one constraint
+# question (no dairy: lactose intolerant); the same document.
 TOMASZ = (
     "tomasz",
     [
@@ -165,6 +176,7 @@ TOMASZ = (
         Question("fact", "What game do I play on weekends?", ("chess",)),
         Question("fact", "Which language am I learning?", ("japanese",)),
         Question("fact", "Can I drink milk?", ("lactose",), constrained=False),
+        Question("constraint", "Can you suggest a drink for me at a cafe?"),
         Question("document", "When does the conference registration desk open?", ("8:30", "8.30")),
     ],
     {
@@ -186,9 +198,10 @@ TOMASZ = (
 
 def use_persona(name: str) -> None:
     """Make ``tomasz`` (or ``maya``, the default) the user every session states and asks."""
-    global USER, STATEMENTS, QUESTIONS, _GOLD  # the one switch of a script's data
+    global USER, STATEMENTS, QUESTIONS, _GOLD, CONSTRAINED  # the one switch of a script's data
     if name == "tomasz":
         USER, STATEMENTS, QUESTIONS, _GOLD = TOMASZ
+        CONSTRAINED = ((_DAIRY, "dairy"),)
     elif name != "maya":
         raise SystemExit(f"unknown persona {name!r}: maya or tomasz")
 

@@ -31,13 +31,19 @@ def test_the_second_persona_is_answered_by_the_perfect_model(
 ) -> None:
     import bench.answers_bench as bench
 
-    for name in ("USER", "STATEMENTS", "QUESTIONS", "_GOLD"):
+    for name in ("USER", "STATEMENTS", "QUESTIONS", "_GOLD", "CONSTRAINED"):
         monkeypatch.setattr(bench, name, getattr(bench, name))  # put back after the test
     bench.use_persona("tomasz")
     results, stored = asyncio.run(_session(Config("perfect", "auto", ceiling=True), tmp_path))
     assert [r.question for r in results] == [q.text for q in bench.QUESTIONS]
-    assert all(r.right for r in results), [r.answer for r in results if not r.right]
+    asked = [r for r, q in zip(results, bench.QUESTIONS, strict=True) if q.expected]
+    assert all(r.right for r in asked), [r.answer for r in asked if not r.right]
+    assert all(r.contradiction is None for r in results)
     assert {"name=Tomasz Nowak", "city=Gdansk", "wife's name=Ola"} <= set(stored["facts"])
     assert stored["invented_facts"] == [] and stored["secrets"] == []
+    # His constraint is dairy: a latte is caught, an oat-milk one is not.
+    assert bench.contradicts("Try a vanilla latte with whipped cream.") == "dairy (latte)"
+    assert bench.contradicts("An oat milk latte, or black coffee.") is None
+    assert bench.contradicts("A satay skewer.") is None
     with pytest.raises(SystemExit, match="unknown persona"):
         bench.use_persona("nobody")
